@@ -1,0 +1,1 @@
+//! Layer 4: copy-on-write B+tree (being written).

@@ -1,0 +1,163 @@
+//! Byte-level encoding helpers: CRC-32C and a bounds-checked little-endian cursor.
+//! Decoders read through `Reader`, which returns `DecodeError` instead of panicking.
+#![deny(clippy::indexing_slicing)]
+
+use alloc::vec::Vec;
+
+use crate::address::{LogAddress, PagePointer};
+
+const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+
+/// CRC-32C (Castagnoli) of `bytes`.
+pub fn crc32c(bytes: &[u8]) -> u32 {
+    CRC32C.checksum(bytes)
+}
+
+/// CRC-32C of `bytes` with the four bytes at `field_offset` taken as zero (for structures that
+/// carry their own checksum).
+pub fn crc32c_excluding(bytes: &[u8], field_offset: usize) -> u32 {
+    let mut digest = CRC32C.digest();
+    let end = field_offset.min(bytes.len());
+    digest.update(bytes.get(..end).unwrap_or(&[]));
+    if bytes.len() > end {
+        digest.update(&[0u8; 4][..(bytes.len() - end).min(4)]);
+    }
+    digest.update(bytes.get(field_offset + 4..).unwrap_or(&[]));
+    digest.finalize()
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("{structure}: need {needed_bytes} bytes, got {actual_bytes}")]
+    Truncated { structure: &'static str, needed_bytes: usize, actual_bytes: usize },
+    #[error("{structure}: checksum stored {stored:#010x}, computed {computed:#010x}")]
+    ChecksumMismatch { structure: &'static str, stored: u32, computed: u32 },
+    #[error("{structure}: bad magic {found:#x}")]
+    BadMagic { structure: &'static str, found: u64 },
+    #[error("{structure}: invalid {field} = {value}")]
+    InvalidField { structure: &'static str, field: &'static str, value: u64 },
+}
+
+/// A cursor over untrusted bytes.
+pub struct Reader<'a> {
+    structure: &'static str,
+    remaining: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(structure: &'static str, bytes: &'a [u8]) -> Self {
+        Reader { structure, remaining: bytes }
+    }
+    fn truncated(&self, needed_bytes: usize) -> DecodeError {
+        DecodeError::Truncated {
+            structure: self.structure,
+            needed_bytes,
+            actual_bytes: self.remaining.len(),
+        }
+    }
+    pub fn remaining_bytes(&self) -> usize {
+        self.remaining.len()
+    }
+    pub fn bytes(&mut self, count: usize) -> Result<&'a [u8], DecodeError> {
+        if count > self.remaining.len() {
+            return Err(self.truncated(count));
+        }
+        let (head, rest) = self.remaining.split_at(count);
+        self.remaining = rest;
+        Ok(head)
+    }
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+        let (head, rest) = self.remaining.split_first().ok_or_else(|| self.truncated(1))?;
+        self.remaining = rest;
+        Ok(*head)
+    }
+    pub fn u16_le(&mut self) -> Result<u16, DecodeError> {
+        let (head, rest) = self.remaining.split_first_chunk::<2>().ok_or_else(|| self.truncated(2))?;
+        self.remaining = rest;
+        Ok(u16::from_le_bytes(*head))
+    }
+    pub fn u32_le(&mut self) -> Result<u32, DecodeError> {
+        let (head, rest) = self.remaining.split_first_chunk::<4>().ok_or_else(|| self.truncated(4))?;
+        self.remaining = rest;
+        Ok(u32::from_le_bytes(*head))
+    }
+    pub fn u64_le(&mut self) -> Result<u64, DecodeError> {
+        let (head, rest) = self.remaining.split_first_chunk::<8>().ok_or_else(|| self.truncated(8))?;
+        self.remaining = rest;
+        Ok(u64::from_le_bytes(*head))
+    }
+    pub fn u64_be(&mut self) -> Result<u64, DecodeError> {
+        let (head, rest) = self.remaining.split_first_chunk::<8>().ok_or_else(|| self.truncated(8))?;
+        self.remaining = rest;
+        Ok(u64::from_be_bytes(*head))
+    }
+    pub fn pointer(&mut self) -> Result<PagePointer, DecodeError> {
+        let address = LogAddress(self.u32_le()?);
+        let checksum = self.u32_le()?;
+        Ok(PagePointer { address, checksum })
+    }
+    pub fn invalid(&self, field: &'static str, value: u64) -> DecodeError {
+        DecodeError::InvalidField { structure: self.structure, field, value }
+    }
+}
+
+/// Little-endian writer into a growable buffer.
+#[derive(Default)]
+pub struct Writer {
+    pub bytes: Vec<u8>,
+}
+
+impl Writer {
+    pub fn with_capacity(capacity: usize) -> Self {
+        Writer { bytes: Vec::with_capacity(capacity) }
+    }
+    pub fn u8(&mut self, value: u8) {
+        self.bytes.push(value);
+    }
+    pub fn u16_le(&mut self, value: u16) {
+        self.bytes.extend_from_slice(&value.to_le_bytes());
+    }
+    pub fn u32_le(&mut self, value: u32) {
+        self.bytes.extend_from_slice(&value.to_le_bytes());
+    }
+    pub fn u64_le(&mut self, value: u64) {
+        self.bytes.extend_from_slice(&value.to_le_bytes());
+    }
+    pub fn u64_be(&mut self, value: u64) {
+        self.bytes.extend_from_slice(&value.to_be_bytes());
+    }
+    pub fn raw(&mut self, bytes: &[u8]) {
+        self.bytes.extend_from_slice(bytes);
+    }
+    pub fn pointer(&mut self, pointer: PagePointer) {
+        self.u32_le(pointer.address.0);
+        self.u32_le(pointer.checksum);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32c_matches_the_standard_check_value() {
+        // CRC-32C check value for "123456789" (RFC 3720 appendix B.4).
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+    }
+
+    #[test]
+    fn crc_excluding_field_equals_crc_with_zeroed_field() {
+        let mut bytes = [7u8; 32];
+        bytes[8..12].copy_from_slice(&[1, 2, 3, 4]);
+        let mut zeroed = bytes;
+        zeroed[8..12].fill(0);
+        assert_eq!(crc32c_excluding(&bytes, 8), crc32c(&zeroed));
+    }
+
+    #[test]
+    fn reader_reports_truncation_instead_of_panicking() {
+        let mut reader = Reader::new("test", &[1, 2, 3]);
+        assert_eq!(reader.u16_le(), Ok(0x0201));
+        assert!(matches!(reader.u32_le(), Err(DecodeError::Truncated { needed_bytes: 4, .. })));
+    }
+}

@@ -1,0 +1,13 @@
+//! Layers 3–6 of fsoc: segment log, copy-on-write B+trees, transactions and the POSIX-like
+//! file system API. Builds without the standard library (`no_std` + `alloc`).
+//!
+//! Module map (each is a layer of ARCHITECTURE.md): `segment` (layer 3), `btree` (layer 4),
+//! `txn` (layer 5), `fs` (layer 6). `codec` and `address` are shared vocabulary.
+#![no_std]
+#![deny(clippy::unwrap_used)]
+
+extern crate alloc;
+
+pub mod address;
+pub mod btree;
+pub mod codec;

@@ -1,0 +1,185 @@
+//! The volume's view of the flash array: log-address I/O, the virtual clock, spare-area tags.
+//!
+//! Programs and erases are issued at the current virtual time and not waited for, so pages
+//! appended to consecutive chips overlap; reads wait for their data. `barrier` waits for
+//! everything issued, which the commit protocol uses before and after writing a metaroot.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use fsoc_media::{Flash, NandError, Nanos, ReadStatus};
+
+use crate::address::LogAddress;
+use crate::segment::layout::Layout;
+
+/// What a log page holds, recorded in its spare area so the cleaner can find the owner
+/// (docs/FORMAT.md, "Spare tag").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageTag {
+    /// A B+tree node of tree `tree_id` at `level` (0 = leaf).
+    Node { tree_id: u8, level: u8 },
+    /// File data: page `page_index` of inode `inode`.
+    Data { inode: u64, page_index: u32 },
+    /// Page `page_index` of the segment table.
+    SegmentTable { page_index: u32 },
+    /// A metaroot record (only in metaroot areas).
+    Metaroot,
+    /// A superblock copy.
+    Superblock,
+}
+
+pub const SPARE_TAG_BYTES: usize = 16;
+
+const TAG_NODE: u8 = 1;
+const TAG_DATA: u8 = 2;
+const TAG_SEGMENT_TABLE: u8 = 3;
+const TAG_METAROOT: u8 = 4;
+const TAG_SUPERBLOCK: u8 = 5;
+
+impl PageTag {
+    pub fn encode(self, spare: &mut [u8]) {
+        assert!(spare.len() >= SPARE_TAG_BYTES, "spare area smaller than a tag");
+        spare.fill(0xFF);
+        let mut tag = [0u8; SPARE_TAG_BYTES];
+        match self {
+            PageTag::Node { tree_id, level } => {
+                tag[0] = TAG_NODE;
+                tag[1] = tree_id;
+                tag[2] = level;
+            }
+            PageTag::Data { inode, page_index } => {
+                tag[0] = TAG_DATA;
+                tag[4..12].copy_from_slice(&inode.to_le_bytes());
+                tag[12..16].copy_from_slice(&page_index.to_le_bytes());
+            }
+            PageTag::SegmentTable { page_index } => {
+                tag[0] = TAG_SEGMENT_TABLE;
+                tag[12..16].copy_from_slice(&page_index.to_le_bytes());
+            }
+            PageTag::Metaroot => tag[0] = TAG_METAROOT,
+            PageTag::Superblock => tag[0] = TAG_SUPERBLOCK,
+        }
+        spare[..SPARE_TAG_BYTES].copy_from_slice(&tag);
+    }
+
+    /// Decodes a tag; `None` for an erased or unrecognised spare area (untrusted bytes).
+    pub fn decode(spare: &[u8]) -> Option<PageTag> {
+        let tag: &[u8; SPARE_TAG_BYTES] = spare.first_chunk()?;
+        let u32_at = |offset: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(*tag.get(offset..offset + 4)?.first_chunk()?))
+        };
+        match tag[0] {
+            TAG_NODE => Some(PageTag::Node { tree_id: tag[1], level: tag[2] }),
+            TAG_DATA => {
+                let inode = u64::from_le_bytes(*tag.get(4..12)?.first_chunk()?);
+                Some(PageTag::Data { inode, page_index: u32_at(12)? })
+            }
+            TAG_SEGMENT_TABLE => Some(PageTag::SegmentTable { page_index: u32_at(12)? }),
+            TAG_METAROOT => Some(PageTag::Metaroot),
+            TAG_SUPERBLOCK => Some(PageTag::Superblock),
+            _ => None,
+        }
+    }
+}
+
+/// Log-address I/O on the array with a virtual clock.
+pub struct Device<F: Flash> {
+    pub flash: F,
+    pub layout: Layout,
+    pub now_ns: Nanos,
+    spare_buffer: Vec<u8>,
+}
+
+impl<F: Flash> Device<F> {
+    pub fn new(flash: F) -> Self {
+        let layout = Layout::new(flash.geometry(), flash.chip_count());
+        let spare_buffer = vec![0u8; layout.spare_size_bytes()];
+        Device { flash, layout, now_ns: 0, spare_buffer }
+    }
+
+    /// Reads a page's data (resizing `data`) and returns the ECC status; waits for the read.
+    pub fn read(&mut self, address: LogAddress, data: &mut Vec<u8>) -> Result<ReadStatus, NandError> {
+        data.resize(self.layout.page_size_bytes(), 0);
+        let page = self.layout.physical(address);
+        let done = self.flash.read_page(self.now_ns, page, data, &mut self.spare_buffer)?;
+        self.now_ns = self.now_ns.max(done.done_ns);
+        Ok(done.value)
+    }
+
+    /// Reads a page's data and its spare tag.
+    pub fn read_with_tag(
+        &mut self,
+        address: LogAddress,
+        data: &mut Vec<u8>,
+    ) -> Result<(ReadStatus, Option<PageTag>), NandError> {
+        let status = self.read(address, data)?;
+        Ok((status, PageTag::decode(&self.spare_buffer)))
+    }
+
+    /// Issues reads of several pages at the same virtual time (they overlap across chips) and
+    /// waits for all of them.
+    pub fn read_many(
+        &mut self,
+        addresses: &[LogAddress],
+        buffers: &mut [Vec<u8>],
+        statuses: &mut Vec<ReadStatus>,
+    ) -> Result<(), NandError> {
+        assert_eq!(addresses.len(), buffers.len(), "one buffer per address");
+        statuses.clear();
+        let issue_ns = self.now_ns;
+        let mut done_ns = issue_ns;
+        for (address, data) in addresses.iter().zip(buffers.iter_mut()) {
+            data.resize(self.layout.page_size_bytes(), 0);
+            let page = self.layout.physical(*address);
+            let done = self.flash.read_page(issue_ns, page, data, &mut self.spare_buffer)?;
+            done_ns = done_ns.max(done.done_ns);
+            statuses.push(done.value);
+        }
+        self.now_ns = done_ns;
+        Ok(())
+    }
+
+    /// Issues a program; does not wait (pages on other chips overlap with it).
+    pub fn program(&mut self, address: LogAddress, data: &[u8], tag: PageTag) -> Result<(), NandError> {
+        assert_eq!(data.len(), self.layout.page_size_bytes(), "program of a partial page");
+        tag.encode(&mut self.spare_buffer);
+        let page = self.layout.physical(address);
+        self.flash.program_page(self.now_ns, page, data, &self.spare_buffer)?;
+        Ok(())
+    }
+
+    /// Erases every block of a segment, issuing them together.
+    pub fn erase_segment(&mut self, segment_index: u32) -> Result<(), NandError> {
+        for block in self.layout.blocks_of_segment(segment_index) {
+            self.flash.erase_block(self.now_ns, block)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every issued operation has completed.
+    pub fn barrier(&mut self) {
+        self.now_ns = self.now_ns.max(self.flash.all_done_ns());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_round_trip_and_garbage_decodes_to_none() {
+        let mut spare = [0u8; 64];
+        for tag in [
+            PageTag::Node { tree_id: 2, level: 3 },
+            PageTag::Data { inode: 0x0102_0304_0506_0708, page_index: 77 },
+            PageTag::SegmentTable { page_index: 9 },
+            PageTag::Metaroot,
+            PageTag::Superblock,
+        ] {
+            tag.encode(&mut spare);
+            assert_eq!(PageTag::decode(&spare), Some(tag));
+        }
+        assert_eq!(PageTag::decode(&[0xFF; 64]), None);
+        assert_eq!(PageTag::decode(&[1, 2]), None);
+    }
+}

@@ -1,0 +1,249 @@
+//! The copy-on-write log: appends pages into the open segment, opens fresh segments (erasing
+//! them just before use, least-worn first), and keeps the segment table's counts in step.
+//!
+//! Invariants: pages of a segment are appended in ascending order (asserted here and enforced
+//! again by fsoc-media); a segment is erased only when `SegmentTable::is_free` says neither the
+//! committed nor the working state references it; after mount nothing is appended into a
+//! segment that was open before (its last pages may hold a torn program).
+
+use alloc::collections::BTreeSet;
+use alloc::vec::Vec;
+
+use fsoc_media::{Flash, NandError, ReadStatus};
+
+use crate::address::{LogAddress, PagePointer};
+use crate::codec::crc32c;
+use crate::segment::device::{Device, PageTag};
+use crate::segment::layout::{Layout, FIRST_LOG_SEGMENT};
+use crate::segment::segment_table::SegmentTable;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SegmentError {
+    #[error("flash: {0}")]
+    Media(#[from] NandError),
+    #[error("no free segment left in the log")]
+    NoFreeSegment,
+    #[error("segment table page {page_index} at {address:?}: {reason}")]
+    CorruptTable { page_index: u32, address: LogAddress, reason: &'static str },
+    #[error("page {address:?} is unreadable (uncorrectable ECC)")]
+    Unreadable { address: LogAddress },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OpenSegment {
+    segment_index: u32,
+    next_page: u32,
+}
+
+/// Tries when a fresh segment's erase or a program fails (each failure retires a segment).
+const RETRIES_MAX: u32 = 8;
+
+pub struct SegmentLog<F: Flash> {
+    pub device: Device<F>,
+    table: Option<SegmentTable>,
+    open: Option<OpenSegment>,
+}
+
+impl<F: Flash> SegmentLog<F> {
+    /// A log whose segment table is loaded later from `directory` (see `ensure_table_loaded`).
+    pub fn new(device: Device<F>, table: Option<SegmentTable>) -> Self {
+        SegmentLog { device, table, open: None }
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.device.layout
+    }
+
+    pub fn is_table_loaded(&self) -> bool {
+        self.table.is_some()
+    }
+
+    /// Reads the segment table pages named by `directory` (each checked against its pointer's
+    /// checksum). Mount does not call this, so mount cost does not grow with volume size; the
+    /// first write or statfs does.
+    pub fn load_table(&mut self, directory: &[PagePointer]) -> Result<(), SegmentError> {
+        let layout = self.layout();
+        let mut table = SegmentTable::new(layout.segment_count(), layout.pages_per_segment(), layout.page_size_bytes());
+        assert_eq!(table.page_count() as usize, directory.len(), "directory size checked by the metaroot decoder");
+        let mut buffer = Vec::new();
+        for (page_index, pointer) in directory.iter().enumerate() {
+            let page_index = page_index as u32;
+            let corrupt = |reason| SegmentError::CorruptTable { page_index, address: pointer.address, reason };
+            if !layout.contains(pointer.address) {
+                return Err(corrupt("address outside the volume"));
+            }
+            let status = self.device.read(pointer.address, &mut buffer)?;
+            if matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased) {
+                return Err(corrupt("page unreadable or erased"));
+            }
+            if crc32c(&buffer) != pointer.checksum {
+                return Err(corrupt("checksum differs from the metaroot's pointer"));
+            }
+            table.decode_page(page_index, &buffer).map_err(|_| corrupt("invalid entry"))?;
+        }
+        table.directory = directory.to_vec();
+        table.clear_dirty();
+        self.table = Some(table);
+        Ok(())
+    }
+
+    pub fn install_table(&mut self, table: SegmentTable) {
+        self.table = Some(table);
+    }
+
+    pub fn table(&self) -> &SegmentTable {
+        self.table.as_ref().expect("segment table used before it was loaded")
+    }
+
+    fn table_mut(&mut self) -> &mut SegmentTable {
+        self.table.as_mut().expect("segment table used before it was loaded")
+    }
+
+    /// Forgets the open segment, so the next append opens a fresh one.
+    pub fn close_open_segment(&mut self) {
+        self.open = None;
+    }
+
+    pub fn open_segment_index(&self) -> Option<u32> {
+        self.open.map(|open| open.segment_index)
+    }
+
+    /// Pages still appendable without opening a segment.
+    pub fn open_segment_room(&self) -> u32 {
+        self.open.map_or(0, |open| self.layout().pages_per_segment() - open.next_page)
+    }
+
+    /// Free segments not counting the open one.
+    pub fn free_segment_count(&self) -> u32 {
+        let open = self.open_segment_index();
+        let table = self.table();
+        (FIRST_LOG_SEGMENT..table.segment_count())
+            .filter(|&segment| Some(segment) != open && table.is_free(segment))
+            .count() as u32
+    }
+
+    /// Opens the least-worn free segment, erasing it first. A segment whose erase fails is
+    /// retired and its blocks marked bad.
+    fn open_fresh_segment(&mut self) -> Result<(), SegmentError> {
+        for _attempt in 0..RETRIES_MAX {
+            let table = self.table();
+            let chosen = (FIRST_LOG_SEGMENT..table.segment_count())
+                .filter(|&segment| table.is_free(segment))
+                .min_by_key(|&segment| (table.entry(segment).erase_count, segment));
+            let Some(segment_index) = chosen else {
+                return Err(SegmentError::NoFreeSegment);
+            };
+            self.open = None;
+            match self.device.erase_segment(segment_index) {
+                Ok(()) => {
+                    self.table_mut().record_erase(segment_index);
+                    self.open = Some(OpenSegment { segment_index, next_page: 0 });
+                    return Ok(());
+                }
+                Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. }) => {
+                    self.retire(segment_index, Some(block));
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(SegmentError::NoFreeSegment)
+    }
+
+    fn retire(&mut self, segment_index: u32, bad_block: Option<fsoc_media::BlockAddress>) {
+        self.table_mut().retire(segment_index);
+        if let Some(block) = bad_block {
+            // Best effort: a failed mark leaves the segment retired in our table anyway.
+            let _ = self.device.flash.mark_bad_block(block);
+        }
+        if self.open_segment_index() == Some(segment_index) {
+            self.open = None;
+        }
+    }
+
+    /// Takes the next log address and counts it valid, without programming it yet.
+    pub fn reserve_address(&mut self) -> Result<LogAddress, SegmentError> {
+        if self.open_segment_room() == 0 {
+            self.open_fresh_segment()?;
+        }
+        let open = self.open.as_mut().expect("a segment is open after open_fresh_segment");
+        let address = self.device.layout.address(open.segment_index, open.next_page);
+        open.next_page += 1;
+        let segment_index = open.segment_index;
+        self.table_mut().add_valid(segment_index);
+        Ok(address)
+    }
+
+    /// Appends a page to the log and returns its address. A program failure retires the
+    /// segment and retries in a fresh one.
+    pub fn append(&mut self, data: &[u8], tag: PageTag) -> Result<LogAddress, SegmentError> {
+        for _attempt in 0..RETRIES_MAX {
+            let address = self.reserve_address()?;
+            match self.device.program(address, data, tag) {
+                Ok(()) => return Ok(address),
+                Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. }) => {
+                    // The failed page never held live data: drop its count, then retire.
+                    let segment_index = self.layout().segment_of(address);
+                    self.table_mut().remove_valid(segment_index);
+                    self.retire(segment_index, Some(block));
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(SegmentError::NoFreeSegment)
+    }
+
+    /// Programs a page previously obtained from `reserve_address` (ascending order).
+    pub fn program_reserved(&mut self, address: LogAddress, data: &[u8], tag: PageTag) -> Result<(), SegmentError> {
+        self.device.program(address, data, tag)?;
+        Ok(())
+    }
+
+    /// The working state no longer references `address`.
+    pub fn release(&mut self, address: LogAddress) {
+        let segment_index = self.layout().segment_of(address);
+        assert!(segment_index >= FIRST_LOG_SEGMENT, "release of {address:?} outside the log");
+        self.table_mut().remove_valid(segment_index);
+    }
+
+    /// Reads a log page; an uncorrectable or erased page is an error.
+    pub fn read(&mut self, address: LogAddress, data: &mut Vec<u8>) -> Result<(), SegmentError> {
+        if !self.layout().contains(address) {
+            return Err(SegmentError::Unreadable { address });
+        }
+        match self.device.read(address, data)? {
+            ReadStatus::Uncorrectable | ReadStatus::Erased => Err(SegmentError::Unreadable { address }),
+            ReadStatus::Clean | ReadStatus::Corrected { .. } => Ok(()),
+        }
+    }
+
+    /// Writes every dirty segment-table page. Writing a table page changes counts (its new
+    /// page is valid, its old one released), which may dirty further pages, so addresses are
+    /// reserved until a fixpoint, and only then are the final contents programmed.
+    pub fn write_table(&mut self) -> Result<(), SegmentError> {
+        let mut reserved: Vec<(u32, LogAddress)> = Vec::new();
+        let mut done = BTreeSet::new();
+        while let Some(page_index) = self.table().first_dirty_page_not_in(&done) {
+            let address = self.reserve_address()?;
+            let old = self.table().directory[page_index as usize];
+            if !old.address.is_null() {
+                self.release(old.address);
+            }
+            done.insert(page_index);
+            reserved.push((page_index, address));
+        }
+        let page_size_bytes = self.layout().page_size_bytes();
+        for (page_index, address) in reserved {
+            let bytes = self.table().encode_page(page_index, page_size_bytes);
+            self.program_reserved(address, &bytes, PageTag::SegmentTable { page_index })?;
+            let checksum = crc32c(&bytes);
+            self.table_mut().directory[page_index as usize] = PagePointer { address, checksum };
+        }
+        self.table_mut().clear_dirty();
+        Ok(())
+    }
+
+    /// After the metaroot of a transaction is durable.
+    pub fn end_transaction(&mut self) {
+        self.table_mut().end_transaction();
+    }
+}

@@ -1,0 +1,12 @@
+//! Layer 3: the segment log — copy-on-write page allocation in stripes, the segment table,
+//! and the physical layout. Nothing here knows what a B+tree node or a file is.
+
+pub mod device;
+pub mod layout;
+pub mod log;
+pub mod segment_table;
+
+pub use device::{Device, PageTag};
+pub use layout::Layout;
+pub use log::{SegmentError, SegmentLog};
+pub use segment_table::SegmentTable;

@@ -1,0 +1,122 @@
+//! The superblock: volume identity and geometry, written once at format into pages 0 and 1 of
+//! block 0 on every chip, never rewritten (docs/FORMAT.md, "Superblock").
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
+use alloc::vec::Vec;
+
+use fsoc_media::Geometry;
+
+use crate::codec::{crc32c_excluding, DecodeError, Reader, Writer};
+
+pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"FSOCVOL\0");
+pub const FORMAT_VERSION: u32 = 1;
+pub const SUPERBLOCK_BYTES: usize = 64;
+const CHECKSUM_OFFSET: usize = 60;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    pub geometry: Geometry,
+    pub chip_count: u32,
+    pub chip_index: u32,
+    pub volume_id: u64,
+    pub metaroot_area_count: u32,
+    pub first_log_segment: u32,
+}
+
+impl Superblock {
+    pub fn encode(&self, page_size_bytes: usize) -> Vec<u8> {
+        let mut writer = Writer::with_capacity(page_size_bytes);
+        writer.u64_le(SUPERBLOCK_MAGIC);
+        writer.u32_le(FORMAT_VERSION);
+        writer.u32_le(self.geometry.page_data_bytes);
+        writer.u32_le(self.geometry.spare_bytes);
+        writer.u32_le(self.geometry.pages_per_block);
+        writer.u32_le(self.geometry.block_count);
+        writer.u32_le(self.chip_count);
+        writer.u32_le(self.chip_index);
+        writer.u64_le(self.volume_id);
+        writer.u32_le(self.metaroot_area_count);
+        writer.u32_le(self.first_log_segment);
+        writer.u32_le(0); // reserved
+        writer.u32_le(0); // reserved
+        assert_eq!(writer.bytes.len(), CHECKSUM_OFFSET, "superblock layout drifted from FORMAT.md");
+        writer.u32_le(0); // checksum placeholder
+        let checksum = crc32c_excluding(&writer.bytes, CHECKSUM_OFFSET);
+        let mut bytes = writer.bytes;
+        bytes.splice(CHECKSUM_OFFSET..CHECKSUM_OFFSET + 4, checksum.to_le_bytes());
+        bytes.resize(page_size_bytes, 0xFF);
+        bytes
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Superblock, DecodeError> {
+        let head = bytes.get(..SUPERBLOCK_BYTES).ok_or(DecodeError::Truncated {
+            structure: "superblock",
+            needed_bytes: SUPERBLOCK_BYTES,
+            actual_bytes: bytes.len(),
+        })?;
+        let mut reader = Reader::new("superblock", head);
+        let magic = reader.u64_le()?;
+        if magic != SUPERBLOCK_MAGIC {
+            return Err(DecodeError::BadMagic { structure: "superblock", found: magic });
+        }
+        let version = reader.u32_le()?;
+        if version != FORMAT_VERSION {
+            return Err(reader.invalid("format_version", u64::from(version)));
+        }
+        let geometry = Geometry {
+            page_data_bytes: reader.u32_le()?,
+            spare_bytes: reader.u32_le()?,
+            pages_per_block: reader.u32_le()?,
+            block_count: reader.u32_le()?,
+        };
+        let chip_count = reader.u32_le()?;
+        let chip_index = reader.u32_le()?;
+        let volume_id = reader.u64_le()?;
+        let metaroot_area_count = reader.u32_le()?;
+        let first_log_segment = reader.u32_le()?;
+        let _reserved = reader.u64_le()?;
+        let stored = reader.u32_le()?;
+        let computed = crc32c_excluding(head, CHECKSUM_OFFSET);
+        if stored != computed {
+            return Err(DecodeError::ChecksumMismatch { structure: "superblock", stored, computed });
+        }
+        if geometry.validate().is_err() {
+            return Err(DecodeError::InvalidField { structure: "superblock", field: "geometry", value: 0 });
+        }
+        if chip_count == 0 || chip_count > 64 || chip_index >= chip_count {
+            return Err(DecodeError::InvalidField { structure: "superblock", field: "chip_index", value: u64::from(chip_index) });
+        }
+        if metaroot_area_count != 3 || first_log_segment != 4 {
+            return Err(DecodeError::InvalidField { structure: "superblock", field: "first_log_segment", value: u64::from(first_log_segment) });
+        }
+        Ok(Superblock { geometry, chip_count, chip_index, volume_id, metaroot_area_count, first_log_segment })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example() -> Superblock {
+        Superblock {
+            geometry: Geometry { page_data_bytes: 2048, spare_bytes: 64, pages_per_block: 64, block_count: 128 },
+            chip_count: 2,
+            chip_index: 1,
+            volume_id: 0xDEAD_BEEF,
+            metaroot_area_count: 3,
+            first_log_segment: 4,
+        }
+    }
+
+    #[test]
+    fn round_trips_and_rejects_every_single_bit_flip_in_the_header() {
+        let bytes = example().encode(2048);
+        assert_eq!(Superblock::decode(&bytes), Ok(example()));
+        for bit in 0..SUPERBLOCK_BYTES * 8 {
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            assert!(Superblock::decode(&flipped).is_err(), "flip of bit {bit} accepted");
+        }
+        assert!(Superblock::decode(&bytes[..10]).is_err());
+    }
+}

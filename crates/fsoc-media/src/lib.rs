@@ -1,0 +1,196 @@
+//! Layer 1: a model of raw NAND flash chips, and the `Flash` interface every upper layer uses.
+//!
+//! A `Flash` is an array of `chip_count` identical NAND chips. Each chip has its own virtual
+//! clock (`busy_until_ns`): an operation issued at virtual time `t` on chip `c` starts at
+//! `max(t, busy_until(c))` and completes one latency later. Callers pass the issue time in and
+//! get the completion time back, so p programs issued at the same `t` on p chips complete
+//! together after one program time, while the same p programs on one chip serialize. Nothing
+//! here reads a wall clock or depends on thread timing.
+//!
+//! Invariants enforced by the simulator (independently of what upper layers assert):
+//! - a page is programmed only while erased, and pages of a block in ascending order;
+//! - erase works on whole blocks and sets every bit to 1;
+//! - after a power cut every operation fails with `NandError::PowerLost` until
+//!   `restore_power`.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![deny(clippy::unwrap_used)]
+
+extern crate alloc;
+
+pub mod geometry;
+pub mod ecc;
+pub mod energy;
+pub mod faults;
+pub mod rng;
+pub mod stats;
+pub mod store;
+pub mod sim;
+#[cfg(feature = "std")]
+pub mod image;
+
+pub use geometry::{Geometry, Profile, Timing};
+pub use faults::FaultConfig;
+pub use sim::{SimConfig, SimFlash};
+pub use stats::{BlockCounters, ChipCounters, FlashCounters};
+
+/// Virtual time in nanoseconds since the device was created.
+pub type Nanos = u64;
+
+/// Index of a chip in the array (0-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChipIndex(pub u32);
+
+/// Index of an erase block within one chip (0-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EraseBlockIndex(pub u32);
+
+/// A physical page: chip, erase block within the chip, page within the block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PageAddress {
+    pub chip: ChipIndex,
+    pub block: EraseBlockIndex,
+    pub page_index: u32,
+}
+
+/// A physical erase block: chip and block within the chip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BlockAddress {
+    pub chip: ChipIndex,
+    pub block: EraseBlockIndex,
+}
+
+impl PageAddress {
+    pub fn new(chip: u32, block: u32, page_index: u32) -> Self {
+        PageAddress { chip: ChipIndex(chip), block: EraseBlockIndex(block), page_index }
+    }
+    pub fn block_address(&self) -> BlockAddress {
+        BlockAddress { chip: self.chip, block: self.block }
+    }
+}
+
+impl BlockAddress {
+    pub fn new(chip: u32, block: u32) -> Self {
+        BlockAddress { chip: ChipIndex(chip), block: EraseBlockIndex(block) }
+    }
+}
+
+/// What the ECC engine reports for a page read, as a controller with BCH ECC would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadStatus {
+    /// No bit errors.
+    Clean,
+    /// Bit errors were present but corrected; the returned data is what was programmed.
+    /// `bits` is the total over all ECC sectors, `max_per_sector` the worst sector.
+    Corrected { bits: u32, max_per_sector: u32 },
+    /// At least one ECC sector had more errors than the code corrects; the returned data is
+    /// the raw (wrong) content.
+    Uncorrectable,
+    /// The page is erased (all 0xFF); ECC is not applied to erased pages.
+    Erased,
+}
+
+/// The result of an operation together with its virtual completion time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completed<T> {
+    pub value: T,
+    /// Virtual time at which the chip finished this operation.
+    pub done_ns: Nanos,
+}
+
+/// Kinds of operation, for errors and accounting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OperationKind {
+    Read,
+    Program,
+    Erase,
+}
+
+/// Typed errors of the flash layer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NandError {
+    #[error("address out of range: {what} {value} >= {limit}")]
+    OutOfRange { what: &'static str, value: u64, limit: u64 },
+    #[error("buffer size: {what} needs {expected_bytes} bytes, got {actual_bytes}")]
+    BufferSize { what: &'static str, expected_bytes: usize, actual_bytes: usize },
+    #[error("program of page {page:?} which is not erased")]
+    NotErased { page: PageAddress },
+    #[error("out-of-order program: page {page:?}, but page {last_programmed_index} of that block is already programmed")]
+    OutOfOrder { page: PageAddress, last_programmed_index: u32 },
+    #[error("block {block:?} is marked bad")]
+    BadBlock { block: BlockAddress },
+    #[error("block {block:?} is worn out after {erase_count} erases")]
+    WornOut { block: BlockAddress, erase_count: u32 },
+    #[error("{kind:?} failed on block {block:?} (status fail; block should be retired)")]
+    OperationFailed { kind: OperationKind, block: BlockAddress },
+    #[error("power lost")]
+    PowerLost,
+    #[error("chip {chip:?} failed")]
+    ChipFailed { chip: ChipIndex },
+    #[error("image file: {0}")]
+    Image(alloc::string::String),
+}
+
+/// An array of identical raw NAND chips with per-chip virtual clocks.
+///
+/// All methods take the virtual time at which the caller issues the operation and return the
+/// time it completes. Data returned by `read_page` is valid once the caller's clock reaches
+/// `done_ns`; a sequential caller simply sets its clock to `done_ns`.
+pub trait Flash {
+    /// Geometry of one chip (every chip is the same).
+    fn geometry(&self) -> Geometry;
+    /// Number of chips in the array (>= 1).
+    fn chip_count(&self) -> u32;
+    /// Latency profile.
+    fn timing(&self) -> Timing;
+
+    /// Reads a page's data and spare area. `data` must be `page_data_bytes` long and `spare`
+    /// `spare_bytes` long.
+    fn read_page(
+        &mut self,
+        issue_ns: Nanos,
+        page: PageAddress,
+        data: &mut [u8],
+        spare: &mut [u8],
+    ) -> Result<Completed<ReadStatus>, NandError>;
+
+    /// Programs a page (data and spare). The page must be erased and its index higher than any
+    /// page already programmed in the block since its last erase.
+    fn program_page(
+        &mut self,
+        issue_ns: Nanos,
+        page: PageAddress,
+        data: &[u8],
+        spare: &[u8],
+    ) -> Result<Completed<()>, NandError>;
+
+    /// Erases a whole block (all bits to 1).
+    fn erase_block(&mut self, issue_ns: Nanos, block: BlockAddress) -> Result<Completed<()>, NandError>;
+
+    /// Whether the block carries a bad-block mark (factory or grown). Reading the mark is
+    /// treated as free: controllers keep a bad-block table in RAM after the first scan.
+    fn is_bad_block(&self, block: BlockAddress) -> Result<bool, NandError>;
+
+    /// Marks a block bad (a grown bad block). The mark survives erases and reopening.
+    fn mark_bad_block(&mut self, block: BlockAddress) -> Result<(), NandError>;
+
+    /// Virtual time at which the chip finishes all operations issued so far.
+    fn busy_until_ns(&self, chip: ChipIndex) -> Nanos;
+
+    /// Latest `busy_until_ns` over all chips: the time at which everything issued is done.
+    fn all_done_ns(&self) -> Nanos {
+        (0..self.chip_count()).map(|c| self.busy_until_ns(ChipIndex(c))).max().unwrap_or(0)
+    }
+
+    /// Accounting since creation or the last `reset_counters`.
+    fn counters(&self) -> &FlashCounters;
+    /// Zeroes the resettable counters (not erase counts, which are physical wear).
+    fn reset_counters(&mut self);
+
+    /// Erase count of a block (physical wear; never reset).
+    fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError>;
+
+    /// Makes everything programmed so far durable on the backing store (a no-op for RAM).
+    fn flush(&mut self) -> Result<(), NandError> {
+        Ok(())
+    }
+}
