@@ -128,6 +128,8 @@ pub enum NandError {
     ChipFailed { chip: ChipIndex },
     #[error("image file: {0}")]
     Image(alloc::string::String),
+    #[error("invalid configuration: {reason}")]
+    InvalidConfig { reason: &'static str },
 }
 
 /// An array of identical raw NAND chips with per-chip virtual clocks.

@@ -1,0 +1,1 @@
+//! Persistent image-file backend (`ImageStore`); layout in docs/FORMAT.md, "Image file".

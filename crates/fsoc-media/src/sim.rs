@@ -1,0 +1,765 @@
+//! `SimFlash`: the simulated NAND array. It enforces the NAND rules with typed errors, keeps a
+//! virtual clock per chip, accounts every operation, and applies ECC outcomes and faults.
+//!
+//! Invariants: a rejected operation (bad address, rule violation, power lost, failed chip) has
+//! no effect at all: no state change, no time, no counters. Everything random comes from the
+//! seeded RNG or `hash64`, so equal seeds and equal operation sequences give equal results.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::ecc::{self, BitErrorModel};
+use crate::energy::EnergyModel;
+use crate::faults::{FactoryBadBlocks, FaultConfig, FaultState, OperationFate};
+use crate::geometry::{Geometry, Profile, Timing};
+use crate::rng::{hash64, SeededRng};
+use crate::stats::{FlashCounters, OperationRecord};
+use crate::store::{BadMark, BlockMeta, PageMeta, PageState, PageStore, RamStore};
+use crate::{BlockAddress, ChipIndex, Completed, Flash, Nanos, NandError, OperationKind, PageAddress, ReadStatus};
+
+/// Salts that keep the hash-derived patterns of different phenomena independent.
+const SALT_TEAR_LEVEL: u64 = 0x7465_6172; // "tear"
+const SALT_TEAR_MASK: u64 = 0x6d61_736b; // "mask"
+const SALT_ERASE_LEVEL: u64 = 0x6572_6173; // "eras"
+const SALT_ERASE_MASK: u64 = 0x656d_736b; // "emsk"
+/// Stream offset so the RNG stream differs from the hash patterns of the same seed.
+const RNG_STREAM_SALT: u64 = 0x5349_4d46_4c41_5348; // "SIMFLASH"
+
+/// Everything that defines a simulated array.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    /// The profile the geometry and timing came from (recorded in image headers).
+    pub profile: Profile,
+    pub geometry: Geometry,
+    pub timing: Timing,
+    pub chip_count: u32,
+    pub seed: u64,
+    pub faults: FaultConfig,
+    /// BCH strength: bits corrected per 512-byte sector (seed 001's platform: 4).
+    pub ecc_correctable_bits_per_512: u32,
+    /// Rated program/erase cycles per block.
+    pub endurance_cycles: u32,
+    /// Pages between an MLC/TLC upper page and its paired lower page (0 = no pairing).
+    pub paired_page_distance: u32,
+    pub bit_errors: BitErrorModel,
+    pub energy: EnergyModel,
+}
+
+impl SimConfig {
+    /// The profile's geometry (with `block_count` blocks per chip), timing, endurance and page
+    /// pairing, 4-bit ECC, default energy model and default faults (wear-out only).
+    pub fn new(profile: Profile, chip_count: u32, block_count: u32, seed: u64) -> Self {
+        SimConfig {
+            profile,
+            geometry: profile.geometry(block_count),
+            timing: profile.timing(),
+            chip_count,
+            seed,
+            faults: FaultConfig::default(),
+            ecc_correctable_bits_per_512: 4,
+            endurance_cycles: profile.endurance_cycles(),
+            paired_page_distance: profile.paired_page_distance(),
+            bit_errors: BitErrorModel::default(),
+            energy: EnergyModel::default(),
+        }
+    }
+
+    /// Checks the configuration; returns the first problem found.
+    pub fn validate(&self) -> Result<(), NandError> {
+        self.geometry.validate().map_err(|reason| NandError::InvalidConfig { reason })?;
+        if self.chip_count == 0 || self.chip_count > 1024 {
+            return Err(NandError::InvalidConfig { reason: "chip_count must be within 1..=1024" });
+        }
+        if self.endurance_cycles == 0 {
+            return Err(NandError::InvalidConfig { reason: "endurance_cycles must be at least 1" });
+        }
+        if self.paired_page_distance >= self.geometry.pages_per_block {
+            return Err(NandError::InvalidConfig { reason: "paired_page_distance must be below pages_per_block" });
+        }
+        Ok(())
+    }
+
+    /// Bytes moved over the bus by one page read or program (data plus spare).
+    pub fn page_transfer_bytes(&self) -> u64 {
+        u64::from(self.geometry.page_data_bytes) + u64::from(self.geometry.spare_bytes)
+    }
+
+    /// Busy time of one page read: array read plus transfer out.
+    pub fn read_busy_ns(&self) -> Nanos {
+        self.timing.read_latency_ns + self.page_transfer_bytes() * self.timing.bus_ns_per_byte
+    }
+
+    /// Busy time of one page program: transfer in plus array program.
+    pub fn program_busy_ns(&self) -> Nanos {
+        self.timing.program_latency_ns + self.page_transfer_bytes() * self.timing.bus_ns_per_byte
+    }
+
+    /// Busy time of one block erase (a few command bytes; their transfer is neglected).
+    pub fn erase_busy_ns(&self) -> Nanos {
+        self.timing.erase_latency_ns
+    }
+}
+
+/// A simulated array of NAND chips over a `PageStore` backend.
+#[derive(Clone, Debug)]
+pub struct SimFlash<S: PageStore = RamStore> {
+    config: SimConfig,
+    store: S,
+    busy_until_ns: Vec<Nanos>,
+    counters: FlashCounters,
+    rng: SeededRng,
+    fault_state: FaultState,
+    /// Reused buffer of error positions for one read, so reads do not allocate.
+    error_positions: Vec<u32>,
+}
+
+impl SimFlash<RamStore> {
+    /// A RAM-backed array, fresh from the factory (factory bad blocks per `config.faults`).
+    pub fn create(config: SimConfig) -> Result<Self, NandError> {
+        config.validate()?;
+        let store = RamStore::new(config.geometry, config.chip_count);
+        let mut flash = SimFlash::with_store(config, store)?;
+        flash.mark_factory_bad_blocks()?;
+        Ok(flash)
+    }
+}
+
+impl<S: PageStore> SimFlash<S> {
+    /// Wraps an existing store (fresh or reopened). Factory bad blocks are not added: a
+    /// reopened device already has its marks. The store's shape must match the config.
+    pub fn with_store(config: SimConfig, store: S) -> Result<Self, NandError> {
+        config.validate()?;
+        if store.geometry() != config.geometry || store.chip_count() != config.chip_count {
+            return Err(NandError::InvalidConfig { reason: "store geometry or chip count differs from config" });
+        }
+        let chip_count = config.chip_count;
+        Ok(SimFlash {
+            busy_until_ns: vec![0; chip_count as usize],
+            counters: FlashCounters::new(chip_count, config.geometry.block_count),
+            rng: SeededRng::new(config.seed ^ RNG_STREAM_SALT),
+            fault_state: FaultState::new(chip_count, &config.faults),
+            error_positions: Vec::new(),
+            config,
+            store,
+        })
+    }
+
+    /// Marks factory bad blocks as `config.faults.factory_bad_blocks` says (block 0 of each
+    /// chip stays good). Called once when a device is created.
+    pub(crate) fn mark_factory_bad_blocks(&mut self) -> Result<(), NandError> {
+        let block_count = self.config.geometry.block_count;
+        for chip in 0..self.config.chip_count {
+            match self.config.faults.factory_bad_blocks {
+                FactoryBadBlocks::None => {}
+                FactoryBadBlocks::CountPerChip(count) => {
+                    let target = count.min(block_count - 1);
+                    let mut marked = 0;
+                    // Bounded: each round marks a new block with probability >= 1/block_count,
+                    // and the cap below stops a pathological stream.
+                    let mut attempts = 0u64;
+                    while marked < target && attempts < 64 * u64::from(block_count) {
+                        attempts += 1;
+                        let block = BlockAddress::new(chip, 1 + self.rng.below(u64::from(block_count - 1)) as u32);
+                        let mut meta = self.store.block_meta(block)?;
+                        if !meta.bad_mark.is_bad() {
+                            meta.bad_mark = BadMark::Factory;
+                            self.store.set_block_meta(block, &meta)?;
+                            marked += 1;
+                        }
+                    }
+                }
+                FactoryBadBlocks::PartsPerMillion(ppm) => {
+                    for block_index in 1..block_count {
+                        if self.rng.chance_ppm(ppm) {
+                            let block = BlockAddress::new(chip, block_index);
+                            let mut meta = self.store.block_meta(block)?;
+                            meta.bad_mark = BadMark::Factory;
+                            self.store.set_block_meta(block, &meta)?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Consumes the simulator, returning its store (e.g. to close an image file).
+    pub fn into_store(self) -> S {
+        self.store
+    }
+
+    /// Replaces the fault configuration. A scheduled power cut in the new config counts from
+    /// now; factory bad blocks are only applied at creation.
+    pub fn set_fault_config(&mut self, faults: FaultConfig) {
+        match faults.power_cut_after_operations {
+            Some(after_operations) => self.fault_state.schedule_power_cut(after_operations),
+            None => self.fault_state.cancel_power_cut(),
+        }
+        self.config.faults = faults;
+    }
+
+    /// State-changing operations (programs and erases, including rejected-by-fault ones)
+    /// started so far.
+    pub fn operations_count(&self) -> u64 {
+        self.fault_state.operations_count()
+    }
+
+    pub fn power_is_lost(&self) -> bool {
+        self.fault_state.power_is_lost()
+    }
+
+    /// Cuts power after `after_operations` more state-changing operations: those complete, the
+    /// next one is interrupted.
+    pub fn schedule_power_cut(&mut self, after_operations: u64) {
+        self.fault_state.schedule_power_cut(after_operations);
+    }
+
+    /// Cuts power now, between operations: nothing is torn.
+    pub fn cut_power_now(&mut self) {
+        self.fault_state.cut_power_now();
+    }
+
+    /// Powers the array back on. Virtual clocks and counters carry on; page and block state is
+    /// whatever the cut left.
+    pub fn restore_power(&mut self) {
+        self.fault_state.restore_power();
+    }
+
+    /// Makes every later operation on `chip` fail with `ChipFailed`.
+    pub fn fail_chip(&mut self, chip: ChipIndex) -> Result<(), NandError> {
+        self.check_chip(chip)?;
+        self.fault_state.fail_chip(chip.0);
+        Ok(())
+    }
+
+    /// Adds `count` persistent bit flips at random distinct positions of the page (data and
+    /// spare). They stay until the block is erased.
+    pub fn inject_bit_flips(&mut self, page: PageAddress, count: u32) -> Result<(), NandError> {
+        self.check_page(page)?;
+        let bit_count = u64::from(ecc::page_bit_count(&self.config.geometry));
+        let mut meta = self.store.page_meta(page)?;
+        for _ in 0..count {
+            // Draw until the position is new, bounded since a page has far more bits than
+            // flips can be recorded.
+            for _attempt in 0..64 {
+                let position = self.rng.below(bit_count) as u32;
+                if !meta.flips().contains(&position) {
+                    meta.add_flip(position);
+                    break;
+                }
+            }
+        }
+        self.store.set_page_meta(page, &meta)
+    }
+
+    /// Adds persistent bit flips at the given bit positions (data bits first, then spare; see
+    /// `ecc`). Positions past the page are rejected.
+    pub fn inject_bit_flips_at(&mut self, page: PageAddress, bit_positions: &[u32]) -> Result<(), NandError> {
+        self.check_page(page)?;
+        let bit_count = ecc::page_bit_count(&self.config.geometry);
+        let mut meta = self.store.page_meta(page)?;
+        for &position in bit_positions {
+            if position >= bit_count {
+                return Err(NandError::OutOfRange {
+                    what: "bit position",
+                    value: u64::from(position),
+                    limit: u64::from(bit_count),
+                });
+            }
+            meta.add_flip(position);
+        }
+        self.store.set_page_meta(page, &meta)
+    }
+
+    /// Sets a block's erase count, to age a device in tests without erasing it thousands of
+    /// times.
+    pub fn set_erase_count(&mut self, block: BlockAddress, erase_count: u32) -> Result<(), NandError> {
+        self.check_block(block)?;
+        let mut meta = self.store.block_meta(block)?;
+        meta.erase_count = erase_count;
+        self.store.set_block_meta(block, &meta)
+    }
+
+    /// Physical state of a page (for tests and diagnostics; a real controller cannot see it).
+    pub fn page_state(&self, page: PageAddress) -> Result<PageState, NandError> {
+        self.check_page(page)?;
+        Ok(self.store.page_meta(page)?.state)
+    }
+
+    /// Persistent metadata of a block (for tests, diagnostics and wear reports).
+    pub fn block_meta(&self, block: BlockAddress) -> Result<BlockMeta, NandError> {
+        self.check_block(block)?;
+        self.store.block_meta(block)
+    }
+
+    // ---- validation -------------------------------------------------------------------------
+
+    fn check_chip(&self, chip: ChipIndex) -> Result<(), NandError> {
+        if chip.0 >= self.config.chip_count {
+            return Err(NandError::OutOfRange {
+                what: "chip",
+                value: u64::from(chip.0),
+                limit: u64::from(self.config.chip_count),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_block(&self, block: BlockAddress) -> Result<(), NandError> {
+        self.check_chip(block.chip)?;
+        let block_count = self.config.geometry.block_count;
+        if block.block.0 >= block_count {
+            return Err(NandError::OutOfRange {
+                what: "block",
+                value: u64::from(block.block.0),
+                limit: u64::from(block_count),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_page(&self, page: PageAddress) -> Result<(), NandError> {
+        self.check_block(page.block_address())?;
+        let pages_per_block = self.config.geometry.pages_per_block;
+        if page.page_index >= pages_per_block {
+            return Err(NandError::OutOfRange {
+                what: "page",
+                value: u64::from(page.page_index),
+                limit: u64::from(pages_per_block),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_buffers(&self, data_bytes: usize, spare_bytes: usize) -> Result<(), NandError> {
+        let geometry = self.config.geometry;
+        if data_bytes != geometry.page_data_bytes as usize {
+            return Err(NandError::BufferSize {
+                what: "page data",
+                expected_bytes: geometry.page_data_bytes as usize,
+                actual_bytes: data_bytes,
+            });
+        }
+        if spare_bytes != geometry.spare_bytes as usize {
+            return Err(NandError::BufferSize {
+                what: "spare",
+                expected_bytes: geometry.spare_bytes as usize,
+                actual_bytes: spare_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_power_and_chip(&self, chip: ChipIndex) -> Result<(), NandError> {
+        if self.fault_state.chip_failed(chip.0) {
+            return Err(NandError::ChipFailed { chip });
+        }
+        Ok(())
+    }
+
+    // ---- time and accounting ----------------------------------------------------------------
+
+    /// Occupies the chip for `busy_ns` starting no earlier than `issue_ns`; returns the
+    /// completion time and charges the counters.
+    fn run_on_chip(&mut self, issue_ns: Nanos, kind: OperationKind, block: BlockAddress) -> Nanos {
+        let chip_slot = block.chip.0 as usize;
+        let (latency_ns, transfer_bytes) = match kind {
+            OperationKind::Read => (self.config.timing.read_latency_ns, self.config.page_transfer_bytes()),
+            OperationKind::Program => (self.config.timing.program_latency_ns, self.config.page_transfer_bytes()),
+            OperationKind::Erase => (self.config.timing.erase_latency_ns, 0),
+        };
+        let transfer_ns = transfer_bytes * self.config.timing.bus_ns_per_byte;
+        let busy_ns = latency_ns + transfer_ns;
+        let busy_until = self
+            .busy_until_ns
+            .get_mut(chip_slot)
+            .unwrap_or_else(|| panic!("chip {chip_slot} has no clock"));
+        let start_ns = issue_ns.max(*busy_until);
+        let done_ns = start_ns + busy_ns;
+        *busy_until = done_ns;
+        debug_assert!(done_ns >= issue_ns, "operation completes before it is issued");
+        let energy_nj =
+            self.config.energy.array_energy_nj(kind, latency_ns) + self.config.energy.transfer_energy_nj(transfer_ns);
+        self.counters.record(OperationRecord { kind, block, transfer_bytes, busy_ns, energy_nj });
+        done_ns
+    }
+
+    // ---- hash-derived patterns --------------------------------------------------------------
+
+    fn page_linear_index(&self, page: PageAddress) -> u64 {
+        let geometry = &self.config.geometry;
+        (u64::from(page.chip.0) * u64::from(geometry.block_count) + u64::from(page.block.0))
+            * u64::from(geometry.pages_per_block)
+            + u64::from(page.page_index)
+    }
+
+    /// Fills `mask` (data bytes then spare bytes) with a per-page pattern whose bits are set
+    /// with a page-specific probability in `1/256..=255/256`. Recomputable from the seed, the
+    /// address and the erase count, so torn and half-erased pages read the same every time
+    /// without storing the mask.
+    fn progress_mask(&self, page: PageAddress, erase_count: u32, level_salt: u64, mask_salt: u64, mask: &mut [u8]) {
+        let page_word = self.page_linear_index(page);
+        let level = (hash64(self.config.seed, page_word, u64::from(erase_count), level_salt) % 255 + 1) as u8;
+        let mask_seed = hash64(self.config.seed, page_word, u64::from(erase_count), mask_salt);
+        for (byte_index, byte) in mask.iter_mut().enumerate() {
+            let random = hash64(mask_seed, byte_index as u64, 0, 0).to_le_bytes();
+            *byte = random
+                .iter()
+                .enumerate()
+                .fold(0u8, |bits, (bit_index, &draw)| if draw < level { bits | (1 << bit_index) } else { bits });
+        }
+    }
+
+    // ---- reads ------------------------------------------------------------------------------
+
+    fn read_page_inner(
+        &mut self,
+        page: PageAddress,
+        data: &mut [u8],
+        spare: &mut [u8],
+    ) -> Result<ReadStatus, NandError> {
+        let geometry = self.config.geometry;
+        let correctable = self.config.ecc_correctable_bits_per_512;
+        let meta = self.store.page_meta(page)?;
+        let block_meta = self.store.block_meta(page.block_address())?;
+        self.store.read_contents(page, data, spare)?;
+        let mut positions = core::mem::take(&mut self.error_positions);
+        positions.clear();
+        positions.extend_from_slice(meta.flips());
+        let status = match meta.state {
+            PageState::Erased => {
+                // Controllers check erased pages for a few stuck-at-0 bits and report the page
+                // as erased (returning all 0xFF) when each sector has at most t of them.
+                data.fill(0xFF);
+                spare.fill(0xFF);
+                match ecc::classify(&geometry, correctable, &positions) {
+                    _ if meta.excess_damage => self.corrupt(&positions, data, spare),
+                    ReadStatus::Uncorrectable => self.corrupt(&positions, data, spare),
+                    _ => ReadStatus::Erased,
+                }
+            }
+            PageState::Programmed => {
+                let rber = self.config.bit_errors.rber(block_meta.erase_count, self.config.endurance_cycles);
+                self.config.bit_errors.sample_errors(&mut self.rng, &geometry, rber, correctable, &mut positions);
+                positions.sort_unstable();
+                positions.dedup();
+                match ecc::classify(&geometry, correctable, &positions) {
+                    _ if meta.excess_damage => self.corrupt(&positions, data, spare),
+                    ReadStatus::Uncorrectable => self.corrupt(&positions, data, spare),
+                    status => status,
+                }
+            }
+            PageState::TornUnstable => {
+                // The weakly programmed cells still sense on the right side of the threshold
+                // this once; they drift, so later reads see the tear.
+                let torn = PageMeta { state: PageState::Torn, ..meta };
+                self.store.set_page_meta(page, &torn)?;
+                ReadStatus::Clean
+            }
+            PageState::Torn => {
+                let mut applied = vec![0u8; data.len() + spare.len()];
+                self.progress_mask(page, block_meta.erase_count, SALT_TEAR_LEVEL, SALT_TEAR_MASK, &mut applied);
+                // Bits that should have gone to 0 but were not reached stay 1.
+                let changed = overlay_ones(data, spare, &applied, true);
+                ecc::apply_bit_flips(&positions, data, spare);
+                if !changed && positions.is_empty() && !meta.excess_damage {
+                    ReadStatus::Clean
+                } else if is_all_ones(data) && is_all_ones(spare) {
+                    ReadStatus::Erased
+                } else {
+                    ReadStatus::Uncorrectable
+                }
+            }
+            PageState::Garbage => {
+                let mut erased = vec![0u8; data.len() + spare.len()];
+                self.progress_mask(page, block_meta.erase_count, SALT_ERASE_LEVEL, SALT_ERASE_MASK, &mut erased);
+                overlay_ones(data, spare, &erased, false);
+                ecc::apply_bit_flips(&positions, data, spare);
+                if is_all_ones(data) && is_all_ones(spare) {
+                    ReadStatus::Erased
+                } else {
+                    ReadStatus::Uncorrectable
+                }
+            }
+        };
+        self.error_positions = positions;
+        Ok(status)
+    }
+
+    /// Returns the raw, wrong content of an uncorrectable read.
+    fn corrupt(&self, positions: &[u32], data: &mut [u8], spare: &mut [u8]) -> ReadStatus {
+        ecc::apply_bit_flips(positions, data, spare);
+        ReadStatus::Uncorrectable
+    }
+
+    // ---- programs ---------------------------------------------------------------------------
+
+    fn program_page_inner(
+        &mut self,
+        issue_ns: Nanos,
+        page: PageAddress,
+        data: &[u8],
+        spare: &[u8],
+    ) -> Result<Completed<()>, NandError> {
+        let block = page.block_address();
+        let mut block_meta = self.store.block_meta(block)?;
+        if block_meta.bad_mark.is_bad() {
+            return Err(NandError::BadBlock { block });
+        }
+        if block_meta.erase_incomplete {
+            return Err(NandError::NotErased { page });
+        }
+        let meta = self.store.page_meta(page)?;
+        if meta.state != PageState::Erased {
+            return Err(NandError::NotErased { page });
+        }
+        if let Some(last_programmed_index) = block_meta.last_programmed_page_index {
+            if page.page_index <= last_programmed_index {
+                return Err(NandError::OutOfOrder { page, last_programmed_index });
+            }
+        }
+
+        // From here on the chip starts working: the operation counts toward a power cut.
+        if self.fault_state.begin_operation() == OperationFate::Interrupted {
+            self.tear_program(page, data, spare, &mut block_meta)?;
+            return Err(NandError::PowerLost);
+        }
+        let done_ns = self.run_on_chip(issue_ns, OperationKind::Program, block);
+        block_meta.last_programmed_page_index = Some(page.page_index);
+        self.store.write_contents(page, data, spare)?;
+        if self.rng.chance_ppm(self.config.faults.program_failure_ppm) {
+            // Status fail: the cells are in an unknown state, modelled as a torn program. The
+            // caller should retire the block.
+            let failed = PageMeta { state: PageState::Torn, ..PageMeta::default() };
+            self.store.set_page_meta(page, &failed)?;
+            self.store.set_block_meta(block, &block_meta)?;
+            return Err(NandError::OperationFailed { kind: OperationKind::Program, block });
+        }
+        // Injected flips on an erased page were stuck-at-0 cells; they persist after programming.
+        let programmed = PageMeta { state: PageState::Programmed, ..meta };
+        self.store.set_page_meta(page, &programmed)?;
+        self.store.set_block_meta(block, &block_meta)?;
+        Ok(Completed { value: (), done_ns })
+    }
+
+    /// Leaves the page torn by a power cut, and applies the paired-page hazard if enabled.
+    fn tear_program(
+        &mut self,
+        page: PageAddress,
+        data: &[u8],
+        spare: &[u8],
+        block_meta: &mut BlockMeta,
+    ) -> Result<(), NandError> {
+        let block = page.block_address();
+        self.store.write_contents(page, data, spare)?;
+        let state =
+            if self.config.faults.unstable_bits_hazard { PageState::TornUnstable } else { PageState::Torn };
+        let old_meta = self.store.page_meta(page)?;
+        self.store.set_page_meta(page, &PageMeta { state, ..old_meta })?;
+        block_meta.last_programmed_page_index = Some(page.page_index);
+        self.store.set_block_meta(block, block_meta)?;
+
+        let distance = self.config.paired_page_distance;
+        if self.config.faults.paired_page_hazard && distance > 0 && page.page_index >= distance {
+            let paired = PageAddress { page_index: page.page_index - distance, ..page };
+            let mut paired_meta = self.store.page_meta(paired)?;
+            if paired_meta.state == PageState::Programmed {
+                // The shared cells lose their lower-page level: far more errors than ECC can
+                // fix. Record t + 1 flips in the first sector so the raw data is visibly wrong.
+                let sector_bits = ecc::SECTOR_DATA_BYTES * ecc::BITS_PER_BYTE;
+                for _ in 0..=self.config.ecc_correctable_bits_per_512 {
+                    paired_meta.add_flip(self.rng.below(u64::from(sector_bits)) as u32);
+                }
+                paired_meta.excess_damage = true;
+                self.store.set_page_meta(paired, &paired_meta)?;
+            }
+        }
+        Ok(())
+    }
+
+    // ---- erases -----------------------------------------------------------------------------
+
+    fn erase_block_inner(&mut self, issue_ns: Nanos, block: BlockAddress) -> Result<Completed<()>, NandError> {
+        let mut block_meta = self.store.block_meta(block)?;
+        if block_meta.bad_mark.is_bad() {
+            return Err(NandError::BadBlock { block });
+        }
+        if self.fault_state.begin_operation() == OperationFate::Interrupted {
+            self.interrupt_erase(block, &mut block_meta)?;
+            return Err(NandError::PowerLost);
+        }
+        let done_ns = self.run_on_chip(issue_ns, OperationKind::Erase, block);
+        let prior_erase_count = block_meta.erase_count;
+        block_meta.erase_count = prior_erase_count.saturating_add(1);
+        let wear_out_ppm = self.config.faults.wear_out_ppm(prior_erase_count, self.config.endurance_cycles);
+        let failure = if self.rng.chance_ppm(wear_out_ppm) {
+            Some(NandError::WornOut { block, erase_count: block_meta.erase_count })
+        } else if self.rng.chance_ppm(self.config.faults.erase_failure_ppm) {
+            Some(NandError::OperationFailed { kind: OperationKind::Erase, block })
+        } else {
+            None
+        };
+        if let Some(error) = failure {
+            // A failed erase leaves the block neither erased nor usable until a good erase.
+            block_meta.erase_incomplete = true;
+            self.store.set_block_meta(block, &block_meta)?;
+            return Err(error);
+        }
+        self.store.reset_block_pages(block)?;
+        block_meta.last_programmed_page_index = None;
+        block_meta.erase_incomplete = false;
+        self.store.set_block_meta(block, &block_meta)?;
+        Ok(Completed { value: (), done_ns })
+    }
+
+    /// Leaves the block partially erased by a power cut: each page that held data is either
+    /// erased or garbage (some bits back at 1), and the block refuses programs until a full
+    /// erase.
+    fn interrupt_erase(&mut self, block: BlockAddress, block_meta: &mut BlockMeta) -> Result<(), NandError> {
+        block_meta.erase_count = block_meta.erase_count.saturating_add(1);
+        block_meta.erase_incomplete = true;
+        block_meta.last_programmed_page_index = None;
+        let erased_ppm = 1 + self.rng.below(999_999) as u32;
+        for page_index in 0..self.config.geometry.pages_per_block {
+            let page = PageAddress { chip: block.chip, block: block.block, page_index };
+            let meta = self.store.page_meta(page)?;
+            if meta.state == PageState::Erased && meta.flip_count == 0 && !meta.excess_damage {
+                continue;
+            }
+            let next = if meta.state != PageState::Erased && !self.rng.chance_ppm(erased_ppm) {
+                // Old contents stay stored; reads overlay the erase-progress mask.
+                PageMeta { state: PageState::Garbage, ..PageMeta::default() }
+            } else {
+                PageMeta::default()
+            };
+            self.store.set_page_meta(page, &next)?;
+        }
+        self.store.set_block_meta(block, block_meta)
+    }
+}
+
+/// ORs the bits of `mask` (data bytes then spare bytes) into data and spare. With
+/// `invert_mask`, ORs the complement instead (bits a torn program never reached stay 1).
+/// Returns whether any byte changed.
+fn overlay_ones(data: &mut [u8], spare: &mut [u8], mask: &[u8], invert_mask: bool) -> bool {
+    let mut changed = false;
+    for (byte, &mask_byte) in data.iter_mut().chain(spare.iter_mut()).zip(mask) {
+        let ones = if invert_mask { !mask_byte } else { mask_byte };
+        let next = *byte | ones;
+        changed |= next != *byte;
+        *byte = next;
+    }
+    changed
+}
+
+fn is_all_ones(bytes: &[u8]) -> bool {
+    bytes.iter().all(|&byte| byte == 0xFF)
+}
+
+impl<S: PageStore> Flash for SimFlash<S> {
+    fn geometry(&self) -> Geometry {
+        self.config.geometry
+    }
+
+    fn chip_count(&self) -> u32 {
+        self.config.chip_count
+    }
+
+    fn timing(&self) -> Timing {
+        self.config.timing
+    }
+
+    /// Reads of bad blocks are allowed: a controller may need to copy data out of a block that
+    /// just grew bad. Only programs and erases are refused there.
+    fn read_page(
+        &mut self,
+        issue_ns: Nanos,
+        page: PageAddress,
+        data: &mut [u8],
+        spare: &mut [u8],
+    ) -> Result<Completed<ReadStatus>, NandError> {
+        if self.fault_state.power_is_lost() {
+            return Err(NandError::PowerLost);
+        }
+        self.check_page(page)?;
+        self.check_buffers(data.len(), spare.len())?;
+        self.check_power_and_chip(page.chip)?;
+        let status = self.read_page_inner(page, data, spare)?;
+        let done_ns = self.run_on_chip(issue_ns, OperationKind::Read, page.block_address());
+        Ok(Completed { value: status, done_ns })
+    }
+
+    fn program_page(
+        &mut self,
+        issue_ns: Nanos,
+        page: PageAddress,
+        data: &[u8],
+        spare: &[u8],
+    ) -> Result<Completed<()>, NandError> {
+        if self.fault_state.power_is_lost() {
+            return Err(NandError::PowerLost);
+        }
+        self.check_page(page)?;
+        self.check_buffers(data.len(), spare.len())?;
+        self.check_power_and_chip(page.chip)?;
+        self.program_page_inner(issue_ns, page, data, spare)
+    }
+
+    fn erase_block(&mut self, issue_ns: Nanos, block: BlockAddress) -> Result<Completed<()>, NandError> {
+        if self.fault_state.power_is_lost() {
+            return Err(NandError::PowerLost);
+        }
+        self.check_block(block)?;
+        self.check_power_and_chip(block.chip)?;
+        self.erase_block_inner(issue_ns, block)
+    }
+
+    fn is_bad_block(&self, block: BlockAddress) -> Result<bool, NandError> {
+        self.check_block(block)?;
+        Ok(self.store.block_meta(block)?.bad_mark.is_bad())
+    }
+
+    /// Free and not counted as a state-changing operation: the mark lives in the controller's
+    /// bad-block table, which the store persists.
+    fn mark_bad_block(&mut self, block: BlockAddress) -> Result<(), NandError> {
+        if self.fault_state.power_is_lost() {
+            return Err(NandError::PowerLost);
+        }
+        self.check_block(block)?;
+        let mut meta = self.store.block_meta(block)?;
+        if !meta.bad_mark.is_bad() {
+            meta.bad_mark = BadMark::Grown;
+            self.store.set_block_meta(block, &meta)?;
+        }
+        Ok(())
+    }
+
+    fn busy_until_ns(&self, chip: ChipIndex) -> Nanos {
+        self.busy_until_ns.get(chip.0 as usize).copied().unwrap_or(0)
+    }
+
+    fn counters(&self) -> &FlashCounters {
+        &self.counters
+    }
+
+    fn reset_counters(&mut self) {
+        self.counters.reset();
+    }
+
+    fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError> {
+        self.check_block(block)?;
+        Ok(self.store.block_meta(block)?.erase_count)
+    }
+
+    fn flush(&mut self) -> Result<(), NandError> {
+        self.store.flush()
+    }
+}

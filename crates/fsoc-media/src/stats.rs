@@ -1,0 +1,242 @@
+//! Operation accounting of a flash array: per-chip and per-block counters, and erase-count
+//! histograms.
+//!
+//! Counters are resettable measurement state. Erase counts are not kept here: they are physical
+//! wear, live in the page store and survive `reset`.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::{BlockAddress, ChipIndex, Nanos, OperationKind};
+
+/// What one chip did since creation or the last reset.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChipCounters {
+    pub reads: u64,
+    pub programs: u64,
+    pub erases: u64,
+    /// Data plus spare bytes moved off the chip by reads.
+    pub bytes_read: u64,
+    /// Data plus spare bytes moved onto the chip by programs.
+    pub bytes_programmed: u64,
+    /// Virtual time the chip spent working (array operation plus bus transfer).
+    pub busy_ns: Nanos,
+    /// Energy the chip used for those operations (see `energy`).
+    pub energy_nj: u64,
+}
+
+impl ChipCounters {
+    fn add(&mut self, other: &ChipCounters) {
+        self.reads += other.reads;
+        self.programs += other.programs;
+        self.erases += other.erases;
+        self.bytes_read += other.bytes_read;
+        self.bytes_programmed += other.bytes_programmed;
+        self.busy_ns += other.busy_ns;
+        self.energy_nj += other.energy_nj;
+    }
+}
+
+/// What happened to one erase block since creation or the last reset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockCounters {
+    pub reads: u64,
+    pub programs: u64,
+    pub erases: u64,
+}
+
+/// Accounting for a whole array: one `ChipCounters` per chip and one `BlockCounters` per block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlashCounters {
+    chips: Vec<ChipCounters>,
+    /// Chip-major: block `b` of chip `c` is at `c * block_count + b`.
+    blocks: Vec<BlockCounters>,
+    block_count: u32,
+}
+
+/// One completed operation, as the simulator reports it to the counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OperationRecord {
+    pub kind: OperationKind,
+    pub block: BlockAddress,
+    /// Bytes moved over the bus (data plus spare; 0 for an erase).
+    pub transfer_bytes: u64,
+    pub busy_ns: Nanos,
+    pub energy_nj: u64,
+}
+
+impl FlashCounters {
+    pub fn new(chip_count: u32, block_count: u32) -> Self {
+        let block_slots = chip_count as usize * block_count as usize;
+        FlashCounters {
+            chips: vec![ChipCounters::default(); chip_count as usize],
+            blocks: vec![BlockCounters::default(); block_slots],
+            block_count,
+        }
+    }
+
+    /// Counters of one chip, or `None` if the chip is out of range.
+    pub fn chip(&self, chip: ChipIndex) -> Option<&ChipCounters> {
+        self.chips.get(chip.0 as usize)
+    }
+
+    /// All chips' counters, indexed by chip.
+    pub fn chips(&self) -> &[ChipCounters] {
+        &self.chips
+    }
+
+    /// Counters of one block, or `None` if the address is out of range.
+    pub fn block(&self, block: BlockAddress) -> Option<&BlockCounters> {
+        if block.block.0 >= self.block_count {
+            return None;
+        }
+        self.blocks.get(self.block_slot(block))
+    }
+
+    /// Sum over all chips.
+    pub fn totals(&self) -> ChipCounters {
+        let mut total = ChipCounters::default();
+        for chip in &self.chips {
+            total.add(chip);
+        }
+        total
+    }
+
+    /// Zeroes every counter. Erase counts (wear) are not here and are unaffected.
+    pub fn reset(&mut self) {
+        self.chips.iter_mut().for_each(|chip| *chip = ChipCounters::default());
+        self.blocks.iter_mut().for_each(|block| *block = BlockCounters::default());
+    }
+
+    /// Adds one completed operation. The address must be in range (the simulator validated it).
+    pub fn record(&mut self, record: OperationRecord) {
+        let slot = self.block_slot(record.block);
+        let chip = self
+            .chips
+            .get_mut(record.block.chip.0 as usize)
+            .unwrap_or_else(|| panic!("counters: chip {:?} out of range", record.block.chip));
+        chip.busy_ns += record.busy_ns;
+        chip.energy_nj += record.energy_nj;
+        let block = self
+            .blocks
+            .get_mut(slot)
+            .unwrap_or_else(|| panic!("counters: block {:?} out of range", record.block));
+        match record.kind {
+            OperationKind::Read => {
+                chip.reads += 1;
+                chip.bytes_read += record.transfer_bytes;
+                block.reads += 1;
+            }
+            OperationKind::Program => {
+                chip.programs += 1;
+                chip.bytes_programmed += record.transfer_bytes;
+                block.programs += 1;
+            }
+            OperationKind::Erase => {
+                chip.erases += 1;
+                block.erases += 1;
+            }
+        }
+    }
+
+    fn block_slot(&self, block: BlockAddress) -> usize {
+        block.chip.0 as usize * self.block_count as usize + block.block.0 as usize
+    }
+}
+
+/// Erase counts grouped into equal-width buckets, for wear reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EraseCountHistogram {
+    /// Bucket `i` counts blocks with erase count in `i * bucket_width ..= (i + 1) * bucket_width - 1`.
+    pub bucket_width: u32,
+    pub block_counts: Vec<u64>,
+    pub erase_count_min: u32,
+    pub erase_count_max: u32,
+    pub erase_count_sum: u64,
+    pub block_count: u64,
+}
+
+impl EraseCountHistogram {
+    /// Builds a histogram with `bucket_count` buckets (at least 1) wide enough to cover the
+    /// largest erase count.
+    pub fn from_erase_counts(erase_counts: impl Iterator<Item = u32> + Clone, bucket_count: u32) -> Self {
+        let bucket_count = bucket_count.max(1);
+        let erase_count_max = erase_counts.clone().max().unwrap_or(0);
+        // Width rounds up, so the maximum always lands in the last bucket or earlier.
+        let bucket_width = (erase_count_max / bucket_count + 1).max(1);
+        let mut histogram = EraseCountHistogram {
+            bucket_width,
+            block_counts: vec![0; bucket_count as usize],
+            erase_count_min: u32::MAX,
+            erase_count_max,
+            erase_count_sum: 0,
+            block_count: 0,
+        };
+        for erase_count in erase_counts {
+            let bucket_index = (erase_count / bucket_width) as usize;
+            let slot = histogram
+                .block_counts
+                .get_mut(bucket_index)
+                .unwrap_or_else(|| panic!("bucket {bucket_index} beyond {bucket_count} buckets"));
+            *slot += 1;
+            histogram.erase_count_min = histogram.erase_count_min.min(erase_count);
+            histogram.erase_count_sum += u64::from(erase_count);
+            histogram.block_count += 1;
+        }
+        if histogram.block_count == 0 {
+            histogram.erase_count_min = 0;
+        }
+        histogram
+    }
+
+    /// Mean erase count (0 for no blocks).
+    pub fn erase_count_mean(&self) -> f64 {
+        if self.block_count == 0 {
+            return 0.0;
+        }
+        self.erase_count_sum as f64 / self.block_count as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Checks that recording lands in the right chip and block, totals add up, and reset zeroes.
+    #[test]
+    fn record_totals_and_reset() {
+        let mut counters = FlashCounters::new(2, 4);
+        let block = BlockAddress::new(1, 3);
+        counters.record(OperationRecord {
+            kind: OperationKind::Program,
+            block,
+            transfer_bytes: 2112,
+            busy_ns: 100,
+            energy_nj: 5,
+        });
+        counters.record(OperationRecord {
+            kind: OperationKind::Read,
+            block: BlockAddress::new(0, 0),
+            transfer_bytes: 2112,
+            busy_ns: 10,
+            energy_nj: 1,
+        });
+        assert_eq!(counters.chip(ChipIndex(1)).map(|c| c.programs), Some(1));
+        assert_eq!(counters.block(block).map(|b| b.programs), Some(1));
+        assert_eq!(counters.block(BlockAddress::new(1, 4)), None);
+        let totals = counters.totals();
+        assert_eq!((totals.reads, totals.programs, totals.busy_ns, totals.energy_nj), (1, 1, 110, 6));
+        counters.reset();
+        assert_eq!(counters.totals(), ChipCounters::default());
+    }
+
+    #[test]
+    fn histogram_buckets() {
+        let counts = [0u32, 1, 5, 9, 10];
+        let histogram = EraseCountHistogram::from_erase_counts(counts.iter().copied(), 2);
+        assert_eq!(histogram.bucket_width, 6);
+        assert_eq!(histogram.block_counts, vec![3, 2]);
+        assert_eq!((histogram.erase_count_min, histogram.erase_count_max), (0, 10));
+        assert!((histogram.erase_count_mean() - 5.0).abs() < 1e-9);
+    }
+}
