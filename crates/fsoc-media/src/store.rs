@@ -14,7 +14,7 @@ use crate::geometry::Geometry;
 use crate::{BlockAddress, NandError, PageAddress};
 
 /// How many injected bit-flip positions a page records; more set `excess_damage` instead.
-pub const PAGE_FLIPS_MAX: usize = 8;
+pub const PAGE_FLIPS_MAX: usize = 16;
 
 /// Physical state of a page.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -369,7 +369,7 @@ mod tests {
         meta.add_flip(3);
         meta.add_flip(3);
         assert_eq!(meta.flips(), &[3]);
-        for position in 10..20 {
+        for position in 10..40 {
             meta.add_flip(position);
         }
         assert_eq!(meta.flips().len(), PAGE_FLIPS_MAX);
