@@ -1,1 +1,642 @@
-//! Persistent image-file backend (`ImageStore`); layout in docs/FORMAT.md, "Image file".
+//! `ImageStore`: a `PageStore` kept in a sparse image file, so a simulated device survives
+//! between runs. The byte layout is normative in docs/FORMAT.md, section "Image file".
+//!
+//! Invariants: all-zero metadata means "erased, erase count 0, good", so a new image is created
+//! with `set_len` and only written where something changes (a 1 GiB device costs a few KiB of
+//! disk until used); opening never trusts the file: every header field is checked before any
+//! offset derived from it is used, and malformed input yields an `ImageError`, never a panic.
+#![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::host_endian_bytes)]
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::string::{String, ToString};
+use std::vec;
+use std::vec::Vec;
+
+use crate::geometry::{Geometry, Profile};
+use crate::sim::{SimConfig, SimFlash};
+use crate::store::{BadMark, BlockMeta, PageMeta, PageState, PageStore, PAGE_FLIPS_MAX};
+use crate::{BlockAddress, NandError, PageAddress};
+
+/// First 8 bytes of every image file.
+pub const IMAGE_MAGIC: [u8; 8] = *b"FSOCNAND";
+/// Layout version written by this code; other versions are refused.
+pub const IMAGE_FORMAT_VERSION: u32 = 1;
+/// Bytes reserved for the header; tables start here.
+pub const HEADER_REGION_BYTES: u64 = 4096;
+/// Bytes of the header covered by the CRC (everything before the CRC field).
+pub const HEADER_CRC_COVERED_BYTES: usize = 88;
+/// Encoded header length: the covered bytes plus the 4-byte CRC.
+pub const HEADER_BYTES: usize = HEADER_CRC_COVERED_BYTES + 4;
+/// Size of one block-table entry.
+pub const BLOCK_ENTRY_BYTES: u64 = 16;
+/// Size of one page-table entry: 8 bytes of state and flags, then the flip positions.
+pub const PAGE_ENTRY_BYTES: u64 = 8 + 4 * PAGE_FLIPS_MAX as u64;
+/// Tables and the data area start on multiples of this.
+pub const REGION_ALIGNMENT_BYTES: u64 = 4096;
+/// Largest chip count an image may declare (same bound as `SimConfig::validate`).
+pub const CHIP_COUNT_MAX: u32 = 1024;
+
+const _: () = assert!(HEADER_BYTES as u64 <= HEADER_REGION_BYTES);
+const _: () = assert!(PAGE_ENTRY_BYTES == 72, "docs/FORMAT.md documents 72-byte page entries");
+
+const BLOCK_FLAG_ERASE_INCOMPLETE: u8 = 1 << 0;
+const BLOCK_FLAG_HAS_LAST_PROGRAMMED: u8 = 1 << 1;
+const PAGE_FLAG_EXCESS_DAMAGE: u8 = 1 << 0;
+
+/// CRC-32C (Castagnoli), the checksum used by every fsoc on-disk structure.
+pub fn crc32c(bytes: &[u8]) -> u32 {
+    const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+    CRC32C.checksum(bytes)
+}
+
+/// Why an image file could not be created, opened or used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ImageError {
+    #[error("image {operation}: {message}")]
+    Io { operation: &'static str, message: String },
+    #[error("image too short: need {needed_bytes} bytes, file has {actual_bytes}")]
+    Truncated { needed_bytes: u64, actual_bytes: u64 },
+    #[error("not an fsoc flash image: magic {found:02x?}, expected \"FSOCNAND\"")]
+    BadMagic { found: [u8; 8] },
+    #[error("unsupported image format version {found} (this build reads version {IMAGE_FORMAT_VERSION})")]
+    UnsupportedVersion { found: u32 },
+    #[error("image header checksum stored {stored:#010x}, computed {computed:#010x}")]
+    HeaderChecksumMismatch { stored: u32, computed: u32 },
+    #[error("image geometry invalid: {reason}")]
+    InvalidGeometry { reason: &'static str },
+    #[error("image header: unknown profile code {code}")]
+    UnknownProfile { code: u32 },
+    #[error("image header: {field} is {stored}, geometry requires {expected}")]
+    LayoutMismatch { field: &'static str, stored: u64, expected: u64 },
+    #[error("image file is {actual_bytes} bytes, geometry requires {expected_bytes}")]
+    FileSizeMismatch { expected_bytes: u64, actual_bytes: u64 },
+    #[error("image {structure} entry {index}: {reason} (value {value})")]
+    CorruptEntry { structure: &'static str, index: u64, reason: &'static str, value: u64 },
+    #[error("image configuration: {0}")]
+    Config(NandError),
+}
+
+impl From<ImageError> for NandError {
+    fn from(error: ImageError) -> Self {
+        match error {
+            ImageError::Config(inner) => inner,
+            other => NandError::Image(other.to_string()),
+        }
+    }
+}
+
+fn io_error(operation: &'static str) -> impl FnOnce(std::io::Error) -> ImageError {
+    move |error| ImageError::Io { operation, message: error.to_string() }
+}
+
+/// The device description stored in an image header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageHeader {
+    pub profile: Profile,
+    pub geometry: Geometry,
+    pub chip_count: u32,
+    pub ecc_correctable_bits_per_512: u32,
+    pub endurance_cycles: u32,
+    pub seed: u64,
+}
+
+/// Byte offsets of the regions of an image, all derived from the header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageLayout {
+    pub block_table_offset: u64,
+    pub page_table_offset: u64,
+    pub data_offset: u64,
+    pub file_size_bytes: u64,
+    /// Bytes of one page slot in the data area (data then spare).
+    pub page_slot_bytes: u64,
+}
+
+fn align_up(value: u64) -> Option<u64> {
+    value.checked_add(REGION_ALIGNMENT_BYTES - 1).map(|sum| sum / REGION_ALIGNMENT_BYTES * REGION_ALIGNMENT_BYTES)
+}
+
+impl ImageLayout {
+    /// Computes the layout of an image with this geometry and chip count; `None` on overflow.
+    pub fn compute(geometry: &Geometry, chip_count: u32) -> Option<ImageLayout> {
+        let block_total = u64::from(chip_count).checked_mul(u64::from(geometry.block_count))?;
+        let page_total = block_total.checked_mul(u64::from(geometry.pages_per_block))?;
+        let page_slot_bytes = u64::from(geometry.page_data_bytes) + u64::from(geometry.spare_bytes);
+        let block_table_offset = HEADER_REGION_BYTES;
+        let page_table_offset = align_up(block_table_offset.checked_add(block_total.checked_mul(BLOCK_ENTRY_BYTES)?)?)?;
+        let data_offset = align_up(page_table_offset.checked_add(page_total.checked_mul(PAGE_ENTRY_BYTES)?)?)?;
+        let file_size_bytes = data_offset.checked_add(page_total.checked_mul(page_slot_bytes)?)?;
+        Some(ImageLayout { block_table_offset, page_table_offset, data_offset, file_size_bytes, page_slot_bytes })
+    }
+}
+
+impl ImageHeader {
+    /// Encodes the header (docs/FORMAT.md, "Image file" header table), CRC included.
+    pub fn encode(&self, layout: &ImageLayout) -> [u8; HEADER_BYTES] {
+        let mut bytes = [0u8; HEADER_BYTES];
+        let mut writer = Writer { bytes: &mut bytes, position: 0 };
+        writer.put(&IMAGE_MAGIC);
+        writer.put(&IMAGE_FORMAT_VERSION.to_le_bytes());
+        writer.put(&self.profile.code().to_le_bytes());
+        writer.put(&self.geometry.page_data_bytes.to_le_bytes());
+        writer.put(&self.geometry.spare_bytes.to_le_bytes());
+        writer.put(&self.geometry.pages_per_block.to_le_bytes());
+        writer.put(&self.geometry.block_count.to_le_bytes());
+        writer.put(&self.chip_count.to_le_bytes());
+        writer.put(&self.ecc_correctable_bits_per_512.to_le_bytes());
+        writer.put(&self.endurance_cycles.to_le_bytes());
+        writer.put(&0u32.to_le_bytes());
+        writer.put(&self.seed.to_le_bytes());
+        writer.put(&layout.block_table_offset.to_le_bytes());
+        writer.put(&layout.page_table_offset.to_le_bytes());
+        writer.put(&layout.data_offset.to_le_bytes());
+        writer.put(&layout.file_size_bytes.to_le_bytes());
+        assert_eq!(writer.position, HEADER_CRC_COVERED_BYTES, "header fields fill the CRC-covered bytes");
+        let crc = crc32c(writer.bytes.get(..HEADER_CRC_COVERED_BYTES).unwrap_or(&[]));
+        writer.put(&crc.to_le_bytes());
+        assert_eq!(writer.position, HEADER_BYTES, "header length");
+        bytes
+    }
+
+    /// Decodes and checks a header against the file's length. Checks run in the order of
+    /// docs/FORMAT.md's validity rules, so each malformed file gets the most specific error.
+    pub fn decode(bytes: &[u8], file_size_bytes: u64) -> Result<(ImageHeader, ImageLayout), ImageError> {
+        let mut reader = Reader { remaining: bytes, needed_total: HEADER_BYTES as u64, actual_total: file_size_bytes };
+        let magic = reader.array::<8>()?;
+        if magic != IMAGE_MAGIC {
+            return Err(ImageError::BadMagic { found: magic });
+        }
+        let version = reader.u32()?;
+        if version != IMAGE_FORMAT_VERSION {
+            return Err(ImageError::UnsupportedVersion { found: version });
+        }
+        let profile_code = reader.u32()?;
+        let geometry = Geometry {
+            page_data_bytes: reader.u32()?,
+            spare_bytes: reader.u32()?,
+            pages_per_block: reader.u32()?,
+            block_count: reader.u32()?,
+        };
+        let chip_count = reader.u32()?;
+        let ecc_correctable_bits_per_512 = reader.u32()?;
+        let endurance_cycles = reader.u32()?;
+        let _reserved = reader.u32()?;
+        let seed = reader.u64()?;
+        let stored_layout = [
+            ("block_table_offset", reader.u64()?),
+            ("page_table_offset", reader.u64()?),
+            ("data_offset", reader.u64()?),
+            ("file_size_bytes", reader.u64()?),
+        ];
+        let stored_crc = reader.u32()?;
+        let covered = bytes.get(..HEADER_CRC_COVERED_BYTES).ok_or(ImageError::Truncated {
+            needed_bytes: HEADER_BYTES as u64,
+            actual_bytes: file_size_bytes,
+        })?;
+        let computed_crc = crc32c(covered);
+        if stored_crc != computed_crc {
+            return Err(ImageError::HeaderChecksumMismatch { stored: stored_crc, computed: computed_crc });
+        }
+        let profile = Profile::from_code(profile_code).ok_or(ImageError::UnknownProfile { code: profile_code })?;
+        geometry.validate().map_err(|reason| ImageError::InvalidGeometry { reason })?;
+        if chip_count == 0 || chip_count > CHIP_COUNT_MAX {
+            return Err(ImageError::InvalidGeometry { reason: "chip_count must be within 1..=1024" });
+        }
+        if endurance_cycles == 0 {
+            return Err(ImageError::InvalidGeometry { reason: "endurance_cycles must be at least 1" });
+        }
+        let layout = ImageLayout::compute(&geometry, chip_count)
+            .ok_or(ImageError::InvalidGeometry { reason: "image size overflows 64 bits" })?;
+        let expected = [
+            layout.block_table_offset,
+            layout.page_table_offset,
+            layout.data_offset,
+            layout.file_size_bytes,
+        ];
+        for ((field, stored), expected) in stored_layout.into_iter().zip(expected) {
+            if stored != expected {
+                return Err(ImageError::LayoutMismatch { field, stored, expected });
+            }
+        }
+        if file_size_bytes != layout.file_size_bytes {
+            return Err(ImageError::FileSizeMismatch {
+                expected_bytes: layout.file_size_bytes,
+                actual_bytes: file_size_bytes,
+            });
+        }
+        let header = ImageHeader { profile, geometry, chip_count, ecc_correctable_bits_per_512, endurance_cycles, seed };
+        Ok((header, layout))
+    }
+
+    /// The simulator configuration an image describes (default faults and error model).
+    pub fn sim_config(&self) -> SimConfig {
+        let mut config = SimConfig::new(self.profile, self.chip_count, self.geometry.block_count, self.seed);
+        config.geometry = self.geometry;
+        config.ecc_correctable_bits_per_512 = self.ecc_correctable_bits_per_512;
+        config.endurance_cycles = self.endurance_cycles;
+        config
+    }
+}
+
+/// Little-endian writer into a fixed buffer (encode side; sizes are compile-time known).
+struct Writer<'a> {
+    bytes: &'a mut [u8],
+    position: usize,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, field: &[u8]) {
+        let end = self.position + field.len();
+        let slot = self
+            .bytes
+            .get_mut(self.position..end)
+            .unwrap_or_else(|| panic!("encode: field at {} overruns {} bytes", self.position, end));
+        slot.copy_from_slice(field);
+        self.position = end;
+    }
+}
+
+/// Bounds-checked little-endian reader for decoding untrusted bytes.
+struct Reader<'a> {
+    remaining: &'a [u8],
+    needed_total: u64,
+    actual_total: u64,
+}
+
+impl Reader<'_> {
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], ImageError> {
+        let (head, rest) = self
+            .remaining
+            .split_first_chunk::<N>()
+            .ok_or(ImageError::Truncated { needed_bytes: self.needed_total, actual_bytes: self.actual_total })?;
+        self.remaining = rest;
+        Ok(*head)
+    }
+
+    fn u8(&mut self) -> Result<u8, ImageError> {
+        Ok(u8::from_le_bytes(self.array::<1>()?))
+    }
+
+    fn u32(&mut self) -> Result<u32, ImageError> {
+        Ok(u32::from_le_bytes(self.array::<4>()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, ImageError> {
+        Ok(u64::from_le_bytes(self.array::<8>()?))
+    }
+}
+
+fn encode_block_entry(meta: &BlockMeta) -> [u8; BLOCK_ENTRY_BYTES as usize] {
+    let mut bytes = [0u8; BLOCK_ENTRY_BYTES as usize];
+    let mut writer = Writer { bytes: &mut bytes, position: 0 };
+    writer.put(&meta.erase_count.to_le_bytes());
+    writer.put(&[meta.bad_mark.code()]);
+    let mut flags = 0;
+    if meta.erase_incomplete {
+        flags |= BLOCK_FLAG_ERASE_INCOMPLETE;
+    }
+    if meta.last_programmed_page_index.is_some() {
+        flags |= BLOCK_FLAG_HAS_LAST_PROGRAMMED;
+    }
+    writer.put(&[flags, 0, 0]);
+    writer.put(&meta.last_programmed_page_index.unwrap_or(0).to_le_bytes());
+    writer.put(&0u32.to_le_bytes());
+    bytes
+}
+
+fn decode_block_entry(bytes: &[u8], index: u64, pages_per_block: u32) -> Result<BlockMeta, ImageError> {
+    let mut reader = Reader { remaining: bytes, needed_total: BLOCK_ENTRY_BYTES, actual_total: bytes.len() as u64 };
+    let corrupt = |reason, value| ImageError::CorruptEntry { structure: "block table", index, reason, value };
+    let erase_count = reader.u32()?;
+    let bad_code = reader.u8()?;
+    let bad_mark = BadMark::from_code(bad_code).ok_or_else(|| corrupt("unknown bad-block mark", u64::from(bad_code)))?;
+    let flags = reader.u8()?;
+    if flags & !(BLOCK_FLAG_ERASE_INCOMPLETE | BLOCK_FLAG_HAS_LAST_PROGRAMMED) != 0 {
+        return Err(corrupt("unknown flags", u64::from(flags)));
+    }
+    let _reserved = reader.array::<2>()?;
+    let last_programmed = reader.u32()?;
+    let _reserved_tail = reader.u32()?;
+    let last_programmed_page_index = if flags & BLOCK_FLAG_HAS_LAST_PROGRAMMED != 0 {
+        if last_programmed >= pages_per_block {
+            return Err(corrupt("last programmed page beyond block", u64::from(last_programmed)));
+        }
+        Some(last_programmed)
+    } else {
+        None
+    };
+    Ok(BlockMeta {
+        erase_count,
+        bad_mark,
+        last_programmed_page_index,
+        erase_incomplete: flags & BLOCK_FLAG_ERASE_INCOMPLETE != 0,
+    })
+}
+
+fn encode_page_entry(meta: &PageMeta) -> [u8; PAGE_ENTRY_BYTES as usize] {
+    let mut bytes = [0u8; PAGE_ENTRY_BYTES as usize];
+    let mut writer = Writer { bytes: &mut bytes, position: 0 };
+    let flags = if meta.excess_damage { PAGE_FLAG_EXCESS_DAMAGE } else { 0 };
+    writer.put(&[meta.state.code(), meta.flip_count, flags, 0, 0, 0, 0, 0]);
+    for position in meta.flip_positions {
+        writer.put(&position.to_le_bytes());
+    }
+    bytes
+}
+
+fn decode_page_entry(bytes: &[u8], index: u64, page_bit_count: u32) -> Result<PageMeta, ImageError> {
+    let mut reader = Reader { remaining: bytes, needed_total: PAGE_ENTRY_BYTES, actual_total: bytes.len() as u64 };
+    let corrupt = |reason, value| ImageError::CorruptEntry { structure: "page table", index, reason, value };
+    let state_code = reader.u8()?;
+    let state = PageState::from_code(state_code).ok_or_else(|| corrupt("unknown page state", u64::from(state_code)))?;
+    let flip_count = reader.u8()?;
+    if usize::from(flip_count) > PAGE_FLIPS_MAX {
+        return Err(corrupt("flip count beyond 16", u64::from(flip_count)));
+    }
+    let flags = reader.u8()?;
+    if flags & !PAGE_FLAG_EXCESS_DAMAGE != 0 {
+        return Err(corrupt("unknown flags", u64::from(flags)));
+    }
+    let _reserved = reader.array::<5>()?;
+    let mut flip_positions = [0u32; PAGE_FLIPS_MAX];
+    for (slot_index, slot) in flip_positions.iter_mut().enumerate() {
+        *slot = reader.u32()?;
+        if slot_index < usize::from(flip_count) && *slot >= page_bit_count {
+            return Err(corrupt("flip position beyond page", u64::from(*slot)));
+        }
+    }
+    Ok(PageMeta { state, flip_positions, flip_count, excess_damage: flags & PAGE_FLAG_EXCESS_DAMAGE != 0 })
+}
+
+/// A `PageStore` in an image file. The block table is cached in memory (16 bytes per block)
+/// and written through; page entries and contents are read and written in place.
+#[derive(Debug)]
+pub struct ImageStore {
+    file: File,
+    header: ImageHeader,
+    layout: ImageLayout,
+    block_metas: Vec<BlockMeta>,
+}
+
+impl ImageStore {
+    /// Creates a new image at `path` (which must not exist) for this configuration. Only the
+    /// header is written; the rest of the file is a hole that reads as zeros.
+    pub fn create(path: &Path, config: &SimConfig) -> Result<ImageStore, ImageError> {
+        config.validate().map_err(ImageError::Config)?;
+        let header = ImageHeader {
+            profile: config.profile,
+            geometry: config.geometry,
+            chip_count: config.chip_count,
+            ecc_correctable_bits_per_512: config.ecc_correctable_bits_per_512,
+            endurance_cycles: config.endurance_cycles,
+            seed: config.seed,
+        };
+        let layout = ImageLayout::compute(&config.geometry, config.chip_count)
+            .ok_or(ImageError::InvalidGeometry { reason: "image size overflows 64 bits" })?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(io_error("create"))?;
+        file.set_len(layout.file_size_bytes).map_err(io_error("set length"))?;
+        file.write_all_at(&header.encode(&layout), 0).map_err(io_error("write header"))?;
+        let block_total = config.chip_count as usize * config.geometry.block_count as usize;
+        Ok(ImageStore { file, header, layout, block_metas: vec![BlockMeta::default(); block_total] })
+    }
+
+    /// Opens an existing image, checking its header and block table.
+    pub fn open(path: &Path) -> Result<ImageStore, ImageError> {
+        let file = OpenOptions::new().read(true).write(true).open(path).map_err(io_error("open"))?;
+        let file_size_bytes = file.metadata().map_err(io_error("stat"))?.len();
+        let header_bytes_available = file_size_bytes.min(HEADER_BYTES as u64) as usize;
+        let mut header_bytes = vec![0u8; header_bytes_available];
+        file.read_exact_at(&mut header_bytes, 0).map_err(io_error("read header"))?;
+        let (header, layout) = ImageHeader::decode(&header_bytes, file_size_bytes)?;
+        let block_total = u64::from(header.chip_count) * u64::from(header.geometry.block_count);
+        let table_bytes = block_total * BLOCK_ENTRY_BYTES;
+        let mut table = vec![0u8; table_bytes as usize];
+        file.read_exact_at(&mut table, layout.block_table_offset).map_err(io_error("read block table"))?;
+        let mut block_metas = Vec::with_capacity(block_total as usize);
+        for (index, entry) in table.chunks_exact(BLOCK_ENTRY_BYTES as usize).enumerate() {
+            block_metas.push(decode_block_entry(entry, index as u64, header.geometry.pages_per_block)?);
+        }
+        Ok(ImageStore { file, header, layout, block_metas })
+    }
+
+    pub fn header(&self) -> &ImageHeader {
+        &self.header
+    }
+
+    pub fn layout(&self) -> &ImageLayout {
+        &self.layout
+    }
+
+    /// All block entries, chip-major (for wear reports).
+    pub fn block_metas(&self) -> &[BlockMeta] {
+        &self.block_metas
+    }
+
+    fn block_index(&self, block: BlockAddress) -> u64 {
+        assert!(block.chip.0 < self.header.chip_count, "image: chip {:?} out of range", block.chip);
+        assert!(block.block.0 < self.header.geometry.block_count, "image: block {block:?} out of range");
+        u64::from(block.chip.0) * u64::from(self.header.geometry.block_count) + u64::from(block.block.0)
+    }
+
+    fn page_index(&self, page: PageAddress) -> u64 {
+        assert!(page.page_index < self.header.geometry.pages_per_block, "image: page {page:?} out of range");
+        self.block_index(page.block_address()) * u64::from(self.header.geometry.pages_per_block)
+            + u64::from(page.page_index)
+    }
+
+    fn page_entry_offset(&self, page: PageAddress) -> u64 {
+        self.layout.page_table_offset + self.page_index(page) * PAGE_ENTRY_BYTES
+    }
+
+    fn page_slot_offset(&self, page: PageAddress) -> u64 {
+        self.layout.data_offset + self.page_index(page) * self.layout.page_slot_bytes
+    }
+}
+
+impl PageStore for ImageStore {
+    fn geometry(&self) -> Geometry {
+        self.header.geometry
+    }
+
+    fn chip_count(&self) -> u32 {
+        self.header.chip_count
+    }
+
+    fn block_meta(&self, block: BlockAddress) -> Result<BlockMeta, NandError> {
+        let index = self.block_index(block);
+        let meta = self.block_metas.get(index as usize).copied();
+        Ok(meta.unwrap_or_else(|| panic!("image: block table has no entry {index}")))
+    }
+
+    fn set_block_meta(&mut self, block: BlockAddress, meta: &BlockMeta) -> Result<(), NandError> {
+        let index = self.block_index(block);
+        let offset = self.layout.block_table_offset + index * BLOCK_ENTRY_BYTES;
+        self.file.write_all_at(&encode_block_entry(meta), offset).map_err(io_error("write block entry"))?;
+        let slot = self
+            .block_metas
+            .get_mut(index as usize)
+            .unwrap_or_else(|| panic!("image: block table has no entry {index}"));
+        *slot = *meta;
+        Ok(())
+    }
+
+    fn page_meta(&self, page: PageAddress) -> Result<PageMeta, NandError> {
+        let mut entry = [0u8; PAGE_ENTRY_BYTES as usize];
+        self.file.read_exact_at(&mut entry, self.page_entry_offset(page)).map_err(io_error("read page entry"))?;
+        let page_bit_count = crate::ecc::page_bit_count(&self.header.geometry);
+        Ok(decode_page_entry(&entry, self.page_index(page), page_bit_count)?)
+    }
+
+    fn set_page_meta(&mut self, page: PageAddress, meta: &PageMeta) -> Result<(), NandError> {
+        self.file
+            .write_all_at(&encode_page_entry(meta), self.page_entry_offset(page))
+            .map_err(io_error("write page entry"))?;
+        Ok(())
+    }
+
+    fn write_contents(&mut self, page: PageAddress, data: &[u8], spare: &[u8]) -> Result<(), NandError> {
+        let geometry = self.header.geometry;
+        assert_eq!(data.len(), geometry.page_data_bytes as usize, "image: data size");
+        assert_eq!(spare.len(), geometry.spare_bytes as usize, "image: spare size");
+        let offset = self.page_slot_offset(page);
+        self.file.write_all_at(data, offset).map_err(io_error("write page data"))?;
+        self.file.write_all_at(spare, offset + data.len() as u64).map_err(io_error("write page spare"))?;
+        Ok(())
+    }
+
+    fn read_contents(&self, page: PageAddress, data: &mut [u8], spare: &mut [u8]) -> Result<(), NandError> {
+        let offset = self.page_slot_offset(page);
+        self.file.read_exact_at(data, offset).map_err(io_error("read page data"))?;
+        self.file.read_exact_at(spare, offset + data.len() as u64).map_err(io_error("read page spare"))?;
+        Ok(())
+    }
+
+    /// Zeroes the block's page entries in one write. The old contents stay in the data area;
+    /// an erased entry means they are never read.
+    fn reset_block_pages(&mut self, block: BlockAddress) -> Result<(), NandError> {
+        let first_page = PageAddress { chip: block.chip, block: block.block, page_index: 0 };
+        let entries_bytes = u64::from(self.header.geometry.pages_per_block) * PAGE_ENTRY_BYTES;
+        let zeros = vec![0u8; entries_bytes as usize];
+        self.file
+            .write_all_at(&zeros, self.page_entry_offset(first_page))
+            .map_err(io_error("reset page entries"))?;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), NandError> {
+        self.file.sync_data().map_err(io_error("sync"))?;
+        Ok(())
+    }
+}
+
+impl SimFlash<ImageStore> {
+    /// Creates a new device image at `path` (the file must not exist), fresh from the factory.
+    pub fn create_image(path: &Path, config: SimConfig) -> Result<Self, ImageError> {
+        let store = ImageStore::create(path, &config)?;
+        let mut flash = SimFlash::with_store(config, store).map_err(ImageError::Config)?;
+        flash.mark_factory_bad_blocks().map_err(ImageError::Config)?;
+        Ok(flash)
+    }
+
+    /// Opens an existing device image with the configuration its header records (default
+    /// faults and bit-error model; change them with `set_fault_config`).
+    pub fn open_image(path: &Path) -> Result<Self, ImageError> {
+        let store = ImageStore::open(path)?;
+        let config = store.header().sim_config();
+        SimFlash::with_store(config, store).map_err(ImageError::Config)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    fn header() -> ImageHeader {
+        ImageHeader {
+            profile: Profile::Mlc8k,
+            geometry: Profile::Mlc8k.geometry(16),
+            chip_count: 2,
+            ecc_correctable_bits_per_512: 4,
+            endurance_cycles: 5000,
+            seed: 0x1234_5678_9abc_def0,
+        }
+    }
+
+    #[test]
+    fn header_round_trips() {
+        let header = header();
+        let layout = ImageLayout::compute(&header.geometry, header.chip_count).expect("layout");
+        let bytes = header.encode(&layout);
+        assert_eq!(ImageHeader::decode(&bytes, layout.file_size_bytes), Ok((header, layout)));
+    }
+
+    // Checks the layout arithmetic for a small MLC 8 KiB image: 32 blocks, 8192 pages.
+    #[test]
+    fn layout_is_aligned_and_adds_up() {
+        let layout = ImageLayout::compute(&Profile::Mlc8k.geometry(16), 2).expect("layout");
+        assert_eq!(layout.block_table_offset, 4096);
+        assert_eq!(layout.page_table_offset, 8192, "32 entries x 16 bytes round up to one 4 KiB unit");
+        assert_eq!(layout.data_offset, 8192 + 8192 * 72);
+        assert_eq!(layout.file_size_bytes, layout.data_offset + 8192 * (8192 + 448));
+    }
+
+    // Checks that every truncation of a valid header is refused with an error, not a panic.
+    #[test]
+    fn every_truncated_header_is_refused() {
+        let header = header();
+        let layout = ImageLayout::compute(&header.geometry, header.chip_count).expect("layout");
+        let bytes = header.encode(&layout);
+        for length in 0..HEADER_BYTES {
+            let prefix = bytes.get(..length).expect("prefix");
+            assert!(ImageHeader::decode(prefix, length as u64).is_err(), "length {length} accepted");
+        }
+    }
+
+    // Checks that seeded random corruptions of a header never panic and are all refused (one
+    // flipped byte always breaks the magic, the version or the CRC).
+    #[test]
+    fn corrupted_headers_are_refused() {
+        let header = header();
+        let layout = ImageLayout::compute(&header.geometry, header.chip_count).expect("layout");
+        let bytes = header.encode(&layout);
+        let mut rng = crate::rng::SeededRng::new(5);
+        for _ in 0..2000 {
+            let mut corrupted = bytes;
+            let index = rng.below(HEADER_BYTES as u64) as usize;
+            let flip = 1 + rng.below(255) as u8;
+            if let Some(byte) = corrupted.get_mut(index) {
+                *byte ^= flip;
+            }
+            assert!(ImageHeader::decode(&corrupted, layout.file_size_bytes).is_err(), "byte {index} ^ {flip}");
+        }
+    }
+
+    #[test]
+    fn entries_round_trip_and_reject_garbage() {
+        let block = BlockMeta {
+            erase_count: 77,
+            bad_mark: BadMark::Grown,
+            last_programmed_page_index: Some(12),
+            erase_incomplete: true,
+        };
+        assert_eq!(decode_block_entry(&encode_block_entry(&block), 0, 64), Ok(block));
+        assert_eq!(decode_block_entry(&[0; 16], 0, 64), Ok(BlockMeta::default()));
+        let mut page = PageMeta { state: PageState::Garbage, ..PageMeta::default() };
+        page.add_flip(5);
+        page.add_flip(999);
+        page.excess_damage = true;
+        assert_eq!(decode_page_entry(&encode_page_entry(&page), 0, 16_896), Ok(page));
+        assert_eq!(decode_page_entry(&[0; 72], 0, 16_896), Ok(PageMeta::default()));
+        let mut bad_state = [0u8; 72];
+        bad_state[0] = 9;
+        assert!(matches!(decode_page_entry(&bad_state, 3, 16_896), Err(ImageError::CorruptEntry { index: 3, .. })));
+        assert!(decode_block_entry(&[0; 15], 0, 64).is_err());
+    }
+}

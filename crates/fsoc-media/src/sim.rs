@@ -430,7 +430,9 @@ impl<S: PageStore> SimFlash<S> {
         let correctable = self.config.ecc_correctable_bits_per_512;
         let meta = self.store.page_meta(page)?;
         let block_meta = self.store.block_meta(page.block_address())?;
-        self.store.read_contents(page, data, spare)?;
+        if meta.state.has_contents() {
+            self.store.read_contents(page, data, spare)?;
+        }
         let mut positions = core::mem::take(&mut self.error_positions);
         positions.clear();
         positions.extend_from_slice(meta.flips());
