@@ -181,3 +181,27 @@ fn corrupt_tables_give_typed_errors() {
     let error = read(&mut flash, PageAddress::new(0, 0, 0)).expect_err("corrupt page entry");
     assert!(matches!(&error, NandError::Image(message) if message.contains("unknown page state")), "{error:?}");
 }
+
+// Checks docs/FORMAT.md against the code: the example header hex dump in the "Image file"
+// section decodes to the documented device, and re-encoding gives the same bytes, so the
+// document cannot drift from the implementation. Also checks the CRC-32C check value.
+#[test]
+fn format_doc_example_header_decodes() {
+    use fsoc_media::image::{ImageHeader, ImageLayout};
+    let document = include_str!("../../../docs/FORMAT.md");
+    let section = document.split("## Image file (fsoc-media)").nth(1).expect("image section");
+    let dump = section.split("Example:").nth(1).and_then(|rest| rest.split("```").nth(1)).expect("hex dump");
+    let bytes: Vec<u8> = dump
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .flat_map(|line| line.split_whitespace().skip(1).map(|hex| u8::from_str_radix(hex, 16).expect("hex byte")))
+        .collect();
+    assert_eq!(bytes.len(), HEADER_BYTES);
+    let (header, layout) = ImageHeader::decode(&bytes, 2_244_608).expect("documented header decodes");
+    assert_eq!(header.profile, Profile::Slc);
+    assert_eq!(header.geometry, Profile::Slc.geometry(16));
+    assert_eq!((header.chip_count, header.seed, header.endurance_cycles), (1, 1, 100_000));
+    assert_eq!(layout, ImageLayout::compute(&header.geometry, 1).expect("layout"));
+    assert_eq!(header.encode(&layout).to_vec(), bytes);
+    assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+}
