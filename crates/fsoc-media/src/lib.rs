@@ -32,6 +32,12 @@ pub use geometry::{Geometry, Profile, Timing};
 pub use faults::FaultConfig;
 pub use sim::{SimConfig, SimFlash};
 pub use stats::{BlockCounters, ChipCounters, FlashCounters};
+pub use ecc::BitErrorModel;
+pub use energy::EnergyModel;
+pub use faults::FactoryBadBlocks;
+pub use store::{PageStore, RamStore};
+#[cfg(feature = "std")]
+pub use image::{ImageError, ImageStore};
 
 /// Virtual time in nanoseconds since the device was created.
 pub type Nanos = u64;

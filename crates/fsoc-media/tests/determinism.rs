@@ -10,10 +10,13 @@ use fsoc_media::{
     BlockAddress, Flash, FlashCounters, NandError, PageAddress, Profile, ReadStatus, SimConfig, SimFlash,
 };
 
+/// One operation's observable result: completion time, read status (reads only), data read.
+type Outcome = Result<(u64, Option<ReadStatus>, Vec<u8>), NandError>;
+
 /// Everything observable from one run: each operation's result, then the counters.
 #[derive(Debug, PartialEq)]
 struct Trace {
-    outcomes: Vec<Result<(u64, Option<ReadStatus>, Vec<u8>), NandError>>,
+    outcomes: Vec<Outcome>,
     counters: FlashCounters,
 }
 
