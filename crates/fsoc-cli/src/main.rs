@@ -1,1 +1,135 @@
-fn main() {}
+//! The `fsoc` command: simulator demo, image tools, checker, crash test and benchmarks.
+
+mod flash_cmd;
+mod volume_cmd;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "fsoc", version, about = "fsoc: a power-fail-safe transactional file system for raw NAND flash")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the simulator and file-system demo and prints a short report.
+    Demo {
+        #[arg(long, default_value = "mlc")]
+        profile: String,
+        #[arg(long, default_value_t = 4)]
+        chips: u32,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Simulated NAND device images.
+    Flash {
+        #[command(subcommand)]
+        command: FlashCommand,
+    },
+    /// Creates an image file holding a freshly formatted fsoc volume.
+    Mkfs {
+        image: PathBuf,
+        #[arg(long, default_value = "mlc")]
+        profile: String,
+        #[arg(long, default_value_t = 1)]
+        chips: u32,
+        /// Erase blocks per chip (default: enough for --size, else 512).
+        #[arg(long)]
+        blocks: Option<u32>,
+        /// Volume size, e.g. 64M or 1G (sets --blocks).
+        #[arg(long)]
+        size: Option<String>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Replace an existing file.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Describes a volume: geometry, usage, wear, transaction counter.
+    Info { image: PathBuf },
+    /// Checks every invariant of a volume; exit status 1 if any is violated.
+    Fsck { image: PathBuf },
+    /// Power-cut test: cut power at every flash operation of a workload and check recovery.
+    Crashtest {
+        /// small-files, overwrite, rename-storm, deep-tree, fill-delete, cleaner, or all.
+        #[arg(long, default_value = "all")]
+        workload: String,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Write the result as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Cut at most this many points per workload (seeded sample); default: every one.
+        #[arg(long)]
+        max_cuts: Option<u64>,
+        /// Replay a single cut point (from a failure's replay line).
+        #[arg(long)]
+        cut_after: Option<u64>,
+        #[arg(long, default_value = "mlc")]
+        profile: String,
+        #[arg(long, default_value_t = 1)]
+        chips: u32,
+        #[arg(long, default_value_t = 40)]
+        blocks: u32,
+        /// Also let torn pages read back correctly once (unstable-bits hazard).
+        #[arg(long)]
+        unstable_bits: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum FlashCommand {
+    /// Creates a new (sparse) device image.
+    Create {
+        image: PathBuf,
+        #[arg(long, default_value = "mlc")]
+        profile: String,
+        #[arg(long, default_value_t = 1)]
+        chips: u32,
+        #[arg(long, default_value_t = 1024)]
+        blocks: u32,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Describes a device image: geometry, profile, chips, wear summary.
+    Info { image: PathBuf },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo { profile, chips, seed } => volume_cmd::demo(&profile, chips, seed),
+        Command::Flash { command: FlashCommand::Create { image, profile, chips, blocks, seed } } => {
+            flash_cmd::create(&image, &profile, chips, blocks, seed).map(|text| println!("{text}"))
+        }
+        Command::Flash { command: FlashCommand::Info { image } } => flash_cmd::info(&image).map(|text| println!("{text}")),
+        Command::Mkfs { image, profile, chips, blocks, size, seed, force } => {
+            volume_cmd::mkfs(&image, &profile, chips, blocks, size.as_deref(), seed, force)
+        }
+        Command::Info { image } => volume_cmd::info(&image),
+        Command::Fsck { image } => match volume_cmd::fsck(&image) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(1),
+            Err(error) => Err(error),
+        },
+        Command::Crashtest { workload, seed, json, max_cuts, cut_after, profile, chips, blocks, unstable_bits } => {
+            match volume_cmd::crashtest(&workload, seed, json.as_deref(), max_cuts, cut_after, &profile, chips, blocks, unstable_bits) {
+                Ok(0) => Ok(()),
+                Ok(_) => return ExitCode::from(1),
+                Err(error) => Err(error),
+            }
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("fsoc: {message}");
+            ExitCode::from(2)
+        }
+    }
+}

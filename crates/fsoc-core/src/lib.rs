@@ -11,3 +11,10 @@ extern crate alloc;
 pub mod address;
 pub mod btree;
 pub mod codec;
+pub mod fs;
+pub mod segment;
+pub mod txn;
+
+pub use fs::api::{OpenFlags, Whence};
+pub use fs::{CommitTriggers, FileSystem, FsConfig, FsError};
+pub use txn::VolumeConfig;

@@ -87,6 +87,9 @@ pub struct Device<F: Flash> {
     pub flash: F,
     pub layout: Layout,
     pub now_ns: Nanos,
+    /// Programs and erases issued through this device (including ones that failed), so a
+    /// simulation can tell at which flash operation a commit became durable.
+    pub operations_issued: u64,
     spare_buffer: Vec<u8>,
 }
 
@@ -94,7 +97,7 @@ impl<F: Flash> Device<F> {
     pub fn new(flash: F) -> Self {
         let layout = Layout::new(flash.geometry(), flash.chip_count());
         let spare_buffer = vec![0u8; layout.spare_size_bytes()];
-        Device { flash, layout, now_ns: 0, spare_buffer }
+        Device { flash, layout, now_ns: 0, operations_issued: 0, spare_buffer }
     }
 
     /// Reads a page's data (resizing `data`) and returns the ECC status; waits for the read.
@@ -144,6 +147,7 @@ impl<F: Flash> Device<F> {
         assert_eq!(data.len(), self.layout.page_size_bytes(), "program of a partial page");
         tag.encode(&mut self.spare_buffer);
         let page = self.layout.physical(address);
+        self.operations_issued += 1;
         self.flash.program_page(self.now_ns, page, data, &self.spare_buffer)?;
         Ok(())
     }
@@ -151,6 +155,7 @@ impl<F: Flash> Device<F> {
     /// Erases every block of a segment, issuing them together.
     pub fn erase_segment(&mut self, segment_index: u32) -> Result<(), NandError> {
         for block in self.layout.blocks_of_segment(segment_index) {
+            self.operations_issued += 1;
             self.flash.erase_block(self.now_ns, block)?;
         }
         Ok(())

@@ -242,6 +242,16 @@ impl<F: Flash> SegmentLog<F> {
         Ok(())
     }
 
+    /// Cleaner: if table page `page_index` lives at `address`, mark it for rewriting.
+    pub fn mark_table_page_dirty_if_at(&mut self, page_index: u32, address: LogAddress) -> bool {
+        let table = self.table_mut();
+        let live = table.directory.get(page_index as usize).is_some_and(|pointer| pointer.address == address);
+        if live {
+            table.mark_page_dirty(page_index);
+        }
+        live
+    }
+
     /// After the metaroot of a transaction is durable.
     pub fn end_transaction(&mut self) {
         self.table_mut().end_transaction();

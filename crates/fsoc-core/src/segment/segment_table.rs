@@ -82,6 +82,11 @@ impl SegmentTable {
         self.dirty_pages.insert(segment_index / self.entries_per_page);
     }
 
+    pub fn mark_page_dirty(&mut self, page_index: u32) {
+        assert!(page_index < self.page_count(), "table page {page_index} out of range");
+        self.dirty_pages.insert(page_index);
+    }
+
     pub fn add_valid(&mut self, segment_index: u32) {
         let entry = &mut self.entries[segment_index as usize];
         entry.valid_pages += 1;

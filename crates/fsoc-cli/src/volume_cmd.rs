@@ -1,0 +1,348 @@
+//! Volume commands: demo, mkfs, info, fsck, crashtest.
+
+use std::path::Path;
+use std::time::Instant;
+
+use fsoc_core::fs::FsError;
+use fsoc_core::{FileSystem, FsConfig, OpenFlags};
+use fsoc_media::image::ImageStore;
+use fsoc_media::{BlockAddress, Flash, NandError, PageAddress, Profile, SimConfig, SimFlash};
+use fsoc_sim::workloads::Workload;
+use fsoc_sim::{crash_test, CrashConfig};
+use indicatif::{ProgressBar, ProgressStyle};
+
+type ImageFlash = SimFlash<ImageStore>;
+
+fn parse_profile(name: &str) -> Result<Profile, String> {
+    Profile::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Profile::ALL.iter().map(|profile| profile.name()).collect();
+        format!("unknown profile {name:?}; expected one of {}", names.join(", "))
+    })
+}
+
+/// Parses sizes like 4096, 64K, 64M, 1G (binary units).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (digits, multiplier) = match text.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&text[..text.len() - 1], 1u64 << 10),
+        Some('M') => (&text[..text.len() - 1], 1 << 20),
+        Some('G') => (&text[..text.len() - 1], 1 << 30),
+        _ => (text, 1),
+    };
+    let value: u64 = digits.trim().parse().map_err(|_| format!("invalid size {text:?} (examples: 8M, 1G)"))?;
+    value.checked_mul(multiplier).ok_or_else(|| format!("size {text:?} is too large"))
+}
+
+fn spinner(message: &str) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    bar.set_message(message.to_string());
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
+fn mount_image(image: &Path, read_only: bool) -> Result<FileSystem<ImageFlash>, String> {
+    let flash = SimFlash::open_image(image).map_err(|error| format!("{}: {error}", image.display()))?;
+    let mut config = FsConfig::default();
+    config.volume.read_only = read_only;
+    FileSystem::mount(flash, config).map_err(|error| {
+        let hint = match &error {
+            FsError::Io(fsoc_core::txn::TxnError::NotAVolume { .. }) => "; create one with `fsoc mkfs`",
+            _ => "; the volume may be damaged: run `fsoc fsck` for details",
+        };
+        format!("{}: cannot mount: {error}{hint}", image.display())
+    })
+}
+
+pub fn mkfs(
+    image: &Path,
+    profile: &str,
+    chips: u32,
+    blocks: Option<u32>,
+    size: Option<&str>,
+    seed: u64,
+    force: bool,
+) -> Result<(), String> {
+    let profile = parse_profile(profile)?;
+    if chips == 0 || chips > 16 {
+        return Err(format!("--chips {chips}: must be 1..=16"));
+    }
+    let block_bytes = profile.geometry(1).block_data_bytes();
+    let blocks = match (blocks, size) {
+        (Some(_), Some(_)) => return Err("give --blocks or --size, not both".into()),
+        (Some(blocks), None) => blocks,
+        (None, Some(size)) => {
+            let bytes = parse_size(size)?;
+            let per_chip = bytes / u64::from(chips);
+            u32::try_from(per_chip.div_ceil(block_bytes)).map_err(|_| format!("--size {size} is too large"))?
+        }
+        (None, None) => 512,
+    };
+    if image.exists() {
+        if !force {
+            return Err(format!("{} exists; pass --force to replace it", image.display()));
+        }
+        std::fs::remove_file(image).map_err(|error| format!("{}: {error}", image.display()))?;
+    }
+    let bar = spinner("formatting");
+    let config = SimConfig::new(profile, chips, blocks, seed);
+    let flash = SimFlash::create_image(image, config).map_err(|error| format!("{}: {error}", image.display()))?;
+    let fs = FileSystem::format(flash, FsConfig::default(), seed).map_err(|error| format!("format: {error}"))?;
+    let mut flash = fs.unmount().map_err(|error| format!("unmount: {error}"))?;
+    flash.flush().map_err(|error| format!("flush: {error}"))?;
+    bar.finish_and_clear();
+    let capacity = u64::from(chips) * u64::from(blocks) * block_bytes;
+    println!(
+        "formatted {}: {} ({} chips × {} blocks × {} KiB), {:.1} MiB raw",
+        image.display(),
+        profile.name(),
+        chips,
+        blocks,
+        block_bytes / 1024,
+        capacity as f64 / (1 << 20) as f64
+    );
+    Ok(())
+}
+
+pub fn info(image: &Path) -> Result<(), String> {
+    let mut fs = mount_image(image, true)?;
+    let report = fs.mount_report();
+    let statfs = fs.statfs().map_err(|error| format!("statfs: {error}"))?;
+    let layout = fs.volume.layout();
+    let table = fs.volume.log.table();
+    let (erase_min, erase_max) = table.erase_count_range();
+    println!("volume            {}", image.display());
+    println!("volume id         {:#018x}", fs.volume.superblock.volume_id);
+    println!(
+        "geometry          {} chips × {} blocks × {} pages × {} B (+{} B spare)",
+        layout.chip_count,
+        layout.geometry.block_count,
+        layout.geometry.pages_per_block,
+        layout.geometry.page_data_bytes,
+        layout.geometry.spare_bytes
+    );
+    println!("segments          {} ({} pages each), {} retired", layout.segment_count(), layout.pages_per_segment(), table.retired_segment_count());
+    println!("commit counter    {}", report.commit_counter);
+    println!("last unmount      {}", if report.clean { "clean" } else { "unclean (recovered at mount)" });
+    println!("mount page reads  {}", report.page_reads);
+    println!(
+        "space             {} of {} pages used ({:.1}%), {} free",
+        statfs.total_blocks - statfs.free_blocks,
+        statfs.total_blocks,
+        100.0 * (statfs.total_blocks - statfs.free_blocks) as f64 / statfs.total_blocks.max(1) as f64,
+        statfs.free_blocks
+    );
+    println!("inodes allocated  {}", statfs.next_inode - 1);
+    println!("erase counts      min {erase_min}, max {erase_max}");
+    Ok(())
+}
+
+pub fn fsck(image: &Path) -> Result<bool, String> {
+    let mut fs = mount_image(image, true)?;
+    let bar = spinner("checking");
+    let report = fs.fsck(true).map_err(|error| format!("fsck: {error}"))?;
+    bar.finish_and_clear();
+    println!(
+        "{}: {} files, {} directories, {} symlinks, {} data pages, {} tree nodes",
+        image.display(),
+        report.files,
+        report.directories,
+        report.symlinks,
+        report.data_pages,
+        report.directory_nodes + report.allocation_nodes
+    );
+    if report.is_clean() {
+        println!("clean: no violations");
+        Ok(true)
+    } else {
+        for violation in &report.violations {
+            println!("violation: {violation}");
+        }
+        println!("{} violations", report.violations.len());
+        Ok(false)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn crashtest(
+    workload: &str,
+    seed: u64,
+    json: Option<&Path>,
+    max_cuts: Option<u64>,
+    cut_after: Option<u64>,
+    profile: &str,
+    chips: u32,
+    blocks: u32,
+    unstable_bits: bool,
+) -> Result<u64, String> {
+    let workloads: Vec<Workload> = if workload == "all" {
+        Workload::ALL.to_vec()
+    } else {
+        let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
+        vec![Workload::from_name(workload).ok_or_else(|| format!("unknown workload {workload:?}; expected all or one of {}", names.join(", ")))?]
+    };
+    let config = CrashConfig {
+        profile: parse_profile(profile)?,
+        chip_count: chips,
+        block_count: blocks,
+        seed,
+        max_cuts,
+        unstable_bits,
+        ..CrashConfig::small(seed)
+    };
+    if let Some(cut_after) = cut_after {
+        let [workload] = workloads[..] else {
+            return Err("--cut-after replays one workload: name it with --workload".into());
+        };
+        let outcome = fsoc_sim::crash::replay_cut(workload, &config, cut_after)?;
+        println!("{} cut after {cut_after}: {outcome:?}", workload.name());
+        return Ok(u64::from(matches!(outcome, fsoc_sim::CrashOutcome::Failed(_))));
+    }
+    let started = Instant::now();
+    let mut reports = Vec::new();
+    for workload in workloads {
+        let bar = ProgressBar::new(0);
+        bar.set_style(ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} cuts ({eta})").expect("valid template").progress_chars("=> "));
+        bar.set_message(workload.name());
+        let report = crash_test(workload, &config, &mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })?;
+        bar.finish_and_clear();
+        println!(
+            "{:>14}: {} steps, {} flash operations, {} commits, {} cut points, {} failures",
+            report.workload, report.steps, report.flash_operations, report.commits, report.cut_points, report.failures
+        );
+        for example in &report.failure_examples {
+            println!("  {example}");
+        }
+        reports.push(report);
+    }
+    let cut_points: u64 = reports.iter().map(|report| report.cut_points).sum();
+    let failures: u64 = reports.iter().map(|report| report.failures).sum();
+    println!("cut points: {cut_points}, failures: {failures}");
+    println!("(seed {seed}, {} {} chip(s) × {} blocks, {:.1} s)", profile, chips, blocks, started.elapsed().as_secs_f64());
+    if let Some(path) = json {
+        let value = serde_json::json!({
+            "cut_points": cut_points,
+            "failures": failures,
+            "seed": seed,
+            "profile": profile,
+            "chips": chips,
+            "blocks": blocks,
+            "workloads": reports,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&value).expect("serializable")).map_err(|error| format!("{}: {error}", path.display()))?;
+    }
+    Ok(failures)
+}
+
+/// The main job: a short tour of the simulator and of the file system on it.
+pub fn demo(profile: &str, chips: u32, seed: u64) -> Result<(), String> {
+    let profile = parse_profile(profile)?;
+    let timing = profile.timing();
+    let geometry = profile.geometry(256);
+    println!("== fsoc demo: simulated {} NAND, {} chip(s), seed {seed}", profile.name(), chips);
+    println!(
+        "chip: {} B pages + {} B spare, {} pages/block, {} blocks; read {} us, program {} us, erase {} us, bus {} ns/B",
+        geometry.page_data_bytes,
+        geometry.spare_bytes,
+        geometry.pages_per_block,
+        geometry.block_count,
+        timing.read_latency_ns / 1000,
+        timing.program_latency_ns / 1000,
+        timing.erase_latency_ns / 1000,
+        timing.bus_ns_per_byte
+    );
+    let mut flash = SimFlash::create(SimConfig::new(profile, chips, 256, seed)).map_err(|e| e.to_string())?;
+    let page = vec![0xA5u8; geometry.page_data_bytes as usize];
+    let spare = vec![0xFFu8; geometry.spare_bytes as usize];
+    // NAND rules, each refused with its typed error.
+    flash.program_page(0, PageAddress::new(0, 5, 3), &page, &spare).map_err(|e| e.to_string())?;
+    let again = flash.program_page(0, PageAddress::new(0, 5, 3), &page, &spare);
+    let backwards = flash.program_page(0, PageAddress::new(0, 5, 1), &page, &spare);
+    println!("NAND rules: reprogram -> {}; out of order -> {}", show(again), show(backwards));
+    flash.erase_block(0, BlockAddress::new(0, 5)).map_err(|e| e.to_string())?;
+    // Parallel chips: the same pages issued together on p chips cost one program time.
+    let start = flash.all_done_ns();
+    let mut done_ns = start;
+    for chip in 0..chips {
+        done_ns = done_ns.max(flash.program_page(start, PageAddress::new(chip, 9, 0), &page, &spare).map_err(|e| e.to_string())?.done_ns);
+    }
+    println!("{chips} pages on {chips} chips issued together: {:.0} us (one page: program + transfer)", (done_ns - start) as f64 / 1000.0);
+
+    // The file system on a fresh array.
+    let flash = SimFlash::create(SimConfig::new(profile, chips, 256, seed)).map_err(|e| e.to_string())?;
+    let mut fs = FileSystem::format(flash, FsConfig::default(), seed).map_err(|e| e.to_string())?;
+    io(fs.mkdir(b"/docs", 0o755))?;
+    let create = OpenFlags { read: true, write: true, create: true, ..Default::default() };
+    let fd = io(fs.open(b"/docs/hello.txt", create, 0o644))?;
+    io(fs.write_fd(fd, b"hello, flash\n"))?;
+    let before = counters(&fs);
+    let clock_before = fs.volume.log.device.now_ns;
+    io(fs.fsync_fd(fd))?;
+    let after = counters(&fs);
+    println!(
+        "fsync of a small file: {} page programs, {} erases, {:.0} us simulated",
+        after.1 - before.1,
+        after.2 - before.2,
+        (fs.volume.log.device.now_ns - clock_before) as f64 / 1000.0
+    );
+    io(fs.close(fd))?;
+    let big = OpenFlags { write: true, create: true, ..Default::default() };
+    let fd = io(fs.open(b"/docs/big.bin", big, 0o644))?;
+    let megabyte: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
+    let clock_before = fs.volume.log.device.now_ns;
+    for _ in 0..8 {
+        io(fs.write_fd(fd, &megabyte))?;
+    }
+    io(fs.fsync_fd(fd))?;
+    let elapsed_ns = fs.volume.log.device.now_ns - clock_before;
+    io(fs.close(fd))?;
+    let raw_mib_per_s = f64::from(chips) * f64::from(geometry.page_data_bytes)
+        / ((timing.program_latency_ns + timing.bus_ns_per_byte * u64::from(geometry.page_data_bytes + geometry.spare_bytes)) as f64 / 1e9)
+        / (1 << 20) as f64;
+    println!(
+        "8 MiB sequential write + fsync: {:.1} MiB/s simulated (array limit {:.1} MiB/s)",
+        8.0 / (elapsed_ns as f64 / 1e9),
+        raw_mib_per_s
+    );
+    let flash = io(fs.unmount())?;
+    let reads_before = flash.counters().totals().reads;
+    let mut fs = FileSystem::mount(flash, FsConfig::default()).map_err(|e| e.to_string())?;
+    println!("mount: {} page reads", fs.mount_report().page_reads);
+    let _ = reads_before;
+    let (_, record) = io(fs.stat(b"/docs/big.bin"))?;
+    let (hello, _) = io(fs.resolve(b"/docs/hello.txt"))?;
+    let text = io(fs.read(hello, 0, 100))?;
+    println!("after remount: big.bin is {} bytes; hello.txt says {:?}", record.size, String::from_utf8_lossy(&text));
+    let report = io(fs.fsck(true))?;
+    println!("fsck: {} files, {} directories, {} violations", report.files, report.directories, report.violations.len());
+    let totals = fs.volume.log.device.flash.counters().totals();
+    println!(
+        "flash totals: {} reads, {} programs, {} erases, {:.3} J",
+        totals.reads,
+        totals.programs,
+        totals.erases,
+        totals.energy_nj as f64 / 1e9
+    );
+    if !report.is_clean() {
+        return Err(format!("fsck found violations: {:?}", report.violations));
+    }
+    Ok(())
+}
+
+fn io<T>(result: Result<T, FsError>) -> Result<T, String> {
+    result.map_err(|error| error.to_string())
+}
+
+fn counters<F: Flash>(fs: &FileSystem<F>) -> (u64, u64, u64) {
+    let totals = fs.volume.log.device.flash.counters().totals();
+    (totals.reads, totals.programs, totals.erases)
+}
+
+fn show(result: Result<fsoc_media::Completed<()>, NandError>) -> String {
+    match result {
+        Ok(_) => "accepted (!)".into(),
+        Err(error) => error.to_string(),
+    }
+}

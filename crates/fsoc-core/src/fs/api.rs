@@ -1,0 +1,311 @@
+//! Path and descriptor calls (open/read/write/seek/…) over the inode-level `FileSystem`.
+//!
+//! Path syntax is strict and simple: absolute, `/`-separated, no empty, `.` or `..`
+//! components; intermediate symlinks are not followed (ENOTDIR) and final ones are not either
+//! (stat is lstat; open of a symlink is ELOOP, like O_NOFOLLOW).
+
+use alloc::vec::Vec;
+
+use fsoc_media::Flash;
+
+use crate::fs::records::{FileKind, InodeRecord, ROOT_INODE};
+use crate::fs::{DirectoryEntry, FileSystem, FsError, StatFs};
+
+pub const PATH_BYTES_MAX: usize = 4096;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenFlags {
+    pub read: bool,
+    pub write: bool,
+    pub create: bool,
+    pub exclusive: bool,
+    pub truncate: bool,
+    pub append: bool,
+    pub directory: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Whence {
+    Set,
+    Current,
+    End,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenFile {
+    pub inode: u64,
+    pub offset: u64,
+    pub flags: OpenFlags,
+}
+
+/// Lowest descriptor number handed out (0–2 are stdio by convention).
+pub const FIRST_DESCRIPTOR: u32 = 3;
+
+/// Splits an absolute path into components.
+pub fn components(path: &[u8]) -> Result<Vec<&[u8]>, FsError> {
+    let Some(rest) = path.strip_prefix(b"/") else {
+        return Err(FsError::InvalidArgument("path must be absolute"));
+    };
+    if path.len() > PATH_BYTES_MAX {
+        return Err(FsError::NameTooLong);
+    }
+    if rest.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut parts = Vec::new();
+    for name in rest.split(|&byte| byte == b'/') {
+        crate::fs::validate_name(name)?;
+        parts.push(name);
+    }
+    Ok(parts)
+}
+
+impl<F: Flash> FileSystem<F> {
+    fn walk(&mut self, parts: &[&[u8]]) -> Result<(u64, FileKind), FsError> {
+        let mut current = (ROOT_INODE, FileKind::Directory);
+        for name in parts {
+            if current.1 != FileKind::Directory {
+                return Err(FsError::NotDirectory);
+            }
+            current = self.lookup(current.0, name)?;
+        }
+        Ok(current)
+    }
+
+    /// Resolves a path to its inode (the final component is not followed).
+    pub fn resolve(&mut self, path: &[u8]) -> Result<(u64, FileKind), FsError> {
+        let parts = components(path)?;
+        self.walk(&parts)
+    }
+
+    /// Resolves the parent directory of a path and returns it with the final name.
+    fn resolve_parent<'p>(&mut self, path: &'p [u8]) -> Result<(u64, &'p [u8]), FsError> {
+        let parts = components(path)?;
+        let Some((name, parents)) = parts.split_last() else {
+            return Err(FsError::Busy); // the root has no parent entry
+        };
+        let (parent, kind) = self.walk(parents)?;
+        if kind != FileKind::Directory {
+            return Err(FsError::NotDirectory);
+        }
+        Ok((parent, name))
+    }
+
+    fn descriptor(&self, fd: u32) -> Result<OpenFile, FsError> {
+        self.descriptors.get(&fd).copied().ok_or(FsError::BadDescriptor)
+    }
+
+    pub fn open(&mut self, path: &[u8], flags: OpenFlags, mode: u32) -> Result<u32, FsError> {
+        let (parent, name) = match self.resolve_parent(path) {
+            Ok(found) => found,
+            Err(FsError::Busy) => (ROOT_INODE, &[][..]),
+            Err(error) => return Err(error),
+        };
+        let existing = if name.is_empty() {
+            Ok((ROOT_INODE, FileKind::Directory))
+        } else {
+            self.lookup(parent, name)
+        };
+        let inode = match existing {
+            Ok((inode, kind)) => {
+                if flags.create && flags.exclusive {
+                    return Err(FsError::Exists);
+                }
+                match kind {
+                    FileKind::Symlink => return Err(FsError::Loop),
+                    FileKind::Directory if flags.write => return Err(FsError::IsDirectory),
+                    FileKind::File if flags.directory => return Err(FsError::NotDirectory),
+                    _ => {}
+                }
+                inode
+            }
+            Err(FsError::NotFound) if flags.create => {
+                if flags.directory {
+                    return Err(FsError::InvalidArgument("O_CREAT with O_DIRECTORY"));
+                }
+                self.create(parent, name, FileKind::File, mode, 0, 0, None)?
+            }
+            Err(error) => return Err(error),
+        };
+        if self.descriptors.len() >= self.config.open_files_max {
+            return Err(FsError::TooManyOpenFiles);
+        }
+        if flags.truncate && flags.write {
+            self.truncate(inode, 0)?;
+        }
+        self.open_inode(inode)?;
+        let fd = (FIRST_DESCRIPTOR..).find(|fd| !self.descriptors.contains_key(fd)).expect("descriptor numbers are bounded by open_files_max");
+        self.descriptors.insert(fd, OpenFile { inode, offset: 0, flags });
+        Ok(fd)
+    }
+
+    pub fn close(&mut self, fd: u32) -> Result<(), FsError> {
+        let file = self.descriptors.remove(&fd).ok_or(FsError::BadDescriptor)?;
+        self.release_inode(file.inode)
+    }
+
+    pub fn pread(&mut self, fd: u32, offset: u64, length: usize) -> Result<Vec<u8>, FsError> {
+        let file = self.descriptor(fd)?;
+        if !file.flags.read {
+            return Err(FsError::BadDescriptor);
+        }
+        FileSystem::read(self, file.inode, offset, length)
+    }
+
+    pub fn read_fd(&mut self, fd: u32, length: usize) -> Result<Vec<u8>, FsError> {
+        let file = self.descriptor(fd)?;
+        let bytes = self.pread(fd, file.offset, length)?;
+        if let Some(open) = self.descriptors.get_mut(&fd) {
+            open.offset += bytes.len() as u64;
+        }
+        Ok(bytes)
+    }
+
+    pub fn pwrite(&mut self, fd: u32, offset: u64, data: &[u8]) -> Result<usize, FsError> {
+        let file = self.descriptor(fd)?;
+        if !file.flags.write {
+            return Err(FsError::BadDescriptor);
+        }
+        // Linux: pwrite on an O_APPEND descriptor appends.
+        let offset = if file.flags.append { self.getattr(file.inode)?.size } else { offset };
+        FileSystem::write(self, file.inode, offset, data)
+    }
+
+    pub fn write_fd(&mut self, fd: u32, data: &[u8]) -> Result<usize, FsError> {
+        let file = self.descriptor(fd)?;
+        if !file.flags.write {
+            return Err(FsError::BadDescriptor);
+        }
+        let offset = if file.flags.append { self.getattr(file.inode)?.size } else { file.offset };
+        let written = FileSystem::write(self, file.inode, offset, data)?;
+        if let Some(open) = self.descriptors.get_mut(&fd) {
+            open.offset = offset + written as u64;
+        }
+        Ok(written)
+    }
+
+    pub fn seek(&mut self, fd: u32, offset: i64, whence: Whence) -> Result<u64, FsError> {
+        let file = self.descriptor(fd)?;
+        let base = match whence {
+            Whence::Set => 0,
+            Whence::Current => file.offset as i128,
+            Whence::End => self.getattr(file.inode)?.size as i128,
+        };
+        let target = base + offset as i128;
+        if target < 0 || target > i64::MAX as i128 {
+            return Err(FsError::InvalidArgument("seek before the start of the file"));
+        }
+        if let Some(open) = self.descriptors.get_mut(&fd) {
+            open.offset = target as u64;
+        }
+        Ok(target as u64)
+    }
+
+    pub fn ftruncate(&mut self, fd: u32, size: u64) -> Result<(), FsError> {
+        let file = self.descriptor(fd)?;
+        if !file.flags.write {
+            return Err(FsError::InvalidArgument("descriptor not open for writing"));
+        }
+        self.truncate(file.inode, size)
+    }
+
+    pub fn fsync_fd(&mut self, fd: u32) -> Result<(), FsError> {
+        let file = self.descriptor(fd)?;
+        self.fsync(file.inode)
+    }
+
+    pub fn fstat(&mut self, fd: u32) -> Result<(u64, InodeRecord), FsError> {
+        let file = self.descriptor(fd)?;
+        Ok((file.inode, self.getattr(file.inode)?))
+    }
+
+    pub fn stat(&mut self, path: &[u8]) -> Result<(u64, InodeRecord), FsError> {
+        let (inode, _) = self.resolve(path)?;
+        Ok((inode, self.getattr(inode)?))
+    }
+
+    pub fn truncate_path(&mut self, path: &[u8], size: u64) -> Result<(), FsError> {
+        let (inode, _) = self.resolve(path)?;
+        self.truncate(inode, size)
+    }
+
+    pub fn mkdir(&mut self, path: &[u8], mode: u32) -> Result<u64, FsError> {
+        let (parent, name) = self.resolve_parent(path).map_err(|e| if e == FsError::Busy { FsError::Exists } else { e })?;
+        self.create(parent, name, FileKind::Directory, mode, 0, 0, None)
+    }
+
+    pub fn rmdir(&mut self, path: &[u8]) -> Result<(), FsError> {
+        let (parent, name) = self.resolve_parent(path)?;
+        self.remove(parent, name, true)
+    }
+
+    pub fn unlink(&mut self, path: &[u8]) -> Result<(), FsError> {
+        let (parent, name) = self.resolve_parent(path).map_err(|e| if e == FsError::Busy { FsError::IsDirectory } else { e })?;
+        self.remove(parent, name, false)
+    }
+
+    pub fn rename_path(&mut self, from: &[u8], to: &[u8]) -> Result<(), FsError> {
+        let (source_parent, source_name) = self.resolve_parent(from)?;
+        let (target_parent, target_name) = self.resolve_parent(to)?;
+        self.rename(source_parent, source_name, target_parent, target_name)
+    }
+
+    pub fn readdir_path(&mut self, path: &[u8]) -> Result<Vec<DirectoryEntry>, FsError> {
+        let (inode, kind) = self.resolve(path)?;
+        if kind != FileKind::Directory {
+            return Err(FsError::NotDirectory);
+        }
+        self.readdir(inode, None, usize::MAX)
+    }
+
+    pub fn link_path(&mut self, existing: &[u8], new: &[u8]) -> Result<(), FsError> {
+        let (inode, _) = self.resolve(existing)?;
+        let (parent, name) = self.resolve_parent(new).map_err(|e| if e == FsError::Busy { FsError::Exists } else { e })?;
+        self.link(inode, parent, name)
+    }
+
+    pub fn symlink_path(&mut self, target: &[u8], link: &[u8]) -> Result<u64, FsError> {
+        if target.is_empty() {
+            return Err(FsError::NotFound);
+        }
+        if target.contains(&0) {
+            return Err(FsError::InvalidArgument("NUL in symlink target"));
+        }
+        let (parent, name) = self.resolve_parent(link).map_err(|e| if e == FsError::Busy { FsError::Exists } else { e })?;
+        self.create(parent, name, FileKind::Symlink, 0o777, 0, 0, Some(target))
+    }
+
+    pub fn readlink_path(&mut self, path: &[u8]) -> Result<Vec<u8>, FsError> {
+        let (inode, _) = self.resolve(path)?;
+        self.readlink(inode)
+    }
+
+    pub fn chmod(&mut self, path: &[u8], mode: u32) -> Result<(), FsError> {
+        let (inode, _) = self.resolve(path)?;
+        self.setattr(inode, Some(mode), None, None, None, None).map(|_| ())
+    }
+
+    pub fn chown(&mut self, path: &[u8], uid: u32, gid: u32) -> Result<(), FsError> {
+        let (inode, _) = self.resolve(path)?;
+        self.setattr(inode, None, Some(uid), Some(gid), None, None).map(|_| ())
+    }
+
+    pub fn utimens(&mut self, path: &[u8], atime_ns: u64, mtime_ns: u64) -> Result<(), FsError> {
+        let (inode, _) = self.resolve(path)?;
+        self.setattr(inode, None, None, None, Some(atime_ns), Some(mtime_ns)).map(|_| ())
+    }
+
+    pub fn statfs_path(&mut self) -> Result<StatFs, FsError> {
+        self.statfs()
+    }
+
+    /// Explicit transaction point.
+    pub fn transact(&mut self) -> Result<(), FsError> {
+        self.commit()
+    }
+
+    /// Number of descriptors currently open.
+    pub fn open_descriptor_count(&self) -> usize {
+        self.descriptors.len()
+    }
+}

@@ -1,0 +1,330 @@
+//! File data: inline small files, extents for the rest, reads that fan out over the chips,
+//! copy-on-write writes, truncation and hole punching.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use fsoc_media::{Flash, ReadStatus};
+
+use crate::address::LogAddress;
+use crate::btree::Tree;
+use crate::fs::records::{allocation_key, parse_allocation_key, Extent, FileKind, RecordKind, ALLOCATION_KEY_BYTES, INODE_FLAG_INLINE};
+use crate::fs::{FileSystem, FsError, TreeId};
+use crate::segment::PageTag;
+
+impl<F: Flash> FileSystem<F> {
+    fn page_size(&self) -> u64 {
+        self.volume.layout().page_size_bytes() as u64
+    }
+
+    /// Largest file kept inline in the allocation tree.
+    pub fn inline_bytes_max(&self) -> usize {
+        Tree::max_entry_bytes(self.volume.layout().page_size_bytes()) - ALLOCATION_KEY_BYTES
+    }
+
+    pub fn file_bytes_max(&self) -> u64 {
+        u64::from(u32::MAX) * self.page_size()
+    }
+
+    /// The extent holding file page `page`, if any.
+    fn extent_at(&mut self, inode: u64, page: u64) -> Result<Option<Extent>, FsError> {
+        let key = allocation_key(inode, RecordKind::Extent, page);
+        let Some((found, value)) = self.tree_last_at_or_before(TreeId::Allocation, &key)? else {
+            return Ok(None);
+        };
+        match parse_allocation_key(&found) {
+            Some((found_inode, kind, first_page)) if found_inode == inode && kind == RecordKind::Extent as u8 => {
+                let extent = Extent::decode(first_page, &value)?;
+                Ok((extent.end_page() > page).then_some(extent))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Extents overlapping file pages [first, end), in order.
+    fn extents_in(&mut self, inode: u64, first: u64, end: u64) -> Result<Vec<Extent>, FsError> {
+        let mut extents = Vec::new();
+        if let Some(extent) = self.extent_at(inode, first)? {
+            extents.push(extent);
+        }
+        let mut key = allocation_key(inode, RecordKind::Extent, first);
+        while let Some((found, value)) = self.tree_first_after(TreeId::Allocation, &key)? {
+            match parse_allocation_key(&found) {
+                Some((found_inode, kind, first_page)) if found_inode == inode && kind == RecordKind::Extent as u8 => {
+                    if first_page >= end {
+                        break;
+                    }
+                    extents.push(Extent::decode(first_page, &value)?);
+                }
+                _ => break,
+            }
+            key = found;
+        }
+        Ok(extents)
+    }
+
+    fn read_inline(&mut self, inode: u64, size: u64) -> Result<Vec<u8>, FsError> {
+        let key = allocation_key(inode, RecordKind::Inline, 0);
+        let mut bytes = self.tree_get(TreeId::Allocation, &key)?.unwrap_or_default();
+        bytes.resize(size as usize, 0);
+        Ok(bytes)
+    }
+
+    /// Reads up to `length` bytes at `offset`; short at end of file; holes read as zeros.
+    pub fn read(&mut self, inode: u64, offset: u64, length: usize) -> Result<Vec<u8>, FsError> {
+        let record = self.getattr(inode)?;
+        match record.kind {
+            FileKind::Directory => return Err(FsError::IsDirectory),
+            FileKind::Symlink => return Err(FsError::InvalidArgument("read of a symbolic link")),
+            FileKind::File => {}
+        }
+        if offset >= record.size || length == 0 {
+            return Ok(Vec::new());
+        }
+        let end = record.size.min(offset.saturating_add(length as u64));
+        if record.is_inline() {
+            let bytes = self.read_inline(inode, record.size)?;
+            return Ok(bytes[offset as usize..end as usize].to_vec());
+        }
+        let page_size = self.page_size();
+        let mut out = vec![0u8; (end - offset) as usize];
+        let first_page = offset / page_size;
+        let end_page = end.div_ceil(page_size);
+        let extents = self.extents_in(inode, first_page, end_page)?;
+        // Collect (file page, address) pairs, then read them in batches issued together so
+        // pages on different chips are read in parallel.
+        let mut wanted: Vec<(u64, LogAddress)> = Vec::new();
+        for extent in &extents {
+            for page in extent.first_page.max(first_page)..extent.end_page().min(end_page) {
+                wanted.push((page, extent.address_of(page)));
+            }
+        }
+        let batch = self.config.io_batch_pages.max(1);
+        let mut buffers: Vec<Vec<u8>> = Vec::new();
+        let mut statuses = Vec::new();
+        for chunk in wanted.chunks(batch) {
+            let addresses: Vec<LogAddress> = chunk.iter().map(|(_, address)| *address).collect();
+            buffers.resize(addresses.len(), Vec::new());
+            self.volume.log.device.read_many(&addresses, &mut buffers[..addresses.len()], &mut statuses).map_err(crate::txn::TxnError::from)?;
+            for ((page, address), (buffer, status)) in chunk.iter().zip(buffers.iter().zip(statuses.iter())) {
+                if matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased) {
+                    let _ = address;
+                    return Err(FsError::Corrupt("file data page unreadable"));
+                }
+                let page_start = page * page_size;
+                let copy_start = page_start.max(offset);
+                let copy_end = (page_start + page_size).min(end);
+                out[(copy_start - offset) as usize..(copy_end - offset) as usize]
+                    .copy_from_slice(&buffer[(copy_start - page_start) as usize..(copy_end - page_start) as usize]);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Content of file page `page` as stored now (zeros for a hole).
+    fn page_content(&mut self, inode: u64, page: u64) -> Result<Vec<u8>, FsError> {
+        let mut buffer = vec![0u8; self.page_size() as usize];
+        if let Some(extent) = self.extent_at(inode, page)? {
+            self.volume.log.read(extent.address_of(page), &mut buffer)?;
+        }
+        Ok(buffer)
+    }
+
+    /// Writes `data` at `offset`, extending the file as needed. Returns bytes written.
+    pub fn write(&mut self, inode: u64, offset: u64, data: &[u8]) -> Result<usize, FsError> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let end = offset.checked_add(data.len() as u64).ok_or(FsError::FileTooBig)?;
+        if end > self.file_bytes_max() {
+            return Err(FsError::FileTooBig);
+        }
+        let page_size = self.page_size();
+        let pages_needed = data.len().div_ceil(page_size as usize) as u32 + 2;
+        self.ensure_space(pages_needed)?;
+        self.mutate(|fs| {
+            let mut record = fs.getattr(inode)?;
+            match record.kind {
+                FileKind::Directory => return Err(FsError::IsDirectory),
+                FileKind::Symlink => return Err(FsError::InvalidArgument("write to a symbolic link")),
+                FileKind::File => {}
+            }
+            let new_size = record.size.max(end);
+            if record.is_inline() {
+                let mut content = fs.read_inline(inode, record.size)?;
+                if new_size as usize <= fs.inline_bytes_max() {
+                    content.resize(new_size as usize, 0);
+                    content[offset as usize..end as usize].copy_from_slice(data);
+                    fs.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, 0), &content)?;
+                    record.size = new_size;
+                    record.mtime_ns = fs.now_ns;
+                    record.ctime_ns = fs.now_ns;
+                    return fs.put_inode(inode, &record).map(|()| data.len());
+                }
+                // Too big to stay inline: move the existing bytes into page 0 first.
+                fs.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, 0))?;
+                record.flags &= !INODE_FLAG_INLINE;
+                fs.put_inode(inode, &record)?;
+                if !content.is_empty() {
+                    fs.write_pages(inode, 0, &content, record.size)?;
+                }
+            }
+            fs.write_pages(inode, offset, data, record.size)?;
+            record.size = new_size;
+            record.mtime_ns = fs.now_ns;
+            record.ctime_ns = fs.now_ns;
+            fs.put_inode(inode, &record)?;
+            Ok(data.len())
+        })
+    }
+
+    /// Copy-on-write of the pages covering [offset, offset + data.len()) of an extent file.
+    fn write_pages(&mut self, inode: u64, offset: u64, data: &[u8], old_size: u64) -> Result<(), FsError> {
+        let page_size = self.page_size();
+        let end = offset + data.len() as u64;
+        let first_page = offset / page_size;
+        let end_page = end.div_ceil(page_size);
+        let batch = self.config.io_batch_pages.max(1) as u64;
+        let mut chunk_first = first_page;
+        while chunk_first < end_page {
+            let chunk_end = (chunk_first + batch).min(end_page);
+            let mut runs: Vec<Extent> = Vec::new();
+            for page in chunk_first..chunk_end {
+                let page_start = page * page_size;
+                let copy_start = page_start.max(offset);
+                let copy_end = (page_start + page_size).min(end);
+                let source = &data[(copy_start - offset) as usize..(copy_end - offset) as usize];
+                let content = if source.len() as u64 == page_size {
+                    source.to_vec()
+                } else {
+                    let mut content = if page_start < old_size {
+                        self.page_content(inode, page)?
+                    } else {
+                        vec![0u8; page_size as usize]
+                    };
+                    content[(copy_start - page_start) as usize..(copy_end - page_start) as usize].copy_from_slice(source);
+                    content
+                };
+                let page_index = u32::try_from(page).map_err(|_| FsError::FileTooBig)?;
+                let address = self.volume.log.append(&content, PageTag::Data { inode, page_index })?;
+                match runs.last_mut() {
+                    Some(run) if run.end_page() == page && run.address.0 + run.page_count == address.0 => run.page_count += 1,
+                    _ => runs.push(Extent { first_page: page, address, page_count: 1 }),
+                }
+            }
+            self.punch(inode, chunk_first, chunk_end)?;
+            for run in runs {
+                self.insert_extent(inode, run)?;
+            }
+            chunk_first = chunk_end;
+        }
+        Ok(())
+    }
+
+    /// Inserts an extent, merging it with the one just before when they are contiguous on
+    /// flash too (sequential appends then stay one extent).
+    fn insert_extent(&mut self, inode: u64, extent: Extent) -> Result<(), FsError> {
+        let mut extent = extent;
+        if extent.first_page > 0 {
+            if let Some(previous) = self.extent_at(inode, extent.first_page - 1)? {
+                if previous.end_page() == extent.first_page && previous.address.0 + previous.page_count == extent.address.0 {
+                    self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Extent, previous.first_page))?;
+                    extent = Extent { first_page: previous.first_page, address: previous.address, page_count: previous.page_count + extent.page_count };
+                }
+            }
+        }
+        self.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Extent, extent.first_page), &extent.encode_value())?;
+        Ok(())
+    }
+
+    /// Unmaps file pages [first, end), releasing their flash pages.
+    pub(crate) fn punch(&mut self, inode: u64, first: u64, end: u64) -> Result<(), FsError> {
+        let extents = self.extents_in(inode, first, end)?;
+        for extent in extents {
+            self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Extent, extent.first_page))?;
+            let cut_first = extent.first_page.max(first);
+            let cut_end = extent.end_page().min(end);
+            for page in cut_first..cut_end {
+                self.volume.log.release(extent.address_of(page));
+            }
+            if extent.first_page < cut_first {
+                let left = Extent { page_count: (cut_first - extent.first_page) as u32, ..extent };
+                self.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Extent, left.first_page), &left.encode_value())?;
+            }
+            if extent.end_page() > cut_end {
+                let right = Extent {
+                    first_page: cut_end,
+                    address: extent.address_of(cut_end),
+                    page_count: (extent.end_page() - cut_end) as u32,
+                };
+                self.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Extent, right.first_page), &right.encode_value())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the file size; bytes past a shrink point are gone, growth reads as zeros.
+    pub fn truncate(&mut self, inode: u64, size: u64) -> Result<(), FsError> {
+        if size > self.file_bytes_max() {
+            return Err(FsError::FileTooBig);
+        }
+        self.ensure_space(3)?;
+        self.mutate(|fs| {
+            let mut record = fs.getattr(inode)?;
+            match record.kind {
+                FileKind::Directory => return Err(FsError::IsDirectory),
+                FileKind::Symlink => return Err(FsError::InvalidArgument("truncate of a symbolic link")),
+                FileKind::File => {}
+            }
+            let page_size = fs.page_size();
+            if record.is_inline() {
+                let mut content = fs.read_inline(inode, record.size)?;
+                if size as usize <= fs.inline_bytes_max() {
+                    content.resize(size as usize, 0);
+                    fs.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, 0), &content)?;
+                } else {
+                    fs.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, 0))?;
+                    record.flags &= !INODE_FLAG_INLINE;
+                    if !content.is_empty() {
+                        fs.write_pages(inode, 0, &content, record.size)?;
+                    }
+                }
+            } else if size < record.size {
+                let keep_pages = size.div_ceil(page_size);
+                fs.punch(inode, keep_pages, u64::MAX)?;
+                let tail = size % page_size;
+                if tail != 0 {
+                    // Zero the rest of the last page so a later extension reads zeros there.
+                    let last_page = size / page_size;
+                    if fs.extent_at(inode, last_page)?.is_some() {
+                        let mut content = fs.page_content(inode, last_page)?;
+                        content[tail as usize..].fill(0);
+                        let page_index = u32::try_from(last_page).map_err(|_| FsError::FileTooBig)?;
+                        let address = fs.volume.log.append(&content, PageTag::Data { inode, page_index })?;
+                        fs.punch(inode, last_page, last_page + 1)?;
+                        fs.insert_extent(inode, Extent { first_page: last_page, address, page_count: 1 })?;
+                    }
+                }
+            }
+            if size != record.size {
+                record.mtime_ns = fs.now_ns;
+            }
+            record.size = size;
+            record.ctime_ns = fs.now_ns;
+            fs.put_inode(inode, &record)
+        })
+    }
+
+    /// Whether `address` still holds page `page` of `inode` in the working state.
+    pub(crate) fn data_page_is_live(&mut self, inode: u64, page: u64, address: LogAddress) -> Result<bool, FsError> {
+        Ok(self.extent_at(inode, page)?.is_some_and(|extent| extent.address_of(page) == address))
+    }
+
+    /// Moves one live data page elsewhere in the log (cleaner).
+    pub(crate) fn relocate_data_page(&mut self, inode: u64, page: u64, content: &[u8]) -> Result<(), FsError> {
+        let page_index = u32::try_from(page).map_err(|_| FsError::Corrupt("data page index"))?;
+        let address = self.volume.log.append(content, PageTag::Data { inode, page_index })?;
+        self.punch(inode, page, page + 1)?;
+        self.insert_extent(inode, Extent { first_page: page, address, page_count: 1 })
+    }
+}

@@ -1,0 +1,114 @@
+//! File-system errors and their one mapping onto errno values.
+
+use crate::btree::TreeError;
+use crate::codec::DecodeError;
+use crate::segment::SegmentError;
+use crate::txn::TxnError;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FsError {
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("file exists")]
+    Exists,
+    #[error("not a directory")]
+    NotDirectory,
+    #[error("is a directory")]
+    IsDirectory,
+    #[error("directory not empty")]
+    NotEmpty,
+    #[error("no space left on the volume")]
+    NoSpace,
+    #[error("name too long")]
+    NameTooLong,
+    #[error("invalid argument: {0}")]
+    InvalidArgument(&'static str),
+    #[error("bad file descriptor")]
+    BadDescriptor,
+    #[error("operation not permitted")]
+    NotPermitted,
+    #[error("file too large")]
+    FileTooBig,
+    #[error("device or resource busy")]
+    Busy,
+    #[error("too many levels of symbolic links")]
+    Loop,
+    #[error("too many links")]
+    TooManyLinks,
+    #[error("read-only volume")]
+    ReadOnly,
+    #[error("too many open files")]
+    TooManyOpenFiles,
+    #[error("I/O error: {0}")]
+    Io(TxnError),
+    #[error("corrupt volume: {0}")]
+    Corrupt(&'static str),
+}
+
+pub mod errno {
+    pub const EPERM: i32 = 1;
+    pub const ENOENT: i32 = 2;
+    pub const EIO: i32 = 5;
+    pub const EBADF: i32 = 9;
+    pub const EBUSY: i32 = 16;
+    pub const EEXIST: i32 = 17;
+    pub const ENOTDIR: i32 = 20;
+    pub const EISDIR: i32 = 21;
+    pub const EINVAL: i32 = 22;
+    pub const EMFILE: i32 = 24;
+    pub const EFBIG: i32 = 27;
+    pub const ENOSPC: i32 = 28;
+    pub const EROFS: i32 = 30;
+    pub const EMLINK: i32 = 31;
+    pub const ENAMETOOLONG: i32 = 36;
+    pub const ENOTEMPTY: i32 = 39;
+    pub const ELOOP: i32 = 40;
+}
+
+impl FsError {
+    /// The errno value of this error (Linux numbering). The only such mapping in fsoc.
+    pub fn errno(&self) -> i32 {
+        use errno::*;
+        match self {
+            FsError::NotFound => ENOENT,
+            FsError::Exists => EEXIST,
+            FsError::NotDirectory => ENOTDIR,
+            FsError::IsDirectory => EISDIR,
+            FsError::NotEmpty => ENOTEMPTY,
+            FsError::NoSpace => ENOSPC,
+            FsError::NameTooLong => ENAMETOOLONG,
+            FsError::InvalidArgument(_) => EINVAL,
+            FsError::BadDescriptor => EBADF,
+            FsError::NotPermitted => EPERM,
+            FsError::FileTooBig => EFBIG,
+            FsError::Busy => EBUSY,
+            FsError::Loop => ELOOP,
+            FsError::TooManyLinks => EMLINK,
+            FsError::ReadOnly => EROFS,
+            FsError::TooManyOpenFiles => EMFILE,
+            FsError::Io(_) | FsError::Corrupt(_) => EIO,
+        }
+    }
+}
+
+impl From<TxnError> for FsError {
+    fn from(error: TxnError) -> Self {
+        match error {
+            TxnError::Segment(SegmentError::NoFreeSegment) | TxnError::Tree(TreeError::NoSpace) => FsError::NoSpace,
+            TxnError::ReadOnly => FsError::ReadOnly,
+            other => FsError::Io(other),
+        }
+    }
+}
+
+impl From<SegmentError> for FsError {
+    fn from(error: SegmentError) -> Self {
+        FsError::from(TxnError::Segment(error))
+    }
+}
+
+impl From<DecodeError> for FsError {
+    fn from(_: DecodeError) -> Self {
+        FsError::Corrupt("undecodable tree record")
+    }
+}

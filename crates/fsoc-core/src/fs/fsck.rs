@@ -1,0 +1,271 @@
+//! The checker: walks both trees and the segment table and reports every violated invariant
+//! (checksums and key order via `Tree::check`, each referenced page live and counted once,
+//! valid counts exact, link counts, the directory graph a tree, sizes against extents, no
+//! orphans after a clean unmount).
+
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use fsoc_media::Flash;
+
+use crate::address::LogAddress;
+use crate::btree::TreeError;
+use crate::fs::records::{
+    parse_allocation_key, parse_directory_key, DirectoryValue, Extent, FileKind, InodeRecord, RecordKind, ORPHAN_LIST_INODE,
+    ROOT_INODE,
+};
+use crate::fs::{validate_name, FileSystem, FsError, TreeId};
+use crate::segment::layout::FIRST_LOG_SEGMENT;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FsckReport {
+    pub violations: Vec<String>,
+    pub files: u64,
+    pub directories: u64,
+    pub symlinks: u64,
+    pub directory_nodes: u64,
+    pub allocation_nodes: u64,
+    pub data_pages: u64,
+    pub orphans: u64,
+}
+
+impl FsckReport {
+    pub fn is_clean(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// Violations listed at most; the count beyond is summarised.
+const VIOLATIONS_LISTED_MAX: usize = 200;
+
+impl<F: Flash> FileSystem<F> {
+    /// Checks the working state (after a mount, the committed one). `expect_no_orphans`: set
+    /// after a clean unmount/mount, when no file may be unlinked-but-open.
+    pub fn fsck(&mut self, expect_no_orphans: bool) -> Result<FsckReport, FsError> {
+        self.volume.ensure_table_loaded()?;
+        let mut report = FsckReport::default();
+        let mut violations: Vec<String> = Vec::new();
+        let mut pages: BTreeMap<u32, u32> = BTreeMap::new(); // address -> references
+        let mut directory_entries: Vec<(u64, Vec<u8>, DirectoryValue)> = Vec::new();
+        let mut inodes: BTreeMap<u64, InodeRecord> = BTreeMap::new();
+        let mut extents: Vec<(u64, Extent)> = Vec::new();
+        let mut inline_sizes: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut symlinks: BTreeSet<u64> = BTreeSet::new();
+        let mut orphans: BTreeSet<u64> = BTreeSet::new();
+
+        let mut node_addresses = Vec::new();
+        let stats = self.with_tree(TreeId::Directory, |tree, store| {
+            tree.check(store, &mut |address| node_addresses.push(address), &mut |key, value| {
+                let parsed = parse_directory_key(key).map(|(parent, name)| (parent, name.to_vec()));
+                match (parsed, DirectoryValue::decode(value)) {
+                    (Some((parent, name)), Ok(entry)) => directory_entries.push((parent, name, entry)),
+                    _ => return Err(TreeError::Corrupt { address: LogAddress::NULL, reason: "undecodable directory record" }),
+                }
+                Ok(())
+            })
+        });
+        match stats {
+            Ok(stats) => report.directory_nodes = stats.node_count as u64,
+            Err(error) => violations.push(format!("directory tree: {error}")),
+        }
+        let mut allocation_records: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let stats = self.with_tree(TreeId::Allocation, |tree, store| {
+            tree.check(store, &mut |address| node_addresses.push(address), &mut |key, value| {
+                allocation_records.push((key.to_vec(), value.to_vec()));
+                Ok(())
+            })
+        });
+        match stats {
+            Ok(stats) => report.allocation_nodes = stats.node_count as u64,
+            Err(error) => violations.push(format!("allocation tree: {error}")),
+        }
+        for address in node_addresses {
+            *pages.entry(address.0).or_default() += 1;
+        }
+        for (key, value) in &allocation_records {
+            let Some((inode, kind, offset)) = parse_allocation_key(key) else {
+                violations.push(format!("allocation key of {} bytes is malformed", key.len()));
+                continue;
+            };
+            match kind {
+                k if k == RecordKind::Inode as u8 => match InodeRecord::decode(value) {
+                    Ok(record) => {
+                        inodes.insert(inode, record);
+                    }
+                    Err(error) => violations.push(format!("inode {inode}: {error}")),
+                },
+                k if k == RecordKind::Inline as u8 => {
+                    inline_sizes.insert(inode, value.len() as u64);
+                }
+                k if k == RecordKind::Extent as u8 => match Extent::decode(offset, value) {
+                    Ok(extent) => extents.push((inode, extent)),
+                    Err(error) => violations.push(format!("inode {inode} extent at page {offset}: {error}")),
+                },
+                k if k == RecordKind::Symlink as u8 => {
+                    symlinks.insert(inode);
+                }
+                k if k == RecordKind::Orphan as u8 && inode == ORPHAN_LIST_INODE => {
+                    orphans.insert(offset);
+                }
+                other => violations.push(format!("inode {inode}: unknown record kind {other}")),
+            }
+        }
+        let layout = self.volume.layout();
+        let page_size = layout.page_size_bytes() as u64;
+        let mut previous_end: BTreeMap<u64, u64> = BTreeMap::new();
+        for (inode, extent) in &extents {
+            let Some(record) = inodes.get(inode) else {
+                violations.push(format!("extent {extent:?} belongs to missing inode {inode}"));
+                continue;
+            };
+            if record.kind != FileKind::File || record.is_inline() {
+                violations.push(format!("inode {inode}: extent on a non-extent inode"));
+            }
+            if extent.end_page() > record.size.div_ceil(page_size) {
+                violations.push(format!("inode {inode}: extent {extent:?} past size {}", record.size));
+            }
+            if previous_end.get(inode).is_some_and(|&end| end > extent.first_page) {
+                violations.push(format!("inode {inode}: overlapping extents at page {}", extent.first_page));
+            }
+            previous_end.insert(*inode, extent.end_page());
+            for page in extent.first_page..extent.end_page() {
+                let address = extent.address_of(page);
+                if !layout.contains(address) || layout.segment_of(address) < FIRST_LOG_SEGMENT {
+                    violations.push(format!("inode {inode}: page {page} at {address:?} outside the log"));
+                    continue;
+                }
+                *pages.entry(address.0).or_default() += 1;
+                report.data_pages += 1;
+            }
+        }
+        for pointer in self.volume.log.table().directory.clone() {
+            *pages.entry(pointer.address.0).or_default() += 1;
+        }
+        // Every referenced page once, and the table's valid counts exact.
+        let mut counted: BTreeMap<u32, u32> = BTreeMap::new();
+        for (&address, &references) in &pages {
+            if references > 1 {
+                violations.push(format!("page {address} referenced {references} times"));
+            }
+            *counted.entry(layout.segment_of(LogAddress(address))).or_default() += 1;
+        }
+        let table = self.volume.log.table();
+        for segment in 0..table.segment_count() {
+            let entry = table.entry(segment);
+            let expected = counted.get(&segment).copied().unwrap_or(0);
+            if entry.valid_pages != expected {
+                violations.push(format!("segment {segment}: table says {} valid pages, trees reference {expected}", entry.valid_pages));
+            }
+            if entry.retired && expected > 0 && entry.valid_pages == 0 {
+                violations.push(format!("segment {segment}: retired but referenced"));
+            }
+        }
+        // Names, link counts, tree shape.
+        let mut references: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut subdirectories: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut parent_of: BTreeMap<u64, u64> = BTreeMap::new();
+        for (parent, name, entry) in &directory_entries {
+            if let Err(error) = validate_name(name) {
+                violations.push(format!("directory {parent}: invalid name ({error})"));
+            }
+            match inodes.get(parent) {
+                Some(record) if record.kind == FileKind::Directory => {}
+                _ => violations.push(format!("entry {:?} in non-directory or missing inode {parent}", String::from_utf8_lossy(name))),
+            }
+            match inodes.get(&entry.inode) {
+                None => violations.push(format!("entry {:?} names missing inode {}", String::from_utf8_lossy(name), entry.inode)),
+                Some(record) if record.kind != entry.kind => {
+                    violations.push(format!("entry {:?}: kind {:?} but inode is {:?}", String::from_utf8_lossy(name), entry.kind, record.kind))
+                }
+                _ => {}
+            }
+            *references.entry(entry.inode).or_default() += 1;
+            if entry.kind == FileKind::Directory {
+                *subdirectories.entry(*parent).or_default() += 1;
+                if parent_of.insert(entry.inode, *parent).is_some() {
+                    violations.push(format!("directory {} has more than one name", entry.inode));
+                }
+            }
+        }
+        for (&inode, record) in &inodes {
+            let names = references.get(&inode).copied().unwrap_or(0);
+            match record.kind {
+                FileKind::Directory => {
+                    report.directories += 1;
+                    let expected = 2 + subdirectories.get(&inode).copied().unwrap_or(0);
+                    if record.nlink != expected {
+                        violations.push(format!("directory {inode}: nlink {} but {expected} expected", record.nlink));
+                    }
+                    if inode == ROOT_INODE {
+                        if names != 0 {
+                            violations.push(String::from("the root directory has a name"));
+                        }
+                    } else if parent_of.get(&inode) != Some(&record.parent) {
+                        violations.push(format!("directory {inode}: parent field {} disagrees with its entry", record.parent));
+                    }
+                }
+                FileKind::File | FileKind::Symlink => {
+                    if record.kind == FileKind::File {
+                        report.files += 1;
+                    } else {
+                        report.symlinks += 1;
+                        if !symlinks.contains(&inode) {
+                            violations.push(format!("symlink {inode} has no target"));
+                        }
+                    }
+                    if record.nlink != names {
+                        violations.push(format!("inode {inode}: nlink {} but {names} names", record.nlink));
+                    }
+                    if names == 0 && !orphans.contains(&inode) {
+                        violations.push(format!("inode {inode}: no name and not an orphan (leaked)"));
+                    }
+                    if record.is_inline() && inline_sizes.get(&inode).copied().unwrap_or(0) != record.size {
+                        violations.push(format!("inode {inode}: inline data length differs from size {}", record.size));
+                    }
+                }
+            }
+        }
+        if !inodes.contains_key(&ROOT_INODE) {
+            violations.push(String::from("root directory missing"));
+        }
+        // Every directory reaches the root by parent links within (directory count) steps.
+        for (&inode, record) in &inodes {
+            if record.kind != FileKind::Directory {
+                continue;
+            }
+            let mut current = inode;
+            let mut reached = false;
+            for _step in 0..=inodes.len() {
+                if current == ROOT_INODE {
+                    reached = true;
+                    break;
+                }
+                match parent_of.get(&current) {
+                    Some(&parent) => current = parent,
+                    None => break,
+                }
+            }
+            if !reached {
+                violations.push(format!("directory {inode} is not reachable from the root"));
+            }
+        }
+        for &orphan in &orphans {
+            if !inodes.contains_key(&orphan) {
+                violations.push(format!("orphan list names missing inode {orphan}"));
+            }
+        }
+        report.orphans = orphans.len() as u64;
+        if expect_no_orphans && !orphans.is_empty() {
+            violations.push(format!("{} orphans remain after a clean mount", orphans.len()));
+        }
+        if violations.len() > VIOLATIONS_LISTED_MAX {
+            let extra = violations.len() - VIOLATIONS_LISTED_MAX;
+            violations.truncate(VIOLATIONS_LISTED_MAX);
+            violations.push(format!("... and {extra} more"));
+        }
+        report.violations = violations;
+        Ok(report)
+    }
+}

@@ -1,0 +1,256 @@
+//! Keys and values stored in the two trees (docs/FORMAT.md, "Tree records").
+//!
+//! Directory tree: key = parent inode (u64 big-endian) ‖ name; value = inode (u64 LE) ‖ kind.
+//! Allocation tree: key = inode (u64 BE) ‖ record kind (u8) ‖ offset (u64 BE); big-endian so
+//! byte order equals numeric order and all records of an inode are adjacent.
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
+use alloc::vec::Vec;
+
+use crate::address::LogAddress;
+use crate::codec::{DecodeError, Reader, Writer};
+
+pub const ROOT_INODE: u64 = 1;
+/// Pseudo-inode under which orphans (unlinked while open) are listed.
+pub const ORPHAN_LIST_INODE: u64 = 0;
+pub const NAME_BYTES_MAX: usize = 255;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum RecordKind {
+    Inode = 0,
+    Inline = 1,
+    Extent = 2,
+    Symlink = 3,
+    Orphan = 4,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FileKind {
+    File,
+    Directory,
+    Symlink,
+}
+
+impl FileKind {
+    pub fn code(self) -> u8 {
+        match self {
+            FileKind::File => 1,
+            FileKind::Directory => 2,
+            FileKind::Symlink => 3,
+        }
+    }
+    pub fn from_code(code: u8) -> Option<FileKind> {
+        match code {
+            1 => Some(FileKind::File),
+            2 => Some(FileKind::Directory),
+            3 => Some(FileKind::Symlink),
+            _ => None,
+        }
+    }
+}
+
+pub const ALLOCATION_KEY_BYTES: usize = 17;
+
+pub fn allocation_key(inode: u64, kind: RecordKind, offset: u64) -> Vec<u8> {
+    let mut writer = Writer::with_capacity(ALLOCATION_KEY_BYTES);
+    writer.u64_be(inode);
+    writer.u8(kind as u8);
+    writer.u64_be(offset);
+    writer.bytes
+}
+
+/// Splits an allocation key; `None` for a key of another shape (untrusted bytes).
+pub fn parse_allocation_key(key: &[u8]) -> Option<(u64, u8, u64)> {
+    let mut reader = Reader::new("allocation key", key);
+    let inode = reader.u64_be().ok()?;
+    let kind = reader.u8().ok()?;
+    let offset = reader.u64_be().ok()?;
+    (reader.remaining_bytes() == 0).then_some((inode, kind, offset))
+}
+
+pub fn directory_key(parent: u64, name: &[u8]) -> Vec<u8> {
+    let mut writer = Writer::with_capacity(8 + name.len());
+    writer.u64_be(parent);
+    writer.raw(name);
+    writer.bytes
+}
+
+/// Splits a directory key into parent and name.
+pub fn parse_directory_key(key: &[u8]) -> Option<(u64, &[u8])> {
+    let (head, name) = key.split_first_chunk::<8>()?;
+    Some((u64::from_be_bytes(*head), name))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirectoryValue {
+    pub inode: u64,
+    pub kind: FileKind,
+}
+
+impl DirectoryValue {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut writer = Writer::with_capacity(9);
+        writer.u64_le(self.inode);
+        writer.u8(self.kind.code());
+        writer.bytes
+    }
+    pub fn decode(bytes: &[u8]) -> Result<DirectoryValue, DecodeError> {
+        let mut reader = Reader::new("directory entry", bytes);
+        let inode = reader.u64_le()?;
+        let code = reader.u8()?;
+        let kind = FileKind::from_code(code).ok_or_else(|| reader.invalid("kind", u64::from(code)))?;
+        Ok(DirectoryValue { inode, kind })
+    }
+}
+
+/// Flag in `InodeRecord::flags`: the file's data is in an Inline record, not in extents.
+pub const INODE_FLAG_INLINE: u32 = 1;
+pub const INODE_RECORD_BYTES: usize = 64;
+
+/// Attributes of a file, directory or symlink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InodeRecord {
+    pub kind: FileKind,
+    /// Permission bits (0o7777).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub flags: u32,
+    pub size: u64,
+    pub atime_ns: u64,
+    pub mtime_ns: u64,
+    pub ctime_ns: u64,
+    /// For directories: the parent directory (the root is its own parent).
+    pub parent: u64,
+}
+
+impl InodeRecord {
+    pub fn is_inline(&self) -> bool {
+        self.flags & INODE_FLAG_INLINE != 0
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut writer = Writer::with_capacity(INODE_RECORD_BYTES);
+        writer.u8(self.kind.code());
+        writer.u8(0);
+        writer.u16_le(0);
+        writer.u32_le(self.mode);
+        writer.u32_le(self.uid);
+        writer.u32_le(self.gid);
+        writer.u32_le(self.nlink);
+        writer.u32_le(self.flags);
+        writer.u64_le(self.size);
+        writer.u64_le(self.atime_ns);
+        writer.u64_le(self.mtime_ns);
+        writer.u64_le(self.ctime_ns);
+        writer.u64_le(self.parent);
+        assert_eq!(writer.bytes.len(), INODE_RECORD_BYTES, "inode record drifted from FORMAT.md");
+        writer.bytes
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<InodeRecord, DecodeError> {
+        let mut reader = Reader::new("inode record", bytes);
+        let code = reader.u8()?;
+        let kind = FileKind::from_code(code).ok_or_else(|| reader.invalid("kind", u64::from(code)))?;
+        let _reserved = reader.bytes(3)?;
+        let mode = reader.u32_le()?;
+        if mode > 0o7777 {
+            return Err(reader.invalid("mode", u64::from(mode)));
+        }
+        let record = InodeRecord {
+            kind,
+            mode,
+            uid: reader.u32_le()?,
+            gid: reader.u32_le()?,
+            nlink: reader.u32_le()?,
+            flags: reader.u32_le()?,
+            size: reader.u64_le()?,
+            atime_ns: reader.u64_le()?,
+            mtime_ns: reader.u64_le()?,
+            ctime_ns: reader.u64_le()?,
+            parent: reader.u64_le()?,
+        };
+        if record.flags & !INODE_FLAG_INLINE != 0 {
+            return Err(reader.invalid("flags", u64::from(record.flags)));
+        }
+        Ok(record)
+    }
+}
+
+/// A run of file pages stored at consecutive log addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub first_page: u64,
+    pub address: LogAddress,
+    pub page_count: u32,
+}
+
+impl Extent {
+    pub fn end_page(&self) -> u64 {
+        self.first_page + u64::from(self.page_count)
+    }
+
+    pub fn address_of(&self, page: u64) -> LogAddress {
+        assert!(page >= self.first_page && page < self.end_page(), "page {page} outside {self:?}");
+        LogAddress(self.address.0 + (page - self.first_page) as u32)
+    }
+
+    pub fn encode_value(&self) -> Vec<u8> {
+        let mut writer = Writer::with_capacity(8);
+        writer.u32_le(self.address.0);
+        writer.u32_le(self.page_count);
+        writer.bytes
+    }
+
+    pub fn decode(first_page: u64, bytes: &[u8]) -> Result<Extent, DecodeError> {
+        let mut reader = Reader::new("extent", bytes);
+        let address = LogAddress(reader.u32_le()?);
+        let page_count = reader.u32_le()?;
+        if page_count == 0 {
+            return Err(reader.invalid("page_count", 0));
+        }
+        if u64::from(address.0) + u64::from(page_count) > u64::from(u32::MAX) {
+            return Err(reader.invalid("address", u64::from(address.0)));
+        }
+        Ok(Extent { first_page, address, page_count })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocation_keys_sort_by_inode_then_kind_then_offset() {
+        let a = allocation_key(5, RecordKind::Extent, 300);
+        let b = allocation_key(5, RecordKind::Extent, 0x1_0000);
+        let c = allocation_key(6, RecordKind::Inode, 0);
+        assert!(a < b && b < c);
+        assert_eq!(parse_allocation_key(&a), Some((5, RecordKind::Extent as u8, 300)));
+        assert_eq!(parse_allocation_key(&a[..16]), None);
+    }
+
+    #[test]
+    fn inode_records_round_trip_and_reject_bad_fields() {
+        let record = InodeRecord {
+            kind: FileKind::Directory,
+            mode: 0o755,
+            uid: 1000,
+            gid: 100,
+            nlink: 2,
+            flags: INODE_FLAG_INLINE,
+            size: 4,
+            atime_ns: 1,
+            mtime_ns: 2,
+            ctime_ns: 3,
+            parent: 1,
+        };
+        assert_eq!(InodeRecord::decode(&record.encode()), Ok(record));
+        let mut bad = record.encode();
+        bad[0] = 9;
+        assert!(InodeRecord::decode(&bad).is_err());
+        assert!(InodeRecord::decode(&record.encode()[..20]).is_err());
+    }
+}

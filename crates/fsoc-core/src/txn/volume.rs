@@ -1,0 +1,515 @@
+//! A volume: the segment log, the two B+trees and the metaroot areas, with format, mount and
+//! the commit protocol (docs/DESIGN.md walks through what survives a power cut at each step).
+//!
+//! Commit order: (1) flush dirty tree nodes, (2) write dirty segment-table pages, (3) wait for
+//! every program, (4) program one metaroot page, (5) wait for it. Only after (5) may pages the
+//! transaction dropped be reused. A failure anywhere poisons the volume: it refuses further
+//! changes until remounted, so nothing half-done is ever built upon.
+
+use alloc::vec::Vec;
+
+use fsoc_media::{Flash, NandError, ReadStatus};
+
+use crate::address::LogAddress;
+use crate::btree::{Tree, TreeConfig, TreeError, TreeRoot};
+use crate::codec::DecodeError;
+use crate::segment::layout::{FIRST_LOG_SEGMENT, METAROOT_SEGMENTS, SUPERBLOCK_SEGMENT};
+use crate::segment::{Device, Layout, PageTag, SegmentError, SegmentLog, SegmentTable};
+use crate::txn::metaroot::{Metaroot, FLAG_CLEAN};
+use crate::txn::store::LogNodeStore;
+use crate::txn::superblock::Superblock;
+
+pub const DIRECTORY_TREE_ID: u8 = 1;
+pub const ALLOCATION_TREE_ID: u8 = 2;
+/// Metaroot pages examined backwards from the last programmed one (one torn page, one page
+/// corrupted by a paired-page program, and one spare).
+const METAROOT_STEP_BACK_PAGES: u32 = 3;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VolumeConfig {
+    /// Clean nodes cached per tree.
+    pub cache_nodes_max: usize,
+    /// Dirty nodes (both trees together) before they are written out mid-transaction.
+    pub dirty_nodes_max: usize,
+    /// Segments kept free for the cleaner and for commits.
+    pub reserve_segments: u32,
+    pub read_only: bool,
+}
+
+impl Default for VolumeConfig {
+    fn default() -> Self {
+        VolumeConfig { cache_nodes_max: 64, dirty_nodes_max: 256, reserve_segments: 0, read_only: false }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TxnError {
+    #[error("segment log: {0}")]
+    Segment(#[from] SegmentError),
+    #[error("tree: {0}")]
+    Tree(#[from] TreeError),
+    #[error("{structure} is corrupt: {source}")]
+    Decode { structure: &'static str, source: DecodeError },
+    #[error("not an fsoc volume: {reason}")]
+    NotAVolume { reason: &'static str },
+    #[error("the flash does not match the volume: {reason}")]
+    WrongDevice { reason: &'static str },
+    #[error("cannot format: {reason}")]
+    CannotFormat { reason: &'static str },
+    #[error("no valid metaroot found")]
+    NoMetaroot,
+    #[error("the volume is read-only")]
+    ReadOnly,
+    #[error("an earlier failure left the volume unusable until remount")]
+    Poisoned,
+}
+
+impl From<NandError> for TxnError {
+    fn from(error: NandError) -> Self {
+        TxnError::Segment(SegmentError::Media(error))
+    }
+}
+
+/// Where the next metaroot goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct MetarootCursor {
+    area_slot: usize,
+    next_page: u32,
+    /// Commit counter of page 0 of each area (None: erased or invalid).
+    page0_counters: [Option<u64>; 3],
+}
+
+/// What mount found, for reporting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MountReport {
+    pub page_reads: u64,
+    pub clean: bool,
+    pub commit_counter: u64,
+}
+
+pub struct Volume<F: Flash> {
+    pub log: SegmentLog<F>,
+    pub directory: Tree,
+    pub allocation: Tree,
+    pub superblock: Superblock,
+    pub config: VolumeConfig,
+    pub next_inode: u64,
+    committed: Metaroot,
+    cursor: MetarootCursor,
+    poisoned: bool,
+    pub mount_report: MountReport,
+    /// `Device::operations_issued` when the latest commit became durable.
+    pub last_commit_operations: u64,
+}
+
+fn decode_error(structure: &'static str) -> impl Fn(DecodeError) -> TxnError {
+    move |source| TxnError::Decode { structure, source }
+}
+
+impl<F: Flash> Volume<F> {
+    fn tree_config(config: &VolumeConfig, tree_id: u8) -> TreeConfig {
+        TreeConfig { tree_id, cache_nodes_max: config.cache_nodes_max }
+    }
+
+    /// Default reserve: enough free segments for the cleaner to relocate one victim and for a
+    /// commit to rewrite every dirty node and table page.
+    pub fn reserve_segments_for(layout: &Layout, config: &VolumeConfig) -> u32 {
+        if config.reserve_segments > 0 {
+            return config.reserve_segments;
+        }
+        let pages_per_segment = layout.pages_per_segment() as usize;
+        let table_pages = SegmentTable::page_count_for(layout.segment_count(), layout.page_size_bytes()) as usize;
+        let commit_pages = config.dirty_nodes_max + table_pages + 16;
+        let commit_segments = commit_pages.div_ceil(pages_per_segment) as u32;
+        (2 + commit_segments).max(layout.log_segment_count() / 20)
+    }
+
+    /// Writes an empty volume: superblocks, an empty segment table, two empty trees and the
+    /// first metaroot. The caller (fs layer) then inserts the root directory and commits.
+    pub fn format(flash: F, config: VolumeConfig, volume_id: u64) -> Result<Volume<F>, TxnError> {
+        let mut device = Device::new(flash);
+        let layout = device.layout;
+        let geometry = layout.geometry;
+        geometry.validate().map_err(|reason| TxnError::CannotFormat { reason })?;
+        let table_pages = SegmentTable::page_count_for(layout.segment_count(), layout.page_size_bytes()) as usize;
+        if table_pages > Metaroot::table_pages_max(layout.page_size_bytes()) {
+            return Err(TxnError::CannotFormat { reason: "too many blocks: the segment table does not fit a metaroot" });
+        }
+        let reserve = Self::reserve_segments_for(&layout, &config);
+        if layout.log_segment_count() < reserve + 4 {
+            return Err(TxnError::CannotFormat { reason: "too few blocks for the log and its reserve" });
+        }
+        for segment_index in [SUPERBLOCK_SEGMENT].into_iter().chain(METAROOT_SEGMENTS) {
+            for block in layout.blocks_of_segment(segment_index) {
+                if device.flash.is_bad_block(block)? {
+                    return Err(TxnError::CannotFormat { reason: "a block of segments 0-3 (superblock, metaroots) is bad" });
+                }
+            }
+            device.erase_segment(segment_index)?;
+        }
+        device.barrier();
+        for chip_index in 0..layout.chip_count {
+            let superblock = Superblock {
+                geometry,
+                chip_count: layout.chip_count,
+                chip_index,
+                volume_id,
+                metaroot_area_count: METAROOT_SEGMENTS.len() as u32,
+                first_log_segment: FIRST_LOG_SEGMENT,
+            };
+            let bytes = superblock.encode(layout.page_size_bytes());
+            // Pages 0 and 1 of block 0 on this chip: log addresses chip_index and
+            // chip_index + p of segment 0.
+            for copy in 0..2 {
+                let address = layout.address(SUPERBLOCK_SEGMENT, chip_index + copy * layout.chip_count);
+                device.program(address, &bytes, PageTag::Superblock)?;
+            }
+        }
+        let mut table = SegmentTable::new(layout.segment_count(), layout.pages_per_segment(), layout.page_size_bytes());
+        for segment_index in FIRST_LOG_SEGMENT..layout.segment_count() {
+            for block in layout.blocks_of_segment(segment_index) {
+                if device.flash.is_bad_block(block)? {
+                    table.retire(segment_index);
+                }
+            }
+        }
+        let superblock = Superblock::decode(&Superblock {
+            geometry,
+            chip_count: layout.chip_count,
+            chip_index: 0,
+            volume_id,
+            metaroot_area_count: 3,
+            first_log_segment: FIRST_LOG_SEGMENT,
+        }
+        .encode(layout.page_size_bytes()))
+        .map_err(decode_error("superblock"))?;
+        let mut log = SegmentLog::new(device, Some(table));
+        let empty_root = TreeRoot { pointer: crate::address::PagePointer::NULL, height: 1 };
+        let committed = Metaroot {
+            commit_counter: 0,
+            volume_id,
+            flags: 0,
+            next_inode: 2,
+            directory_root: empty_root,
+            allocation_root: empty_root,
+            segment_table: Vec::new(),
+        };
+        log.close_open_segment();
+        let mut config = config;
+        config.reserve_segments = reserve;
+        let mut volume = Volume {
+            log,
+            directory: Tree::new_empty(Self::tree_config(&config, DIRECTORY_TREE_ID)),
+            allocation: Tree::new_empty(Self::tree_config(&config, ALLOCATION_TREE_ID)),
+            superblock,
+            config,
+            next_inode: 2,
+            committed,
+            // The first commit switches into area 0 (every page-0 counter is unknown).
+            cursor: MetarootCursor { area_slot: 2, next_page: u32::MAX, page0_counters: [None; 3] },
+            poisoned: false,
+            mount_report: MountReport::default(),
+            last_commit_operations: 0,
+        };
+        volume.commit(false)?;
+        Ok(volume)
+    }
+
+    /// Mounts a volume: one superblock read, the bounded metaroot search, nothing else. The
+    /// trees and the segment table are read on demand.
+    pub fn mount(flash: F, config: VolumeConfig) -> Result<Volume<F>, TxnError> {
+        let mut device = Device::new(flash);
+        let reads_before = device.flash.counters().totals().reads;
+        let layout = device.layout;
+        let superblock = Self::read_superblock(&mut device)?;
+        if superblock.geometry != layout.geometry {
+            return Err(TxnError::WrongDevice { reason: "flash geometry differs from the superblock's" });
+        }
+        if superblock.chip_count != layout.chip_count {
+            return Err(TxnError::WrongDevice { reason: "chip count differs from the superblock's" });
+        }
+        let table_pages = SegmentTable::page_count_for(layout.segment_count(), layout.page_size_bytes()) as usize;
+        let found = Self::find_newest_metaroot(&mut device, &superblock, table_pages)?;
+        let mut config = config;
+        config.reserve_segments = Self::reserve_segments_for(&layout, &config);
+        let committed = found.metaroot;
+        let clean = committed.is_clean() && found.page_index == found.last_programmed_page;
+        let mut volume = Volume {
+            log: SegmentLog::new(device, None),
+            directory: Tree::open(Self::tree_config(&config, DIRECTORY_TREE_ID), committed.directory_root),
+            allocation: Tree::open(Self::tree_config(&config, ALLOCATION_TREE_ID), committed.allocation_root),
+            superblock,
+            config,
+            next_inode: committed.next_inode,
+            cursor: MetarootCursor {
+                area_slot: found.area_slot,
+                next_page: found.last_programmed_page + 1,
+                page0_counters: found.page0_counters,
+            },
+            committed,
+            poisoned: false,
+            mount_report: MountReport::default(),
+            last_commit_operations: 0,
+        };
+        volume.mount_report = MountReport {
+            page_reads: volume.log.device.flash.counters().totals().reads - reads_before,
+            clean,
+            commit_counter: volume.committed.commit_counter,
+        };
+        if !clean && !config.read_only {
+            // The last metaroot page may hold unstable bits, and pages after it may be torn:
+            // re-anchor the committed state in a freshly erased area before anything else is
+            // erased or appended (docs/DESIGN.md, "Mount after a power cut").
+            volume.cursor.next_page = u32::MAX;
+            volume.committed.commit_counter += 1;
+            volume.write_metaroot(0)?;
+        }
+        Ok(volume)
+    }
+
+    fn read_superblock(device: &mut Device<F>) -> Result<Superblock, TxnError> {
+        let layout = device.layout;
+        let mut buffer = Vec::new();
+        let mut first_error = TxnError::NotAVolume { reason: "no readable superblock" };
+        for copy in 0..2 {
+            let address = layout.address(SUPERBLOCK_SEGMENT, copy * layout.chip_count);
+            match device.read(address, &mut buffer)? {
+                ReadStatus::Erased => {
+                    first_error = TxnError::NotAVolume { reason: "superblock page is erased" };
+                    continue;
+                }
+                ReadStatus::Uncorrectable => continue,
+                ReadStatus::Clean | ReadStatus::Corrected { .. } => {}
+            }
+            match Superblock::decode(&buffer) {
+                Ok(superblock) => return Ok(superblock),
+                Err(DecodeError::BadMagic { .. }) => {
+                    first_error = TxnError::NotAVolume { reason: "superblock magic missing" }
+                }
+                Err(source) => first_error = TxnError::Decode { structure: "superblock", source },
+            }
+        }
+        Err(first_error)
+    }
+
+    fn read_metaroot_page(
+        device: &mut Device<F>,
+        address: LogAddress,
+        buffer: &mut Vec<u8>,
+        superblock: &Superblock,
+        table_pages: usize,
+    ) -> Result<Option<Metaroot>, TxnError> {
+        match device.read(address, buffer)? {
+            ReadStatus::Erased | ReadStatus::Uncorrectable => return Ok(None),
+            ReadStatus::Clean | ReadStatus::Corrected { .. } => {}
+        }
+        Ok(Metaroot::decode(buffer, table_pages).ok().filter(|metaroot| metaroot.volume_id == superblock.volume_id))
+    }
+
+    fn find_newest_metaroot(
+        device: &mut Device<F>,
+        superblock: &Superblock,
+        table_pages: usize,
+    ) -> Result<FoundMetaroot, TxnError> {
+        let layout = device.layout;
+        let pages_per_segment = layout.pages_per_segment();
+        let mut buffer = Vec::new();
+        let mut page0: [Option<Metaroot>; 3] = [None, None, None];
+        for (slot, segment_index) in METAROOT_SEGMENTS.iter().enumerate() {
+            let address = layout.address(*segment_index, 0);
+            page0[slot] = Self::read_metaroot_page(device, address, &mut buffer, superblock, table_pages)?;
+        }
+        let page0_counters = [0, 1, 2].map(|slot| page0[slot].as_ref().map(|m| m.commit_counter));
+        let mut order: Vec<usize> = (0..3).filter(|&slot| page0[slot].is_some()).collect();
+        order.sort_by_key(|&slot| core::cmp::Reverse(page0_counters[slot]));
+        let Some(&area_slot) = order.first() else {
+            return Err(TxnError::NoMetaroot);
+        };
+        let segment_index = METAROOT_SEGMENTS[area_slot];
+        // Binary search for the last programmed page: pages of an area are programmed as a
+        // prefix, so "erased" is monotone. Page 0 is known programmed.
+        let (mut low, mut high) = (0u32, pages_per_segment);
+        while high - low > 1 {
+            let middle = low + (high - low) / 2;
+            let status = device.read(layout.address(segment_index, middle), &mut buffer)?;
+            if status == ReadStatus::Erased {
+                high = middle;
+            } else {
+                low = middle;
+            }
+        }
+        let last_programmed_page = low;
+        let page0_counter = page0_counters[area_slot].unwrap_or(0);
+        let first_candidate = last_programmed_page.saturating_sub(METAROOT_STEP_BACK_PAGES);
+        for page_index in (first_candidate..=last_programmed_page).rev() {
+            let address = layout.address(segment_index, page_index);
+            let metaroot = if page_index == 0 {
+                page0[area_slot].clone()
+            } else {
+                Self::read_metaroot_page(device, address, &mut buffer, superblock, table_pages)?
+            };
+            if let Some(metaroot) = metaroot.filter(|m| m.commit_counter >= page0_counter) {
+                return Ok(FoundMetaroot { metaroot, area_slot, page_index, last_programmed_page, page0_counters });
+            }
+        }
+        Err(TxnError::NoMetaroot)
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+
+    pub fn committed(&self) -> &Metaroot {
+        &self.committed
+    }
+
+    pub fn commit_counter(&self) -> u64 {
+        self.committed.commit_counter
+    }
+
+    /// Marks the volume unusable after a failure mid-update.
+    pub fn poison(&mut self) {
+        self.poisoned = true;
+    }
+
+    /// Loads the segment table if needed and checks the volume accepts changes.
+    pub fn prepare_write(&mut self) -> Result<(), TxnError> {
+        if self.poisoned {
+            return Err(TxnError::Poisoned);
+        }
+        if self.config.read_only {
+            return Err(TxnError::ReadOnly);
+        }
+        self.ensure_table_loaded()
+    }
+
+    pub fn ensure_table_loaded(&mut self) -> Result<(), TxnError> {
+        if !self.log.is_table_loaded() {
+            let directory = self.committed.segment_table.clone();
+            self.log.load_table(&directory).inspect_err(|_| self.poisoned = true)?;
+        }
+        Ok(())
+    }
+
+    /// A tree store over the log; errors from tree operations can be turned back into the
+    /// segment error that caused them with `tree_error`.
+    pub fn store(&mut self) -> LogNodeStore<'_, F> {
+        LogNodeStore::new(&mut self.log)
+    }
+
+    pub fn dirty_node_count(&self) -> usize {
+        self.directory.dirty_node_count() + self.allocation.dirty_node_count()
+    }
+
+    pub fn has_uncommitted_changes(&self) -> bool {
+        self.directory.is_dirty()
+            || self.allocation.is_dirty()
+            || self.log.is_table_loaded() && self.log.table().has_dirty_pages()
+            || self.next_inode != self.committed.next_inode
+    }
+
+    /// Writes dirty tree nodes without committing, to keep within the dirty budget.
+    pub fn flush_trees(&mut self) -> Result<(TreeRoot, TreeRoot), TxnError> {
+        let mut store = LogNodeStore::new(&mut self.log);
+        let directory_root = self.directory.flush(&mut store).map_err(|error| unwrap_tree_error(error, &mut store))?;
+        let allocation_root = self.allocation.flush(&mut store).map_err(|error| unwrap_tree_error(error, &mut store))?;
+        Ok((directory_root, allocation_root))
+    }
+
+    /// A transaction point: after it returns, the working state is the committed state and
+    /// survives any power cut. `clean` marks an unmount.
+    pub fn commit(&mut self, clean: bool) -> Result<(), TxnError> {
+        if self.poisoned {
+            return Err(TxnError::Poisoned);
+        }
+        if self.config.read_only {
+            return Err(TxnError::ReadOnly);
+        }
+        self.ensure_table_loaded()?;
+        let result = self.commit_inner(clean);
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result
+    }
+
+    fn commit_inner(&mut self, clean: bool) -> Result<(), TxnError> {
+        let (directory_root, allocation_root) = self.flush_trees()?;
+        self.log.write_table()?;
+        assert!(!self.log.table().has_dirty_pages(), "segment table dirty after write_table");
+        assert!(!self.directory.is_dirty() && !self.allocation.is_dirty(), "tree dirty after flush");
+        let metaroot = Metaroot {
+            commit_counter: self.committed.commit_counter + 1,
+            volume_id: self.superblock.volume_id,
+            flags: if clean { FLAG_CLEAN } else { 0 },
+            next_inode: self.next_inode,
+            directory_root,
+            allocation_root,
+            segment_table: self.log.table().directory.clone(),
+        };
+        // Every node and table page the metaroot names must be on flash before it is.
+        self.log.device.barrier();
+        self.committed = metaroot;
+        self.write_metaroot(self.committed.flags)?;
+        self.log.end_transaction();
+        if clean {
+            self.log.close_open_segment();
+        }
+        Ok(())
+    }
+
+    /// Programs `self.committed` (with a fresh counter when re-anchoring) into the metaroot
+    /// areas, switching to the oldest area when the current one is full.
+    fn write_metaroot(&mut self, flags: u32) -> Result<(), TxnError> {
+        let layout = self.log.layout();
+        let pages_per_segment = layout.pages_per_segment();
+        if self.cursor.next_page >= pages_per_segment {
+            // The new area must hold neither the newest metaroot nor its predecessor: take the
+            // area (other than the current one) whose page 0 is oldest or invalid.
+            let current = self.cursor.area_slot;
+            let target = (0..3)
+                .filter(|&slot| slot != current)
+                .min_by_key(|&slot| self.cursor.page0_counters[slot].map_or(0, |counter| counter + 1))
+                .expect("three areas");
+            self.cursor.page0_counters[target] = None;
+            self.log.device.erase_segment(METAROOT_SEGMENTS[target])?;
+            self.cursor = MetarootCursor { area_slot: target, next_page: 0, ..self.cursor };
+        }
+        self.committed.flags = flags;
+        let bytes = self.committed.encode(layout.page_size_bytes());
+        let address = layout.address(METAROOT_SEGMENTS[self.cursor.area_slot], self.cursor.next_page);
+        self.log.device.program(address, &bytes, PageTag::Metaroot)?;
+        self.log.device.barrier();
+        self.last_commit_operations = self.log.device.operations_issued;
+        if self.cursor.next_page == 0 {
+            self.cursor.page0_counters[self.cursor.area_slot] = Some(self.committed.commit_counter);
+        }
+        self.cursor.next_page += 1;
+        Ok(())
+    }
+
+    /// Consumes the volume, returning the flash (for remount in tests and tools).
+    pub fn into_flash(self) -> F {
+        self.log.device.flash
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.log.layout()
+    }
+}
+
+/// Recovers the segment-layer error behind a tree error, so power loss stays power loss.
+pub fn unwrap_tree_error<F: Flash>(error: TreeError, store: &mut LogNodeStore<'_, F>) -> TxnError {
+    match store.error.take() {
+        Some(segment_error) if matches!(error, TreeError::Io { .. } | TreeError::NoSpace) => TxnError::Segment(segment_error),
+        _ => TxnError::Tree(error),
+    }
+}
+
+struct FoundMetaroot {
+    metaroot: Metaroot,
+    area_slot: usize,
+    page_index: u32,
+    last_programmed_page: u32,
+    page0_counters: [Option<u64>; 3],
+}

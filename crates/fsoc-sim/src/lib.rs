@@ -1,0 +1,12 @@
+//! Seeded simulation of fsoc on the NAND simulator: visible-state listings, crash-test
+//! workloads, and the power-cut-everywhere runner. One `u64` seed chooses everything; a failure
+//! prints the line that replays it.
+
+pub mod crash;
+pub mod listing;
+pub mod rng;
+pub mod workloads;
+
+pub use crash::{crash_test, CrashConfig, CrashOutcome, WorkloadReport};
+pub use listing::{listing, Listing};
+pub use workloads::{Step, Workload};

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite: set-up, the workspace tests, and the no_std build of the core.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+echo "== no_std build of fsoc-core (links without std: a std dependency would clash on panic_impl)"
+cargo build --quiet --release --manifest-path ci/no-std-check/Cargo.toml
+echo "== workspace tests"
+cargo test --workspace --release 2>&1
