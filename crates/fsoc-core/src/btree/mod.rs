@@ -1,1 +1,117 @@
-//! Layer 4: copy-on-write B+tree (being written).
+//! Layer 4: copy-on-write B+trees of variable-length byte keys and values, one node per page.
+//!
+//! The file system keeps two instances (seed 003): the directory tree (key: parent inode u64 BE,
+//! then the name) and the allocation tree (key: inode u64 BE, record kind u8, offset u64 BE).
+//! Keys compare as unsigned bytes, a proper prefix first, so big-endian integer prefixes sort
+//! numerically.
+//!
+//! Invariants, all checked by [`Tree::check`]:
+//! - A node read from flash is never changed in place; changing it makes a dirty in-memory copy,
+//!   releases the old page exactly once and dirties every ancestor (path copy), so the committed
+//!   tree stays intact on flash until the layer above moves its metaroot.
+//! - Every child pointer carries the child's address and checksum; following it verifies both,
+//!   plus the child's tree id and level.
+//! - Heap use is the bounded clean-node cache plus the dirty nodes (whose count the caller caps
+//!   by flushing); the tree is never loaded whole.
+//!
+//! Files: `node` (the on-flash node format and its codec), `cache` (bounded LRU of clean nodes),
+//! `tree` (search, update, split/merge, flush, relocation and the fsck walk).
+
+mod cache;
+mod node;
+#[cfg(test)]
+pub(crate) mod ram_store;
+mod tree;
+#[cfg(test)]
+mod tests;
+
+pub use cache::NodeCache;
+pub use node::{
+    Branch, Child, DirtyId, EncodedNode, LeafEntry, Node, NodeEntries, NODE_HEADER_BYTES,
+    NODE_MAGIC, NODE_SIZE_BYTES_MAX, NODE_SIZE_BYTES_MIN,
+};
+pub use tree::{KeyValue, Tree};
+
+use crate::address::{LogAddress, PagePointer};
+use crate::codec::DecodeError;
+
+/// The tree's only way to the flash. The segment log implements it; tests use a RAM store.
+pub trait NodeStore {
+    /// Bytes available for one node (the page data size).
+    fn node_size_bytes(&self) -> usize;
+    /// Reads the page at `address` into `out` (resized to `node_size_bytes`). Errors (I/O,
+    /// uncorrectable ECC) come back as `TreeError::Io`.
+    fn read_page(&mut self, address: LogAddress, out: &mut alloc::vec::Vec<u8>) -> Result<(), TreeError>;
+    /// Appends a node page to the log and returns where it went. `tag` goes in the page's spare
+    /// area so the cleaner can tell what the page is.
+    fn append_node(&mut self, bytes: &[u8], tag: NodeTag) -> Result<LogAddress, TreeError>;
+    /// The working state no longer references this page (the committed state may still).
+    fn release(&mut self, address: LogAddress);
+}
+
+/// What a node page is, as recorded in the page's spare area for the cleaner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeTag {
+    pub tree_id: u8,
+    pub level: u8,
+}
+
+/// Where a tree lives on flash: its root node and the number of levels (1 = the root is a
+/// leaf). The metaroot stores both; the height bounds every descent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeRoot {
+    pub pointer: PagePointer,
+    pub height: u8,
+}
+
+/// Per-tree settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeConfig {
+    /// Written into every node and checked on every read, so a pointer into the other tree is
+    /// detected.
+    pub tree_id: u8,
+    /// Clean decoded nodes kept in memory (LRU). Zero disables the cache.
+    pub cache_nodes_max: usize,
+}
+
+/// What [`Tree::check`] found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TreeStats {
+    /// Nodes walked: on-flash nodes plus dirty in-memory ones.
+    pub node_count: u64,
+    /// Leaf entries.
+    pub entry_count: u64,
+    /// Levels (1 = the root is a leaf).
+    pub height: u8,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TreeError {
+    /// The store could not read or write the page; `reason` comes from the store.
+    #[error("node page {address:?}: i/o error: {reason}")]
+    Io { address: LogAddress, reason: &'static str },
+    /// The page does not hold the node its parent (or the metaroot) says it holds.
+    /// `address` is `LogAddress::NULL` for a dirty node that fails `Tree::check`.
+    #[error("node page {address:?} corrupt: {reason}")]
+    Corrupt { address: LogAddress, reason: &'static str },
+    /// Key plus value exceed `Tree::max_entry_bytes` for the node size.
+    #[error("entry of {key_bytes} key bytes and {value_bytes} value bytes exceeds {limit_bytes}")]
+    EntryTooLarge { key_bytes: usize, value_bytes: usize, limit_bytes: usize },
+    /// The store has no free page for a node.
+    #[error("no space for node pages")]
+    NoSpace,
+}
+
+impl TreeError {
+    /// A node page that failed to decode.
+    pub fn from_decode(address: LogAddress, error: &DecodeError) -> TreeError {
+        let reason = match error {
+            DecodeError::Truncated { .. } => "node truncated",
+            DecodeError::ChecksumMismatch { .. } => "node checksum mismatch",
+            DecodeError::BadMagic { .. } => "bad node magic",
+            // The decoder names the violated rule in `field`.
+            DecodeError::InvalidField { field, .. } => field,
+        };
+        TreeError::Corrupt { address, reason }
+    }
+}

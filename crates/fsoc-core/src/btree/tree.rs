@@ -1,0 +1,977 @@
+//! The copy-on-write B+tree: lookups, upserts and removals (with splits and merges), flush,
+//! cleaner relocation and the fsck walk.
+//!
+//! Working state = the committed nodes on flash plus an arena of dirty in-memory copies. A dirty
+//! node's parent is always dirty too (path copy), so the root is dirty exactly when any node is,
+//! and flushing writes children before parents. Every loop that follows child pointers is
+//! bounded by the height: a child's level must be its parent's minus one, so a cycle of corrupt
+//! pointers ends in `TreeError::Corrupt`.
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use crate::address::{LogAddress, PagePointer};
+use crate::btree::cache::NodeCache;
+use crate::btree::node::{
+    branch_bytes, leaf_entry_bytes, max_entry_bytes, Branch, Child, DirtyId, LeafEntry, Node,
+    NodeEntries, NODE_HEADER_BYTES, NODE_SIZE_BYTES_MAX, NODE_SIZE_BYTES_MIN,
+};
+use crate::btree::{NodeStore, NodeTag, TreeConfig, TreeError, TreeRoot, TreeStats};
+
+/// An entry returned by the range queries: key, then value.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// Called by `Tree::check` for every leaf entry, in key order.
+type EntryVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), TreeError> + 'a;
+
+/// A node at or below this fraction of the node size is merged with or refilled from a sibling.
+const UNDERFLOW_DIVISOR: usize = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RootRef {
+    Clean(PagePointer),
+    Dirty(DirtyId),
+}
+
+/// Dirty nodes by `DirtyId`. Slots are reused; the arena is emptied by every flush.
+#[derive(Default)]
+struct DirtyArena {
+    slots: Vec<Option<Node>>,
+    free_slots: Vec<u32>,
+    count: usize,
+}
+
+impl DirtyArena {
+    fn insert(&mut self, node: Node) -> DirtyId {
+        self.count += 1;
+        if let Some(slot_index) = self.free_slots.pop() {
+            let slot = &mut self.slots[slot_index as usize];
+            assert!(slot.is_none(), "free dirty slot {slot_index} is occupied");
+            *slot = Some(node);
+            return DirtyId(slot_index);
+        }
+        let slot_index = u32::try_from(self.slots.len()).expect("dirty node count fits u32");
+        self.slots.push(Some(node));
+        DirtyId(slot_index)
+    }
+
+    fn get(&self, id: DirtyId) -> &Node {
+        match self.slots.get(id.0 as usize) {
+            Some(Some(node)) => node,
+            _ => panic!("dirty node {id:?} does not exist"),
+        }
+    }
+
+    fn get_mut(&mut self, id: DirtyId) -> &mut Node {
+        match self.slots.get_mut(id.0 as usize) {
+            Some(Some(node)) => node,
+            _ => panic!("dirty node {id:?} does not exist"),
+        }
+    }
+
+    fn remove(&mut self, id: DirtyId) -> Node {
+        let node = match self.slots.get_mut(id.0 as usize).and_then(Option::take) {
+            Some(node) => node,
+            None => panic!("removing dirty node {id:?}, which does not exist"),
+        };
+        self.free_slots.push(id.0);
+        self.count -= 1;
+        if self.count == 0 {
+            // Give the memory of a large transaction back once it is flushed.
+            self.slots = Vec::new();
+            self.free_slots = Vec::new();
+        }
+        node
+    }
+
+    fn clear(&mut self) {
+        *self = DirtyArena::default();
+    }
+}
+
+/// A node being read: a dirty one stays in the arena; a clean one is shared with the cache.
+enum NodeHandle {
+    Dirty(DirtyId),
+    Clean(Arc<Node>),
+}
+
+/// One step of a path from the root: a dirty node and the index of the child taken from it.
+#[derive(Clone, Copy, Debug)]
+struct PathStep {
+    node: DirtyId,
+    child_index: usize,
+}
+
+/// State of a `Tree::check` walk.
+struct CheckWalk<'a> {
+    stats: TreeStats,
+    previous_key: Option<Vec<u8>>,
+    visit_node: &'a mut dyn FnMut(LogAddress),
+    visit_entry: &'a mut EntryVisitor<'a>,
+}
+
+/// A copy-on-write B+tree of byte keys and byte values (see the `btree` module documentation).
+pub struct Tree {
+    config: TreeConfig,
+    root: RootRef,
+    /// Levels, 1 when the root is a leaf. Trusted: it comes from the metaroot or from this tree.
+    height: u8,
+    dirty: DirtyArena,
+    cache: NodeCache,
+    /// Reused for every page read, so a read allocates only the decoded node.
+    page_buffer: Vec<u8>,
+}
+
+impl Tree {
+    /// A tree whose root is a dirty empty leaf; the first flush writes it.
+    pub fn new_empty(config: TreeConfig) -> Tree {
+        let mut dirty = DirtyArena::default();
+        let root = dirty.insert(Node::empty_leaf(config.tree_id));
+        Tree {
+            config,
+            root: RootRef::Dirty(root),
+            height: 1,
+            dirty,
+            cache: NodeCache::new(config.cache_nodes_max),
+            page_buffer: Vec::new(),
+        }
+    }
+
+    /// The tree committed at `root`. Nothing is read until the tree is used.
+    pub fn open(config: TreeConfig, root: TreeRoot) -> Tree {
+        Tree {
+            config,
+            root: RootRef::Clean(root.pointer),
+            height: root.height,
+            dirty: DirtyArena::default(),
+            cache: NodeCache::new(config.cache_nodes_max),
+            page_buffer: Vec::new(),
+        }
+    }
+
+    /// The largest key length plus value length an entry may have with `node_size_bytes`
+    /// nodes: any node holds at least four such entries (docs/FORMAT.md, "B+tree node").
+    pub fn max_entry_bytes(node_size_bytes: usize) -> usize {
+        max_entry_bytes(node_size_bytes)
+    }
+
+    pub fn config(&self) -> TreeConfig {
+        self.config
+    }
+
+    /// Levels of the working tree (1 = the root is a leaf).
+    pub fn height(&self) -> u8 {
+        self.height
+    }
+
+    /// Dirty nodes held in memory; the next flush writes exactly this many pages.
+    pub fn dirty_node_count(&self) -> usize {
+        self.dirty.count
+    }
+
+    /// Clean decoded nodes held in memory (at most `cache_nodes_max`).
+    pub fn cached_node_count(&self) -> usize {
+        self.cache.len()
+    }
+
+    pub fn is_dirty(&self) -> bool {
+        let dirty = matches!(self.root, RootRef::Dirty(_));
+        // Path copy: a dirty node makes its root dirty, and a dirty root is itself counted.
+        assert_eq!(dirty, self.dirty.count > 0, "root dirty = {dirty} with {} dirty nodes", self.dirty.count);
+        dirty
+    }
+
+    /// The committed location of the working tree; `None` while the root is dirty.
+    pub fn root(&self) -> Option<TreeRoot> {
+        match self.root {
+            RootRef::Clean(pointer) => Some(TreeRoot { pointer, height: self.height }),
+            RootRef::Dirty(_) => None,
+        }
+    }
+
+    /// Drops all dirty state and the cache and returns to `root` (after a failed commit). The
+    /// store's own accounting of released pages is the caller's to roll back.
+    pub fn reset_to(&mut self, root: TreeRoot) {
+        self.dirty.clear();
+        self.cache.clear();
+        self.root = RootRef::Clean(root.pointer);
+        self.height = root.height;
+        assert_eq!(self.dirty_node_count(), 0, "reset left dirty nodes");
+    }
+
+    // ----- reading -------------------------------------------------------------------------
+
+    fn node_size_bytes(store: &dyn NodeStore) -> usize {
+        let node_size_bytes = store.node_size_bytes();
+        assert!(
+            (NODE_SIZE_BYTES_MIN..=NODE_SIZE_BYTES_MAX).contains(&node_size_bytes),
+            "store node size {node_size_bytes} outside {NODE_SIZE_BYTES_MIN}..={NODE_SIZE_BYTES_MAX}"
+        );
+        node_size_bytes
+    }
+
+    fn root_address(&self) -> LogAddress {
+        match self.root {
+            RootRef::Clean(pointer) => pointer.address,
+            RootRef::Dirty(_) => LogAddress::NULL,
+        }
+    }
+
+    fn root_level(&self) -> Result<u8, TreeError> {
+        self.height
+            .checked_sub(1)
+            .ok_or(TreeError::Corrupt { address: self.root_address(), reason: "tree height zero" })
+    }
+
+    fn too_deep(&self) -> TreeError {
+        TreeError::Corrupt { address: self.root_address(), reason: "descent deeper than the recorded height" }
+    }
+
+    fn node<'a>(&'a self, handle: &'a NodeHandle) -> &'a Node {
+        match handle {
+            NodeHandle::Dirty(id) => self.dirty.get(*id),
+            NodeHandle::Clean(node) => node,
+        }
+    }
+
+    /// Reads and verifies the node `pointer` refers to, bypassing the cache.
+    fn read_node(&mut self, store: &mut dyn NodeStore, pointer: PagePointer, level: u8) -> Result<Node, TreeError> {
+        let address = pointer.address;
+        if address.is_null() {
+            return Err(TreeError::Corrupt { address, reason: "null child pointer" });
+        }
+        let node_size_bytes = Self::node_size_bytes(store);
+        store.read_page(address, &mut self.page_buffer)?;
+        assert_eq!(self.page_buffer.len(), node_size_bytes, "store returned a short page for {address:?}");
+        let (node, checksum) =
+            Node::decode(&self.page_buffer).map_err(|error| TreeError::from_decode(address, &error))?;
+        if checksum != pointer.checksum {
+            return Err(TreeError::Corrupt { address, reason: "checksum differs from the parent pointer" });
+        }
+        if node.tree_id != self.config.tree_id {
+            return Err(TreeError::Corrupt { address, reason: "node of another tree" });
+        }
+        if node.level != level {
+            return Err(TreeError::Corrupt { address, reason: "level differs from what the parent implies" });
+        }
+        Ok(node)
+    }
+
+    /// The clean node `pointer` refers to, from the cache or from flash.
+    fn load(&mut self, store: &mut dyn NodeStore, pointer: PagePointer, level: u8) -> Result<Arc<Node>, TreeError> {
+        if let Some((node, checksum)) = self.cache.get(pointer.address) {
+            if checksum == pointer.checksum && node.level == level && node.tree_id == self.config.tree_id {
+                return Ok(node);
+            }
+            // The cached copy disagrees with the pointer: let the flash decide.
+            self.cache.remove(pointer.address);
+        }
+        let node = Arc::new(self.read_node(store, pointer, level)?);
+        self.cache.insert(pointer.address, pointer.checksum, Arc::clone(&node));
+        Ok(node)
+    }
+
+    fn open_root(&mut self, store: &mut dyn NodeStore) -> Result<NodeHandle, TreeError> {
+        let level = self.root_level()?;
+        match self.root {
+            RootRef::Dirty(id) => Ok(NodeHandle::Dirty(id)),
+            RootRef::Clean(pointer) => Ok(NodeHandle::Clean(self.load(store, pointer, level)?)),
+        }
+    }
+
+    /// Opens child `child_index` of `parent`, one level down.
+    fn open_child(
+        &mut self,
+        store: &mut dyn NodeStore,
+        parent: &NodeHandle,
+        child_index: usize,
+    ) -> Result<NodeHandle, TreeError> {
+        let node = self.node(parent);
+        let (child, level) = Self::child_of(node, child_index);
+        match child {
+            Child::Dirty(id) => {
+                assert_eq!(self.dirty.get(id).level, level, "dirty child {id:?} at the wrong level");
+                Ok(NodeHandle::Dirty(id))
+            }
+            Child::OnFlash(pointer) => Ok(NodeHandle::Clean(self.load(store, pointer, level)?)),
+        }
+    }
+
+    /// Child `child_index` of internal node `node` and the level it must have.
+    fn child_of(node: &Node, child_index: usize) -> (Child, u8) {
+        let NodeEntries::Internal(branches) = &node.entries else {
+            panic!("child {child_index} of a leaf requested");
+        };
+        let branch = branches
+            .get(child_index)
+            .unwrap_or_else(|| panic!("child {child_index} of a node with {} children", branches.len()));
+        // Internal nodes have level >= 1: the decoder ties level 0 to leaves.
+        let level = node.level.checked_sub(1).unwrap_or_else(|| panic!("internal node at level 0"));
+        (branch.child, level)
+    }
+
+    pub fn get(&mut self, store: &mut dyn NodeStore, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
+        let mut handle = self.open_root(store)?;
+        // Bounded by the height: every step goes one level down, checked by `load`.
+        for _level in 0..self.height {
+            let node = self.node(&handle);
+            match &node.entries {
+                NodeEntries::Leaf(entries) => {
+                    let found = entries.binary_search_by(|entry| entry.key.as_slice().cmp(key));
+                    return Ok(found.ok().and_then(|index| entries.get(index)).map(|entry| entry.value.clone()));
+                }
+                NodeEntries::Internal(_) => {
+                    let child_index = node.child_index(key);
+                    handle = self.open_child(store, &handle, child_index)?;
+                }
+            }
+        }
+        Err(self.too_deep())
+    }
+
+    /// The first entry with key >= `key`.
+    pub fn first_at_or_after(
+        &mut self,
+        store: &mut dyn NodeStore,
+        key: &[u8],
+    ) -> Result<Option<KeyValue>, TreeError> {
+        let root = self.open_root(store)?;
+        self.seek_forward(store, root, key, true)
+    }
+
+    /// The first entry with key > `key`.
+    pub fn first_after(
+        &mut self,
+        store: &mut dyn NodeStore,
+        key: &[u8],
+    ) -> Result<Option<KeyValue>, TreeError> {
+        let root = self.open_root(store)?;
+        self.seek_forward(store, root, key, false)
+    }
+
+    /// The last entry with key <= `key`.
+    pub fn last_at_or_before(
+        &mut self,
+        store: &mut dyn NodeStore,
+        key: &[u8],
+    ) -> Result<Option<KeyValue>, TreeError> {
+        let root = self.open_root(store)?;
+        self.seek_backward(store, root, key)
+    }
+
+    /// First entry in the subtree at `handle` with key >= `key` (or > when not `inclusive`).
+    /// Recursion depth is bounded by the level, which drops by one per call (checked by `load`).
+    /// Usually reads one path; a miss at the end of a leaf costs one more path to the next one.
+    fn seek_forward(
+        &mut self,
+        store: &mut dyn NodeStore,
+        handle: NodeHandle,
+        key: &[u8],
+        inclusive: bool,
+    ) -> Result<Option<KeyValue>, TreeError> {
+        let node = self.node(&handle);
+        let (start_index, child_count) = match &node.entries {
+            NodeEntries::Leaf(entries) => {
+                let index = if inclusive {
+                    entries.partition_point(|entry| entry.key.as_slice() < key)
+                } else {
+                    entries.partition_point(|entry| entry.key.as_slice() <= key)
+                };
+                return Ok(entries.get(index).map(|entry| (entry.key.clone(), entry.value.clone())));
+            }
+            NodeEntries::Internal(branches) => (node.child_index(key), branches.len()),
+        };
+        // Children right of the start hold only keys above `key`, so the first of them that
+        // is not empty has the answer.
+        for child_index in start_index..child_count {
+            let child = self.open_child(store, &handle, child_index)?;
+            if let Some(found) = self.seek_forward(store, child, key, inclusive)? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Last entry in the subtree at `handle` with key <= `key`; bounded like `seek_forward`.
+    fn seek_backward(
+        &mut self,
+        store: &mut dyn NodeStore,
+        handle: NodeHandle,
+        key: &[u8],
+    ) -> Result<Option<KeyValue>, TreeError> {
+        let node = self.node(&handle);
+        let start_index = match &node.entries {
+            NodeEntries::Leaf(entries) => {
+                let count = entries.partition_point(|entry| entry.key.as_slice() <= key);
+                let found = count.checked_sub(1).and_then(|index| entries.get(index));
+                return Ok(found.map(|entry| (entry.key.clone(), entry.value.clone())));
+            }
+            NodeEntries::Internal(_) => node.child_index(key),
+        };
+        for child_index in (0..=start_index).rev() {
+            let child = self.open_child(store, &handle, child_index)?;
+            if let Some(found) = self.seek_backward(store, child, key)? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    // ----- copy-on-write ---------------------------------------------------------------------
+
+    /// Makes a dirty copy of the clean node at `address`. The working state stops referring to
+    /// the page here, so this is where it is released, once; the committed state may still
+    /// use it, which is the store's business.
+    fn adopt(&mut self, store: &mut dyn NodeStore, address: LogAddress, node: &Node) -> DirtyId {
+        assert!(!address.is_null(), "adopting a node without an address");
+        let id = self.dirty.insert(node.clone());
+        // The page may be erased and rewritten once released; never serve it from the cache.
+        self.cache.remove(address);
+        store.release(address);
+        id
+    }
+
+    fn dirty_root(&mut self, store: &mut dyn NodeStore) -> Result<DirtyId, TreeError> {
+        match self.root {
+            RootRef::Dirty(id) => Ok(id),
+            RootRef::Clean(pointer) => {
+                let level = self.root_level()?;
+                let node = self.load(store, pointer, level)?;
+                let id = self.adopt(store, pointer.address, &node);
+                self.root = RootRef::Dirty(id);
+                Ok(id)
+            }
+        }
+    }
+
+    /// Makes child `child_index` of the dirty node `parent` dirty and returns it.
+    fn dirty_child(
+        &mut self,
+        store: &mut dyn NodeStore,
+        parent: DirtyId,
+        child_index: usize,
+    ) -> Result<DirtyId, TreeError> {
+        let (child, level) = Self::child_of(self.dirty.get(parent), child_index);
+        match child {
+            Child::Dirty(id) => Ok(id),
+            Child::OnFlash(pointer) => {
+                let node = self.load(store, pointer, level)?;
+                let id = self.adopt(store, pointer.address, &node);
+                self.set_child(parent, child_index, Child::Dirty(id));
+                Ok(id)
+            }
+        }
+    }
+
+    fn set_child(&mut self, parent: DirtyId, child_index: usize, child: Child) {
+        let branch = self.branches_mut(parent).get_mut(child_index);
+        let branch = branch.unwrap_or_else(|| panic!("no child {child_index} in {parent:?}"));
+        branch.child = child;
+    }
+
+    fn branches_mut(&mut self, id: DirtyId) -> &mut Vec<Branch> {
+        match &mut self.dirty.get_mut(id).entries {
+            NodeEntries::Internal(branches) => branches,
+            NodeEntries::Leaf(_) => panic!("dirty node {id:?} is a leaf, expected an internal node"),
+        }
+    }
+
+    fn leaf_entries_mut(&mut self, id: DirtyId) -> &mut Vec<LeafEntry> {
+        match &mut self.dirty.get_mut(id).entries {
+            NodeEntries::Leaf(entries) => entries,
+            NodeEntries::Internal(_) => panic!("dirty node {id:?} is internal, expected a leaf"),
+        }
+    }
+
+    /// Makes the path from the root to the node at `stop_level` that covers `key` dirty.
+    fn dirty_path(&mut self, store: &mut dyn NodeStore, key: &[u8], stop_level: u8) -> Result<Vec<PathStep>, TreeError> {
+        assert!(stop_level < self.height, "stop level {stop_level} not below height {}", self.height);
+        let mut id = self.dirty_root(store)?;
+        let mut path = Vec::with_capacity(usize::from(self.height));
+        // Bounded by the height: each step goes one level down (checked by `load`).
+        for _level in 0..self.height {
+            let node = self.dirty.get(id);
+            if node.level == stop_level {
+                path.push(PathStep { node: id, child_index: 0 });
+                return Ok(path);
+            }
+            let child_index = node.child_index(key);
+            let child_id = self.dirty_child(store, id, child_index)?;
+            path.push(PathStep { node: id, child_index });
+            id = child_id;
+        }
+        Err(self.too_deep())
+    }
+
+    // ----- updates ---------------------------------------------------------------------------
+
+    /// Inserts or replaces the value of `key`; returns the previous value.
+    pub fn insert(
+        &mut self,
+        store: &mut dyn NodeStore,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<Option<Vec<u8>>, TreeError> {
+        let node_size_bytes = Self::node_size_bytes(store);
+        let limit_bytes = max_entry_bytes(node_size_bytes);
+        if key.len() + value.len() > limit_bytes {
+            return Err(TreeError::EntryTooLarge { key_bytes: key.len(), value_bytes: value.len(), limit_bytes });
+        }
+        let previous = self.get(store, key)?;
+        if previous.as_deref() == Some(value) {
+            // Nothing changes, so nothing is copied (and no page is rewritten at the flush).
+            return Ok(previous);
+        }
+        let path = self.dirty_path(store, key, 0)?;
+        let leaf = path.last().unwrap_or_else(|| panic!("empty path")).node;
+        let entries = self.leaf_entries_mut(leaf);
+        match entries.binary_search_by(|entry| entry.key.as_slice().cmp(key)) {
+            Ok(index) => {
+                let replaced = core::mem::replace(&mut entries[index].value, value.to_vec());
+                assert_eq!(Some(&replaced), previous.as_ref(), "lookup and update disagree on {key:?}");
+            }
+            Err(index) => {
+                assert!(previous.is_none(), "lookup found {key:?} but the leaf does not hold it");
+                entries.insert(index, LeafEntry { key: key.to_vec(), value: value.to_vec() });
+            }
+        }
+        self.restore_balance(store, &path, node_size_bytes)?;
+        Ok(previous)
+    }
+
+    /// Removes `key`; returns its value if it was present.
+    pub fn remove(&mut self, store: &mut dyn NodeStore, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
+        let node_size_bytes = Self::node_size_bytes(store);
+        let previous = self.get(store, key)?;
+        if previous.is_none() {
+            // Removing an absent key changes nothing, so nothing is copied.
+            return Ok(None);
+        }
+        let path = self.dirty_path(store, key, 0)?;
+        let leaf = path.last().unwrap_or_else(|| panic!("empty path")).node;
+        let entries = self.leaf_entries_mut(leaf);
+        let index = entries
+            .binary_search_by(|entry| entry.key.as_slice().cmp(key))
+            .unwrap_or_else(|_| panic!("lookup found {key:?} but the leaf does not hold it"));
+        let removed = entries.remove(index);
+        assert_eq!(Some(&removed.value), previous.as_ref(), "lookup and removal disagree on {key:?}");
+        self.restore_balance(store, &path, node_size_bytes)?;
+        Ok(previous)
+    }
+
+    /// After the leaf at the end of `path` changed: splits nodes that overflow and merges or
+    /// refills nodes that fell below a quarter, bottom-up, then grows or shrinks the root.
+    fn restore_balance(
+        &mut self,
+        store: &mut dyn NodeStore,
+        path: &[PathStep],
+        node_size_bytes: usize,
+    ) -> Result<(), TreeError> {
+        let underflow_bytes = node_size_bytes / UNDERFLOW_DIVISOR;
+        for depth in (1..path.len()).rev() {
+            let (parent, node) = (path[depth - 1], path[depth].node);
+            let (child, _) = Self::child_of(self.dirty.get(parent.node), parent.child_index);
+            assert_eq!(child, Child::Dirty(node), "path step {depth} is not its parent's child");
+            let encoded_bytes = self.dirty.get(node).encoded_bytes();
+            if encoded_bytes > node_size_bytes {
+                self.split_child(parent.node, parent.child_index, node_size_bytes);
+            } else if encoded_bytes < underflow_bytes {
+                self.rebalance_child(store, parent.node, parent.child_index, node_size_bytes)?;
+            }
+        }
+        let root = path.first().unwrap_or_else(|| panic!("empty path")).node;
+        assert_eq!(self.root, RootRef::Dirty(root), "path does not start at the root");
+        self.fix_root(root, node_size_bytes);
+        Ok(())
+    }
+
+    /// Splits the dirty child `child_index` of `parent` in two by bytes and adds the new right
+    /// half to `parent`.
+    fn split_child(&mut self, parent: DirtyId, child_index: usize, node_size_bytes: usize) {
+        let (child, _) = Self::child_of(self.dirty.get(parent), child_index);
+        let Child::Dirty(left) = child else { panic!("splitting clean child {child_index} of {parent:?}") };
+        let node = self.dirty.get_mut(left);
+        let split_index = split_index(&node.entries, node_size_bytes);
+        let (separator, right_entries) = match &mut node.entries {
+            NodeEntries::Leaf(entries) => {
+                let right = entries.split_off(split_index);
+                let (Some(left_last), Some(right_first)) = (entries.last(), right.first()) else {
+                    panic!("leaf split at {split_index} left an empty half");
+                };
+                (shortest_separator(&left_last.key, &right_first.key), NodeEntries::Leaf(right))
+            }
+            NodeEntries::Internal(branches) => {
+                let mut right = branches.split_off(split_index);
+                let first = right.first_mut().unwrap_or_else(|| panic!("internal split left an empty half"));
+                // The right node's first separator moves up; in the node it becomes minus infinity.
+                (core::mem::take(&mut first.key), NodeEntries::Internal(right))
+            }
+        };
+        let right = Node { tree_id: node.tree_id, level: node.level, entries: right_entries };
+        let left_bytes = node.encoded_bytes();
+        let right_bytes = right.encoded_bytes();
+        assert!(left_bytes <= node_size_bytes, "left half of {left_bytes} bytes overflows");
+        assert!(right_bytes <= node_size_bytes, "right half of {right_bytes} bytes overflows");
+        let right_id = self.dirty.insert(right);
+        self.branches_mut(parent).insert(child_index + 1, Branch { key: separator, child: Child::Dirty(right_id) });
+    }
+
+    /// The dirty child `child_index` of `parent` fell below a quarter: merges it with a sibling,
+    /// or, if both do not fit one node, splits their entries evenly between them.
+    fn rebalance_child(
+        &mut self,
+        store: &mut dyn NodeStore,
+        parent: DirtyId,
+        child_index: usize,
+        node_size_bytes: usize,
+    ) -> Result<(), TreeError> {
+        let child_count = self.branches_mut(parent).len();
+        // Internal nodes have two children or more (the decoder and `fix_root` see to it), and
+        // the parent has not changed yet at this level.
+        assert!(child_count >= 2, "parent {parent:?} of an underfull node has {child_count} children");
+        let left_index = if child_index + 1 < child_count { child_index } else { child_index - 1 };
+        let right_index = left_index + 1;
+        let left = self.dirty_child(store, parent, left_index)?;
+        let right = self.dirty_child(store, parent, right_index)?;
+        let removed = self.branches_mut(parent).remove(right_index);
+        assert_eq!(removed.child, Child::Dirty(right), "removed the wrong branch");
+        let right_node = self.dirty.remove(right);
+        let left_node = self.dirty.get_mut(left);
+        match (&mut left_node.entries, right_node.entries) {
+            (NodeEntries::Leaf(left_entries), NodeEntries::Leaf(right_entries)) => {
+                left_entries.extend(right_entries);
+            }
+            (NodeEntries::Internal(left_branches), NodeEntries::Internal(mut right_branches)) => {
+                // The separator comes down as the key of the right node's first child.
+                let first = right_branches.first_mut().unwrap_or_else(|| panic!("internal node without children"));
+                assert!(first.key.is_empty(), "first separator of {right:?} not empty");
+                first.key = removed.key;
+                left_branches.extend(right_branches);
+            }
+            _ => panic!("siblings {left:?} and {right:?} of different kinds"),
+        }
+        if self.dirty.get(left).encoded_bytes() > node_size_bytes {
+            // Too much for one node: split the combined entries at the most even point.
+            self.split_child(parent, left_index, node_size_bytes);
+        }
+        Ok(())
+    }
+
+    /// Adds a level when the root overflowed; removes levels while the root is an internal
+    /// node with one child.
+    fn fix_root(&mut self, root: DirtyId, node_size_bytes: usize) {
+        let root_node = self.dirty.get(root);
+        if root_node.encoded_bytes() > node_size_bytes {
+            assert!(self.height < u8::MAX, "tree height overflows");
+            let level = root_node.level + 1;
+            let branches = alloc::vec![Branch { key: Vec::new(), child: Child::Dirty(root) }];
+            let new_root = Node { tree_id: self.config.tree_id, level, entries: NodeEntries::Internal(branches) };
+            let new_root = self.dirty.insert(new_root);
+            self.split_child(new_root, 0, node_size_bytes);
+            self.root = RootRef::Dirty(new_root);
+            self.height += 1;
+            assert_eq!(self.height - 1, level, "new root level {level} with height {}", self.height);
+            return;
+        }
+        let mut root = root;
+        // Bounded by the height, which drops by one per step.
+        while let NodeEntries::Internal(branches) = &self.dirty.get(root).entries {
+            let [only] = branches.as_slice() else { break };
+            let only = only.child;
+            self.dirty.remove(root);
+            self.height -= 1;
+            match only {
+                Child::Dirty(child) => {
+                    root = child;
+                    self.root = RootRef::Dirty(child);
+                }
+                Child::OnFlash(pointer) => {
+                    // Unreachable in practice (merging dirties the survivor), but consistent.
+                    self.root = RootRef::Clean(pointer);
+                    assert_eq!(self.dirty.count, 0, "clean root above dirty nodes");
+                    return;
+                }
+            }
+        }
+        assert_eq!(self.dirty.get(root).level + 1, self.height, "root level disagrees with height");
+    }
+
+    // ----- flush -----------------------------------------------------------------------------
+
+    /// Writes every dirty node bottom-up (children before parents, so each parent records its
+    /// children's final address and checksum) and returns the new root. The pages the dirty
+    /// nodes replace were released when they were copied. On error the nodes not yet written
+    /// stay dirty; the tree is still consistent.
+    pub fn flush(&mut self, store: &mut dyn NodeStore) -> Result<TreeRoot, TreeError> {
+        let node_size_bytes = Self::node_size_bytes(store);
+        if let RootRef::Dirty(root) = self.root {
+            let dirty_before = self.dirty.count;
+            let pointer = self.flush_node(store, root, node_size_bytes)?;
+            self.root = RootRef::Clean(pointer);
+            assert_eq!(self.dirty.count, 0, "{} of {dirty_before} dirty nodes unreachable at flush", self.dirty.count);
+        }
+        assert!(!self.is_dirty(), "tree dirty after flush");
+        match self.root() {
+            Some(root) => Ok(root),
+            None => panic!("root dirty after flush"),
+        }
+    }
+
+    fn flush_node(&mut self, store: &mut dyn NodeStore, id: DirtyId, node_size_bytes: usize) -> Result<PagePointer, TreeError> {
+        let dirty_children: Vec<(usize, DirtyId)> = match &self.dirty.get(id).entries {
+            NodeEntries::Leaf(_) => Vec::new(),
+            NodeEntries::Internal(branches) => branches
+                .iter()
+                .enumerate()
+                .filter_map(|(index, branch)| match branch.child {
+                    Child::Dirty(child) => Some((index, child)),
+                    Child::OnFlash(_) => None,
+                })
+                .collect(),
+        };
+        // Recursion depth is the height: dirty nodes are built by this tree, level by level.
+        for (child_index, child) in dirty_children {
+            let pointer = self.flush_node(store, child, node_size_bytes)?;
+            self.set_child(id, child_index, Child::OnFlash(pointer));
+        }
+        let node = self.dirty.get(id);
+        let encoded = node.encode(node_size_bytes);
+        let tag = NodeTag { tree_id: node.tree_id, level: node.level };
+        let address = store.append_node(&encoded.bytes, tag)?;
+        assert!(!address.is_null(), "store appended a node at the null address");
+        let node = self.dirty.remove(id);
+        // The fresh page is the likeliest to be read next, and costs nothing to keep.
+        self.cache.insert(address, encoded.checksum, Arc::new(node));
+        Ok(PagePointer { address, checksum: encoded.checksum })
+    }
+
+    // ----- cleaner support -------------------------------------------------------------------
+
+    /// Cleaner support: if the working tree still references the node page at `address`, makes
+    /// it and its path dirty (so the next flush rewrites it elsewhere) and returns true; returns
+    /// false for a stale page or a node of another tree. Costs O(height) reads. A page that does
+    /// not decode as a node is `Corrupt`: better to stop the cleaner than to erase a page the
+    /// tree might still need.
+    pub fn relocate_if_live(&mut self, store: &mut dyn NodeStore, address: LogAddress) -> Result<bool, TreeError> {
+        if address.is_null() {
+            return Ok(false);
+        }
+        if let RootRef::Clean(root) = self.root {
+            if root.address == address {
+                self.dirty_root(store)?;
+                return Ok(true);
+            }
+        }
+        let node_size_bytes = Self::node_size_bytes(store);
+        store.read_page(address, &mut self.page_buffer)?;
+        assert_eq!(self.page_buffer.len(), node_size_bytes, "store returned a short page for {address:?}");
+        let (node, _) = Node::decode(&self.page_buffer).map_err(|error| TreeError::from_decode(address, &error))?;
+        if node.tree_id != self.config.tree_id || node.level.saturating_add(1) >= self.height {
+            // Another tree's node, or at the root's level but not the root.
+            return Ok(false);
+        }
+        // A key inside the node's range: if the working tree references the page, the search
+        // for that key passes through it, because the nodes of one level partition the keys.
+        let probe = match &node.entries {
+            NodeEntries::Leaf(entries) => match entries.first() {
+                Some(entry) => entry.key.clone(),
+                // Only a root leaf is empty, and the root was handled above.
+                None => return Ok(false),
+            },
+            // Separator 1 is above everything in child 0 and at most everything in child 1.
+            NodeEntries::Internal(branches) => match branches.get(1) {
+                Some(branch) => branch.key.clone(),
+                None => return Err(TreeError::Corrupt { address, reason: "internal node with one child" }),
+            },
+        };
+        match self.child_reference(store, &probe, node.level)? {
+            Child::OnFlash(pointer) if pointer.address == address => {
+                let path = self.dirty_path(store, &probe, node.level)?;
+                let last = path.last().unwrap_or_else(|| panic!("empty path"));
+                assert_eq!(self.dirty.get(last.node).level, node.level, "relocated the wrong level");
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// The child reference to the node at `level` (below the root) whose range holds `key`.
+    fn child_reference(&mut self, store: &mut dyn NodeStore, key: &[u8], level: u8) -> Result<Child, TreeError> {
+        let mut handle = self.open_root(store)?;
+        // Bounded by the height: every step goes one level down.
+        for _level in 0..self.height {
+            let node = self.node(&handle);
+            let child_index = node.child_index(key);
+            let (child, child_level) = Self::child_of(node, child_index);
+            if child_level == level {
+                return Ok(child);
+            }
+            handle = self.open_child(store, &handle, child_index)?;
+        }
+        Err(self.too_deep())
+    }
+
+    // ----- fsck ------------------------------------------------------------------------------
+
+    /// Full walk for fsck: verifies every checksum, magic, tree id, levels consistent with the
+    /// height, key order inside nodes and across leaves, keys within the parent's separator
+    /// bounds, no empty non-root nodes. Calls `visit_node(address)` for each on-flash node and
+    /// `visit_entry(key, value)` for each leaf entry in key order. Dirty nodes are walked too.
+    /// Reads on-flash nodes from the store, never from the cache. Recursion is bounded by the
+    /// height, so a cycle of corrupt pointers ends in an error.
+    pub fn check(
+        &mut self,
+        store: &mut dyn NodeStore,
+        visit_node: &mut dyn FnMut(LogAddress),
+        visit_entry: &mut EntryVisitor<'_>,
+    ) -> Result<TreeStats, TreeError> {
+        let level = self.root_level()?;
+        let root = match self.root {
+            RootRef::Clean(pointer) => Child::OnFlash(pointer),
+            RootRef::Dirty(id) => Child::Dirty(id),
+        };
+        let mut walk = CheckWalk {
+            stats: TreeStats { node_count: 0, entry_count: 0, height: self.height },
+            previous_key: None,
+            visit_node,
+            visit_entry,
+        };
+        self.check_subtree(store, root, level, &[], None, &mut walk)?;
+        Ok(walk.stats)
+    }
+
+    /// Checks the subtree at `child`, which must be at `level` and hold keys in
+    /// `lower..upper` (`upper == None`: unbounded; the empty key is the minimum anyway).
+    fn check_subtree(
+        &mut self,
+        store: &mut dyn NodeStore,
+        child: Child,
+        level: u8,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+        walk: &mut CheckWalk<'_>,
+    ) -> Result<(), TreeError> {
+        let is_root = walk.stats.node_count == 0;
+        let (node, address) = match child {
+            Child::OnFlash(pointer) => {
+                let node = self.read_node(store, pointer, level)?;
+                (walk.visit_node)(pointer.address);
+                (node, pointer.address)
+            }
+            Child::Dirty(id) => (self.dirty.get(id).clone(), LogAddress::NULL),
+        };
+        let corrupt = |reason| TreeError::Corrupt { address, reason };
+        if node.level != level || node.tree_id != self.config.tree_id {
+            return Err(corrupt("dirty node at the wrong level or of another tree"));
+        }
+        walk.stats.node_count += 1;
+        match &node.entries {
+            NodeEntries::Leaf(entries) => {
+                if entries.is_empty() && !is_root {
+                    return Err(corrupt("empty non-root leaf"));
+                }
+                for entry in entries {
+                    let key = entry.key.as_slice();
+                    if key < lower {
+                        return Err(corrupt("key below its parent's separator"));
+                    }
+                    if upper.is_some_and(|upper| key >= upper) {
+                        return Err(corrupt("key at or above the next separator"));
+                    }
+                    if walk.previous_key.as_deref().is_some_and(|previous| previous >= key) {
+                        return Err(corrupt("keys out of order across leaves"));
+                    }
+                    (walk.visit_entry)(key, &entry.value)?;
+                    let previous = walk.previous_key.get_or_insert_with(Vec::new);
+                    previous.clear();
+                    previous.extend_from_slice(key);
+                    walk.stats.entry_count += 1;
+                }
+            }
+            NodeEntries::Internal(branches) => {
+                if branches.len() < 2 {
+                    return Err(corrupt("internal node with fewer than two children"));
+                }
+                let child_level = level.checked_sub(1).ok_or(corrupt("internal node at level 0"))?;
+                for (index, branch) in branches.iter().enumerate() {
+                    if index > 0 && branch.key.as_slice() <= lower {
+                        return Err(corrupt("separator not above its parent's separator"));
+                    }
+                    if index > 0 && upper.is_some_and(|upper| branch.key.as_slice() >= upper) {
+                        return Err(corrupt("separator at or above the next separator"));
+                    }
+                    let child_lower = if index == 0 { lower } else { branch.key.as_slice() };
+                    let child_upper = branches.get(index + 1).map(|next| next.key.as_slice()).or(upper);
+                    self.check_subtree(store, branch.child, child_level, child_lower, child_upper, walk)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where to split `entries` so that both halves fit `node_size_bytes` and the larger half is as
+/// small as possible. Internal halves keep two children each (so no internal node ever has one
+/// child), and the right half's first separator moves up to the parent. Four entries of the
+/// largest size fit a node, so an overflow by one entry or one separator always has such a
+/// point; not finding one is a bug.
+fn split_index(entries: &NodeEntries, node_size_bytes: usize) -> usize {
+    let (sizes, dropped_key_bytes, children_min): (Vec<usize>, Vec<usize>, usize) = match entries {
+        NodeEntries::Leaf(entries) => (
+            entries.iter().map(|entry| leaf_entry_bytes(entry.key.len(), entry.value.len())).collect(),
+            alloc::vec![0; entries.len()],
+            1,
+        ),
+        NodeEntries::Internal(branches) => (
+            branches.iter().map(|branch| branch_bytes(branch.key.len())).collect(),
+            branches.iter().map(|branch| branch.key.len()).collect(),
+            2,
+        ),
+    };
+    let count = sizes.len();
+    let total_bytes: usize = sizes.iter().sum();
+    let mut left_entry_bytes = 0;
+    let mut best: Option<(usize, usize)> = None;
+    for index in 1..count {
+        left_entry_bytes += sizes[index - 1];
+        if index < children_min || count - index < children_min {
+            continue;
+        }
+        let left_bytes = NODE_HEADER_BYTES + left_entry_bytes;
+        let right_bytes = NODE_HEADER_BYTES + total_bytes - left_entry_bytes - dropped_key_bytes[index];
+        let larger_bytes = left_bytes.max(right_bytes);
+        if larger_bytes <= node_size_bytes && best.iter().all(|&(_, best_bytes)| larger_bytes < best_bytes) {
+            best = Some((index, larger_bytes));
+        }
+    }
+    match best {
+        Some((index, _)) => index,
+        None => panic!("no split of {count} entries ({total_bytes} bytes) fits two {node_size_bytes}-byte nodes"),
+    }
+}
+
+/// The shortest key `s` with `left < s <= right` (suffix truncation): it routes exactly like
+/// `right` between the two leaves but costs fewer bytes in the parent.
+fn shortest_separator(left: &[u8], right: &[u8]) -> Vec<u8> {
+    assert!(left < right, "separator between unordered keys {left:?} and {right:?}");
+    let common_bytes = left.iter().zip(right).take_while(|(a, b)| a == b).count();
+    // Either `left` is a proper prefix of `right` or they differ at `common_bytes`; both ways
+    // one more byte of `right` exceeds `left`.
+    let separator = right[..common_bytes + 1].to_vec();
+    assert!(left < separator.as_slice() && separator.as_slice() <= right, "bad separator {separator:?}");
+    separator
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shortest_separator_is_between_its_keys() {
+        assert_eq!(shortest_separator(b"abc", b"abd"), b"abd".to_vec());
+        assert_eq!(shortest_separator(b"abc", b"b"), b"b".to_vec());
+        assert_eq!(shortest_separator(b"ab", b"abzzz"), b"abz".to_vec());
+        assert_eq!(shortest_separator(b"", b"\0"), b"\0".to_vec());
+        assert_eq!(shortest_separator(b"apple", b"banana"), b"b".to_vec());
+    }
+}
