@@ -177,14 +177,15 @@ pub fn crash_test(workload: Workload, config: &CrashConfig, progress: &mut dyn F
     let device = formatted_device(config)?;
     let (snapshots, operations) = reference_run(&device, &steps, config)?;
     let cut_points: Vec<u64> = match config.max_cuts {
-        Some(max_cuts) if max_cuts < operations + 1 => {
+        // Cut after k operations for k in 0..operations: operation k+1 exists and is torn.
+        Some(max_cuts) if max_cuts < operations => {
             let mut rng = SplitMix64::new(config.seed ^ 0xC0FFEE);
-            let mut points: Vec<u64> = (0..max_cuts).map(|_| rng.below(operations + 1)).collect();
+            let mut points: Vec<u64> = (0..max_cuts).map(|_| rng.below(operations)).collect();
             points.sort_unstable();
             points.dedup();
             points
         }
-        _ => (0..=operations).collect(),
+        _ => (0..operations).collect(),
     };
     let mut failures = 0u64;
     let mut failure_examples = Vec::new();

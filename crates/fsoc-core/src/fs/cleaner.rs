@@ -12,6 +12,15 @@ use crate::fs::{FileSystem, FsError, TreeId};
 use crate::segment::layout::FIRST_LOG_SEGMENT;
 use crate::segment::PageTag;
 
+/// What an operation will add to the volume, for `ensure_space`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpaceUse {
+    /// New file data: counts against capacity.
+    Data,
+    /// Only tree changes (and at most a page or two), which deleting needs even when full.
+    Metadata,
+}
+
 /// Erase-count spread above which the cleaner moves cold data off its least-worn segment.
 pub const WEAR_SPREAD_MAX: u32 = 32;
 
@@ -33,38 +42,59 @@ impl<F: Flash> FileSystem<F> {
         u64::from(self.volume.log.free_segment_count()) * pages_per_segment + u64::from(self.volume.log.open_segment_room())
     }
 
-    /// Makes sure `pages_needed` data pages plus the reserve can be appended, committing and
-    /// cleaning as necessary; `NoSpace` when the live data leaves no room.
-    pub(crate) fn ensure_space(&mut self, pages_needed: u32) -> Result<(), FsError> {
+    /// Pages a commit may need: every dirty node (the budget plus one operation's worth),
+    /// every segment-table page, and slack for tree growth.
+    fn commit_margin_pages(&self) -> u64 {
+        let table_pages = u64::from(self.volume.log.table().page_count());
+        self.config.volume.dirty_nodes_max as u64 + 32 + 2 * table_pages
+    }
+
+    /// Makes sure `pages_needed` pages can be appended: for `Data`, within the logical
+    /// capacity and above the cleaner's reserve; for `Metadata` (deletes, renames, attribute
+    /// changes), only above the commit margin, so a full volume can always be emptied.
+    /// Commits and cleans as necessary; `NoSpace` when that cannot help.
+    pub(crate) fn ensure_space(&mut self, pages_needed: u32, space_use: SpaceUse) -> Result<(), FsError> {
         self.volume.prepare_write()?;
-        let (capacity, used) = self.capacity_pages();
-        if used + u64::from(pages_needed) > capacity {
-            return Err(FsError::NoSpace);
-        }
         let pages_per_segment = u64::from(self.volume.layout().pages_per_segment());
-        let reserve_pages = u64::from(self.volume.config.reserve_segments) * pages_per_segment;
-        let required = reserve_pages + u64::from(pages_needed);
+        let margin = self.commit_margin_pages();
+        let required = match space_use {
+            SpaceUse::Data => {
+                let (capacity, used) = self.capacity_pages();
+                if used + u64::from(pages_needed) > capacity {
+                    return Err(FsError::NoSpace);
+                }
+                u64::from(self.volume.config.reserve_segments) * pages_per_segment + u64::from(pages_needed)
+            }
+            SpaceUse::Metadata => margin + u64::from(pages_needed),
+        };
         let segment_count = self.volume.layout().segment_count();
         // Each round either commits (turning dropped pages into free segments) or cleans one
-        // victim; bounded so a cleaner that cannot gain ends in NoSpace, never a hang.
+        // victim that gains space; bounded, so a cleaner that cannot gain ends in NoSpace.
         for _round in 0..segment_count * 2 {
-            if self.available_pages() >= required {
+            let available = self.available_pages();
+            if available >= required {
                 return Ok(());
+            }
+            if available < margin {
+                return Err(FsError::NoSpace);
             }
             let table = self.volume.log.table();
             let reclaimable = (FIRST_LOG_SEGMENT..table.segment_count())
                 .any(|segment| table.freed_this_transaction(segment) > 0 && table.entry(segment).valid_pages == 0);
-            if reclaimable || self.volume.has_uncommitted_changes() {
+            if reclaimable {
                 self.commit()?;
-                if self.available_pages() >= required {
-                    return Ok(());
-                }
+                continue;
             }
             let Some(victim) = self.choose_victim() else {
                 return Err(FsError::NoSpace);
             };
+            let victim_valid = u64::from(self.volume.log.table().entry(victim).valid_pages);
+            if available < victim_valid + margin {
+                return Err(FsError::NoSpace);
+            }
             self.clean_segment(victim)?;
             self.commit()?;
+            let _ = pages_per_segment;
         }
         Err(FsError::NoSpace)
     }
@@ -84,9 +114,12 @@ impl<F: Flash> FileSystem<F> {
                 }
             }
         }
+        // Cleaning must gain more than it costs: relocating a nearly full segment and committing
+        // can consume more pages than it frees.
+        let gain_min = (pages_per_segment / 8).max(4);
         candidates
             .into_iter()
-            .filter(|&segment| table.entry(segment).valid_pages < pages_per_segment)
+            .filter(|&segment| table.entry(segment).valid_pages + gain_min <= pages_per_segment)
             .min_by_key(|&segment| (table.entry(segment).valid_pages, segment))
     }
 
@@ -126,6 +159,12 @@ impl<F: Flash> FileSystem<F> {
                 }
             }
             Ok(())
+        })
+        .map_err(|error| match error {
+            // Space was checked before cleaning began; running out now leaves relocation
+            // half-done, which `mutate` has already turned into a poisoned volume.
+            FsError::NoSpace => FsError::Io(crate::txn::TxnError::Segment(crate::segment::SegmentError::NoFreeSegment)),
+            other => other,
         })?;
         // Tree nodes marked for relocation move at the flush; the commit that follows drops
         // the victim's last references.

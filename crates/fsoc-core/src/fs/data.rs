@@ -9,6 +9,7 @@ use fsoc_media::{Flash, ReadStatus};
 use crate::address::LogAddress;
 use crate::btree::Tree;
 use crate::fs::records::{allocation_key, parse_allocation_key, Extent, FileKind, RecordKind, ALLOCATION_KEY_BYTES, INODE_FLAG_INLINE};
+use crate::fs::cleaner::SpaceUse;
 use crate::fs::{FileSystem, FsError, TreeId};
 use crate::segment::PageTag;
 
@@ -141,7 +142,7 @@ impl<F: Flash> FileSystem<F> {
         }
         let page_size = self.page_size();
         let pages_needed = data.len().div_ceil(page_size as usize) as u32 + 2;
-        self.ensure_space(pages_needed)?;
+        self.ensure_space(pages_needed, SpaceUse::Data)?;
         self.mutate(|fs| {
             let mut record = fs.getattr(inode)?;
             match record.kind {
@@ -268,7 +269,9 @@ impl<F: Flash> FileSystem<F> {
         if size > self.file_bytes_max() {
             return Err(FsError::FileTooBig);
         }
-        self.ensure_space(3)?;
+        // Growing needs no data pages (holes); shrinking frees them. Either way at most one
+        // page (the zeroed tail, or an inline file moving out) is written.
+        self.ensure_space(2, SpaceUse::Metadata)?;
         self.mutate(|fs| {
             let mut record = fs.getattr(inode)?;
             match record.kind {

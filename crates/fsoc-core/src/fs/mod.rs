@@ -19,6 +19,7 @@ use fsoc_media::Flash;
 
 pub use crate::fs::error::{errno, FsError};
 pub use crate::fs::records::{FileKind, InodeRecord};
+use crate::fs::cleaner::SpaceUse;
 use crate::btree::{Tree, TreeError};
 use crate::fs::records::{
     allocation_key, directory_key, parse_directory_key, DirectoryValue, RecordKind, INODE_FLAG_INLINE,
@@ -213,7 +214,9 @@ impl<F: Flash> FileSystem<F> {
         self.volume.prepare_write()?;
         let result = change(self);
         match &result {
-            Err(FsError::Io(_) | FsError::Corrupt(_)) => self.volume.poison(),
+            // NoSpace here is unexpected (space is checked before any change), so the change
+            // may be half-done: stop writing rather than build on it.
+            Err(FsError::Io(_) | FsError::Corrupt(_) | FsError::NoSpace) => self.volume.poison(),
             _ => {}
         }
         if result.is_ok() && self.volume.dirty_node_count() > self.config.volume.dirty_nodes_max {
@@ -363,7 +366,7 @@ impl<F: Flash> FileSystem<F> {
                 return Err(FsError::NameTooLong);
             }
         }
-        self.ensure_space(2)?;
+        self.ensure_space(2, SpaceUse::Data)?;
         self.mutate(|fs| {
             match fs.lookup(parent, name) {
                 Ok(_) => return Err(FsError::Exists),
@@ -411,7 +414,7 @@ impl<F: Flash> FileSystem<F> {
     /// Adds a hard link `parent/name` to `inode`.
     pub fn link(&mut self, inode: u64, parent: u64, name: &[u8]) -> Result<(), FsError> {
         Self::validate_name(name)?;
-        self.ensure_space(2)?;
+        self.ensure_space(2, SpaceUse::Data)?;
         self.mutate(|fs| {
             let mut record = fs.getattr(inode)?;
             if record.kind == FileKind::Directory {
@@ -437,7 +440,7 @@ impl<F: Flash> FileSystem<F> {
 
     /// Removes `parent/name`: a file or symlink (`directory == false`) or an empty directory.
     pub fn remove(&mut self, parent: u64, name: &[u8], directory: bool) -> Result<(), FsError> {
-        self.ensure_space(2)?;
+        self.ensure_space(0, SpaceUse::Metadata)?;
         self.mutate(|fs| {
             let (inode, kind) = fs.lookup(parent, name)?;
             match (directory, kind == FileKind::Directory) {
@@ -518,7 +521,7 @@ impl<F: Flash> FileSystem<F> {
     /// Atomic rename with POSIX replacement rules.
     pub fn rename(&mut self, source_parent: u64, source_name: &[u8], target_parent: u64, target_name: &[u8]) -> Result<(), FsError> {
         Self::validate_name(target_name)?;
-        self.ensure_space(4)?;
+        self.ensure_space(0, SpaceUse::Metadata)?;
         self.mutate(|fs| {
             let (inode, kind) = fs.lookup(source_parent, source_name)?;
             let target_record = fs.getattr(target_parent)?;
@@ -595,7 +598,7 @@ impl<F: Flash> FileSystem<F> {
         atime_ns: Option<u64>,
         mtime_ns: Option<u64>,
     ) -> Result<InodeRecord, FsError> {
-        self.ensure_space(1)?;
+        self.ensure_space(0, SpaceUse::Metadata)?;
         self.mutate(|fs| {
             let mut record = fs.getattr(inode)?;
             if let Some(mode) = mode {

@@ -1,0 +1,39 @@
+//! Shared helpers for fsoc-core's integration tests.
+#![allow(dead_code)]
+
+use fsoc_core::{FileSystem, FsConfig, OpenFlags};
+use fsoc_media::{Flash, Profile, SimConfig, SimFlash};
+
+pub fn sim(profile: Profile, chips: u32, blocks: u32, seed: u64) -> SimFlash {
+    SimFlash::create(SimConfig::new(profile, chips, blocks, seed)).expect("valid simulator config")
+}
+
+pub fn fresh(blocks: u32) -> FileSystem<SimFlash> {
+    FileSystem::format(sim(Profile::Mlc, 1, blocks, 7), FsConfig::default(), 7).expect("format")
+}
+
+pub const CREATE: OpenFlags = OpenFlags { read: true, write: true, create: true, exclusive: false, truncate: false, append: false, directory: false };
+pub const READ: OpenFlags = OpenFlags { read: true, write: false, create: false, exclusive: false, truncate: false, append: false, directory: false };
+
+pub fn write_file<F: Flash>(fs: &mut FileSystem<F>, path: &str, data: &[u8]) -> Result<(), fsoc_core::FsError> {
+    let fd = fs.open(path.as_bytes(), OpenFlags { truncate: true, ..CREATE }, 0o644)?;
+    let result = fs.pwrite(fd, 0, data).map(|_| ());
+    fs.close(fd)?;
+    result
+}
+
+pub fn read_file<F: Flash>(fs: &mut FileSystem<F>, path: &str) -> Result<Vec<u8>, fsoc_core::FsError> {
+    let fd = fs.open(path.as_bytes(), READ, 0)?;
+    let result = fs.read_fd(fd, usize::MAX / 2);
+    fs.close(fd)?;
+    result
+}
+
+pub fn pattern(length: usize, seed: u8) -> Vec<u8> {
+    (0..length).map(|index| seed.wrapping_add((index % 251) as u8)).collect()
+}
+
+pub fn assert_clean<F: Flash>(fs: &mut FileSystem<F>, context: &str) {
+    let report = fs.fsck(false).expect("fsck runs");
+    assert!(report.is_clean(), "{context}: fsck violations: {:?}", report.violations);
+}
