@@ -30,7 +30,7 @@ pub use node::{
     Branch, Child, DirtyId, EncodedNode, LeafEntry, Node, NodeEntries, NODE_HEADER_BYTES,
     NODE_MAGIC, NODE_SIZE_BYTES_MAX, NODE_SIZE_BYTES_MIN,
 };
-pub use tree::{KeyValue, Tree};
+pub use tree::{KeyValue, Tree, TreeCounters};
 
 use crate::address::{LogAddress, PagePointer};
 use crate::codec::DecodeError;

@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 
 use crate::address::LogAddress;
 use crate::btree::ram_store::RamNodeStore;
-use crate::btree::{Tree, TreeConfig, TreeError, TreeRoot, TreeStats};
+use crate::btree::{Node, NodeStore, Tree, TreeConfig, TreeCounters, TreeError, TreeRoot, TreeStats};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -86,7 +86,40 @@ fn check_tree(tree: &mut Tree, store: &mut RamNodeStore, model: &Model, context:
         (nodes.len() + tree.dirty_node_count()) as u64,
         "{context}: nodes = on-flash + dirty"
     );
+    if let Some(root) = tree.root() {
+        assert_fill(store, &nodes, root.pointer.address, context);
+    }
     stats
+}
+
+/// Every non-root node of a flushed tree is at least a quarter full: removals merge or refill
+/// underfull nodes, and splits and refills cut at the most even point.
+fn assert_fill(store: &RamNodeStore, nodes: &BTreeSet<u32>, root: LogAddress, context: &str) {
+    let node_size_bytes = store.node_size_bytes();
+    for address in nodes.iter().filter(|address| **address != root.0) {
+        let (node, _) = Node::decode(&store.pages[address]).unwrap();
+        let fill_bytes = node.encoded_bytes();
+        assert!(
+            fill_bytes >= node_size_bytes / 4,
+            "{context}: level-{} node {address} holds {fill_bytes} of {node_size_bytes} bytes",
+            node.level
+        );
+    }
+}
+
+/// Adds `more` to `total` (a tree's counters restart when it is reopened).
+fn accumulate(total: &mut TreeCounters, more: TreeCounters) {
+    total.leaf_splits += more.leaf_splits;
+    total.internal_splits += more.internal_splits;
+    total.leaf_merges += more.leaf_merges;
+    total.internal_merges += more.internal_merges;
+    total.leaf_redistributions += more.leaf_redistributions;
+    total.internal_redistributions += more.internal_redistributions;
+    total.root_grows += more.root_grows;
+    total.root_shrinks += more.root_shrinks;
+    total.nodes_copied += more.nodes_copied;
+    total.nodes_written += more.nodes_written;
+    total.pages_read += more.pages_read;
 }
 
 /// Flushes, checks that exactly `dirty_node_count` pages were written, and commits.
@@ -116,21 +149,31 @@ struct Workload {
     check_every: usize,
 }
 
-/// Key number `index`: its big-endian bytes, then a length and filler that depend only on the
-/// index (so the same index is always the same key) and spread over 0..=key_bytes_max.
+/// Key number `index`; the same index is always the same key. One in seven is at most four
+/// bytes (prefixes of one another); the rest fall in four groups whose members share a prefix
+/// of 0, 1/3, 2/3 or all of `key_bytes_max - 8` bytes, followed by the index and a random tail.
+/// Long shared prefixes make long separators, so internal nodes split and merge often too.
 fn key_for(index: usize, key_bytes_max: usize) -> Vec<u8> {
     let mut rng = Rng(index as u64 ^ 0xC0FF_EE00);
-    let length = if rng.below(7) == 0 { rng.below(5) } else { rng.below(key_bytes_max + 1) };
-    let mut key = (index as u32).to_be_bytes().to_vec();
-    key.extend(rng.bytes(length.saturating_sub(4)));
-    key.truncate(length);
+    let index_bytes = (index as u32).to_be_bytes();
+    if rng.below(7) == 0 {
+        return index_bytes[..rng.below(5).min(key_bytes_max)].to_vec();
+    }
+    let group = rng.below(4);
+    let prefix_bytes = key_bytes_max.saturating_sub(8) * group / 3;
+    let mut key = vec![b'p' + group as u8; prefix_bytes];
+    key.extend_from_slice(&index_bytes);
+    let tail_bytes = rng.below(key_bytes_max.saturating_sub(key.len()) + 1);
+    key.extend(rng.bytes(tail_bytes));
+    key.truncate(key_bytes_max);
     key
 }
 
 /// Runs random inserts, removals, lookups and range queries against the model, flushing
 /// (and every other time reopening from the returned root with an empty cache) every
-/// `flush_every` operations and running the whole-tree check every `check_every`.
-fn run_workload(seed: u64, workload: Workload) {
+/// `flush_every` operations and running the whole-tree check every `check_every`. Returns what
+/// the tree did, summed over reopenings.
+fn run_workload(seed: u64, workload: Workload) -> TreeCounters {
     let Workload { node_size_bytes, cache_nodes_max, operation_count, key_space, key_bytes_max, .. } = workload;
     let mut rng = Rng(seed);
     let mut store = RamNodeStore::new(node_size_bytes);
@@ -138,10 +181,22 @@ fn run_workload(seed: u64, workload: Workload) {
     let mut model = Model::new();
     let limit_bytes = Tree::max_entry_bytes(node_size_bytes);
     let mut flush_count = 0;
+    let mut counters = TreeCounters::default();
     for step in 0..operation_count {
         let context = format!("replay: FSOC_SEED={seed:#x} ({workload:?}) step {step}");
         let key = key_for(rng.below(key_space), key_bytes_max);
-        match rng.below(100) {
+        // Alternate growing and shrinking phases, so the tree gains and loses levels.
+        let growing = (step * 4 / operation_count) % 2 == 0;
+        let (insert_percent, remove_percent) = if growing { (65, 15) } else { (15, 65) };
+        let roll = rng.below(100);
+        let kind = if roll < insert_percent {
+            0
+        } else if roll < insert_percent + remove_percent {
+            45
+        } else {
+            75 + (roll - insert_percent - remove_percent) / 2
+        };
+        match kind {
             0..=44 => {
                 let value_bytes_max = workload.value_bytes_max.min(limit_bytes - key.len());
                 let value_bytes = if rng.below(4) == 0 { value_bytes_max } else { rng.below(value_bytes_max + 1) };
@@ -171,6 +226,7 @@ fn run_workload(seed: u64, workload: Workload) {
             let root = flush_and_commit(&mut tree, &mut store, &context);
             flush_count += 1;
             if flush_count % 2 == 0 {
+                accumulate(&mut counters, tree.counters());
                 tree = Tree::open(config(cache_nodes_max), root);
                 assert_eq!(tree.cached_node_count(), 0, "{context}: reopened with a warm cache");
             }
@@ -179,9 +235,13 @@ fn run_workload(seed: u64, workload: Workload) {
     }
     let context = format!("replay: FSOC_SEED={seed:#x} ({workload:?}) end");
     let root = flush_and_commit(&mut tree, &mut store, &context);
+    accumulate(&mut counters, tree.counters());
     let mut reopened = Tree::open(config(cache_nodes_max), root);
     check_tree(&mut reopened, &mut store, &model, &context);
     assert_eq!(scan(&mut reopened, &mut store), model, "{context}: forward scan");
+    assert_eq!(counters.nodes_written, store.append_count, "{context}: nodes written = pages appended");
+    assert_eq!(counters.nodes_copied, store.release_count, "{context}: nodes copied = pages released");
+    counters
 }
 
 /// Every entry, by walking `first_after` from the smallest key.
@@ -274,7 +334,7 @@ fn agrees_with_model_small_entries() {
 #[test]
 fn agrees_with_model_large_keys_and_values() {
     for seed in seeds(&[11, 12]) {
-        run_workload(
+        let counters = run_workload(
             seed,
             Workload {
                 node_size_bytes: 2048,
@@ -287,6 +347,8 @@ fn agrees_with_model_large_keys_and_values() {
                 check_every: 97,
             },
         );
+        assert!(counters.internal_splits > 0 && counters.root_grows >= 2, "seed {seed:#x}: {counters:?}");
+        assert!(counters.leaf_merges > 0 && counters.leaf_redistributions > 0, "seed {seed:#x}: {counters:?}");
     }
 }
 
@@ -383,6 +445,63 @@ fn grows_and_shrinks_back_to_one_empty_leaf() {
     let stats = check_tree(&mut tree, &mut store, &model, "emptied");
     assert_eq!(stats, TreeStats { node_count: 1, entry_count: 0, height: 1 });
     assert_eq!(store.pages.len(), 1, "only the empty root leaf remains on flash");
+}
+
+/// A deep tree of long keys (long shared prefixes make separators of up to 300 bytes, so
+/// internal nodes hold few children) is built in random order and then emptied in another
+/// random order, checked against the model as it goes: every kind of split, merge and refill
+/// happens on internal levels too, and the root loses level after level down to one leaf.
+#[test]
+fn deep_tree_of_long_keys_shrinks_level_by_level() {
+    for seed in seeds(&[51, 52, 53]) {
+        let mut rng = Rng(seed);
+        let mut store = RamNodeStore::new(2048);
+        let mut tree = Tree::new_empty(config(16));
+        let mut model = Model::new();
+        let mut keys: Vec<Vec<u8>> = (0..2500).map(|index| key_for(index, 300)).collect();
+        keys.sort();
+        keys.dedup();
+        // Fisher-Yates with the seeded generator.
+        for index in (1..keys.len()).rev() {
+            keys.swap(index, rng.below(index + 1));
+        }
+        let mut height_max = 0;
+        for (step, key) in keys.iter().enumerate() {
+            let value_bytes = rng.below(Tree::max_entry_bytes(2048) - key.len()).min(150);
+            let value = rng.bytes(value_bytes);
+            assert_eq!(tree.insert(&mut store, key, &value), Ok(model.insert(key.clone(), value)));
+            if step % 250 == 249 {
+                let context = format!("replay: FSOC_SEED={seed:#x} insert step {step}");
+                flush_and_commit(&mut tree, &mut store, &context);
+                check_tree(&mut tree, &mut store, &model, &context);
+            }
+            height_max = height_max.max(tree.height());
+        }
+        assert!(height_max >= 4, "seed {seed:#x}: height only reached {height_max}");
+        for index in (1..keys.len()).rev() {
+            keys.swap(index, rng.below(index + 1));
+        }
+        for (step, key) in keys.iter().enumerate() {
+            let context = format!("replay: FSOC_SEED={seed:#x} remove step {step}");
+            assert_eq!(tree.remove(&mut store, key), Ok(model.remove(key)), "{context}");
+            if step % 97 == 0 {
+                check_ranges(&mut tree, &mut store, &model, key, &context);
+                check_tree(&mut tree, &mut store, &model, &context);
+            }
+            if step % 200 == 199 {
+                flush_and_commit(&mut tree, &mut store, &context);
+            }
+        }
+        let root = flush_and_commit(&mut tree, &mut store, "emptied");
+        assert_eq!(root.height, 1);
+        let counters = tree.counters();
+        assert!(counters.internal_splits > 0, "seed {seed:#x}: {counters:?}");
+        assert!(counters.internal_merges > 0, "seed {seed:#x}: {counters:?}");
+        assert!(counters.leaf_redistributions > 0, "seed {seed:#x}: {counters:?}");
+        assert!(counters.internal_redistributions > 0, "seed {seed:#x}: {counters:?}");
+        assert_eq!(counters.root_shrinks, counters.root_grows, "seed {seed:#x}: back to one level");
+        assert_eq!(store.pages.len(), 1, "seed {seed:#x}: one empty leaf left");
+    }
 }
 
 /// Copy-on-write accounting on a known shape: updating one entry of a committed tree of height

@@ -102,6 +102,26 @@ struct PathStep {
     child_index: usize,
 }
 
+/// What a tree has done since it was created or opened (for tests and benchmarks). Nodes are
+/// counted per level kind so tests can see that every structural change really happens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TreeCounters {
+    pub leaf_splits: u64,
+    pub internal_splits: u64,
+    pub leaf_merges: u64,
+    pub internal_merges: u64,
+    /// Two siblings too full to merge that had their entries split evenly instead.
+    pub leaf_redistributions: u64,
+    pub internal_redistributions: u64,
+    pub root_grows: u64,
+    pub root_shrinks: u64,
+    /// Clean nodes copied into dirty ones (each releases one page).
+    pub nodes_copied: u64,
+    pub nodes_written: u64,
+    /// Pages read through the store, cache misses and `check` included.
+    pub pages_read: u64,
+}
+
 /// State of a `Tree::check` walk.
 struct CheckWalk<'a> {
     stats: TreeStats,
@@ -120,6 +140,7 @@ pub struct Tree {
     cache: NodeCache,
     /// Reused for every page read, so a read allocates only the decoded node.
     page_buffer: Vec<u8>,
+    counters: TreeCounters,
 }
 
 impl Tree {
@@ -134,6 +155,7 @@ impl Tree {
             dirty,
             cache: NodeCache::new(config.cache_nodes_max),
             page_buffer: Vec::new(),
+            counters: TreeCounters::default(),
         }
     }
 
@@ -146,6 +168,7 @@ impl Tree {
             dirty: DirtyArena::default(),
             cache: NodeCache::new(config.cache_nodes_max),
             page_buffer: Vec::new(),
+            counters: TreeCounters::default(),
         }
     }
 
@@ -167,6 +190,10 @@ impl Tree {
     /// Dirty nodes held in memory; the next flush writes exactly this many pages.
     pub fn dirty_node_count(&self) -> usize {
         self.dirty.count
+    }
+
+    pub fn counters(&self) -> TreeCounters {
+        self.counters
     }
 
     /// Clean decoded nodes held in memory (at most `cache_nodes_max`).
@@ -241,6 +268,7 @@ impl Tree {
             return Err(TreeError::Corrupt { address, reason: "null child pointer" });
         }
         let node_size_bytes = Self::node_size_bytes(store);
+        self.counters.pages_read += 1;
         store.read_page(address, &mut self.page_buffer)?;
         assert_eq!(self.page_buffer.len(), node_size_bytes, "store returned a short page for {address:?}");
         let (node, checksum) =
@@ -425,6 +453,7 @@ impl Tree {
     fn adopt(&mut self, store: &mut dyn NodeStore, address: LogAddress, node: &Node) -> DirtyId {
         assert!(!address.is_null(), "adopting a node without an address");
         let id = self.dirty.insert(node.clone());
+        self.counters.nodes_copied += 1;
         // The page may be erased and rewritten once released; never serve it from the cache.
         self.cache.remove(address);
         store.release(address);
@@ -608,11 +637,17 @@ impl Tree {
             }
         };
         let right = Node { tree_id: node.tree_id, level: node.level, entries: right_entries };
+        let is_leaf = right.is_leaf();
         let left_bytes = node.encoded_bytes();
         let right_bytes = right.encoded_bytes();
         assert!(left_bytes <= node_size_bytes, "left half of {left_bytes} bytes overflows");
         assert!(right_bytes <= node_size_bytes, "right half of {right_bytes} bytes overflows");
         let right_id = self.dirty.insert(right);
+        if is_leaf {
+            self.counters.leaf_splits += 1;
+        } else {
+            self.counters.internal_splits += 1;
+        }
         self.branches_mut(parent).insert(child_index + 1, Branch { key: separator, child: Child::Dirty(right_id) });
     }
 
@@ -650,9 +685,22 @@ impl Tree {
             }
             _ => panic!("siblings {left:?} and {right:?} of different kinds"),
         }
+        let is_leaf = self.dirty.get(left).is_leaf();
         if self.dirty.get(left).encoded_bytes() > node_size_bytes {
             // Too much for one node: split the combined entries at the most even point.
             self.split_child(parent, left_index, node_size_bytes);
+            // Counted as a redistribution, not as a merge and a split.
+            if is_leaf {
+                self.counters.leaf_splits -= 1;
+                self.counters.leaf_redistributions += 1;
+            } else {
+                self.counters.internal_splits -= 1;
+                self.counters.internal_redistributions += 1;
+            }
+        } else if is_leaf {
+            self.counters.leaf_merges += 1;
+        } else {
+            self.counters.internal_merges += 1;
         }
         Ok(())
     }
@@ -670,6 +718,7 @@ impl Tree {
             self.split_child(new_root, 0, node_size_bytes);
             self.root = RootRef::Dirty(new_root);
             self.height += 1;
+            self.counters.root_grows += 1;
             assert_eq!(self.height - 1, level, "new root level {level} with height {}", self.height);
             return;
         }
@@ -680,6 +729,7 @@ impl Tree {
             let only = only.child;
             self.dirty.remove(root);
             self.height -= 1;
+            self.counters.root_shrinks += 1;
             match only {
                 Child::Dirty(child) => {
                     root = child;
@@ -740,6 +790,7 @@ impl Tree {
         let address = store.append_node(&encoded.bytes, tag)?;
         assert!(!address.is_null(), "store appended a node at the null address");
         let node = self.dirty.remove(id);
+        self.counters.nodes_written += 1;
         // The fresh page is the likeliest to be read next, and costs nothing to keep.
         self.cache.insert(address, encoded.checksum, Arc::new(node));
         Ok(PagePointer { address, checksum: encoded.checksum })
@@ -763,6 +814,7 @@ impl Tree {
             }
         }
         let node_size_bytes = Self::node_size_bytes(store);
+        self.counters.pages_read += 1;
         store.read_page(address, &mut self.page_buffer)?;
         assert_eq!(self.page_buffer.len(), node_size_bytes, "store returned a short page for {address:?}");
         let (node, _) = Node::decode(&self.page_buffer).map_err(|error| TreeError::from_decode(address, &error))?;
