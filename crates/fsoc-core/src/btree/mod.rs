@@ -21,9 +21,9 @@ mod cache;
 mod node;
 #[cfg(test)]
 pub(crate) mod ram_store;
-mod tree;
 #[cfg(test)]
 mod tests;
+mod tree;
 
 pub use cache::NodeCache;
 pub use node::{
@@ -41,7 +41,11 @@ pub trait NodeStore {
     fn node_size_bytes(&self) -> usize;
     /// Reads the page at `address` into `out` (resized to `node_size_bytes`). Errors (I/O,
     /// uncorrectable ECC) come back as `TreeError::Io`.
-    fn read_page(&mut self, address: LogAddress, out: &mut alloc::vec::Vec<u8>) -> Result<(), TreeError>;
+    fn read_page(
+        &mut self,
+        address: LogAddress,
+        out: &mut alloc::vec::Vec<u8>,
+    ) -> Result<(), TreeError>;
     /// Appends a node page to the log and returns where it went. `tag` goes in the page's spare
     /// area so the cleaner can tell what the page is.
     fn append_node(&mut self, bytes: &[u8], tag: NodeTag) -> Result<LogAddress, TreeError>;
@@ -89,14 +93,24 @@ pub struct TreeStats {
 pub enum TreeError {
     /// The store could not read or write the page; `reason` comes from the store.
     #[error("node page {address:?}: i/o error: {reason}")]
-    Io { address: LogAddress, reason: &'static str },
+    Io {
+        address: LogAddress,
+        reason: &'static str,
+    },
     /// The page does not hold the node its parent (or the metaroot) says it holds.
     /// `address` is `LogAddress::NULL` for a dirty node that fails `Tree::check`.
     #[error("node page {address:?} corrupt: {reason}")]
-    Corrupt { address: LogAddress, reason: &'static str },
+    Corrupt {
+        address: LogAddress,
+        reason: &'static str,
+    },
     /// Key plus value exceed `Tree::max_entry_bytes` for the node size.
     #[error("entry of {key_bytes} key bytes and {value_bytes} value bytes exceeds {limit_bytes}")]
-    EntryTooLarge { key_bytes: usize, value_bytes: usize, limit_bytes: usize },
+    EntryTooLarge {
+        key_bytes: usize,
+        value_bytes: usize,
+        limit_bytes: usize,
+    },
     /// The store has no free page for a node.
     #[error("no space for node pages")]
     NoSpace,

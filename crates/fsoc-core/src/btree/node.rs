@@ -2,47 +2,61 @@
 //!
 //! # Node format, version 1
 //!
-//! All integers are little-endian. A node fills exactly one page of `node_size_bytes` (2048,
-//! 4096 or 8192 on the supported chips; the codec accepts 256..=65536).
+//! All integers are little-endian; checksums are CRC-32C. A node fills exactly one page of
+//! `node_size_bytes` (2048, 4096 or 8192 on the supported chips; the codec accepts 256..=65536).
 //!
-//! | offset | size | field         | rule                                                          |
-//! |-------:|-----:|---------------|---------------------------------------------------------------|
-//! |      0 |    2 | `magic`       | `0x4E42` (bytes `42 4E`, "BN")                                |
-//! |      2 |    1 | `tree_id`     | the tree that owns the node (directory, allocation, ...)      |
-//! |      3 |    1 | `level`       | 0 = leaf; a child's level is its parent's minus one; the root's is `height - 1` |
-//! |      4 |    2 | `entry_count` | leaf: any; internal: at least 2                               |
-//! |      6 |    2 | `reserved`    | 0                                                             |
-//! |      8 |    4 | `checksum`    | CRC-32C of all `node_size_bytes` with this field taken as 0   |
-//! |     12 |    … | entries       | `entry_count` entries, back to back, in strictly increasing key order |
-//! |      … |    … | padding       | zero up to `node_size_bytes`                                  |
+//! | offset | size | field         | rule                                                  |
+//! |-------:|-----:|---------------|-------------------------------------------------------|
+//! |      0 |    2 | `magic`       | `0x4E42` (bytes `42 4E`, "BN")                        |
+//! |      2 |    1 | `tree_id`     | the tree owning the node; equals the parent's         |
+//! |      3 |    1 | `level`       | 0 = leaf; parent's level - 1; root: `height - 1`      |
+//! |      4 |    2 | `entry_count` | leaf: any (0 only in a root); internal: at least 2    |
+//! |      6 |    2 | `reserved`    | 0                                                     |
+//! |      8 |    4 | `checksum`    | CRC-32C of the whole page with this field taken as 0  |
+//! |     12 |  var | entries       | `entry_count` entries back to back, keys increasing   |
+//! |    var |  var | padding       | zero bytes up to `node_size_bytes`                    |
 //!
 //! Leaf entry (level 0):
 //!
-//! | offset | size          | field       | rule                                          |
-//! |-------:|--------------:|-------------|-----------------------------------------------|
-//! |      0 |             2 | `key_len`   | `key_len + value_len <= max_entry_bytes`      |
-//! |      2 |             2 | `value_len` |                                               |
-//! |      4 |     `key_len` | `key`       | greater than the previous entry's key         |
-//! |      … |   `value_len` | `value`     |                                               |
+//! | offset | size        | field       | rule                                      |
+//! |-------:|------------:|-------------|-------------------------------------------|
+//! |      0 |           2 | `key_len`   | `key_len + value_len <= max_entry_bytes`  |
+//! |      2 |           2 | `value_len` |                                           |
+//! |      4 |   `key_len` | `key`       | greater than the previous entry's key     |
+//! |    var | `value_len` | `value`     |                                           |
 //!
 //! Internal entry (level >= 1), one per child:
 //!
-//! | offset | size      | field           | rule                                                 |
-//! |-------:|----------:|-----------------|------------------------------------------------------|
-//! |      0 |         2 | `key_len`       | `key_len <= max_entry_bytes`; entry 0: `key_len = 0` |
-//! |      2 | `key_len` | `key`           | separator: the smallest key child `i` may hold        |
-//! |      … |         4 | `child.address` | log address of the child node, not `0xFFFF_FFFF`     |
-//! |      … |         4 | `child.checksum`| the child's `checksum` field                         |
+//! | offset | size      | field            | rule                                         |
+//! |-------:|----------:|------------------|----------------------------------------------|
+//! |      0 |         2 | `key_len`        | `<= max_entry_bytes`; entry 0: 0             |
+//! |      2 | `key_len` | `key`            | separator, greater than the previous one     |
+//! |    var |         4 | `child_address`  | log address of the child; not `0xFFFF_FFFF`  |
+//! |    var |         4 | `child_checksum` | the child's `checksum` field                 |
 //!
-//! Key 0 of an internal node is empty and stands for "minus infinity": child 0 holds every key
-//! below separator 1 that the node's own parent routes to it. Child `i` holds the keys `k` with
-//! `key[i] <= k < key[i + 1]`. Keys compare as unsigned bytes, a proper prefix first.
+//! Key 0 of an internal node is empty and stands for minus infinity. Child `i` holds the keys
+//! `k` with `key[i] <= k < key[i + 1]`, within the range the node's own parent gives it. Keys
+//! compare as unsigned bytes, a proper prefix first. Leaf split separators are the shortest
+//! prefix of the right node's first key that exceeds the left node's last key.
 //!
-//! `max_entry_bytes = (node_size_bytes - 12) / 4 - 10`, so a node always holds four entries of
-//! the largest size, leaf or internal (1011 bytes for 4096-byte nodes). Because a parent pointer
-//! carries the child's `checksum`, following the pointer checks the page's content and that it is
-//! the page the parent meant (a stale or misdirected write has another checksum).
-#![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::host_endian_bytes)]
+//! `max_entry_bytes = (node_size_bytes - 12) / 4 - 10` (499, 1011 and 2035 bytes for 2048,
+//! 4096 and 8192-byte nodes), so any node holds four entries of the largest size, leaf or
+//! internal. Because a parent pointer carries the child's `checksum`, following it checks both
+//! the page's content and that it is the page the parent meant: a stale or misdirected write
+//! has another checksum.
+//!
+//! Example (tested below): a 256-byte leaf of tree 1 holding the key "k" with the value "v"
+//! starts with these 18 bytes; the remaining 238 are zero.
+//!
+//! ```text
+//! 42 4e 01 00 01 00 00 00  fd e2 96 ad 01 00 01 00  6b 76
+//! magic tr lv count  rsvd  checksum    klen  vlen   k  v
+//! ```
+#![deny(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::host_endian_bytes
+)]
 
 use alloc::vec::Vec;
 
@@ -76,8 +90,7 @@ pub const fn max_entry_bytes(node_size_bytes: usize) -> usize {
 const _: () = assert!(BRANCH_OVERHEAD_BYTES >= LEAF_ENTRY_OVERHEAD_BYTES);
 const _: () = assert!(max_entry_bytes(NODE_SIZE_BYTES_MAX) <= u16::MAX as usize);
 const _: () = assert!(
-    NODE_HEADER_BYTES
-        + LARGEST_ENTRIES_PER_NODE * (max_entry_bytes(2048) + BRANCH_OVERHEAD_BYTES)
+    NODE_HEADER_BYTES + LARGEST_ENTRIES_PER_NODE * (max_entry_bytes(2048) + BRANCH_OVERHEAD_BYTES)
         <= 2048
 );
 const _: () = assert!(max_entry_bytes(NODE_SIZE_BYTES_MIN) > 16);
@@ -141,7 +154,11 @@ pub struct EncodedNode {
 
 impl Node {
     pub fn empty_leaf(tree_id: u8) -> Node {
-        Node { tree_id, level: 0, entries: NodeEntries::Leaf(Vec::new()) }
+        Node {
+            tree_id,
+            level: 0,
+            entries: NodeEntries::Leaf(Vec::new()),
+        }
     }
 
     pub fn is_leaf(&self) -> bool {
@@ -159,12 +176,14 @@ impl Node {
     /// tree is between an update and the split that follows it.
     pub fn encoded_bytes(&self) -> usize {
         let entry_bytes: usize = match &self.entries {
-            NodeEntries::Leaf(entries) => {
-                entries.iter().map(|entry| leaf_entry_bytes(entry.key.len(), entry.value.len())).sum()
-            }
-            NodeEntries::Internal(branches) => {
-                branches.iter().map(|branch| branch_bytes(branch.key.len())).sum()
-            }
+            NodeEntries::Leaf(entries) => entries
+                .iter()
+                .map(|entry| leaf_entry_bytes(entry.key.len(), entry.value.len()))
+                .sum(),
+            NodeEntries::Internal(branches) => branches
+                .iter()
+                .map(|branch| branch_bytes(branch.key.len()))
+                .sum(),
         };
         NODE_HEADER_BYTES + entry_bytes
     }
@@ -198,7 +217,12 @@ impl Node {
         let entry_count = self.entry_count();
         let entry_count_field = u16::try_from(entry_count)
             .unwrap_or_else(|_| panic!("{entry_count} entries overflow the entry_count field"));
-        assert_eq!(self.level == 0, self.is_leaf(), "level {} with the wrong entry kind", self.level);
+        assert_eq!(
+            self.level == 0,
+            self.is_leaf(),
+            "level {} with the wrong entry kind",
+            self.level
+        );
         let limit_bytes = max_entry_bytes(node_size_bytes);
 
         let mut writer = Writer::with_capacity(node_size_bytes);
@@ -218,7 +242,9 @@ impl Node {
                         "leaf entry of {key_bytes}+{value_bytes} bytes exceeds {limit_bytes}"
                     );
                     assert!(
-                        previous_key.iter().all(|previous| *previous < entry.key.as_slice()),
+                        previous_key
+                            .iter()
+                            .all(|previous| *previous < entry.key.as_slice()),
                         "leaf keys out of order at {:?}",
                         entry.key
                     );
@@ -230,23 +256,40 @@ impl Node {
                 }
             }
             NodeEntries::Internal(branches) => {
-                assert!(branches.len() >= 2, "internal node with {} children", branches.len());
+                assert!(
+                    branches.len() >= 2,
+                    "internal node with {} children",
+                    branches.len()
+                );
                 let mut previous_key: Option<&[u8]> = None;
                 for (index, branch) in branches.iter().enumerate() {
                     let key_bytes = branch.key.len();
-                    assert!(key_bytes <= limit_bytes, "separator of {key_bytes} bytes exceeds {limit_bytes}");
-                    assert!(index > 0 || branch.key.is_empty(), "separator 0 must be empty");
                     assert!(
-                        previous_key.iter().all(|previous| *previous < branch.key.as_slice()),
+                        key_bytes <= limit_bytes,
+                        "separator of {key_bytes} bytes exceeds {limit_bytes}"
+                    );
+                    assert!(
+                        index > 0 || branch.key.is_empty(),
+                        "separator 0 must be empty"
+                    );
+                    assert!(
+                        previous_key
+                            .iter()
+                            .all(|previous| *previous < branch.key.as_slice()),
                         "separators out of order at {:?}",
                         branch.key
                     );
                     previous_key = Some(&branch.key);
                     let pointer = match branch.child {
                         Child::OnFlash(pointer) => pointer,
-                        Child::Dirty(id) => panic!("encoding a node whose child {index} is dirty ({id:?})"),
+                        Child::Dirty(id) => {
+                            panic!("encoding a node whose child {index} is dirty ({id:?})")
+                        }
                     };
-                    assert!(!pointer.address.is_null(), "child {index} has the null address");
+                    assert!(
+                        !pointer.address.is_null(),
+                        "child {index} has the null address"
+                    );
                     writer.u16_le(key_bytes as u16);
                     writer.raw(&branch.key);
                     writer.pointer(pointer);
@@ -254,11 +297,19 @@ impl Node {
             }
         }
         let mut bytes = writer.bytes;
-        assert_eq!(bytes.len(), encoded_bytes, "encoded_bytes disagrees with the encoder");
+        assert_eq!(
+            bytes.len(),
+            encoded_bytes,
+            "encoded_bytes disagrees with the encoder"
+        );
         bytes.resize(node_size_bytes, 0);
         let checksum = crc32c_excluding(&bytes, CHECKSUM_OFFSET);
         bytes.splice(CHECKSUM_OFFSET..CHECKSUM_OFFSET + 4, checksum.to_le_bytes());
-        assert_eq!(bytes.len(), node_size_bytes, "checksum splice changed the page length");
+        assert_eq!(
+            bytes.len(),
+            node_size_bytes,
+            "checksum splice changed the page length"
+        );
         EncodedNode { bytes, checksum }
     }
 
@@ -273,7 +324,10 @@ impl Node {
         }
         let magic = reader.u16_le()?;
         if magic != NODE_MAGIC {
-            return Err(DecodeError::BadMagic { structure: STRUCTURE, found: u64::from(magic) });
+            return Err(DecodeError::BadMagic {
+                structure: STRUCTURE,
+                found: u64::from(magic),
+            });
         }
         let tree_id = reader.u8()?;
         let level = reader.u8()?;
@@ -285,7 +339,11 @@ impl Node {
         let stored = reader.u32_le()?;
         let computed = crc32c_excluding(bytes, CHECKSUM_OFFSET);
         if stored != computed {
-            return Err(DecodeError::ChecksumMismatch { structure: STRUCTURE, stored, computed });
+            return Err(DecodeError::ChecksumMismatch {
+                structure: STRUCTURE,
+                stored,
+                computed,
+            });
         }
         let limit_bytes = max_entry_bytes(node_size_bytes);
         // Each entry takes at least 4 bytes, so a corrupt count cannot reserve more than the page.
@@ -296,19 +354,31 @@ impl Node {
                 let key_bytes = usize::from(reader.u16_le()?);
                 let value_bytes = usize::from(reader.u16_le()?);
                 if key_bytes + value_bytes > limit_bytes {
-                    return Err(reader.invalid("entry larger than the limit", (key_bytes + value_bytes) as u64));
+                    return Err(reader.invalid(
+                        "entry larger than the limit",
+                        (key_bytes + value_bytes) as u64,
+                    ));
                 }
                 let key = reader.bytes(key_bytes)?;
                 let value = reader.bytes(value_bytes)?;
-                if entries.last().is_some_and(|previous| previous.key.as_slice() >= key) {
+                if entries
+                    .last()
+                    .is_some_and(|previous| previous.key.as_slice() >= key)
+                {
                     return Err(reader.invalid("leaf keys out of order", key_bytes as u64));
                 }
-                entries.push(LeafEntry { key: key.to_vec(), value: value.to_vec() });
+                entries.push(LeafEntry {
+                    key: key.to_vec(),
+                    value: value.to_vec(),
+                });
             }
             NodeEntries::Leaf(entries)
         } else {
             if entry_count < 2 {
-                return Err(reader.invalid("internal node with fewer than two children", entry_count as u64));
+                return Err(reader.invalid(
+                    "internal node with fewer than two children",
+                    entry_count as u64,
+                ));
             }
             let mut branches: Vec<Branch> = Vec::with_capacity(capacity);
             for index in 0..entry_count {
@@ -324,10 +394,16 @@ impl Node {
                 if pointer.address.is_null() {
                     return Err(reader.invalid("null child address", index as u64));
                 }
-                if branches.last().is_some_and(|previous| previous.key.as_slice() >= key) {
+                if branches
+                    .last()
+                    .is_some_and(|previous| previous.key.as_slice() >= key)
+                {
                     return Err(reader.invalid("separators out of order", index as u64));
                 }
-                branches.push(Branch { key: key.to_vec(), child: Child::OnFlash(pointer) });
+                branches.push(Branch {
+                    key: key.to_vec(),
+                    child: Child::OnFlash(pointer),
+                });
             }
             NodeEntries::Internal(branches)
         };
@@ -335,7 +411,14 @@ impl Node {
         if let Some(position) = padding.iter().position(|byte| *byte != 0) {
             return Err(reader.invalid("padding not zero", position as u64));
         }
-        Ok((Node { tree_id, level, entries }, stored))
+        Ok((
+            Node {
+                tree_id,
+                level,
+                entries,
+            },
+            stored,
+        ))
     }
 }
 
@@ -354,14 +437,20 @@ mod tests {
             entries: NodeEntries::Leaf(
                 entries
                     .iter()
-                    .map(|(key, value)| LeafEntry { key: key.to_vec(), value: value.to_vec() })
+                    .map(|(key, value)| LeafEntry {
+                        key: key.to_vec(),
+                        value: value.to_vec(),
+                    })
                     .collect(),
             ),
         }
     }
 
     fn pointer(address: u32, checksum: u32) -> Child {
-        Child::OnFlash(PagePointer { address: LogAddress(address), checksum })
+        Child::OnFlash(PagePointer {
+            address: LogAddress(address),
+            checksum,
+        })
     }
 
     fn internal(level: u8, branches: &[(&[u8], u32)]) -> Node {
@@ -371,7 +460,10 @@ mod tests {
             entries: NodeEntries::Internal(
                 branches
                     .iter()
-                    .map(|(key, address)| Branch { key: key.to_vec(), child: pointer(*address, address ^ 0xA5A5) })
+                    .map(|(key, address)| Branch {
+                        key: key.to_vec(),
+                        child: pointer(*address, address ^ 0xA5A5),
+                    })
                     .collect(),
             ),
         }
@@ -419,7 +511,10 @@ mod tests {
             for node_size_bytes in [256, 2048, 4096, 8192] {
                 let encoded = node.encode(node_size_bytes);
                 assert_eq!(encoded.bytes.len(), node_size_bytes);
-                assert_eq!(encoded.checksum, crc32c_excluding(&encoded.bytes, CHECKSUM_OFFSET));
+                assert_eq!(
+                    encoded.checksum,
+                    crc32c_excluding(&encoded.bytes, CHECKSUM_OFFSET)
+                );
                 let (decoded, checksum) = Node::decode(&encoded.bytes).unwrap();
                 assert_eq!(decoded, node);
                 assert_eq!(checksum, encoded.checksum);
@@ -437,16 +532,23 @@ mod tests {
             0x00, // level
             0x01, 0x00, // entry_count
             0x00, 0x00, // reserved
-            0, 0, 0, 0, // checksum, compared below
+            0xFD, 0xE2, 0x96, 0xAD, // checksum
             0x01, 0x00, 0x01, 0x00, b'k', b'v',
         ];
-        assert_eq!(encoded.bytes[..8], expected_prefix[..8]);
-        assert_eq!(encoded.bytes[12..18], expected_prefix[12..18]);
-        assert!(encoded.bytes[18..].iter().all(|byte| *byte == 0), "padding is zero");
+        assert_eq!(encoded.bytes[..18], expected_prefix);
+        assert_eq!(encoded.checksum, 0xAD96_E2FD);
+        assert!(
+            encoded.bytes[18..].iter().all(|byte| *byte == 0),
+            "padding is zero"
+        );
         let mut zeroed = encoded.bytes.clone();
         zeroed[8..12].fill(0);
         let checksum = u32::from_le_bytes(encoded.bytes[8..12].try_into().unwrap());
-        assert_eq!(checksum, crc32c(&zeroed), "checksum covers the page with the field as zero");
+        assert_eq!(
+            checksum,
+            crc32c(&zeroed),
+            "checksum covers the page with the field as zero"
+        );
         assert_eq!(checksum, encoded.checksum);
     }
 
@@ -456,8 +558,14 @@ mod tests {
             let limit_bytes = max_entry_bytes(node_size_bytes);
             let leaf_bytes = NODE_HEADER_BYTES + 4 * leaf_entry_bytes(limit_bytes, 0);
             let internal_bytes = NODE_HEADER_BYTES + 4 * branch_bytes(limit_bytes);
-            assert!(leaf_bytes <= node_size_bytes, "{node_size_bytes}: leaf {leaf_bytes}");
-            assert!(internal_bytes <= node_size_bytes, "{node_size_bytes}: internal {internal_bytes}");
+            assert!(
+                leaf_bytes <= node_size_bytes,
+                "{node_size_bytes}: leaf {leaf_bytes}"
+            );
+            assert!(
+                internal_bytes <= node_size_bytes,
+                "{node_size_bytes}: internal {internal_bytes}"
+            );
             // The limit is tight: one more byte per entry would not fit four internal entries.
             assert!(NODE_HEADER_BYTES + 4 * branch_bytes(limit_bytes + 1) > node_size_bytes);
         }
@@ -471,7 +579,11 @@ mod tests {
         let node = internal(1, &[(b"", 1), (b"d", 2), (b"g", 3)]);
         assert_eq!(node.child_index(b""), 0);
         assert_eq!(node.child_index(b"c"), 0);
-        assert_eq!(node.child_index(b"d"), 1, "a separator belongs to its own child");
+        assert_eq!(
+            node.child_index(b"d"),
+            1,
+            "a separator belongs to its own child"
+        );
         assert_eq!(node.child_index(b"dz"), 1);
         assert_eq!(node.child_index(b"g"), 2);
         assert_eq!(node.child_index(b"zzz"), 2);
@@ -505,27 +617,54 @@ mod tests {
         let mut bad_magic = good.clone();
         bad_magic[0] ^= 1;
         fix_checksum(&mut bad_magic);
-        assert!(matches!(Node::decode(&bad_magic), Err(DecodeError::BadMagic { found: 0x4E43, .. })));
+        assert!(matches!(
+            Node::decode(&bad_magic),
+            Err(DecodeError::BadMagic { found: 0x4E43, .. })
+        ));
 
         let mut bad_checksum = good.clone();
         bad_checksum[100] = 1;
-        assert!(matches!(Node::decode(&bad_checksum), Err(DecodeError::ChecksumMismatch { .. })));
+        assert!(matches!(
+            Node::decode(&bad_checksum),
+            Err(DecodeError::ChecksumMismatch { .. })
+        ));
 
-        assert!(matches!(Node::decode(&good[..255]), Err(DecodeError::InvalidField { .. })));
-        assert!(matches!(Node::decode(&[]), Err(DecodeError::InvalidField { .. })));
+        assert!(matches!(
+            Node::decode(&good[..255]),
+            Err(DecodeError::InvalidField { .. })
+        ));
+        assert!(matches!(
+            Node::decode(&[]),
+            Err(DecodeError::InvalidField { .. })
+        ));
 
-        assert_eq!(decode_error_field(&raw_page(0, 0, 1, &[])), "reserved header field not zero");
+        assert_eq!(
+            decode_error_field(&raw_page(0, 0, 1, &[])),
+            "reserved header field not zero"
+        );
         // Two leaf entries "b" then "a".
         let unsorted = [1, 0, 0, 0, b'b', 1, 0, 0, 0, b'a'];
-        assert_eq!(decode_error_field(&raw_page(0, 2, 0, &unsorted)), "leaf keys out of order");
+        assert_eq!(
+            decode_error_field(&raw_page(0, 2, 0, &unsorted)),
+            "leaf keys out of order"
+        );
         let duplicate = [1, 0, 0, 0, b'a', 1, 0, 0, 0, b'a'];
-        assert_eq!(decode_error_field(&raw_page(0, 2, 0, &duplicate)), "leaf keys out of order");
+        assert_eq!(
+            decode_error_field(&raw_page(0, 2, 0, &duplicate)),
+            "leaf keys out of order"
+        );
         // One leaf entry with key_len + value_len = 52 > max_entry_bytes(256) = 51.
         let mut oversized = vec![26, 0, 26, 0];
         oversized.extend_from_slice(&[b'x'; 52]);
-        assert_eq!(decode_error_field(&raw_page(0, 1, 0, &oversized)), "entry larger than the limit");
+        assert_eq!(
+            decode_error_field(&raw_page(0, 1, 0, &oversized)),
+            "entry larger than the limit"
+        );
         let trailing_garbage = [1, 0, 0, 0, b'a', 0, 0, 7];
-        assert_eq!(decode_error_field(&raw_page(0, 1, 0, &trailing_garbage)), "padding not zero");
+        assert_eq!(
+            decode_error_field(&raw_page(0, 1, 0, &trailing_garbage)),
+            "padding not zero"
+        );
         assert!(matches!(
             Node::decode(&raw_page(0, 3, 0, &[1, 0, 0, 0, b'a'])),
             Ok(_) | Err(DecodeError::InvalidField { .. }) | Err(DecodeError::Truncated { .. })
@@ -546,11 +685,20 @@ mod tests {
             "internal node with fewer than two children"
         );
         let nonempty_first = [child(b"a", 5), child(b"b", 6)].concat();
-        assert_eq!(decode_error_field(&raw_page(1, 2, 0, &nonempty_first)), "first separator not empty");
+        assert_eq!(
+            decode_error_field(&raw_page(1, 2, 0, &nonempty_first)),
+            "first separator not empty"
+        );
         let null_child = [child(b"", 5), child(b"b", u32::MAX)].concat();
-        assert_eq!(decode_error_field(&raw_page(1, 2, 0, &null_child)), "null child address");
+        assert_eq!(
+            decode_error_field(&raw_page(1, 2, 0, &null_child)),
+            "null child address"
+        );
         let unsorted_separators = [child(b"", 5), child(b"c", 6), child(b"b", 7)].concat();
-        assert_eq!(decode_error_field(&raw_page(1, 3, 0, &unsorted_separators)), "separators out of order");
+        assert_eq!(
+            decode_error_field(&raw_page(1, 3, 0, &unsorted_separators)),
+            "separators out of order"
+        );
         let valid_internal = [child(b"", 5), child(b"b", 6)].concat();
         assert!(Node::decode(&raw_page(1, 2, 0, &valid_internal)).is_ok());
     }
@@ -571,7 +719,11 @@ mod tests {
             bytes[6..8].fill(0);
             for byte in bytes[12..].iter_mut() {
                 // Mostly small numbers so length fields stay in range now and then.
-                *byte = if rng.below(4) == 0 { rng.next() as u8 } else { (rng.next() % 3) as u8 };
+                *byte = if rng.below(4) == 0 {
+                    rng.next() as u8
+                } else {
+                    (rng.next() % 3) as u8
+                };
             }
             let cut = 12 + rng.below(64);
             bytes[cut..].fill(0);
@@ -587,7 +739,12 @@ mod tests {
     fn mutated_valid_nodes_never_panic() {
         let mut rng = Rng(0x5EED_0002);
         let nodes = [
-            leaf(&[(b"", b""), (b"alpha", b"1"), (b"beta", b"22"), (b"gamma", &[7u8; 40])]),
+            leaf(&[
+                (b"", b""),
+                (b"alpha", b"1"),
+                (b"beta", b"22"),
+                (b"gamma", &[7u8; 40]),
+            ]),
             internal(2, &[(b"", 11), (b"k", 12), (b"kk", 13), (b"q", 14)]),
         ];
         for node in &nodes {
@@ -595,7 +752,10 @@ mod tests {
             for bit_index in 0..valid.len() * 8 {
                 let mut mutated = valid.clone();
                 mutated[bit_index / 8] ^= 1 << (bit_index % 8);
-                assert!(Node::decode(&mutated).is_err(), "bit {bit_index} flip went undetected");
+                assert!(
+                    Node::decode(&mutated).is_err(),
+                    "bit {bit_index} flip went undetected"
+                );
                 fix_checksum(&mut mutated);
                 assert_decode_is_exact(&mutated);
             }
@@ -618,8 +778,14 @@ mod tests {
             tree_id: 1,
             level: 1,
             entries: NodeEntries::Internal(vec![
-                Branch { key: vec![], child: pointer(1, 1) },
-                Branch { key: b"m".to_vec(), child: Child::Dirty(DirtyId(0)) },
+                Branch {
+                    key: vec![],
+                    child: pointer(1, 1),
+                },
+                Branch {
+                    key: b"m".to_vec(),
+                    child: Child::Dirty(DirtyId(0)),
+                },
             ]),
         };
         node.encode(2048);

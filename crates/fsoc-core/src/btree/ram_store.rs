@@ -57,7 +57,11 @@ impl RamNodeStore {
 
     /// Live pages holding nodes of `tree_id`.
     pub fn live_addresses(&self, tree_id: u8) -> BTreeSet<u32> {
-        let of_tree = |address: &&u32| self.tags.get(address).is_some_and(|tag| tag.tree_id == tree_id);
+        let of_tree = |address: &&u32| {
+            self.tags
+                .get(address)
+                .is_some_and(|tag| tag.tree_id == tree_id)
+        };
         self.live.iter().filter(of_tree).copied().collect()
     }
 
@@ -67,8 +71,13 @@ impl RamNodeStore {
 
     /// Flips bit `bit_index` of the page at `address`.
     pub fn flip_bit(&mut self, address: LogAddress, bit_index: usize) {
-        let page = self.pages.get_mut(&address.0).unwrap_or_else(|| panic!("no page {address:?} to corrupt"));
-        let byte = page.get_mut(bit_index / 8).unwrap_or_else(|| panic!("bit {bit_index} outside the page"));
+        let page = self
+            .pages
+            .get_mut(&address.0)
+            .unwrap_or_else(|| panic!("no page {address:?} to corrupt"));
+        let byte = page
+            .get_mut(bit_index / 8)
+            .unwrap_or_else(|| panic!("bit {bit_index} outside the page"));
         *byte ^= 1 << (bit_index % 8);
     }
 }
@@ -80,14 +89,21 @@ impl NodeStore for RamNodeStore {
 
     fn read_page(&mut self, address: LogAddress, out: &mut Vec<u8>) -> Result<(), TreeError> {
         self.read_count += 1;
-        let page = self.pages.get(&address.0).ok_or(TreeError::Io { address, reason: "page not written or erased" })?;
+        let page = self.pages.get(&address.0).ok_or(TreeError::Io {
+            address,
+            reason: "page not written or erased",
+        })?;
         out.clear();
         out.extend_from_slice(page);
         Ok(())
     }
 
     fn append_node(&mut self, bytes: &[u8], tag: NodeTag) -> Result<LogAddress, TreeError> {
-        assert_eq!(bytes.len(), self.node_size_bytes, "node page of the wrong size");
+        assert_eq!(
+            bytes.len(),
+            self.node_size_bytes,
+            "node page of the wrong size"
+        );
         if let Some(budget) = &mut self.append_budget {
             if *budget == 0 {
                 return Err(TreeError::NoSpace);
@@ -99,13 +115,19 @@ impl NodeStore for RamNodeStore {
         self.append_count += 1;
         self.pages.insert(address, bytes.to_vec());
         self.tags.insert(address, tag);
-        assert!(self.live.insert(address), "appended over live page {address}");
+        assert!(
+            self.live.insert(address),
+            "appended over live page {address}"
+        );
         Ok(LogAddress(address))
     }
 
     fn release(&mut self, address: LogAddress) {
         self.release_count += 1;
         // Each page leaves the working state once: a second release is a bookkeeping bug.
-        assert!(self.live.remove(&address.0), "release of {address:?}, which is not live (released twice?)");
+        assert!(
+            self.live.remove(&address.0),
+            "release of {address:?}, which is not live (released twice?)"
+        );
     }
 }
