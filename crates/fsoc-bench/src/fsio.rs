@@ -1,0 +1,264 @@
+//! The file-operation benchmark of seed 003 (Datalight FSIO, as in the Reliance Nitro paper):
+//! create, open and delete 15 samples of 133 files, timing each sample.
+//!
+//! The paper's results depend "on the number of files in the directory" and distinguish
+//! "fewer than 133 files in the directory" from a "higher range", so the samples accumulate in
+//! one directory: all samples are created (the directory grows to 15 × 133 = 1995 files),
+//! then opened sample by sample, then deleted sample by sample (it shrinks back to empty).
+//! The paper states no file size; we use 1 KiB (`FILE_SIZE_BYTES`).
+//!
+//! Durability: every create and every delete is committed before the next operation starts
+//! (fsoc: fsync / transact; littlefs: its own close and remove commits). Opens read nothing.
+
+use std::time::Instant;
+
+use fsoc_media::Profile;
+use serde_json::{json, Map, Value};
+
+use fsoc_core::FsConfig;
+
+use crate::fsoc::FsocTarget;
+use crate::littlefs::{self, LittlefsConfig, LittlefsTarget};
+use crate::target::{BenchDevice, BenchError, BenchTarget, Durability, Measurement, Snapshot};
+
+pub const SAMPLE_COUNT: u32 = 15;
+pub const FILES_PER_SAMPLE: u32 = 133;
+pub const FILE_SIZE_BYTES: usize = 1024;
+/// The benchmark directory (created before measuring).
+const DIRECTORY: &str = "/fsio";
+
+/// The three measured operations, in the order the benchmark runs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsioOperation {
+    Create,
+    Open,
+    Delete,
+}
+
+impl FsioOperation {
+    pub const ALL: [FsioOperation; 3] = [FsioOperation::Create, FsioOperation::Open, FsioOperation::Delete];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FsioOperation::Create => "create",
+            FsioOperation::Open => "open",
+            FsioOperation::Delete => "delete",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FsioConfig {
+    pub sample_count: u32,
+    pub files_per_sample: u32,
+    pub file_size_bytes: usize,
+    pub device: BenchDevice,
+    pub fsoc: FsConfig,
+    pub littlefs: LittlefsConfig,
+    /// Reads every file back (unmeasured, between the open and delete phases) and compares it.
+    pub verify_contents: bool,
+}
+
+impl FsioConfig {
+    /// The full benchmark: 15 × 133 files of 1 KiB on one 512 MiB MLC chip.
+    ///
+    /// Why 512 MiB (4096 blocks of 128 KiB): a 1 KiB file is above littlefs's inline limit
+    /// (1022 bytes), so littlefs gives each file its own erase block; 1995 files need 1995
+    /// blocks, more than a 64 MiB device (512 blocks) has.
+    pub fn full(seed: u64) -> FsioConfig {
+        FsioConfig {
+            sample_count: SAMPLE_COUNT,
+            files_per_sample: FILES_PER_SAMPLE,
+            file_size_bytes: FILE_SIZE_BYTES,
+            device: BenchDevice {
+                profile: Profile::Mlc,
+                chip_count: 1,
+                block_count: littlefs::BLOCK_COUNT as u32,
+                seed,
+            },
+            fsoc: FsConfig::default(),
+            littlefs: LittlefsConfig::BENCHMARK,
+            verify_contents: false,
+        }
+    }
+
+    fn path(&self, sample_index: u32, file_index: u32) -> String {
+        format!("{DIRECTORY}/s{sample_index:02}f{file_index:03}.dat")
+    }
+
+    /// Deterministic contents of one file, different for every file and seed.
+    fn contents(&self, sample_index: u32, file_index: u32) -> Vec<u8> {
+        let mut state = self.device.seed ^ (u64::from(sample_index) << 32 | u64::from(file_index)) ^ 0x9e37_79b9_7f4a_7c15;
+        (0..self.file_size_bytes)
+            .map(|_| {
+                // xorshift64*: cheap, seeded, and enough to defeat any compression or dedup.
+                state ^= state >> 12;
+                state ^= state << 25;
+                state ^= state >> 27;
+                (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 56) as u8
+            })
+            .collect()
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "sample_count": self.sample_count,
+            "files_per_sample": self.files_per_sample,
+            "file_size_bytes": self.file_size_bytes,
+            "directory": DIRECTORY,
+            "order": "create all samples (directory grows to sample_count × files_per_sample), \
+                      then open each sample, then delete each sample",
+            "durability": "each create and each delete committed before the next operation",
+            "open": "open for reading and close, no data read",
+        })
+    }
+}
+
+/// One target's results: per operation, one measurement per sample, and wall time per phase.
+#[derive(Clone, Debug, Default)]
+pub struct FsioResult {
+    pub samples: [Vec<Measurement>; 3],
+    pub wall_ms: [f64; 3],
+}
+
+impl FsioResult {
+    pub fn total(&self, operation: FsioOperation) -> Measurement {
+        let mut total = Measurement::default();
+        self.samples[operation as usize].iter().for_each(|sample| total.add(sample));
+        total
+    }
+
+    fn to_json(&self) -> Value {
+        let mut operations = Map::new();
+        for operation in FsioOperation::ALL {
+            let samples = self.samples[operation as usize].iter().map(Measurement::to_json).collect();
+            operations.insert(operation.name().to_owned(), Value::Array(samples));
+        }
+        Value::Object(operations)
+    }
+}
+
+/// Runs the benchmark on one target.
+pub fn run_target<T: BenchTarget>(
+    config: &FsioConfig,
+    settings: &T::Settings,
+    progress: &mut dyn FnMut(&str),
+) -> Result<FsioResult, BenchError> {
+    let mut target = T::format(config.device.create()?, config.device.seed, settings)?;
+    target.create_directory(DIRECTORY)?;
+    target.commit()?;
+    let mut result = FsioResult::default();
+    for operation in FsioOperation::ALL {
+        progress(&format!("{}: {}", T::NAME, operation.name()));
+        let wall_start = Instant::now();
+        for sample_index in 0..config.sample_count {
+            let before = Snapshot::take(&mut target);
+            for file_index in 0..config.files_per_sample {
+                let path = config.path(sample_index, file_index);
+                match operation {
+                    FsioOperation::Create => {
+                        let contents = config.contents(sample_index, file_index);
+                        target.create_file(&path, &contents, Durability::Commit)?
+                    }
+                    FsioOperation::Open => target.open_file(&path)?,
+                    FsioOperation::Delete => target.delete_file(&path, Durability::Commit)?,
+                }
+            }
+            let after = Snapshot::take(&mut target);
+            result.samples[operation as usize].push(before.delta(&after));
+        }
+        result.wall_ms[operation as usize] = wall_start.elapsed().as_secs_f64() * 1e3;
+        if operation == FsioOperation::Open && config.verify_contents {
+            verify::<T>(config, &mut target)?;
+        }
+    }
+    target.unmount()?;
+    Ok(result)
+}
+
+fn verify<T: BenchTarget>(config: &FsioConfig, target: &mut T) -> Result<(), BenchError> {
+    for sample_index in 0..config.sample_count {
+        for file_index in 0..config.files_per_sample {
+            let path = config.path(sample_index, file_index);
+            let expected = config.contents(sample_index, file_index);
+            let actual = target.read_file(&path, config.file_size_bytes + 1)?;
+            if actual != expected {
+                return Err(BenchError::ContentMismatch {
+                    target: T::NAME,
+                    path,
+                    expected_bytes: expected.len(),
+                    actual_bytes: actual.len(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn ratio(numerator: u64, denominator: u64) -> Value {
+    if denominator == 0 {
+        return Value::Null;
+    }
+    json!(numerator as f64 / denominator as f64)
+}
+
+/// Runs fsoc and littlefs and builds the report (see the crate documentation for its shape).
+pub fn run(config: &FsioConfig, progress: &mut dyn FnMut(&str)) -> Result<Value, BenchError> {
+    if config.sample_count == 0 || config.files_per_sample == 0 || config.files_per_sample > 1000 {
+        return Err(BenchError::InvalidConfig {
+            reason: format!("{} samples of {} files", config.sample_count, config.files_per_sample),
+        });
+    }
+    let fsoc = run_target::<FsocTarget>(config, &config.fsoc, progress)?;
+    let littlefs = run_target::<LittlefsTarget>(config, &config.littlefs, progress)?;
+
+    let mut totals = Map::new();
+    let mut wall_ms = Map::new();
+    for (name, result) in [(FsocTarget::NAME, &fsoc), (LittlefsTarget::NAME, &littlefs)] {
+        let mut per_operation = Map::new();
+        let mut wall_per_operation = Map::new();
+        for operation in FsioOperation::ALL {
+            per_operation.insert(operation.name().to_owned(), result.total(operation).to_json());
+            wall_per_operation.insert(operation.name().to_owned(), json!(result.wall_ms[operation as usize]));
+        }
+        totals.insert(name.to_owned(), Value::Object(per_operation));
+        wall_ms.insert(name.to_owned(), Value::Object(wall_per_operation));
+    }
+    let mut ratios = Map::new();
+    for operation in FsioOperation::ALL {
+        let (ours, theirs) = (fsoc.total(operation), littlefs.total(operation));
+        ratios.insert(
+            operation.name().to_owned(),
+            json!({
+                "sim_us": ratio(ours.sim_ns, theirs.sim_ns),
+                "reads": ratio(ours.reads, theirs.reads),
+                "programs": ratio(ours.programs, theirs.programs),
+                "erases": ratio(ours.erases, theirs.erases),
+            }),
+        );
+    }
+    let file_count = u64::from(config.sample_count) * u64::from(config.files_per_sample);
+    let program_busy_ns = config.device.sim_config().program_busy_ns();
+    Ok(json!({
+        "fs": {
+            FsocTarget::NAME: fsoc.to_json(),
+            LittlefsTarget::NAME: littlefs.to_json(),
+        },
+        "config": {
+            "benchmark": "fsio (seed 003: create/open/delete, 15 samples of 133 files)",
+            "device": config.device.to_json(),
+            "workload": config.to_json(),
+            FsocTarget::NAME: FsocTarget::settings_json(&config.fsoc),
+            LittlefsTarget::NAME: LittlefsTarget::settings_json(&config.littlefs),
+        },
+        "summary": {
+            "totals": totals,
+            "ratio_fsoc_over_littlefs": ratios,
+            "ratio_note": "fsoc ÷ littlefs; below 1 means fsoc is better",
+            // The physical floor of a durable 1 KiB create on one chip: one page program.
+            "limit_create_sim_us": file_count * program_busy_ns / 1_000,
+            "limit_note": "create: one page program per file on one chip (chips × page ÷ program time)",
+            "wall_ms": wall_ms,
+        },
+    }))
+}

@@ -1,0 +1,48 @@
+//! Peer benchmarks: fsoc and littlefs run the same workloads behind one `BenchTarget` trait,
+//! on identical simulated NAND (same profile, geometry and seed), and report flash operations,
+//! simulated time and fsoc ÷ littlefs ratios as JSON (STYLE §10).
+//!
+//! - `run_fsio(seed)`: seed 003's create/open/delete benchmark (`fsio`), shape
+//!   `{"fs": {"fsoc": {"create": [{"reads", "programs", "erases", "sim_us"}; 15], "open": [..],
+//!   "delete": [..]}, "littlefs": {..}}, "config": {..}, "summary": {..}}`.
+//! - `run_mount(files, seed)`: mount cost against file count, shape
+//!   `{"mounts": [{"files", "page_reads", "sim_us", ..}], "littlefs": [..],
+//!   "littlefs_skipped_above": N, "config": {..}}`.
+//!
+//! Simulated time is deterministic: the same seed gives the same numbers. Wall times (in
+//! `summary.wall_ms`) are not.
+
+pub mod fsio;
+pub mod fsoc;
+pub mod littlefs;
+pub mod mount;
+pub mod target;
+
+pub use crate::fsoc::FsocTarget;
+pub use crate::littlefs::{LittlefsConfig, LittlefsCrateTarget, LittlefsTarget};
+pub use crate::target::{BenchDevice, BenchError, BenchTarget, Durability, Measurement, Snapshot};
+
+/// The full fsio benchmark (15 × 133 files of 1 KiB, MLC, one 512 MiB chip).
+pub fn run_fsio(seed: u64) -> Result<serde_json::Value, BenchError> {
+    fsio::run(&fsio::FsioConfig::full(seed), &mut |_| {})
+}
+
+/// `run_fsio` with a progress callback that receives one line per phase.
+pub fn run_fsio_with_progress(seed: u64, progress: &mut dyn FnMut(&str)) -> Result<serde_json::Value, BenchError> {
+    fsio::run(&fsio::FsioConfig::full(seed), progress)
+}
+
+/// Mount cost for each file count in `files` (fsoc for all, littlefs up to
+/// `mount::LITTLEFS_FILES_MAX`).
+pub fn run_mount(files: &[u64], seed: u64) -> Result<serde_json::Value, BenchError> {
+    mount::run(&mount::MountConfig::new(files, seed), &mut |_| {})
+}
+
+/// `run_mount` with a progress callback that receives one line per target and file count.
+pub fn run_mount_with_progress(
+    files: &[u64],
+    seed: u64,
+    progress: &mut dyn FnMut(&str),
+) -> Result<serde_json::Value, BenchError> {
+    mount::run(&mount::MountConfig::new(files, seed), progress)
+}

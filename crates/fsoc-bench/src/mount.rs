@@ -1,0 +1,147 @@
+//! Mount cost against file count (seed 001 Fig. 6; seed 003's "mount in 3–5 block reads").
+//!
+//! For each file count N: format a fresh device, create N empty files in directories of
+//! `FILES_PER_DIRECTORY` (`/d000/f00000`, ...), committing after each directory, unmount,
+//! reset the counters, mount, and record the page reads and simulated time of the mount.
+
+use std::time::Instant;
+
+use fsoc_media::{Flash, Profile, SimFlash};
+use serde_json::{json, Value};
+
+use fsoc_core::FsConfig;
+
+use crate::fsoc::FsocTarget;
+use crate::littlefs::{self, LittlefsConfig, LittlefsTarget};
+use crate::target::{BenchDevice, BenchError, BenchTarget, Durability, Snapshot};
+
+pub const FILES_PER_DIRECTORY: u64 = 1000;
+/// littlefs's mount walks every metadata pair and its file creation is slow at this block size;
+/// larger counts are skipped.
+pub const LITTLEFS_FILES_MAX: u64 = 1000;
+/// Upper bound on one run's file count (the device holds far more empty files, but the
+/// benchmark's run time grows with it).
+pub const FILES_MAX: u64 = 1_000_000;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MountConfig {
+    pub files: Vec<u64>,
+    pub device: BenchDevice,
+    pub fsoc: FsConfig,
+    pub littlefs: LittlefsConfig,
+    pub littlefs_files_max: u64,
+}
+
+impl MountConfig {
+    /// One 512 MiB MLC chip, the fsio device: 100,000 empty files are only tree entries for
+    /// fsoc and inline entries in metadata pairs for littlefs.
+    pub fn new(files: &[u64], seed: u64) -> MountConfig {
+        MountConfig {
+            files: files.to_vec(),
+            device: BenchDevice {
+                profile: Profile::Mlc,
+                chip_count: 1,
+                block_count: littlefs::BLOCK_COUNT as u32,
+                seed,
+            },
+            fsoc: FsConfig::default(),
+            littlefs: LittlefsConfig::BENCHMARK,
+            littlefs_files_max: LITTLEFS_FILES_MAX,
+        }
+    }
+}
+
+/// What one mount cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MountMeasurement {
+    pub files: u64,
+    pub page_reads: u64,
+    pub programs: u64,
+    pub sim_ns: u64,
+    /// Simulated time to create the files (not part of the mount), for context.
+    pub populate_sim_ns: u64,
+}
+
+impl MountMeasurement {
+    fn to_json(&self) -> Value {
+        json!({
+            "files": self.files,
+            "page_reads": self.page_reads,
+            "programs": self.programs,
+            "sim_us": self.sim_ns / 1_000,
+            "populate_sim_us": self.populate_sim_ns / 1_000,
+        })
+    }
+}
+
+/// Creates `file_count` empty files, remounts, and measures the mount on one target.
+pub fn measure<T: BenchTarget>(
+    device: &BenchDevice,
+    settings: &T::Settings,
+    file_count: u64,
+) -> Result<MountMeasurement, BenchError> {
+    let mut target = T::format(device.create()?, device.seed, settings)?;
+    let populate_start = Snapshot::take(&mut target);
+    let directory_count = file_count.div_ceil(FILES_PER_DIRECTORY);
+    for directory_index in 0..directory_count {
+        let directory = format!("/d{directory_index:03}");
+        target.create_directory(&directory)?;
+        let first = directory_index * FILES_PER_DIRECTORY;
+        for file_index in first..file_count.min(first + FILES_PER_DIRECTORY) {
+            target.create_file(&format!("{directory}/f{file_index:05}"), &[], Durability::Deferred)?;
+        }
+        target.commit()?;
+    }
+    let populate_end = Snapshot::take(&mut target);
+    let mut flash: SimFlash = target.unmount()?;
+    flash.reset_counters();
+    let before_ns = flash.all_done_ns();
+    let mut target = T::mount(flash, settings)?;
+    let after = Snapshot::take(&mut target);
+    assert_eq!(after.erases, 0, "{} erased during mount", T::NAME);
+    target.unmount()?;
+    Ok(MountMeasurement {
+        files: file_count,
+        page_reads: after.reads,
+        programs: after.programs,
+        sim_ns: after.now_ns - before_ns,
+        populate_sim_ns: populate_end.now_ns - populate_start.now_ns,
+    })
+}
+
+pub fn run(config: &MountConfig, progress: &mut dyn FnMut(&str)) -> Result<Value, BenchError> {
+    if let Some(&too_many) = config.files.iter().find(|&&count| count > FILES_MAX) {
+        return Err(BenchError::InvalidConfig { reason: format!("{too_many} files (at most {FILES_MAX})") });
+    }
+    let mut fsoc = Vec::new();
+    let mut littlefs = Vec::new();
+    let mut wall_ms = Vec::new();
+    for &file_count in &config.files {
+        progress(&format!("{}: {file_count} files", FsocTarget::NAME));
+        let wall_start = Instant::now();
+        fsoc.push(measure::<FsocTarget>(&config.device, &config.fsoc, file_count)?.to_json());
+        let fsoc_wall_ms = wall_start.elapsed().as_secs_f64() * 1e3;
+        let mut littlefs_wall_ms = Value::Null;
+        if file_count <= config.littlefs_files_max {
+            progress(&format!("{}: {file_count} files", LittlefsTarget::NAME));
+            let wall_start = Instant::now();
+            littlefs.push(measure::<LittlefsTarget>(&config.device, &config.littlefs, file_count)?.to_json());
+            littlefs_wall_ms = json!(wall_start.elapsed().as_secs_f64() * 1e3);
+        }
+        wall_ms.push(json!({"files": file_count, "fsoc": fsoc_wall_ms, "littlefs": littlefs_wall_ms}));
+    }
+    Ok(json!({
+        "mounts": fsoc,
+        "littlefs": littlefs,
+        "littlefs_skipped_above": config.littlefs_files_max,
+        "config": {
+            "benchmark": "mount: page reads and simulated time of one mount after N empty files",
+            "device": config.device.to_json(),
+            "files_per_directory": FILES_PER_DIRECTORY,
+            "populate": "empty files, /dNNN/fNNNNN, one commit per directory (littlefs commits each create)",
+            FsocTarget::NAME: FsocTarget::settings_json(&config.fsoc),
+            LittlefsTarget::NAME: LittlefsTarget::settings_json(&config.littlefs),
+        },
+        "wall_ms": wall_ms,
+    }))
+}
