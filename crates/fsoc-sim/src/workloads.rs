@@ -34,16 +34,18 @@ pub enum Workload {
     DeepTree,
     FillAndDelete,
     Cleaner,
+    Churn,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 7] = [
         Workload::SmallFiles,
         Workload::Overwrite,
         Workload::RenameStorm,
         Workload::DeepTree,
         Workload::FillAndDelete,
         Workload::Cleaner,
+        Workload::Churn,
     ];
 
     pub fn name(self) -> &'static str {
@@ -54,6 +56,7 @@ impl Workload {
             Workload::DeepTree => "deep-tree",
             Workload::FillAndDelete => "fill-delete",
             Workload::Cleaner => "cleaner",
+            Workload::Churn => "churn",
         }
     }
 
@@ -176,6 +179,19 @@ impl Workload {
                         steps.push(Step::Overwrite { path: format!("/keep{index}"), offset, length: 4096, fill: round as u8 });
                     }
                     if rng.chance(1, 3) {
+                        steps.push(Step::Transact);
+                    }
+                }
+            }
+            Workload::Churn => {
+                // Rewrite a 200 KiB file more times per transaction than the free space holds,
+                // so whole segments become unreferenced by the working state while the
+                // committed state still needs them: reusing one before a commit loses data.
+                steps.push(Step::WriteFile { path: "/churn".into(), size: 200 * 1024, fill: 1 });
+                steps.push(Step::Transact);
+                for round in 0..(50 * scale) {
+                    steps.push(Step::WriteFile { path: "/churn".into(), size: 200 * 1024, fill: round as u8 + 2 });
+                    if round % 25 == 24 {
                         steps.push(Step::Transact);
                     }
                 }

@@ -10,7 +10,8 @@ use fsoc_media::{Flash, ReadStatus};
 
 use crate::fs::{FileSystem, FsError, TreeId};
 use crate::segment::layout::FIRST_LOG_SEGMENT;
-use crate::segment::PageTag;
+use crate::segment::{PageTag, SegmentError};
+use crate::txn::TxnError;
 
 /// What an operation will add to the volume, for `ensure_space`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,6 +127,7 @@ impl<F: Flash> FileSystem<F> {
     /// Relocates every live page of `victim`; after the next commit it holds none.
     pub(crate) fn clean_segment(&mut self, victim: u32) -> Result<(), FsError> {
         self.stats.cleaner_runs += 1;
+        let mut skipped_unreadable = 0u32;
         self.mutate(|fs| {
             let layout = fs.volume.layout();
             let mut buffer = Vec::new();
@@ -141,7 +143,16 @@ impl<F: Flash> FileSystem<F> {
                 let moved = match tag {
                     Some(PageTag::Node { tree_id, .. }) => {
                         let which = if tree_id == crate::txn::volume::DIRECTORY_TREE_ID { TreeId::Directory } else { TreeId::Allocation };
-                        fs.with_tree(which, |tree, store| tree.relocate_if_live(store, address))?
+                        match fs.with_tree(which, |tree, store| tree.relocate_if_live(store, address)) {
+                            // A page torn by a power cut may read back once and not again
+                            // (unstable bits); it was never committed, so it is not live. A live
+                            // page that is unreadable shows up below as a count that stays > 0.
+                            Err(FsError::Io(TxnError::Segment(SegmentError::Unreadable { .. }))) => {
+                                skipped_unreadable += 1;
+                                false
+                            }
+                            other => other?,
+                        }
                     }
                     Some(PageTag::Data { inode, page_index }) => {
                         if fs.data_page_is_live(inode, u64::from(page_index), address)? {
@@ -163,7 +174,7 @@ impl<F: Flash> FileSystem<F> {
         .map_err(|error| match error {
             // Space was checked before cleaning began; running out now leaves relocation
             // half-done, which `mutate` has already turned into a poisoned volume.
-            FsError::NoSpace => FsError::Io(crate::txn::TxnError::Segment(crate::segment::SegmentError::NoFreeSegment)),
+            FsError::NoSpace => FsError::Io(TxnError::Segment(SegmentError::NoFreeSegment)),
             other => other,
         })?;
         // Tree nodes marked for relocation move at the flush; the commit that follows drops
@@ -171,6 +182,11 @@ impl<F: Flash> FileSystem<F> {
         self.volume.flush_trees()?;
         self.volume.log.write_table()?;
         let remaining = self.volume.log.table().entry(victim).valid_pages;
+        if remaining > 0 && skipped_unreadable > 0 {
+            // Live data on an unreadable page: a media failure, reported rather than hidden.
+            self.volume.poison();
+            return Err(FsError::Io(TxnError::Segment(SegmentError::Unreadable { address: self.volume.layout().address(victim, 0) })));
+        }
         assert_eq!(remaining, 0, "segment {victim} still has {remaining} valid pages after cleaning");
         Ok(())
     }

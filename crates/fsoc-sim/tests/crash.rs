@@ -1,0 +1,63 @@
+//! Power cut everywhere, in the test suite: every workload, cut after each flash operation
+//! (sampled for the long ones), on small-page MLC and SLC and on 8 KiB MLC, with 1 and 4
+//! chips, and with the unstable-bits hazard. After each cut: remount, fsck clean, visible state
+//! equal to the last durable commit or the one in flight, then a liveness check.
+//! A failure prints its replay line (`fsoc crashtest --workload W --seed S --cut-after K`).
+
+use fsoc_media::Profile;
+use fsoc_sim::workloads::Workload;
+use fsoc_sim::{crash_test, CrashConfig};
+
+fn run(config: &CrashConfig, workloads: &[Workload]) -> u64 {
+    let mut cut_points = 0;
+    for &workload in workloads {
+        let report = crash_test(workload, config, &mut |_, _| {}).unwrap_or_else(|error| panic!("{}: {error}", workload.name()));
+        assert!(report.cut_points > 0, "{}: no cut points", workload.name());
+        assert_eq!(
+            report.failures,
+            0,
+            "{} ({:?}, {} chips, seed {}): {} of {} cuts failed:\n{}",
+            workload.name(),
+            config.profile,
+            config.chip_count,
+            config.seed,
+            report.failures,
+            report.cut_points,
+            report.failure_examples.join("\n")
+        );
+        cut_points += report.cut_points;
+    }
+    cut_points
+}
+
+#[test]
+fn mlc_one_chip_every_cut_of_the_short_workloads() {
+    let config = CrashConfig::small(1);
+    let short = [Workload::SmallFiles, Workload::Overwrite, Workload::RenameStorm, Workload::DeepTree, Workload::Cleaner];
+    let cut_points = run(&config, &short);
+    assert!(cut_points > 1000, "only {cut_points} cut points");
+}
+
+#[test]
+fn mlc_one_chip_sampled_cuts_of_the_long_workloads() {
+    let config = CrashConfig { max_cuts: Some(400), ..CrashConfig::small(2) };
+    run(&config, &[Workload::FillAndDelete, Workload::Churn]);
+}
+
+#[test]
+fn slc_four_chips_cuts_fall_mid_stripe() {
+    let config = CrashConfig { profile: Profile::Slc, chip_count: 4, block_count: 24, max_cuts: Some(150), ..CrashConfig::small(3) };
+    run(&config, &Workload::ALL);
+}
+
+#[test]
+fn mlc8k_one_chip() {
+    let config = CrashConfig { profile: Profile::Mlc8k, block_count: 12, max_cuts: Some(120), ..CrashConfig::small(4) };
+    run(&config, &Workload::ALL);
+}
+
+#[test]
+fn unstable_bits_after_torn_programs() {
+    let config = CrashConfig { unstable_bits: true, max_cuts: Some(200), ..CrashConfig::small(5) };
+    run(&config, &Workload::ALL);
+}
