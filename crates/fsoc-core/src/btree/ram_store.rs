@@ -65,6 +65,16 @@ impl RamNodeStore {
         self.live.iter().filter(of_tree).copied().collect()
     }
 
+    /// Declares pages copied in from another store as referenced by the working state.
+    pub fn mark_live(&mut self, addresses: &[LogAddress]) {
+        self.live.extend(addresses.iter().map(|address| address.0));
+        self.next_address = self
+            .pages
+            .keys()
+            .next_back()
+            .map_or(self.next_address, |last| last + 1);
+    }
+
     pub fn is_live(&self, address: LogAddress) -> bool {
         self.live.contains(&address.0)
     }

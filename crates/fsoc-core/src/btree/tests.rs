@@ -1198,3 +1198,203 @@ fn range_queries_at_the_edges() {
         check_ranges(&mut tree, &mut store, &model, &probe, "edges");
     }
 }
+
+/// Re-encodes the node at `target` after `mutate` and every ancestor after it with the new child
+/// pointer, so checksums are valid all the way up and only the tree's meaning is broken (as a
+/// bug in an earlier version could leave it). Returns the new root.
+fn rewrite_with_valid_checksums(
+    store: &mut RamNodeStore,
+    pointer: crate::address::PagePointer,
+    target: LogAddress,
+    mutate: &mut dyn FnMut(&mut Node),
+) -> Option<crate::address::PagePointer> {
+    use crate::btree::{Child, NodeEntries, NodeTag};
+    let (mut node, _) = Node::decode(&store.pages[&pointer.address.0]).unwrap();
+    let mut changed = false;
+    if pointer.address == target {
+        mutate(&mut node);
+        changed = true;
+    } else if let NodeEntries::Internal(branches) = &mut node.entries {
+        for branch in branches.iter_mut() {
+            let Child::OnFlash(child) = branch.child else {
+                unreachable!("clean tree")
+            };
+            if let Some(new_child) = rewrite_with_valid_checksums(store, child, target, mutate) {
+                branch.child = Child::OnFlash(new_child);
+                changed = true;
+                break;
+            }
+        }
+    }
+    if !changed {
+        return None;
+    }
+    let encoded = node.encode(2048);
+    let tag = NodeTag {
+        tree_id: node.tree_id,
+        level: node.level,
+    };
+    let address = store.append_node(&encoded.bytes, tag).unwrap();
+    Some(crate::address::PagePointer {
+        address,
+        checksum: encoded.checksum,
+    })
+}
+
+/// The keys in the subtree at `address` of a clean tree.
+fn subtree_keys(store: &RamNodeStore, address: LogAddress) -> Vec<Vec<u8>> {
+    use crate::btree::{Child, NodeEntries};
+    let (node, _) = Node::decode(&store.pages[&address.0]).unwrap();
+    match node.entries {
+        NodeEntries::Leaf(entries) => entries.into_iter().map(|entry| entry.key).collect(),
+        NodeEntries::Internal(branches) => branches
+            .iter()
+            .flat_map(|branch| match branch.child {
+                Child::OnFlash(pointer) => subtree_keys(store, pointer.address),
+                Child::Dirty(_) => unreachable!("clean tree"),
+            })
+            .collect(),
+    }
+}
+
+/// Trees whose checksums are all valid but whose keys break the separator rules (a key or a
+/// separator replaced, children swapped or pointed at a node of another subtree): random
+/// operations and flushes on them return `Ok` or `Corrupt`, never panic, and `check` reports
+/// the damage whenever a node's keys leave its range.
+#[test]
+fn semantically_corrupt_trees_give_errors_not_panics() {
+    use crate::btree::{Child, NodeEntries};
+    for seed in seeds(&[61]) {
+        let mut rng = Rng(seed);
+        let mut build_store = RamNodeStore::new(2048);
+        let (mut built, _, root) = build(&mut build_store, 8, 4000, 150);
+        let mut by_level: BTreeMap<u32, u8> = BTreeMap::new();
+        // Nodes of the original tree; each case starts from a copy of its pages.
+        let mut addresses = Vec::new();
+        built
+            .check(
+                &mut build_store,
+                &mut |address| addresses.push(address),
+                &mut |_, _| Ok(()),
+            )
+            .unwrap();
+        for address in &addresses {
+            by_level.insert(address.0, build_store.tags[&address.0].level);
+        }
+        assert!(root.height >= 3, "height {}", root.height);
+        let mut corrupt_found = 0;
+        for case in 0..80 {
+            let context = format!("replay: FSOC_SEED={seed:#x} case {case}");
+            let mut store = RamNodeStore::new(2048);
+            store.pages = build_store.pages.clone();
+            store.mark_live(&addresses);
+            store.tags = build_store.tags.clone();
+            let target = addresses[rng.below(addresses.len())];
+            // For the pointer mutations: a valid node one level below the target's, usually in
+            // another subtree.
+            let child_level = by_level[&target.0].saturating_sub(1);
+            let donors: Vec<LogAddress> = addresses
+                .iter()
+                .copied()
+                .filter(|address| by_level[&address.0] == child_level)
+                .collect();
+            let donor = donors[rng.below(donors.len())];
+            let donor_checksum =
+                u32::from_le_bytes(store.pages[&donor.0][8..12].try_into().unwrap());
+            let choice = rng.below(4);
+            let random_key_bytes = 1 + rng.below(12);
+            let random_key = rng.bytes(random_key_bytes);
+            let mut mutate = |node: &mut Node| match (&mut node.entries, choice) {
+                (NodeEntries::Leaf(entries), _) => {
+                    // Replace one key, keeping the leaf itself sorted.
+                    let index = random_key.len() % entries.len().max(1);
+                    if let Some(entry) = entries.get_mut(index) {
+                        entry.key = random_key.clone();
+                    }
+                    entries.sort_by(|a, b| a.key.cmp(&b.key));
+                    entries.dedup_by(|a, b| a.key == b.key);
+                }
+                (NodeEntries::Internal(branches), 0) => {
+                    // Replace one separator, keeping the node's separators sorted.
+                    let index = 1 + random_key.len() % (branches.len() - 1);
+                    branches[index].key = random_key.clone();
+                    let mut keys: Vec<Vec<u8>> =
+                        branches.iter().skip(1).map(|b| b.key.clone()).collect();
+                    keys.sort();
+                    keys.dedup();
+                    if keys.len() == branches.len() - 1 {
+                        for (branch, key) in branches.iter_mut().skip(1).zip(keys) {
+                            branch.key = key;
+                        }
+                    }
+                }
+                (NodeEntries::Internal(branches), 1) => {
+                    let last = branches.len() - 1;
+                    let (first, second) = (branches[0].child, branches[last].child);
+                    branches[0].child = second;
+                    branches[last].child = first;
+                }
+                (NodeEntries::Internal(branches), _) => {
+                    // A valid node of the right level, in the wrong place.
+                    let index = random_key.len() % branches.len();
+                    let pointer = crate::address::PagePointer {
+                        address: donor,
+                        checksum: donor_checksum,
+                    };
+                    branches[index].child = Child::OnFlash(pointer);
+                }
+            };
+            let new_root_pointer =
+                rewrite_with_valid_checksums(&mut store, root.pointer, target, &mut mutate)
+                    .unwrap();
+            let new_root = TreeRoot {
+                pointer: new_root_pointer,
+                height: root.height,
+            };
+            let mut tree = Tree::open(config(8), new_root);
+            let checked = tree.check(&mut store, &mut |_| {}, &mut |_, _| Ok(()));
+            match &checked {
+                Ok(_) => {}
+                Err(TreeError::Corrupt { .. }) => corrupt_found += 1,
+                Err(other) => panic!("{context}: check gave {other:?}"),
+            }
+            // Everything may fail from here on, but only with Corrupt. Most operations hit the
+            // damaged subtree, so its nodes get split, merged and refilled.
+            let near_keys = subtree_keys(&build_store, target);
+            for step in 0..300 {
+                let key = match rng.below(4) {
+                    0 => ((rng.below(4000) as u64) * 2).to_be_bytes().to_vec(),
+                    _ => near_keys[rng.below(near_keys.len())].clone(),
+                };
+                let value_bytes = rng.below(300);
+                let value = rng.bytes(value_bytes);
+                let result = match rng.below(5) {
+                    0 => tree.insert(&mut store, &key, &value).map(|_| ()),
+                    1..=3 => tree.remove(&mut store, &key).map(|_| ()),
+                    _ => tree.first_after(&mut store, &key).map(|_| ()),
+                };
+                if step % 40 == 39 {
+                    if let Err(error) = tree.flush(&mut store) {
+                        panic!("{context} step {step}: flush gave {error:?}");
+                    }
+                }
+                match result {
+                    Ok(()) | Err(TreeError::Corrupt { .. }) => {}
+                    Err(other) => panic!("{context} step {step}: {other:?}"),
+                }
+            }
+            if checked.is_ok() {
+                // An undamaged-looking tree stays checkable after the operations.
+                let after = tree.check(&mut store, &mut |_| {}, &mut |_, _| Ok(()));
+                assert!(
+                    matches!(after, Ok(_) | Err(TreeError::Corrupt { .. })),
+                    "{context}: {after:?}"
+                );
+            }
+        }
+        assert!(
+            corrupt_found > 20,
+            "seed {seed:#x}: only {corrupt_found} of 80 cases were corrupt"
+        );
+    }
+}

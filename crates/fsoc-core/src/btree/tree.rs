@@ -96,10 +96,64 @@ enum NodeHandle {
 }
 
 /// One step of a path from the root: a dirty node and the index of the child taken from it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct PathStep {
     node: DirtyId,
     child_index: usize,
+    /// The keys the parent routes to `node`.
+    range: KeyRange,
+}
+
+/// The keys a node may hold: `lower <= key < upper` (`upper == None`: no bound; the empty key
+/// is the smallest key, so an empty `lower` is no bound either).
+#[derive(Clone, Debug, Default)]
+struct KeyRange {
+    lower: Vec<u8>,
+    upper: Option<Vec<u8>>,
+}
+
+impl KeyRange {
+    /// The range of child `child_index` of `parent`, a node with this range.
+    fn child(&self, parent: &Node, child_index: usize) -> KeyRange {
+        let NodeEntries::Internal(branches) = &parent.entries else {
+            panic!("range of child {child_index} of a leaf requested");
+        };
+        let lower = match child_index {
+            0 => self.lower.clone(),
+            _ => branches
+                .get(child_index)
+                .map(|branch| branch.key.clone())
+                .unwrap_or_default(),
+        };
+        let upper = match branches.get(child_index + 1) {
+            Some(next) => Some(next.key.clone()),
+            None => self.upper.clone(),
+        };
+        KeyRange { lower, upper }
+    }
+
+    fn below_upper(&self, key: &[u8]) -> bool {
+        self.upper.as_deref().is_none_or(|upper| key < upper)
+    }
+
+    /// Whether the node's keys lie in the range. Keys inside a node are in order (the decoder
+    /// checks), so the first and last key decide; for an internal node, separators 1 and last.
+    fn holds(&self, node: &Node) -> bool {
+        match &node.entries {
+            NodeEntries::Leaf(entries) => {
+                entries.first().is_none_or(|first| first.key >= self.lower)
+                    && entries
+                        .last()
+                        .is_none_or(|last| self.below_upper(&last.key))
+            }
+            NodeEntries::Internal(branches) => {
+                branches.get(1).is_none_or(|second| second.key > self.lower)
+                    && branches
+                        .last()
+                        .is_none_or(|last| self.below_upper(&last.key))
+            }
+        }
+    }
 }
 
 /// What a tree has done since it was created or opened (for tests and benchmarks). Nodes are
@@ -535,18 +589,28 @@ impl Tree {
         }
     }
 
-    /// Makes child `child_index` of the dirty node `parent` dirty and returns it.
+    /// Makes child `child_index` of the dirty node `parent` dirty and returns it. `range` is
+    /// the child's key range: a node copied from flash must lie inside it, or splits and merges
+    /// of it could put separators out of order, which the encoder would refuse with a panic.
     fn dirty_child(
         &mut self,
         store: &mut dyn NodeStore,
         parent: DirtyId,
         child_index: usize,
+        range: &KeyRange,
     ) -> Result<DirtyId, TreeError> {
         let (child, level) = Self::child_of(self.dirty.get(parent), child_index);
         match child {
             Child::Dirty(id) => Ok(id),
             Child::OnFlash(pointer) => {
                 let node = self.load(store, pointer, level)?;
+                if !range.holds(&node) {
+                    let reason = "keys outside the parent's separators";
+                    return Err(TreeError::Corrupt {
+                        address: pointer.address,
+                        reason,
+                    });
+                }
                 let id = self.adopt(store, pointer.address, &node);
                 self.set_child(parent, child_index, Child::Dirty(id));
                 Ok(id)
@@ -589,6 +653,7 @@ impl Tree {
             self.height
         );
         let mut id = self.dirty_root(store)?;
+        let mut range = KeyRange::default();
         let mut path = Vec::with_capacity(usize::from(self.height));
         // Bounded by the height: each step goes one level down (checked by `load`).
         for _level in 0..self.height {
@@ -597,15 +662,19 @@ impl Tree {
                 path.push(PathStep {
                     node: id,
                     child_index: 0,
+                    range,
                 });
                 return Ok(path);
             }
             let child_index = node.child_index(key);
-            let child_id = self.dirty_child(store, id, child_index)?;
+            let child_range = range.child(node, child_index);
+            let child_id = self.dirty_child(store, id, child_index, &child_range)?;
             path.push(PathStep {
                 node: id,
                 child_index,
+                range,
             });
+            range = child_range;
             id = child_id;
         }
         Err(self.too_deep())
@@ -702,7 +771,7 @@ impl Tree {
     ) -> Result<(), TreeError> {
         let underflow_bytes = node_size_bytes / UNDERFLOW_DIVISOR;
         for depth in (1..path.len()).rev() {
-            let (parent, node) = (path[depth - 1], path[depth].node);
+            let (parent, node) = (&path[depth - 1], path[depth].node);
             let (child, _) = Self::child_of(self.dirty.get(parent.node), parent.child_index);
             assert_eq!(
                 child,
@@ -713,7 +782,7 @@ impl Tree {
             if encoded_bytes > node_size_bytes {
                 self.split_child(parent.node, parent.child_index, node_size_bytes);
             } else if encoded_bytes < underflow_bytes {
-                self.rebalance_child(store, parent.node, parent.child_index, node_size_bytes)?;
+                self.rebalance_child(store, parent, node_size_bytes)?;
             }
         }
         let root = path.first().unwrap_or_else(|| panic!("empty path")).node;
@@ -794,10 +863,10 @@ impl Tree {
     fn rebalance_child(
         &mut self,
         store: &mut dyn NodeStore,
-        parent: DirtyId,
-        child_index: usize,
+        parent_step: &PathStep,
         node_size_bytes: usize,
     ) -> Result<(), TreeError> {
+        let (parent, child_index) = (parent_step.node, parent_step.child_index);
         let child_count = self.branches_mut(parent).len();
         // Internal nodes have two children or more (the decoder and `fix_root` see to it), and
         // the parent has not changed yet at this level.
@@ -811,8 +880,11 @@ impl Tree {
             child_index - 1
         };
         let right_index = left_index + 1;
-        let left = self.dirty_child(store, parent, left_index)?;
-        let right = self.dirty_child(store, parent, right_index)?;
+        let parent_node = self.dirty.get(parent);
+        let left_range = parent_step.range.child(parent_node, left_index);
+        let right_range = parent_step.range.child(parent_node, right_index);
+        let left = self.dirty_child(store, parent, left_index, &left_range)?;
+        let right = self.dirty_child(store, parent, right_index, &right_range)?;
         let removed = self.branches_mut(parent).remove(right_index);
         assert_eq!(
             removed.child,
