@@ -11,7 +11,8 @@ use fsoc_media::Flash;
 use crate::fs::records::{FileKind, InodeRecord, ROOT_INODE};
 use crate::fs::{DirectoryEntry, FileSystem, FsError, StatFs};
 
-pub const PATH_BYTES_MAX: usize = 4096;
+/// Longest path accepted, in bytes (Linux PATH_MAX less the terminating NUL).
+pub const PATH_BYTES_MAX: usize = 4095;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OpenFlags {
@@ -96,6 +97,15 @@ impl<F: Flash> FileSystem<F> {
     }
 
     pub fn open(&mut self, path: &[u8], flags: OpenFlags, mode: u32) -> Result<u32, FsError> {
+        if !flags.read && !flags.write {
+            return Err(FsError::InvalidArgument("open for neither reading nor writing"));
+        }
+        if flags.create && flags.directory {
+            return Err(FsError::InvalidArgument("O_CREAT with O_DIRECTORY"));
+        }
+        if self.descriptors.len() >= self.config.open_files_max {
+            return Err(FsError::TooManyOpenFiles);
+        }
         let (parent, name) = match self.resolve_parent(path) {
             Ok(found) => found,
             Err(FsError::Busy) => (ROOT_INODE, &[][..]),
@@ -111,25 +121,24 @@ impl<F: Flash> FileSystem<F> {
                 if flags.create && flags.exclusive {
                     return Err(FsError::Exists);
                 }
+                if flags.create && kind == FileKind::Directory {
+                    return Err(FsError::IsDirectory);
+                }
+                if flags.directory && kind != FileKind::Directory {
+                    return Err(FsError::NotDirectory);
+                }
                 match kind {
                     FileKind::Symlink => return Err(FsError::Loop),
                     FileKind::Directory if flags.write => return Err(FsError::IsDirectory),
-                    FileKind::File if flags.directory => return Err(FsError::NotDirectory),
                     _ => {}
                 }
                 inode
             }
             Err(FsError::NotFound) if flags.create => {
-                if flags.directory {
-                    return Err(FsError::InvalidArgument("O_CREAT with O_DIRECTORY"));
-                }
                 self.create(parent, name, FileKind::File, mode, 0, 0, None)?
             }
             Err(error) => return Err(error),
         };
-        if self.descriptors.len() >= self.config.open_files_max {
-            return Err(FsError::TooManyOpenFiles);
-        }
         if flags.truncate && flags.write {
             self.truncate(inode, 0)?;
         }
@@ -176,6 +185,9 @@ impl<F: Flash> FileSystem<F> {
         if !file.flags.write {
             return Err(FsError::BadDescriptor);
         }
+        if data.is_empty() {
+            return Ok(0); // changes nothing, not even an O_APPEND descriptor's offset
+        }
         let offset = if file.flags.append { self.getattr(file.inode)?.size } else { file.offset };
         let written = FileSystem::write(self, file.inode, offset, data)?;
         if let Some(open) = self.descriptors.get_mut(&fd) {
@@ -192,7 +204,7 @@ impl<F: Flash> FileSystem<F> {
             Whence::End => self.getattr(file.inode)?.size as i128,
         };
         let target = base + offset as i128;
-        if target < 0 || target > i64::MAX as i128 {
+        if target < 0 || target > self.file_bytes_max() as i128 {
             return Err(FsError::InvalidArgument("seek before the start of the file"));
         }
         if let Some(open) = self.descriptors.get_mut(&fd) {
@@ -245,9 +257,25 @@ impl<F: Flash> FileSystem<F> {
     }
 
     pub fn rename_path(&mut self, from: &[u8], to: &[u8]) -> Result<(), FsError> {
-        let (source_parent, source_name) = self.resolve_parent(from)?;
-        let (target_parent, target_name) = self.resolve_parent(to)?;
-        self.rename(source_parent, source_name, target_parent, target_name)
+        // Syntax of both paths first, then both parent lookups, then "neither is the root".
+        components(from)?;
+        components(to)?;
+        let source = match self.resolve_parent(from) {
+            Ok(found) => Some(found),
+            Err(FsError::Busy) => None,
+            Err(error) => return Err(error),
+        };
+        let target = match self.resolve_parent(to) {
+            Ok(found) => Some(found),
+            Err(FsError::Busy) => None,
+            Err(error) => return Err(error),
+        };
+        match (source, target) {
+            (Some((source_parent, source_name)), Some((target_parent, target_name))) => {
+                self.rename(source_parent, source_name, target_parent, target_name)
+            }
+            _ => Err(FsError::Busy),
+        }
     }
 
     pub fn readdir_path(&mut self, path: &[u8]) -> Result<Vec<DirectoryEntry>, FsError> {
@@ -259,6 +287,7 @@ impl<F: Flash> FileSystem<F> {
     }
 
     pub fn link_path(&mut self, existing: &[u8], new: &[u8]) -> Result<(), FsError> {
+        components(new)?;
         let (inode, _) = self.resolve(existing)?;
         let (parent, name) = self.resolve_parent(new).map_err(|e| if e == FsError::Busy { FsError::Exists } else { e })?;
         self.link(inode, parent, name)
@@ -267,6 +296,9 @@ impl<F: Flash> FileSystem<F> {
     pub fn symlink_path(&mut self, target: &[u8], link: &[u8]) -> Result<u64, FsError> {
         if target.is_empty() {
             return Err(FsError::NotFound);
+        }
+        if target.len() > PATH_BYTES_MAX {
+            return Err(FsError::NameTooLong);
         }
         if target.contains(&0) {
             return Err(FsError::InvalidArgument("NUL in symlink target"));

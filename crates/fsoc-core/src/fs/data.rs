@@ -266,6 +266,11 @@ impl<F: Flash> FileSystem<F> {
 
     /// Sets the file size; bytes past a shrink point are gone, growth reads as zeros.
     pub fn truncate(&mut self, inode: u64, size: u64) -> Result<(), FsError> {
+        match self.getattr(inode)?.kind {
+            FileKind::Directory => return Err(FsError::IsDirectory),
+            FileKind::Symlink => return Err(FsError::InvalidArgument("truncate of a symbolic link")),
+            FileKind::File => {}
+        }
         if size > self.file_bytes_max() {
             return Err(FsError::FileTooBig);
         }
@@ -309,9 +314,7 @@ impl<F: Flash> FileSystem<F> {
                     }
                 }
             }
-            if size != record.size {
-                record.mtime_ns = fs.now_ns;
-            }
+            record.mtime_ns = fs.now_ns;
             record.size = size;
             record.ctime_ns = fs.now_ns;
             fs.put_inode(inode, &record)

@@ -417,16 +417,16 @@ impl<F: Flash> FileSystem<F> {
         self.ensure_space(2, SpaceUse::Data)?;
         self.mutate(|fs| {
             let mut record = fs.getattr(inode)?;
+            match fs.lookup(parent, name) {
+                Ok(_) => return Err(FsError::Exists),
+                Err(FsError::NotFound) => {}
+                Err(error) => return Err(error),
+            }
             if record.kind == FileKind::Directory {
                 return Err(FsError::NotPermitted);
             }
             if record.nlink == 0 {
                 return Err(FsError::NotFound);
-            }
-            match fs.lookup(parent, name) {
-                Ok(_) => return Err(FsError::Exists),
-                Err(FsError::NotFound) => {}
-                Err(error) => return Err(error),
             }
             record.nlink = record.nlink.checked_add(1).ok_or(FsError::TooManyLinks)?;
             record.ctime_ns = fs.now_ns;
@@ -528,22 +528,6 @@ impl<F: Flash> FileSystem<F> {
             if target_record.kind != FileKind::Directory {
                 return Err(FsError::NotDirectory);
             }
-            let existing = match fs.lookup(target_parent, target_name) {
-                Ok(found) => Some(found),
-                Err(FsError::NotFound) => None,
-                Err(error) => return Err(error),
-            };
-            if let Some((existing_inode, existing_kind)) = existing {
-                if existing_inode == inode {
-                    return Ok(());
-                }
-                match (kind == FileKind::Directory, existing_kind == FileKind::Directory) {
-                    (true, false) => return Err(FsError::NotDirectory),
-                    (false, true) => return Err(FsError::IsDirectory),
-                    (true, true) if !fs.directory_is_empty(existing_inode)? => return Err(FsError::NotEmpty),
-                    _ => {}
-                }
-            }
             if kind == FileKind::Directory {
                 // A directory may not move into its own subtree: walk up from the target.
                 let mut ancestor = target_parent;
@@ -555,6 +539,35 @@ impl<F: Flash> FileSystem<F> {
                         break;
                     }
                     ancestor = fs.getattr(ancestor)?.parent;
+                }
+            }
+            let existing = match fs.lookup(target_parent, target_name) {
+                Ok(found) => Some(found),
+                Err(FsError::NotFound) => None,
+                Err(error) => return Err(error),
+            };
+            if let Some((existing_inode, FileKind::Directory)) = existing {
+                // The target is a directory on the source's path: it contains the source.
+                let mut ancestor = source_parent;
+                for _depth in 0..=fs.volume.next_inode {
+                    if ancestor == existing_inode {
+                        return Err(FsError::NotEmpty);
+                    }
+                    if ancestor == records::ROOT_INODE {
+                        break;
+                    }
+                    ancestor = fs.getattr(ancestor)?.parent;
+                }
+            }
+            if let Some((existing_inode, existing_kind)) = existing {
+                if existing_inode == inode {
+                    return Ok(());
+                }
+                match (kind == FileKind::Directory, existing_kind == FileKind::Directory) {
+                    (true, false) => return Err(FsError::NotDirectory),
+                    (false, true) => return Err(FsError::IsDirectory),
+                    (true, true) if !fs.directory_is_empty(existing_inode)? => return Err(FsError::NotEmpty),
+                    _ => {}
                 }
             }
             if let Some((existing_inode, existing_kind)) = existing {

@@ -1,0 +1,178 @@
+//! Model-based testing: seeded random operation sequences (every API call, error cases,
+//! remounts and power cuts) run on fsoc and on the in-memory oracle `fsoc_model::ModelFs`;
+//! every outcome and the whole visible tree must agree. A failure prints its replay line.
+
+mod common;
+
+use fsoc_core::fs::api::{OpenFlags, Whence};
+use fsoc_core::fs::{FileKind, FsError, InodeRecord};
+use fsoc_core::{FileSystem, FsConfig};
+use fsoc_media::{Profile, SimFlash};
+use fsoc_model::{
+    listing_through_calls, replay, run_and_compare, Attributes, GeneratorConfig, Listing, ModelConfig, ModelFs,
+    Operation, OperationGenerator, Outcome, Output, RunOptions,
+};
+
+/// fsoc driven through the model's operation vocabulary.
+struct FsocUnderTest {
+    fs: Option<FileSystem<SimFlash>>,
+    config: FsConfig,
+}
+
+fn kind(kind: FileKind) -> fsoc_model::FileKind {
+    match kind {
+        FileKind::File => fsoc_model::FileKind::File,
+        FileKind::Directory => fsoc_model::FileKind::Directory,
+        FileKind::Symlink => fsoc_model::FileKind::Symlink,
+    }
+}
+
+fn attributes(inode: u64, record: InodeRecord) -> Output {
+    Output::Attributes(Attributes {
+        ino: inode,
+        kind: kind(record.kind),
+        mode: record.mode,
+        uid: record.uid,
+        gid: record.gid,
+        nlink: record.nlink,
+        size: record.size,
+        atime_ns: record.atime_ns,
+        mtime_ns: record.mtime_ns,
+        ctime_ns: record.ctime_ns,
+    })
+}
+
+fn flags(flags: fsoc_model::OpenFlags) -> OpenFlags {
+    OpenFlags {
+        read: flags.read,
+        write: flags.write,
+        create: flags.create,
+        exclusive: flags.exclusive,
+        truncate: flags.truncate,
+        append: flags.append,
+        directory: flags.directory,
+    }
+}
+
+fn outcome<T>(result: Result<T, FsError>, map: impl FnOnce(T) -> Output) -> Outcome {
+    result.map(map).map_err(|error| error.errno())
+}
+
+impl FsocUnderTest {
+    fn new(config: FsConfig) -> Self {
+        let flash = common::sim(Profile::Mlc, 1, 1024, 11);
+        let fs = FileSystem::format(flash, config, 11).expect("format");
+        FsocUnderTest { fs: Some(fs), config }
+    }
+
+    fn fs(&mut self) -> &mut FileSystem<SimFlash> {
+        self.fs.as_mut().expect("mounted")
+    }
+}
+
+impl fsoc_model::FsUnderTest for FsocUnderTest {
+    fn apply(&mut self, operation: &Operation, now_ns: u64) -> Outcome {
+        if let Operation::Remount | Operation::PowerCut = operation {
+            let fs = self.fs.take().expect("mounted");
+            let flash = if let Operation::Remount = operation {
+                fs.unmount().expect("unmount")
+            } else {
+                let mut flash = fs.into_flash_without_commit();
+                flash.cut_power_now();
+                flash.restore_power();
+                flash
+            };
+            let mut fs = FileSystem::mount(flash, self.config).expect("remount");
+            let report = fs.fsck(true).expect("fsck runs");
+            assert!(report.is_clean(), "fsck after {operation:?}: {:?}", report.violations);
+            self.fs = Some(fs);
+            return Ok(Output::Unit);
+        }
+        let fs = self.fs();
+        fs.now_ns = now_ns;
+        match operation {
+            Operation::Open { path, flags: open_flags, mode } => outcome(fs.open(path, flags(*open_flags), *mode), Output::Fd),
+            Operation::Read { fd, size_bytes } => outcome(fs.read_fd(*fd, *size_bytes as usize), Output::Bytes),
+            Operation::Write { fd, data } => outcome(fs.write_fd(*fd, data), |count| Output::Count(count as u64)),
+            Operation::Pread { fd, offset, size_bytes } => outcome(fs.pread(*fd, *offset, *size_bytes as usize), Output::Bytes),
+            Operation::Pwrite { fd, offset, data } => outcome(fs.pwrite(*fd, *offset, data), |count| Output::Count(count as u64)),
+            Operation::Seek { fd, offset, whence } => {
+                let whence = match whence {
+                    fsoc_model::Whence::Set => Whence::Set,
+                    fsoc_model::Whence::Current => Whence::Current,
+                    fsoc_model::Whence::End => Whence::End,
+                };
+                outcome(fs.seek(*fd, *offset, whence), Output::Count)
+            }
+            Operation::Ftruncate { fd, size_bytes } => outcome(fs.ftruncate(*fd, *size_bytes), |()| Output::Unit),
+            Operation::Fsync { fd } => outcome(fs.fsync_fd(*fd), |()| Output::Unit),
+            Operation::Close { fd } => outcome(fs.close(*fd), |()| Output::Unit),
+            Operation::Fstat { fd } => outcome(fs.fstat(*fd), |(inode, record)| attributes(inode, record)),
+            Operation::Stat { path } => outcome(fs.stat(path), |(inode, record)| attributes(inode, record)),
+            Operation::Truncate { path, size_bytes } => outcome(fs.truncate_path(path, *size_bytes), |()| Output::Unit),
+            Operation::Mkdir { path, mode } => outcome(fs.mkdir(path, *mode), |_| Output::Unit),
+            Operation::Rmdir { path } => outcome(fs.rmdir(path), |()| Output::Unit),
+            Operation::Unlink { path } => outcome(fs.unlink(path), |()| Output::Unit),
+            Operation::Rename { source_path, target_path } => outcome(fs.rename_path(source_path, target_path), |()| Output::Unit),
+            Operation::Readdir { path } => outcome(fs.readdir_path(path), |entries| {
+                Output::Entries(entries.into_iter().map(|entry| (entry.name, kind(entry.kind))).collect())
+            }),
+            Operation::Link { existing_path, new_path } => outcome(fs.link_path(existing_path, new_path), |()| Output::Unit),
+            Operation::Symlink { target, link_path } => outcome(fs.symlink_path(target, link_path), |_| Output::Unit),
+            Operation::Readlink { path } => outcome(fs.readlink_path(path), Output::Bytes),
+            Operation::Chmod { path, mode } => outcome(fs.chmod(path, *mode), |()| Output::Unit),
+            Operation::Chown { path, uid, gid } => outcome(fs.chown(path, *uid, *gid), |()| Output::Unit),
+            Operation::Utimens { path, atime_ns, mtime_ns } => outcome(fs.utimens(path, *atime_ns, *mtime_ns), |()| Output::Unit),
+            Operation::Statfs => outcome(fs.statfs(), |_| Output::Statfs),
+            Operation::Transact => outcome(fs.transact(), |()| Output::Unit),
+            Operation::Remount | Operation::PowerCut => unreachable!("handled above"),
+        }
+    }
+
+    fn listing(&mut self) -> Listing {
+        listing_through_calls(|operation| self.apply(operation, 0))
+    }
+}
+
+fn model_config(fs: &FsocUnderTest) -> ModelConfig {
+    ModelConfig {
+        file_size_max_bytes: fs.fs.as_ref().expect("mounted").file_bytes_max(),
+        link_count_max: u32::MAX,
+        open_fd_count_max: fs.config.open_files_max as u32,
+        ..ModelConfig::default()
+    }
+}
+
+fn check_seed(seed: u64, operation_count: usize, config: FsConfig) {
+    let mut fs = FsocUnderTest::new(config);
+    let model_config = model_config(&fs);
+    let generator = GeneratorConfig { page_size_bytes: 2048, ..GeneratorConfig::default() };
+    let operations = OperationGenerator::generate(seed, generator, model_config.clone(), operation_count);
+    let mut model = ModelFs::new(model_config);
+    let options = RunOptions { compare_timestamps: true, ..RunOptions::default() };
+    if let Err(mismatch) = run_and_compare(&mut fs, &mut model, &operations, &options) {
+        panic!("{mismatch}\n{}", replay::replay_line(seed, "fsoc-core", "--test model"));
+    }
+    let report = fs.fs().fsck(false).expect("fsck runs");
+    assert!(report.is_clean(), "seed {seed:#x}: fsck: {:?}", report.violations);
+}
+
+/// Default configuration: commits on fsync and transact only.
+#[test]
+fn fsoc_agrees_with_the_model() {
+    let config = FsConfig { open_files_max: 256, ..FsConfig::default() };
+    for seed in replay::test_seeds(40) {
+        check_seed(seed, 1500, config);
+    }
+}
+
+/// A tiny node cache and dirty budget force evictions and mid-transaction flushes.
+#[test]
+fn fsoc_agrees_with_the_model_under_tight_memory() {
+    let mut config = FsConfig { open_files_max: 256, ..FsConfig::default() };
+    config.volume.cache_nodes_max = 3;
+    config.volume.dirty_nodes_max = 4;
+    for seed in replay::test_seeds(20) {
+        check_seed(seed ^ 0x5EED, 1500, config);
+    }
+}
