@@ -35,16 +35,8 @@ impl NodeCache {
         }
     }
 
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
     pub fn len(&self) -> usize {
         self.nodes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
     }
 
     fn tick(&mut self) -> u64 {
@@ -168,7 +160,7 @@ mod tests {
             Some((5, 12))
         );
         cache.remove(LogAddress(1));
-        assert!(cache.is_empty());
+        assert_eq!(cache.len(), 0);
         cache.remove(LogAddress(1));
     }
 

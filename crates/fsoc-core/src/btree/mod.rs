@@ -25,7 +25,6 @@ pub(crate) mod ram_store;
 mod tests;
 mod tree;
 
-pub use cache::NodeCache;
 pub use node::{
     Branch, Child, DirtyId, EncodedNode, LeafEntry, Node, NodeEntries, NODE_HEADER_BYTES,
     NODE_MAGIC, NODE_SIZE_BYTES_MAX, NODE_SIZE_BYTES_MIN,

@@ -246,6 +246,7 @@ impl Tree {
         self.dirty.count
     }
 
+    /// What this tree has done since `new_empty` or `open`.
     pub fn counters(&self) -> TreeCounters {
         self.counters
     }
@@ -255,6 +256,7 @@ impl Tree {
         self.cache.len()
     }
 
+    /// Whether anything changed since the last flush (equivalently: the root is dirty).
     pub fn is_dirty(&self) -> bool {
         let dirty = matches!(self.root, RootRef::Dirty(_));
         // Path copy: a dirty node makes its root dirty, and a dirty root is itself counted.
