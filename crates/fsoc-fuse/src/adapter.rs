@@ -1,0 +1,496 @@
+//! The `fuser::Filesystem` implementation: each kernel request becomes one fsoc-core call made
+//! under the volume lock, and every error becomes the errno `FsError::errno` names.
+//!
+//! Invariants: replies are sent after the lock is released; every `open`/`create`/`opendir`
+//! takes an fsoc open count that exactly one `release`/`releasedir` gives back, so a file
+//! unlinked while open lives until its last close; new entries belong to the calling process's
+//! uid and gid (or the directory's gid under a setgid directory).
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use fsoc_core::fs::{FileKind, FsError, InodeRecord};
+use fsoc_media::Flash;
+use fuser::{
+    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::attributes::{errno, file_attr, file_type, time_ns};
+use crate::directory_stream::DirectoryStream;
+use crate::permissions::{may_access, new_entry_group_and_mode, Caller};
+use crate::volume_lock::{MountState, OpenFile, VolumeLock};
+
+/// How long the kernel may cache attributes and names. Every change goes through this mount,
+/// and the kernel updates its caches on the changes it makes, so a short TTL is safe; it only
+/// bounds staleness should that ever be wrong.
+const CACHE_TTL: Duration = Duration::from_secs(1);
+/// Largest write the kernel sends in one request.
+const WRITE_BYTES_MAX: u32 = 1 << 20;
+const GENERATION: Generation = Generation(0);
+
+/// A mounted fsoc volume as the kernel sees it.
+pub struct FsocFuse<F: Flash> {
+    lock: std::sync::Arc<VolumeLock<F>>,
+}
+
+impl<F: Flash> FsocFuse<F> {
+    pub fn new(lock: std::sync::Arc<VolumeLock<F>>) -> Self {
+        FsocFuse { lock }
+    }
+}
+
+fn fs_error(error: FsError) -> Errno {
+    errno(&error)
+}
+
+/// Creates `parent/name` for the caller and returns its inode and attributes.
+#[allow(clippy::too_many_arguments)]
+fn create_entry<F: Flash>(
+    state: &mut MountState<F>,
+    request: (u32, u32),
+    parent: u64,
+    name: &[u8],
+    kind: FileKind,
+    mode: u32,
+    symlink_target: Option<&[u8]>,
+) -> Result<(u64, InodeRecord), Errno> {
+    let (uid, gid) = request;
+    let directory = state.fs.getattr(parent).map_err(fs_error)?;
+    if directory.kind != FileKind::Directory {
+        return Err(Errno::ENOTDIR);
+    }
+    let (gid, mode) = new_entry_group_and_mode(&directory, kind, gid, mode);
+    let inode = state.fs.create(parent, name, kind, mode, uid, gid, symlink_target).map_err(fs_error)?;
+    let record = state.fs.getattr(inode).map_err(fs_error)?;
+    Ok((inode, record))
+}
+
+fn attributes<F: Flash>(state: &mut MountState<F>, inode: u64) -> Result<fuser::FileAttr, Errno> {
+    let record = state.fs.getattr(inode).map_err(fs_error)?;
+    Ok(file_attr(inode, &record, page_size(state)))
+}
+
+fn page_size<F: Flash>(state: &MountState<F>) -> u32 {
+    state.fs.volume.layout().geometry.page_data_bytes
+}
+
+fn time_or_now(time: Option<TimeOrNow>, now_ns: u64) -> Option<u64> {
+    time.map(|time| match time {
+        TimeOrNow::SpecificTime(time) => time_ns(time),
+        TimeOrNow::Now => now_ns,
+    })
+}
+
+/// Opens `inode` for a new handle: takes an fsoc open count (released in `release`).
+fn open_file<F: Flash>(state: &mut MountState<F>, inode: u64, flags: i32) -> Result<u64, Errno> {
+    let handle = state.allocate_handle()?;
+    state.fs.open_inode(inode).map_err(fs_error)?;
+    state.files.insert(handle, OpenFile { inode, append: flags & libc::O_APPEND != 0 });
+    Ok(handle)
+}
+
+impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
+    fn init(&mut self, _request: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Both may be refused by an old kernel; the defaults then apply, which are correct too.
+        let _ = config.set_max_write(WRITE_BYTES_MAX);
+        let _ = config.set_time_granularity(Duration::from_nanos(1));
+        Ok(())
+    }
+
+    fn lookup(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let result = self.lock.run("lookup", |state| {
+            let (inode, _) = state.fs.lookup(parent.0, name.as_bytes()).map_err(fs_error)?;
+            attributes(state, inode)
+        });
+        match result {
+            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn getattr(&self, _request: &Request, inode: INodeNo, _handle: Option<FileHandle>, reply: ReplyAttr) {
+        match self.lock.run("getattr", |state| attributes(state, inode.0)) {
+            Ok(attr) => reply.attr(&CACHE_TTL, &attr),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _handle: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        // Permission rules (who may chmod, chown, set times, and which set-id bits survive)
+        // were applied by the kernel: the mount uses `default_permissions`.
+        let result = self.lock.run("setattr", |state| {
+            if let Some(size) = size {
+                state.fs.truncate(inode.0, size).map_err(fs_error)?;
+            }
+            let now_ns = state.fs.now_ns;
+            let (atime_ns, mtime_ns) = (time_or_now(atime, now_ns), time_or_now(mtime, now_ns));
+            let changes_more = mode.is_some() || uid.is_some() || gid.is_some() || atime_ns.is_some() || mtime_ns.is_some();
+            if changes_more || size.is_none() {
+                state.fs.setattr(inode.0, mode.map(|mode| mode & 0o7777), uid, gid, atime_ns, mtime_ns).map_err(fs_error)?;
+            }
+            attributes(state, inode.0)
+        });
+        match result {
+            Ok(attr) => reply.attr(&CACHE_TTL, &attr),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn readlink(&self, _request: &Request, inode: INodeNo, reply: ReplyData) {
+        match self.lock.run("readlink", |state| state.fs.readlink(inode.0).map_err(fs_error)) {
+            Ok(target) => reply.data(&target),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn mknod(&self, request: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _rdev: u32, reply: ReplyEntry) {
+        // Only regular files: fsoc has no device, FIFO or socket nodes (EPERM, as mknod(2)
+        // specifies for a node type the file system does not support).
+        let file_format = mode & libc::S_IFMT;
+        if file_format != 0 && file_format != libc::S_IFREG {
+            reply.error(Errno::EPERM);
+            return;
+        }
+        let caller = (request.uid(), request.gid());
+        let result = self.lock.run("mknod", |state| {
+            let (inode, record) = create_entry(state, caller, parent.0, name.as_bytes(), FileKind::File, mode, None)?;
+            Ok(file_attr(inode, &record, page_size(state)))
+        });
+        match result {
+            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn mkdir(&self, request: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        let caller = (request.uid(), request.gid());
+        let result = self.lock.run("mkdir", |state| {
+            let (inode, record) = create_entry(state, caller, parent.0, name.as_bytes(), FileKind::Directory, mode, None)?;
+            Ok(file_attr(inode, &record, page_size(state)))
+        });
+        match result {
+            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn unlink(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.lock.run("unlink", |state| state.fs.remove(parent.0, name.as_bytes(), false).map_err(fs_error)) {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn rmdir(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.lock.run("rmdir", |state| state.fs.remove(parent.0, name.as_bytes(), true).map_err(fs_error)) {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn symlink(&self, request: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let caller = (request.uid(), request.gid());
+        let target = target.as_os_str().as_bytes();
+        let result = self.lock.run("symlink", |state| {
+            let (inode, record) = create_entry(state, caller, parent.0, link_name.as_bytes(), FileKind::Symlink, 0o777, Some(target))?;
+            Ok(file_attr(inode, &record, page_size(state)))
+        });
+        match result {
+            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn rename(
+        &self,
+        _request: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        new_parent: INodeNo,
+        new_name: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        // RENAME_EXCHANGE and RENAME_WHITEOUT need operations fsoc-core does not have.
+        if flags.intersects(RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_WHITEOUT) {
+            reply.error(Errno::EINVAL);
+            return;
+        }
+        let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
+        let result = self.lock.run("rename", |state| {
+            if no_replace {
+                match state.fs.lookup(new_parent.0, new_name.as_bytes()) {
+                    Ok(_) => return Err(Errno::EEXIST),
+                    Err(FsError::NotFound) => {}
+                    Err(error) => return Err(fs_error(error)),
+                }
+            }
+            state.fs.rename(parent.0, name.as_bytes(), new_parent.0, new_name.as_bytes()).map_err(fs_error)
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn link(&self, _request: &Request, inode: INodeNo, new_parent: INodeNo, new_name: &OsStr, reply: ReplyEntry) {
+        let result = self.lock.run("link", |state| {
+            state.fs.link(inode.0, new_parent.0, new_name.as_bytes()).map_err(fs_error)?;
+            attributes(state, inode.0)
+        });
+        match result {
+            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn open(&self, _request: &Request, inode: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let result = self.lock.run("open", |state| {
+            let record = state.fs.getattr(inode.0).map_err(fs_error)?;
+            match record.kind {
+                FileKind::Directory if flags.0 & libc::O_ACCMODE != libc::O_RDONLY => return Err(Errno::EISDIR),
+                FileKind::Symlink => return Err(Errno::ELOOP),
+                _ => {}
+            }
+            // The kernel normally truncates with setattr before open; honour O_TRUNC here too
+            // in case it is passed through.
+            if flags.0 & libc::O_TRUNC != 0 && flags.0 & libc::O_ACCMODE != libc::O_RDONLY && record.size != 0 {
+                state.fs.truncate(inode.0, 0).map_err(fs_error)?;
+            }
+            open_file(state, inode.0, flags.0)
+        });
+        match result {
+            Ok(handle) => reply.opened(FileHandle(handle), FopenFlags::empty()),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn read(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        _handle: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.lock.run("read", |state| state.fs.read(inode.0, offset, size as usize).map_err(fs_error)) {
+            Ok(bytes) => reply.data(&bytes),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn write(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        handle: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let result = self.lock.run("write", |state| {
+            let append = state.files.get(&handle.0).map_or(flags.0 & libc::O_APPEND != 0, |file| file.append);
+            // O_APPEND: the end of file is read under the lock, so concurrent appenders never
+            // overwrite each other.
+            let offset = if append { state.fs.getattr(inode.0).map_err(fs_error)?.size } else { offset };
+            state.fs.write(inode.0, offset, data).map_err(fs_error)
+        });
+        match result {
+            Ok(written) => reply.written(u32::try_from(written).unwrap_or(u32::MAX)),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn flush(&self, _request: &Request, _inode: INodeNo, _handle: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        // Writes reach the volume synchronously (no write-back cache), so close has nothing to
+        // push; durability is fsync's job.
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        handle: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let result = self.lock.run("release", |state| {
+            let file = state.files.remove(&handle.0).ok_or(Errno::EBADF)?;
+            assert_eq!(file.inode, inode.0, "handle {} belongs to inode {}, not {}", handle.0, file.inode, inode.0);
+            state.fs.release_inode(file.inode).map_err(fs_error)
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn fsync(&self, _request: &Request, inode: INodeNo, _handle: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        match self.lock.run("fsync", |state| state.fs.fsync(inode.0).map_err(fs_error)) {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn opendir(&self, _request: &Request, inode: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let result = self.lock.run("opendir", |state| {
+            let record = state.fs.getattr(inode.0).map_err(fs_error)?;
+            if record.kind != FileKind::Directory {
+                return Err(Errno::ENOTDIR);
+            }
+            let handle = state.allocate_handle()?;
+            // An open count keeps a directory removed while listed readable (as empty).
+            state.fs.open_inode(inode.0).map_err(fs_error)?;
+            let parent = if inode.0 == INodeNo::ROOT.0 { inode.0 } else { record.parent };
+            state.directories.insert(handle, DirectoryStream::new(inode.0, parent));
+            Ok(handle)
+        });
+        match result {
+            Ok(handle) => reply.opened(FileHandle(handle), FopenFlags::empty()),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn readdir(&self, _request: &Request, inode: INodeNo, handle: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let result = self.lock.run("readdir", |state| {
+            let MountState { fs, directories, .. } = state;
+            let stream = directories.get_mut(&handle.0).ok_or(Errno::EBADF)?;
+            assert_eq!(stream.inode(), inode.0, "directory handle {} belongs to another inode", handle.0);
+            stream
+                .read(fs, offset, |entry_inode, cookie, kind, name| {
+                    reply.add(INodeNo(entry_inode), cookie, file_type(kind), OsStr::from_bytes(name))
+                })
+                .map_err(fs_error)
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn releasedir(&self, _request: &Request, _inode: INodeNo, handle: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        let result = self.lock.run("releasedir", |state| {
+            let stream = state.directories.remove(&handle.0).ok_or(Errno::EBADF)?;
+            state.fs.release_inode(stream.inode()).map_err(fs_error)
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn fsyncdir(&self, _request: &Request, inode: INodeNo, _handle: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        match self.lock.run("fsyncdir", |state| state.fs.fsync(inode.0).map_err(fs_error)) {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn statfs(&self, _request: &Request, _inode: INodeNo, reply: ReplyStatfs) {
+        match self.lock.run("statfs", |state| state.fs.statfs().map_err(fs_error)) {
+            Ok(statfs) => {
+                // fsoc has no inode table: any free page can hold a new inode's records.
+                let files_free = statfs.free_blocks;
+                let files = statfs.next_inode.saturating_sub(1).saturating_add(files_free);
+                reply.statfs(
+                    statfs.total_blocks,
+                    statfs.free_blocks,
+                    statfs.free_blocks,
+                    files,
+                    files_free,
+                    statfs.block_size_bytes,
+                    statfs.name_bytes_max,
+                    statfs.block_size_bytes,
+                )
+            }
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn access(&self, request: &Request, inode: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        // Not called under `default_permissions` (the kernel checks), but answered correctly
+        // should the volume ever be mounted without it.
+        let caller = Caller::from_process(request.uid(), request.gid(), request.pid());
+        let result = self.lock.run("access", |state| {
+            let record = state.fs.getattr(inode.0).map_err(fs_error)?;
+            let mask = (mask.bits() as u32) & 0o7;
+            if may_access(&record, &caller, mask) {
+                Ok(())
+            } else {
+                Err(Errno::EACCES)
+            }
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn create(
+        &self,
+        request: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let caller = (request.uid(), request.gid());
+        let result = self.lock.run("create", |state| {
+            let inode = match create_entry(state, caller, parent.0, name.as_bytes(), FileKind::File, mode, None) {
+                Ok((inode, _)) => inode,
+                // Someone else created it since the kernel looked: open it, unless O_EXCL.
+                Err(error) if error == Errno::EEXIST && flags & libc::O_EXCL == 0 => {
+                    let (inode, kind) = state.fs.lookup(parent.0, name.as_bytes()).map_err(fs_error)?;
+                    match kind {
+                        FileKind::Directory => return Err(Errno::EISDIR),
+                        FileKind::Symlink => return Err(Errno::ELOOP),
+                        FileKind::File => {}
+                    }
+                    if flags & libc::O_TRUNC != 0 {
+                        state.fs.truncate(inode, 0).map_err(fs_error)?;
+                    }
+                    inode
+                }
+                Err(error) => return Err(error),
+            };
+            let handle = open_file(state, inode, flags)?;
+            Ok((attributes(state, inode)?, handle))
+        });
+        match result {
+            Ok((attr, handle)) => reply.created(&CACHE_TTL, &attr, GENERATION, FileHandle(handle), FopenFlags::empty()),
+            Err(error) => reply.error(error),
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Directory listing for `readdir`: turns fsoc's name-ordered pagination ("entries after this
+//! name") into the numeric offset cookies the kernel hands back.
+//!
+//! Cookies: 1 follows `.`, 2 follows `..`, and 2 + k follows the k-th entry (1-based) in name
+//! order. The stream remembers the names of the entries it returned last, so the kernel's
+//! usual "continue from the last cookie" costs one tree descent; any other cookie (a `seekdir`
+//! to an older position) is found by counting from the start. Entries are listed by name, so
+//! removing or adding other entries between calls never makes the listing repeat or skip a
+//! name that exists throughout.
+
+use fsoc_core::fs::{FileKind, FsError};
+use fsoc_core::FileSystem;
+use fsoc_media::Flash;
+
+/// Entries fetched from the tree per call; a kernel readdir buffer holds about 100 of them.
+const BATCH_ENTRIES: usize = 128;
+const COOKIE_AFTER_DOT: u64 = 1;
+const COOKIE_AFTER_DOT_DOT: u64 = 2;
+
+/// One open directory (a FUSE `opendir` handle).
+#[derive(Debug)]
+pub struct DirectoryStream {
+    inode: u64,
+    parent_inode: u64,
+    /// (cookie, name) of the entries returned by the last call, oldest first. Bounded by the
+    /// size of one reply buffer.
+    recent: Vec<(u64, Vec<u8>)>,
+}
+
+impl DirectoryStream {
+    pub fn new(inode: u64, parent_inode: u64) -> Self {
+        DirectoryStream { inode, parent_inode, recent: Vec::new() }
+    }
+
+    pub fn inode(&self) -> u64 {
+        self.inode
+    }
+
+    /// Lists entries after `cookie`, calling `add(inode, next_cookie, kind, name)` for each
+    /// until it returns `true` ("buffer full, this entry was not taken") or the directory
+    /// ends.
+    pub fn read<F: Flash>(
+        &mut self,
+        fs: &mut FileSystem<F>,
+        cookie: u64,
+        mut add: impl FnMut(u64, u64, FileKind, &[u8]) -> bool,
+    ) -> Result<(), FsError> {
+        let mut cookie = cookie;
+        if cookie == 0 {
+            if add(self.inode, COOKIE_AFTER_DOT, FileKind::Directory, b".") {
+                return Ok(());
+            }
+            cookie = COOKIE_AFTER_DOT;
+        }
+        if cookie == COOKIE_AFTER_DOT {
+            if add(self.parent_inode, COOKIE_AFTER_DOT_DOT, FileKind::Directory, b"..") {
+                return Ok(());
+            }
+            cookie = COOKIE_AFTER_DOT_DOT;
+        }
+        let mut after = if cookie == COOKIE_AFTER_DOT_DOT {
+            None
+        } else if let Some((_, name)) = self.recent.iter().find(|(recent, _)| *recent == cookie) {
+            Some(name.clone())
+        } else {
+            match self.name_at(fs, cookie - COOKIE_AFTER_DOT_DOT)? {
+                Some(name) => Some(name),
+                None => return Ok(()), // past the end (the directory shrank)
+            }
+        };
+        let mut returned = Vec::new();
+        'batches: loop {
+            let batch = fs.readdir(self.inode, after.as_deref(), BATCH_ENTRIES)?;
+            let batch_len = batch.len();
+            for entry in batch {
+                let next_cookie = cookie + 1;
+                if add(entry.inode, next_cookie, entry.kind, &entry.name) {
+                    break 'batches;
+                }
+                cookie = next_cookie;
+                returned.push((cookie, entry.name.clone()));
+                after = Some(entry.name);
+            }
+            if batch_len < BATCH_ENTRIES {
+                break;
+            }
+        }
+        if !returned.is_empty() {
+            self.recent = returned;
+        }
+        Ok(())
+    }
+
+    /// The name of the `position`-th entry (1-based) in name order, counted from the start.
+    fn name_at<F: Flash>(&self, fs: &mut FileSystem<F>, position: u64) -> Result<Option<Vec<u8>>, FsError> {
+        assert!(position > 0, "position is 1-based");
+        let mut remaining = position;
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let batch = fs.readdir(self.inode, after.as_deref(), BATCH_ENTRIES)?;
+            let batch_len = batch.len() as u64;
+            if remaining <= batch_len {
+                return Ok(batch.into_iter().nth((remaining - 1) as usize).map(|entry| entry.name));
+            }
+            remaining -= batch_len;
+            if batch_len < BATCH_ENTRIES as u64 {
+                return Ok(None);
+            }
+            after = batch.into_iter().last().map(|entry| entry.name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fsoc_core::FsConfig;
+    use fsoc_media::{Profile, RamStore, SimConfig, SimFlash};
+
+    fn volume() -> FileSystem<SimFlash<RamStore>> {
+        let flash = SimFlash::create(SimConfig::new(Profile::Slc, 1, 256, 1)).expect("flash");
+        FileSystem::format(flash, FsConfig::default(), 1).expect("format")
+    }
+
+    fn names(count: usize) -> Vec<Vec<u8>> {
+        let mut names: Vec<Vec<u8>> = (0..count).map(|index| format!("entry-{index:05}").into_bytes()).collect();
+        names.sort();
+        names
+    }
+
+    /// Reads the whole stream with replies of at most `per_reply` entries, the way the kernel
+    /// does: each call continues from the last cookie it received.
+    fn list(fs: &mut FileSystem<SimFlash<RamStore>>, stream: &mut DirectoryStream, per_reply: usize) -> Vec<(u64, Vec<u8>)> {
+        let mut listed = Vec::new();
+        let mut cookie = 0;
+        loop {
+            let mut reply = Vec::new();
+            stream
+                .read(fs, cookie, |_, next, _, name| {
+                    if reply.len() == per_reply {
+                        return true;
+                    }
+                    reply.push((next, name.to_vec()));
+                    false
+                })
+                .expect("readdir");
+            let Some(&(last, _)) = reply.last() else { break };
+            cookie = last;
+            listed.extend(reply);
+        }
+        listed
+    }
+
+    #[test]
+    fn lists_every_entry_once_with_increasing_cookies() {
+        let mut fs = volume();
+        let directory = fs.create(1, b"d", FileKind::Directory, 0o755, 0, 0, None).expect("mkdir");
+        for name in names(1000) {
+            fs.create(directory, &name, FileKind::File, 0o644, 0, 0, None).expect("create");
+        }
+        let mut stream = DirectoryStream::new(directory, 1);
+        let listed = list(&mut fs, &mut stream, 37);
+        let mut expected = vec![b".".to_vec(), b"..".to_vec()];
+        expected.extend(names(1000));
+        assert_eq!(listed.iter().map(|(_, name)| name.clone()).collect::<Vec<_>>(), expected);
+        let cookies: Vec<u64> = listed.iter().map(|(cookie, _)| *cookie).collect();
+        assert_eq!(cookies, (1..=1002).collect::<Vec<u64>>(), "cookie k+2 follows entry k");
+    }
+
+    #[test]
+    fn seeking_to_an_old_cookie_counts_from_the_start() {
+        let mut fs = volume();
+        for name in names(300) {
+            fs.create(1, &name, FileKind::File, 0o644, 0, 0, None).expect("create");
+        }
+        let mut stream = DirectoryStream::new(1, 1);
+        let _ = list(&mut fs, &mut stream, 50); // leaves only the last reply in `recent`
+        let mut first = None;
+        stream
+            .read(&mut fs, 2 + 10, |_, cookie, _, name| {
+                first = Some((cookie, name.to_vec()));
+                true
+            })
+            .expect("readdir");
+        // The closure refused the entry, so nothing is recorded; the entry offered is the 11th.
+        assert_eq!(first, Some((13, names(300)[10].clone())));
+        let mut past_end = 0;
+        stream.read(&mut fs, 2 + 300, |_, _, _, _| {
+            past_end += 1;
+            false
+        })
+        .expect("readdir at the end");
+        assert_eq!(past_end, 0, "cookie after the last entry lists nothing");
+    }
+
+    #[test]
+    fn removing_entries_while_listing_does_not_skip_survivors() {
+        let mut fs = volume();
+        let all = names(400);
+        for name in &all {
+            fs.create(1, name, FileKind::File, 0o644, 0, 0, None).expect("create");
+        }
+        let mut stream = DirectoryStream::new(1, 1);
+        let mut seen = Vec::new();
+        let mut cookie = 0;
+        loop {
+            let mut reply = Vec::new();
+            stream
+                .read(&mut fs, cookie, |_, next, _, name| {
+                    if reply.len() == 40 {
+                        return true;
+                    }
+                    reply.push((next, name.to_vec()));
+                    false
+                })
+                .expect("readdir");
+            let Some(&(last, _)) = reply.last() else { break };
+            cookie = last;
+            for (_, name) in &reply {
+                if name != b"." && name != b".." {
+                    fs.remove(1, name, false).expect("unlink while listing, as rm -r does");
+                }
+            }
+            seen.extend(reply.into_iter().map(|(_, name)| name));
+        }
+        assert_eq!(seen.len(), 402);
+        assert!(fs.readdir(1, None, 10).expect("readdir").is_empty());
+    }
+}

@@ -1,0 +1,36 @@
+//! Layer 7: the FUSE mount of an fsoc volume. `Mount::new` mounts a `FileSystem` on a
+//! directory, `Mount::run` serves kernel requests until the volume is unmounted and hands the
+//! file system back for a clean (committing) unmount.
+//!
+//! What the mount provides: files, directories, hard links and symbolic links with POSIX
+//! semantics (fsoc-core's), permissions and ownership checked by the kernel
+//! (`default_permissions`), creation with the caller's uid and gid and setgid-directory
+//! inheritance, `allow_other` when mounted by root, fsync = fsoc commit, statfs with the
+//! real free space and name length, directories of any size listed in name order.
+//!
+//! Known limits, each for a stated reason:
+//! - Calls are serialized, readers included: fsoc-core needs `&mut` even to read (its node
+//!   cache changes), so one lock guards the volume (see `volume_lock`).
+//! - No device, FIFO or socket nodes (mknod of them is EPERM), no extended attributes or ACLs
+//!   (ENOSYS), no `RENAME_EXCHANGE`/`RENAME_WHITEOUT` (EINVAL), no `fallocate`, no
+//!   kernel-side file locks beyond what the kernel does locally: fsoc-core has no such records.
+//! - atime is never updated by reads (the mount says `noatime`); only utimens sets it.
+//! - Times before 1970 are stored as the epoch: fsoc keeps unsigned nanoseconds.
+//! - `st_blocks` reports the apparent size rounded up to pages, sparse files included:
+//!   fsoc-core does not count allocated pages per inode.
+
+mod adapter;
+mod attributes;
+mod directory_stream;
+pub mod logger;
+mod permissions;
+mod session;
+mod volume_lock;
+
+pub use adapter::FsocFuse;
+pub use directory_stream::DirectoryStream;
+pub use session::{
+    check_mount_point, is_mount_point, BackgroundMount, Mount, MountConfig, MountError, Served, Unmounted, Unmounter,
+    FS_NAME, FUSE_DEVICE,
+};
+pub use volume_lock::{MountState, VolumeLock, HANDLES_MAX};

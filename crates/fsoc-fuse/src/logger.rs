@@ -1,0 +1,37 @@
+//! A minimal `log` backend for the mount: warnings and errors from fsoc-fuse and fuser go to
+//! stderr as one line each, prefixed with the program name and the mount point.
+
+use std::io::Write;
+use std::sync::OnceLock;
+
+struct StderrLogger {
+    prefix: String,
+    level: log::LevelFilter,
+}
+
+impl log::Log for StderrLogger {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= self.level
+    }
+
+    fn log(&self, record: &log::Record) {
+        if self.enabled(record.metadata()) {
+            // A log line that cannot be written (stderr closed) is dropped, not a failure.
+            let _ = writeln!(std::io::stderr().lock(), "{}: {}: {}", self.prefix, record.level().as_str().to_lowercase(), record.args());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static LOGGER: OnceLock<StderrLogger> = OnceLock::new();
+
+/// Installs the logger once per process (later calls keep the first prefix). `verbose` adds
+/// informational lines (mount, unmount) to warnings and errors.
+pub fn install(prefix: &str, verbose: bool) {
+    let level = if verbose { log::LevelFilter::Info } else { log::LevelFilter::Warn };
+    let logger = LOGGER.get_or_init(|| StderrLogger { prefix: prefix.to_string(), level });
+    if log::set_logger(logger).is_ok() {
+        log::set_max_level(logger.level);
+    }
+}

@@ -1,0 +1,274 @@
+//! Mounting a volume, serving it until it is unmounted, and handing the file system back for
+//! a clean unmount (commit) afterwards.
+//!
+//! Invariants: the mount point is checked before anything is mounted (missing, not a
+//! directory, already a mount point, FUSE device absent), each with its own `MountError`;
+//! `Mount::run` returns only after the kernel has dropped the mount, so the caller's commit
+//! is the last write to the volume.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fsoc_core::FileSystem;
+use fsoc_media::Flash;
+use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
+
+use crate::adapter::FsocFuse;
+use crate::volume_lock::VolumeLock;
+
+pub const FUSE_DEVICE: &str = "/dev/fuse";
+/// The source name the mount table shows (`fsoc on /mnt type fuse.fsoc`).
+pub const FS_NAME: &str = "fsoc";
+
+/// How to mount.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountConfig {
+    /// Let every user use the mount (`allow_other`); the kernel still checks permissions
+    /// (`default_permissions`). Normally on when mounted by root.
+    pub allow_other: bool,
+    pub read_only: bool,
+    /// Threads receiving kernel requests. Calls on the volume are serialized regardless; more
+    /// than one lets requests queue in user space while another is served.
+    pub thread_count: usize,
+}
+
+impl Default for MountConfig {
+    fn default() -> Self {
+        MountConfig { allow_other: is_root(), read_only: false, thread_count: 2 }
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("mount point {0} does not exist")]
+    MountPointMissing(PathBuf),
+    #[error("mount point {0} is not a directory")]
+    MountPointNotDirectory(PathBuf),
+    #[error("mount point {0} is busy: something is already mounted there")]
+    MountPointBusy(PathBuf),
+    #[error("{FUSE_DEVICE} is missing: load the fuse kernel module (`modprobe fuse`), or give the container the device (`--device /dev/fuse`)")]
+    FuseDeviceMissing,
+    #[error("permission denied mounting on {path}: {detail}")]
+    PermissionDenied { path: PathBuf, detail: String },
+    #[error("cannot mount on {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("the mount ended but the file system is still referenced (a bug)")]
+    StillReferenced,
+}
+
+/// Checks the mount point and the FUSE device before mounting, so each problem gets its own
+/// message instead of a bare errno from the mount call.
+pub fn check_mount_point(path: &Path) -> Result<PathBuf, MountError> {
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Err(MountError::MountPointMissing(path.into())),
+        // ENOTCONN: a dead FUSE mount (its server was killed) is still in the mount table.
+        Err(error) if error.raw_os_error() == Some(libc::ENOTCONN) => return Err(MountError::MountPointBusy(path.into())),
+        Err(source) => return Err(MountError::Io { path: path.into(), source }),
+    };
+    if !metadata.is_dir() {
+        return Err(MountError::MountPointNotDirectory(path.into()));
+    }
+    let canonical = path.canonicalize().map_err(|source| MountError::Io { path: path.into(), source })?;
+    if is_mount_point(&canonical) {
+        return Err(MountError::MountPointBusy(path.into()));
+    }
+    if !Path::new(FUSE_DEVICE).exists() {
+        return Err(MountError::FuseDeviceMissing);
+    }
+    Ok(canonical)
+}
+
+/// Whether `path` (canonical) is a mount point, from `/proc/self/mountinfo`.
+pub fn is_mount_point(path: &Path) -> bool {
+    let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else { return false };
+    let wanted = escape_mount_path(path);
+    table.lines().any(|line| line.split(' ').nth(4) == Some(wanted.as_str()))
+}
+
+/// Mount points in /proc/self/mountinfo escape space, tab, newline and backslash as octal.
+fn escape_mount_path(path: &Path) -> String {
+    let mut escaped = String::new();
+    for character in path.to_string_lossy().chars() {
+        match character {
+            ' ' => escaped.push_str("\\040"),
+            '\t' => escaped.push_str("\\011"),
+            '\n' => escaped.push_str("\\012"),
+            '\\' => escaped.push_str("\\134"),
+            other => escaped.push(other),
+        }
+    }
+    escaped
+}
+
+fn fuser_config(config: &MountConfig) -> Config {
+    let mut fuser_config = Config::default();
+    fuser_config.mount_options = vec![
+        MountOption::FSName(FS_NAME.into()),
+        MountOption::Subtype(FS_NAME.into()),
+        MountOption::DefaultPermissions,
+        // fsoc changes atime only on request (utimens), never on read: say so in the mount table.
+        MountOption::NoAtime,
+        if config.read_only { MountOption::RO } else { MountOption::RW },
+    ];
+    fuser_config.acl = if config.allow_other { SessionACL::All } else { SessionACL::Owner };
+    fuser_config.n_threads = Some(config.thread_count.max(1));
+    fuser_config
+}
+
+/// A mounted volume, not yet serving requests (the kernel queues them until `run`).
+pub struct Mount<F: Flash + Send + 'static> {
+    session: Session<FsocFuse<F>>,
+    lock: Arc<VolumeLock<F>>,
+    mount_point: PathBuf,
+}
+
+impl<F: Flash + Send + 'static> Mount<F> {
+    /// Mounts `fs` on `mount_point` (checked with `check_mount_point` first).
+    pub fn new(fs: FileSystem<F>, mount_point: &Path, config: &MountConfig) -> Result<Mount<F>, MountError> {
+        let mount_point = check_mount_point(mount_point)?;
+        let lock = Arc::new(VolumeLock::new(fs));
+        let session = Session::new(FsocFuse::new(lock.clone()), &mount_point, &fuser_config(config)).map_err(|source| {
+            match source.raw_os_error() {
+                Some(libc::EBUSY) => MountError::MountPointBusy(mount_point.clone()),
+                Some(libc::ENOENT) if !Path::new(FUSE_DEVICE).exists() => MountError::FuseDeviceMissing,
+                Some(libc::EPERM | libc::EACCES) => {
+                    MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
+                }
+                _ if source.kind() == io::ErrorKind::PermissionDenied => {
+                    MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
+                }
+                _ => MountError::Io { path: mount_point.clone(), source },
+            }
+        })?;
+        Ok(Mount { session, lock, mount_point })
+    }
+
+    pub fn mount_point(&self) -> &Path {
+        &self.mount_point
+    }
+
+    /// A handle that unmounts from another thread (a signal handler thread, a test).
+    pub fn unmounter(&mut self) -> Unmounter {
+        Unmounter { inner: self.session.unmount_callable(), mount_point: self.mount_point.clone() }
+    }
+
+    /// Serves requests until the volume is unmounted (`fusermount3 -u`, `umount`, or an
+    /// `Unmounter`), then returns the file system for the caller's clean unmount.
+    pub fn run(self) -> Result<Served<F>, MountError> {
+        let Mount { session, lock, .. } = self;
+        let session_error = session.run().err();
+        if let Some(error) = &session_error {
+            log::error!("FUSE session ended with an error: {error}");
+        }
+        let lock = Arc::try_unwrap(lock).map_err(|_| MountError::StillReferenced)?;
+        let state = lock.into_state();
+        let failure = state.failure().map(str::to_owned);
+        Ok(Served { fs: state.fs, failure, session_error })
+    }
+
+    /// Serves requests on a background thread (for tests and embedding).
+    pub fn spawn(self) -> io::Result<BackgroundMount<F>> {
+        let thread = std::thread::Builder::new().name("fsoc-fuse".into()).spawn(move || self.run())?;
+        Ok(BackgroundMount { thread })
+    }
+}
+
+/// What `Mount::run` hands back once the kernel has let go of the mount.
+pub struct Served<F: Flash> {
+    /// The file system, still to be unmounted (committed) by the caller.
+    pub fs: FileSystem<F>,
+    /// The panic that stopped serving, if any: the volume is poisoned, and unmounting it
+    /// leaves the last committed state on flash.
+    pub failure: Option<String>,
+    pub session_error: Option<io::Error>,
+}
+
+pub struct BackgroundMount<F: Flash + Send + 'static> {
+    thread: std::thread::JoinHandle<Result<Served<F>, MountError>>,
+}
+
+impl<F: Flash + Send + 'static> BackgroundMount<F> {
+    /// Waits for the session to end (after an unmount).
+    pub fn join(self) -> Result<Served<F>, MountError> {
+        self.thread.join().unwrap_or(Err(MountError::StillReferenced))
+    }
+}
+
+/// How an unmount went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unmounted {
+    /// The mount is gone; the session ends now.
+    Now,
+    /// The mount point was busy, so it was detached (`umount -l`): it vanished from the
+    /// namespace, and the session ends when the last open file on it is closed.
+    Detached,
+}
+
+/// Unmounts a `Mount` from any thread.
+pub struct Unmounter {
+    inner: SessionUnmounter,
+    mount_point: PathBuf,
+}
+
+impl Unmounter {
+    pub fn unmount(&mut self) -> io::Result<Unmounted> {
+        match self.inner.unmount() {
+            Ok(()) => Ok(Unmounted::Now),
+            Err(error) if error.raw_os_error() == Some(libc::EBUSY) => {
+                detach(&self.mount_point)?;
+                Ok(Unmounted::Detached)
+            }
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// Lazily unmounts `mount_point` (MNT_DETACH), falling back to `fusermount3 -u -z` for an
+/// unprivileged user.
+fn detach(mount_point: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(mount_point.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mount point contains NUL"))?;
+    // SAFETY: `path` is a valid NUL-terminated string that outlives the call.
+    if unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } == 0 {
+        return Ok(());
+    }
+    let error = io::Error::last_os_error();
+    if error.raw_os_error() != Some(libc::EPERM) {
+        return Err(error);
+    }
+    let status = std::process::Command::new("fusermount3").arg("-u").arg("-z").arg("--").arg(mount_point).status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("fusermount3 -u -z {} failed: {status}", mount_point.display())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_point_problems_are_named() {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let missing = directory.path().join("missing");
+        assert!(matches!(check_mount_point(&missing), Err(MountError::MountPointMissing(_))));
+        let file = directory.path().join("file");
+        std::fs::write(&file, b"x").expect("write");
+        assert!(matches!(check_mount_point(&file), Err(MountError::MountPointNotDirectory(_))));
+        assert!(matches!(check_mount_point(Path::new("/proc")), Err(MountError::MountPointBusy(_))));
+    }
+
+    #[test]
+    fn mount_paths_are_escaped_like_the_kernel_does() {
+        assert_eq!(escape_mount_path(Path::new("/a b\\c")), "/a\\040b\\134c");
+    }
+}
