@@ -1,11 +1,13 @@
 //! Layer 5: transactions — the working state and the committed state, superblock, metaroots,
 //! and the commit protocol that turns one into the other atomically.
 
+pub mod chip_set;
 pub mod metaroot;
 pub mod store;
 pub mod superblock;
 pub mod volume;
 
+pub use chip_set::ChipSetError;
 pub use metaroot::Metaroot;
 pub use superblock::Superblock;
 pub use volume::{TxnError, Volume, VolumeConfig};

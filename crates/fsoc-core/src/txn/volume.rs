@@ -54,6 +54,8 @@ pub enum TxnError {
     NotAVolume { reason: &'static str },
     #[error("the flash does not match the volume: {reason}")]
     WrongDevice { reason: &'static str },
+    #[error("chip set: {0}")]
+    ChipSet(#[from] crate::txn::chip_set::ChipSetError),
     #[error("cannot format: {reason}")]
     CannotFormat { reason: &'static str },
     #[error("no valid metaroot found")]
@@ -215,8 +217,8 @@ impl<F: Flash> Volume<F> {
         Ok(volume)
     }
 
-    /// Mounts a volume: one superblock read, the bounded metaroot search, nothing else. The
-    /// trees and the segment table are read on demand.
+    /// Mounts a volume: one superblock read per chip (the chip-set check), the bounded
+    /// metaroot search, nothing else. The trees and the segment table are read on demand.
     pub fn mount(flash: F, config: VolumeConfig) -> Result<Volume<F>, TxnError> {
         let mut device = Device::new(flash);
         let reads_before = device.flash.counters().totals().reads;
@@ -225,9 +227,8 @@ impl<F: Flash> Volume<F> {
         if superblock.geometry != layout.geometry {
             return Err(TxnError::WrongDevice { reason: "flash geometry differs from the superblock's" });
         }
-        if superblock.chip_count != layout.chip_count {
-            return Err(TxnError::WrongDevice { reason: "chip count differs from the superblock's" });
-        }
+        // Every chip's superblock, read together: p page reads, one read time.
+        crate::txn::chip_set::check_chip_set(&mut device, &superblock)?;
         let table_pages = SegmentTable::page_count_for(layout.segment_count(), layout.page_size_bytes()) as usize;
         let found = Self::find_newest_metaroot(&mut device, &superblock, table_pages)?;
         let mut config = config;
