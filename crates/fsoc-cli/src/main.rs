@@ -1,6 +1,7 @@
 //! The `fsoc` command: simulator demo, image tools, checker, crash test and benchmarks.
 
 mod flash_cmd;
+mod scaling_cmd;
 mod volume_cmd;
 
 use std::path::PathBuf;
@@ -80,6 +81,26 @@ enum Command {
         #[arg(long)]
         unstable_bits: bool,
     },
+    /// Benchmarks (simulated device time; results as JSON plus an SVG chart beside it).
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// IOzone-style record sweep (seed 001) on 1, 2, 4 and 8 chips, SLC/MLC/TLC.
+    Scaling {
+        /// Where to write the JSON rows (the chart goes beside it, as .svg).
+        #[arg(long)]
+        json: PathBuf,
+        /// A reduced sweep that runs in seconds.
+        #[arg(long)]
+        quick: bool,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -124,6 +145,7 @@ fn main() -> ExitCode {
                 Err(error) => Err(error),
             }
         }
+        Command::Bench { command: BenchCommand::Scaling { json, quick, seed } } => scaling_cmd::run(&json, quick, seed),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
