@@ -63,8 +63,9 @@ impl FsioConfig {
     /// The full benchmark: 15 × 133 files of 1 KiB on one 512 MiB MLC chip.
     ///
     /// Why 512 MiB (4096 blocks of 128 KiB): a 1 KiB file is above littlefs's inline limit
-    /// (1022 bytes), so littlefs gives each file its own erase block; 1995 files need 1995
-    /// blocks, more than a 64 MiB device (512 blocks) has.
+    /// (at most 1022 bytes, 512 with the benchmark's metadata_max), so littlefs gives each
+    /// file its own erase block; 1995 files need 1995 blocks, more than a 64 MiB device
+    /// (512 blocks) has.
     pub fn full(seed: u64) -> FsioConfig {
         FsioConfig {
             sample_count: SAMPLE_COUNT,
@@ -261,4 +262,43 @@ pub fn run(config: &FsioConfig, progress: &mut dyn FnMut(&str)) -> Result<Value,
             "wall_ms": wall_ms,
         },
     }))
+}
+
+/// The README rows (STYLE §10) for an fsio report: one row per operation with simulated
+/// seconds for all samples, the fsoc ÷ littlefs ratio and, for creates, the physical limit.
+pub fn markdown_table(report: &Value) -> String {
+    let device = &report["config"]["device"];
+    let workload = &report["config"]["workload"];
+    let title = format!(
+        "fsio {} × {} files of {} B ({}, {} KiB pages, {} chip, seed {})",
+        workload["sample_count"],
+        workload["files_per_sample"],
+        workload["file_size_bytes"],
+        device["profile"].as_str().unwrap_or("?").to_uppercase(),
+        device["page_size_bytes"].as_u64().unwrap_or(0) / 1024,
+        device["chip_count"],
+        device["seed"],
+    );
+    let seconds = |fs: &str, operation: &str| {
+        report["summary"]["totals"][fs][operation]["sim_us"].as_u64().map_or(f64::NAN, |us| us as f64 / 1e6)
+    };
+    let mut table = format!("| {title} | fsoc (s) | littlefs (s) | fsoc/littlefs | limit (s) |\n|---|---|---|---|---|\n");
+    for operation in FsioOperation::ALL {
+        let ratio = report["summary"]["ratio_fsoc_over_littlefs"][operation.name()]["sim_us"].as_f64();
+        let limit = match operation {
+            FsioOperation::Create => report["summary"]["limit_create_sim_us"]
+                .as_u64()
+                .map_or("–".to_owned(), |us| format!("{:.2}", us as f64 / 1e6)),
+            _ => "–".to_owned(),
+        };
+        table += &format!(
+            "| {} | {:.2} | {:.2} | {} | {} |\n",
+            operation.name(),
+            seconds(FsocTarget::NAME, operation.name()),
+            seconds(LittlefsTarget::NAME, operation.name()),
+            ratio.map_or("–".to_owned(), |ratio| format!("{ratio:.3}")),
+            limit,
+        );
+    }
+    table
 }

@@ -85,3 +85,32 @@ fn invalid_configurations_are_refused() {
     assert!(fsio::run(&empty, &mut |_| {}).is_err());
     assert!(mount::run(&MountConfig::new(&[mount::FILES_MAX + 1], 1), &mut |_| {}).is_err());
 }
+
+// The README table has a header, a separator and one row per operation.
+#[test]
+fn fsio_markdown_table() {
+    let table = fsio::markdown_table(&run_fsio(&small_fsio(3)));
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 5, "{table}");
+    assert!(lines[0].starts_with("| fsio 2 × 10 files of 1024 B (MLC, 2 KiB pages, 1 chip, seed 3) |"), "{table}");
+    assert!(lines[2].starts_with("| create |") && lines[4].starts_with("| delete |"), "{table}");
+}
+
+// littlefs's counts for the reduced run, pinned: littlefs and the simulator are fixed code, so
+// any change here is a change in the adapter or the harness (fsoc's counts move with the core
+// and are not pinned).
+#[test]
+fn littlefs_counts_are_pinned() {
+    let report = run_fsio(&small_fsio(1));
+    let totals = |operation: &str| {
+        let total = &report["summary"]["totals"]["littlefs"][operation];
+        ["reads", "programs", "erases", "sim_us"].map(|name| field(total, name))
+    };
+    assert_eq!(
+        [totals("create"), totals("open"), totals("delete")],
+        // [reads, programs, erases, sim_us] of create, open and delete. Each create is three
+        // page programs (file data, the create commit, the close commit) and, with a 4 KiB
+        // metadata_max, two erases (the file's block and a compaction).
+        [[1908, 60, 40, 267_610], [220, 0, 0, 17_116], [1164, 20, 10, 123_615]]
+    );
+}
