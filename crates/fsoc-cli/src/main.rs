@@ -1,7 +1,9 @@
 //! The `fsoc` command: simulator demo, image tools, checker, crash test and benchmarks.
 
 mod flash_cmd;
+mod fuse_cmd;
 mod scaling_cmd;
+mod tools_cmd;
 mod volume_cmd;
 
 use std::path::PathBuf;
@@ -86,6 +88,10 @@ enum Command {
         #[command(subcommand)]
         command: BenchCommand,
     },
+    #[command(flatten)]
+    Mount(fuse_cmd::MountCommand),
+    #[command(flatten)]
+    Tool(tools_cmd::ToolCommand),
 }
 
 #[derive(Subcommand)]
@@ -146,6 +152,8 @@ fn main() -> ExitCode {
             }
         }
         Command::Bench { command: BenchCommand::Scaling { json, quick, seed } } => scaling_cmd::run(&json, quick, seed),
+        Command::Mount(command) => fuse_cmd::run(command),
+        Command::Tool(command) => tools_cmd::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,7 +16,7 @@ use fsoc_media::Flash;
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
     OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::attributes::{errno, file_attr, file_type, time_ns};
@@ -433,6 +433,34 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
                     statfs.block_size_bytes,
                 )
             }
+            Err(error) => reply.error(error),
+        }
+    }
+
+    // fsoc stores no extended attributes: every inode has none, and none can be set
+    // (EOPNOTSUPP, as on a file system without xattr support; `cp -a` then copies without).
+    fn setxattr(&self, _request: &Request, _inode: INodeNo, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32, reply: ReplyEmpty) {
+        reply.error(Errno::ENOTSUP);
+    }
+
+    fn getxattr(&self, _request: &Request, inode: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
+        match self.lock.run("getxattr", |state| state.fs.getattr(inode.0).map_err(fs_error)) {
+            Ok(_) => reply.error(Errno::NO_XATTR),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn listxattr(&self, _request: &Request, inode: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.lock.run("listxattr", |state| state.fs.getattr(inode.0).map_err(fs_error)) {
+            Ok(_) if size == 0 => reply.size(0),
+            Ok(_) => reply.data(&[]),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn removexattr(&self, _request: &Request, inode: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        match self.lock.run("removexattr", |state| state.fs.getattr(inode.0).map_err(fs_error)) {
+            Ok(_) => reply.error(Errno::NO_XATTR),
             Err(error) => reply.error(error),
         }
     }

@@ -15,9 +15,17 @@ impl log::Log for StderrLogger {
     }
 
     fn log(&self, record: &log::Record) {
-        if self.enabled(record.metadata()) {
+        // fuser warns about requests it answers by default (unimplemented calls, an unmount
+        // attempt after the kernel already unmounted): routine for this mount, so shown only
+        // with the informational lines.
+        let level = if record.target().starts_with("fuser") && record.level() == log::Level::Warn {
+            log::Level::Info
+        } else {
+            record.level()
+        };
+        if level <= self.level {
             // A log line that cannot be written (stderr closed) is dropped, not a failure.
-            let _ = writeln!(std::io::stderr().lock(), "{}: {}: {}", self.prefix, record.level().as_str().to_lowercase(), record.args());
+            let _ = writeln!(std::io::stderr().lock(), "{}: {}: {}", self.prefix, level.as_str().to_lowercase(), record.args());
         }
     }
 

@@ -1,0 +1,219 @@
+//! `fsoc mount IMAGE MOUNTPOINT`: serves a volume image through FUSE until it is unmounted
+//! (Ctrl-C, SIGTERM, `fusermount3 -u`), then commits and closes the image cleanly.
+//!
+//! Invariants: the image is locked exclusively for the whole mount, so no tool or second mount
+//! writes it meanwhile; the volume is committed only after the kernel has dropped the mount,
+//! so the commit is the last write; `--daemon` reports success only once the mount is live
+//! and reports the daemon's own error message otherwise.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::FromRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use clap::{Args, Subcommand};
+use fsoc_fuse::{Mount, MountConfig, Unmounted};
+use fsoc_media::Flash;
+
+use crate::tools_cmd::{close_volume, lock_image, open_volume};
+
+/// Names the descriptor on which a daemon child reports "ready" or its error.
+const READY_FD_VARIABLE: &str = "FSOC_MOUNT_READY_FD";
+const READY_LINE: &str = "ready";
+
+#[derive(Subcommand)]
+pub enum MountCommand {
+    /// Mounts a volume image on a directory through FUSE. Stays in the foreground until
+    /// unmounted (Ctrl-C, SIGTERM or `fusermount3 -u MOUNTPOINT`), then commits cleanly.
+    Mount(MountArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct MountArgs {
+    image: PathBuf,
+    mount_point: PathBuf,
+    /// Detach into the background once the volume is mounted.
+    #[arg(long)]
+    daemon: bool,
+    /// With --daemon: append log lines here (default: discarded).
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// Mount read-only: nothing on the image changes.
+    #[arg(long)]
+    read_only: bool,
+    /// Only the mounting user may use the mount (by default, when root mounts, every user may,
+    /// with permissions checked as on any volume).
+    #[arg(long)]
+    private: bool,
+    /// Threads receiving kernel requests (calls on the volume are serialized regardless).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Print mount and unmount steps.
+    #[arg(long, short = 'v')]
+    verbose: bool,
+}
+
+pub fn run(command: MountCommand) -> Result<(), String> {
+    let MountCommand::Mount(arguments) = command;
+    match std::env::var(READY_FD_VARIABLE).ok().and_then(|fd| fd.parse::<i32>().ok()) {
+        Some(fd) => {
+            // SAFETY: the parent passed this descriptor to us open and names it in the
+            // environment; nothing else in this process owns it.
+            let mut reporter = Reporter { pipe: Some(unsafe { File::from_raw_fd(fd) }) };
+            std::env::remove_var(READY_FD_VARIABLE);
+            let result = serve(&arguments, &mut reporter);
+            if let Err(message) = &result {
+                reporter.failed(message);
+            }
+            result
+        }
+        None if arguments.daemon => spawn_daemon(arguments.log.as_deref()),
+        None => serve(&arguments, &mut Reporter { pipe: None }),
+    }
+}
+
+/// Tells a waiting parent (with --daemon) how mounting went.
+struct Reporter {
+    pipe: Option<File>,
+}
+
+impl Reporter {
+    fn ready(&mut self) {
+        if let Some(mut pipe) = self.pipe.take() {
+            let _ = writeln!(pipe, "{READY_LINE}");
+        }
+    }
+
+    fn failed(&mut self, message: &str) {
+        if let Some(mut pipe) = self.pipe.take() {
+            let _ = write!(pipe, "{message}");
+        }
+    }
+}
+
+/// Starts this same command again without `--daemon`, in a new session with no terminal, and
+/// waits until it reports that the volume is mounted (or why it is not).
+fn spawn_daemon(log: Option<&Path>) -> Result<(), String> {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe writes.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    let [read_fd, write_fd] = fds;
+    // SAFETY: both descriptors were just created and are owned here.
+    let (mut reader, writer) = unsafe { (File::from_raw_fd(read_fd), File::from_raw_fd(write_fd)) };
+    // SAFETY: fcntl on a descriptor we own; the child must not inherit the read end.
+    unsafe { libc::fcntl(read_fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    let arguments: Vec<std::ffi::OsString> = std::env::args_os().skip(1).filter(|argument| argument != "--daemon").collect();
+    let log_file = log
+        .map(|path| File::options().create(true).append(true).open(path).map_err(|error| format!("{}: {error}", path.display())))
+        .transpose()?;
+    let stderr = log_file.map_or_else(Stdio::null, Stdio::from);
+    let executable = std::env::current_exe().map_err(|error| format!("cannot find the fsoc executable: {error}"))?;
+    let mut command = Command::new(executable);
+    command.args(arguments).env(READY_FD_VARIABLE, write_fd.to_string()).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        })
+    };
+    let child = command.spawn().map_err(|error| format!("cannot start the mount daemon: {error}"))?;
+    drop(writer);
+    let mut report = String::new();
+    reader.read_to_string(&mut report).map_err(|error| format!("reading the daemon's report: {error}"))?;
+    match report.trim_end() {
+        line if line == READY_LINE => {
+            eprintln!("fsoc: mounted in the background (pid {}); unmount with `fusermount3 -u`", child.id());
+            Ok(())
+        }
+        "" => Err("the mount daemon exited before mounting (run without --daemon to see why)".into()),
+        message => Err(message.to_string()),
+    }
+}
+
+/// Signals that unmount the volume; blocked in every thread and taken by `sigwait`.
+fn termination_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialize and fill the set this function owns.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, signal);
+        }
+        set
+    }
+}
+
+fn serve(arguments: &MountArgs, reporter: &mut Reporter) -> Result<(), String> {
+    fsoc_fuse::logger::install("fsoc mount", arguments.verbose);
+    let image = &arguments.image;
+    // Mount point first: it is cheap to check and mounting the volume may already write
+    // (orphan clean-up).
+    let mount_point = fsoc_fuse::check_mount_point(&arguments.mount_point).map_err(|error| error.to_string())?;
+    if let Ok(canonical_image) = image.canonicalize() {
+        if canonical_image.starts_with(&mount_point) {
+            return Err(format!("{}: the image lies inside the mount point {}", image.display(), mount_point.display()));
+        }
+    }
+    let lock = lock_image(image, true)?;
+    let fs = open_volume(image, arguments.read_only)?;
+    let config = MountConfig {
+        allow_other: MountConfig::default().allow_other && !arguments.private,
+        read_only: arguments.read_only,
+        thread_count: arguments.threads.clamp(1, 64),
+    };
+    // Block the termination signals before any thread starts, so they reach only `sigwait`.
+    let signals = termination_signals();
+    // SAFETY: changes this thread's mask (inherited by threads spawned later); the set is valid.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut()) };
+    let mut mount = Mount::new(fs, &mount_point, &config).map_err(|error| format!("{}: {error}", image.display()))?;
+    let mut unmounter = mount.unmounter();
+    let shown_mount_point = mount_point.display().to_string();
+    std::thread::Builder::new()
+        .name("fsoc-signals".into())
+        .spawn(move || loop {
+            let mut signal = 0;
+            // SAFETY: `signals` is a valid set and `signal` a valid out-pointer.
+            if unsafe { libc::sigwait(&signals, &mut signal) } != 0 {
+                return;
+            }
+            log::info!("signal {signal}: unmounting {shown_mount_point}");
+            match unmounter.unmount() {
+                Ok(Unmounted::Now) => {}
+                Ok(Unmounted::Detached) => log::warn!(
+                    "{shown_mount_point} is busy: detached it; fsoc commits and exits when the last open file on it is closed"
+                ),
+                Err(error) => log::error!("cannot unmount {shown_mount_point}: {error}"),
+            }
+        })
+        .map_err(|error| format!("cannot start the signal thread: {error}"))?;
+    if !arguments.daemon && reporter.pipe.is_none() {
+        eprintln!(
+            "fsoc: {} mounted on {}; unmount with Ctrl-C or `fusermount3 -u {}`",
+            image.display(),
+            mount_point.display(),
+            mount_point.display()
+        );
+    }
+    reporter.ready();
+    let served = mount.run().map_err(|error| format!("{}: {error}", image.display()))?;
+    if let Some(failure) = &served.failure {
+        // Poisoned: unmount returns the flash without committing, keeping the last commit.
+        let mut flash = served.fs.unmount().map_err(|error| format!("{}: {error}", image.display()))?;
+        let _ = flash.flush();
+        drop(lock);
+        return Err(format!(
+            "{}: stopped serving after an internal error ({failure}); the image keeps its last committed state: run `fsoc fsck {}`",
+            image.display(),
+            image.display()
+        ));
+    }
+    close_volume(served.fs, image)?;
+    drop(lock);
+    log::info!("{} unmounted cleanly", image.display());
+    Ok(())
+}

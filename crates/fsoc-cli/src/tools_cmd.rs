@@ -1,0 +1,824 @@
+//! Image tools that work without mounting, like mtools: `fsoc ls|cat|put|get|rm|mkdir|mv
+//! IMAGE:/path`. Each command opens the image, does its work through the inode-level API and
+//! closes the volume cleanly (one commit), so an interrupted command leaves the last committed
+//! state.
+//!
+//! Invariants: a writer holds an exclusive lock on the image file and a reader a shared one,
+//! so a tool never runs against a mounted image (`fsoc mount` holds the exclusive lock);
+//! memory stays bounded by the copy buffer and one directory batch whatever the tree size.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+use clap::Subcommand;
+use fsoc_core::fs::{FileKind, FsError, InodeRecord};
+use fsoc_core::{FileSystem, FsConfig};
+use fsoc_media::image::{ImageError, ImageStore};
+use fsoc_media::{Flash, SimFlash};
+use indicatif::{ProgressBar, ProgressStyle};
+
+pub type ImageFlash = SimFlash<ImageStore>;
+
+/// Bytes copied per read or write call.
+const COPY_CHUNK_BYTES: usize = 1 << 20;
+/// Directory entries fetched per call.
+const DIRECTORY_BATCH: usize = 256;
+/// Tree nodes cached by tools and the mount (2 KiB to 8 KiB each: 8 to 32 MiB).
+pub const CACHE_NODES: usize = 4096;
+const ROOT_INODE: u64 = 1;
+
+#[derive(Subcommand)]
+pub enum ToolCommand {
+    /// Lists a directory (or describes a file) in an image: fsoc ls [-l] [-r] IMAGE:/path
+    Ls {
+        target: String,
+        /// Long format: mode, links, owner, group, size, modification time.
+        #[arg(short = 'l', long)]
+        long: bool,
+        /// List subdirectories too, as full paths.
+        #[arg(short = 'r', long)]
+        recursive: bool,
+    },
+    /// Writes a file in an image to standard output: fsoc cat IMAGE:/path
+    Cat { target: String },
+    /// Copies local files into an image: fsoc put [-r] LOCAL... IMAGE:/path
+    Put {
+        /// Local sources, then the destination IMAGE:/path.
+        #[arg(required = true, num_args = 2..)]
+        paths: Vec<String>,
+        /// Copy directories and everything in them.
+        #[arg(short = 'r', long)]
+        recursive: bool,
+    },
+    /// Copies a file out of an image: fsoc get [-r] IMAGE:/path LOCAL
+    Get {
+        source: String,
+        destination: PathBuf,
+        /// Copy a directory and everything in it.
+        #[arg(short = 'r', long)]
+        recursive: bool,
+    },
+    /// Removes files from an image: fsoc rm [-r] IMAGE:/path...
+    Rm {
+        #[arg(required = true)]
+        targets: Vec<String>,
+        /// Remove directories and everything in them.
+        #[arg(short = 'r', long)]
+        recursive: bool,
+    },
+    /// Creates directories in an image: fsoc mkdir [-p] IMAGE:/path...
+    Mkdir {
+        #[arg(required = true)]
+        targets: Vec<String>,
+        /// Create missing parents; an existing directory is not an error.
+        #[arg(short = 'p', long)]
+        parents: bool,
+    },
+    /// Renames or moves within an image: fsoc mv IMAGE:/old IMAGE:/new
+    Mv { source: String, destination: String },
+}
+
+pub fn run(command: ToolCommand) -> Result<(), String> {
+    match command {
+        ToolCommand::Ls { target, long, recursive } => ls(&target, long, recursive),
+        ToolCommand::Cat { target } => cat(&target),
+        ToolCommand::Put { paths, recursive } => put(&paths, recursive),
+        ToolCommand::Get { source, destination, recursive } => get(&source, &destination, recursive),
+        ToolCommand::Rm { targets, recursive } => rm(&targets, recursive),
+        ToolCommand::Mkdir { targets, parents } => mkdir(&targets, parents),
+        ToolCommand::Mv { source, destination } => mv(&source, &destination),
+    }
+}
+
+// ----- opening and closing images -------------------------------------------------------------
+
+/// An advisory lock on an image file, held while a tool or a mount uses it.
+pub struct ImageLock {
+    _file: File,
+}
+
+/// Locks `image` (exclusive for writers, shared for readers) or says who holds it.
+pub fn lock_image(image: &Path, exclusive: bool) -> Result<ImageLock, String> {
+    let file = File::open(image).map_err(|error| format!("{}: {error}", image.display()))?;
+    let operation = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
+    // SAFETY: flock on a descriptor this function owns; no memory is passed.
+    if unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) } != 0 {
+        return Err(format!(
+            "{}: the image is in use by another fsoc process (mounted, or a tool is running); unmount it first",
+            image.display()
+        ));
+    }
+    Ok(ImageLock { _file: file })
+}
+
+/// Explains an image-file error and says what to do about it.
+pub fn describe_image_error(image: &Path, error: &ImageError) -> String {
+    let hint = match error {
+        ImageError::BadMagic { .. } => "this file is not an fsoc image (create one with `fsoc mkfs`)",
+        ImageError::Truncated { .. } | ImageError::FileSizeMismatch { .. } => {
+            "the image file is truncated or was damaged: restore it from a copy"
+        }
+        ImageError::Io { .. } => "the image file cannot be read",
+        _ => "the image header is damaged: run `fsoc fsck` for details, or restore the image from a copy",
+    };
+    format!("{}: {error}: {hint}", image.display())
+}
+
+/// Explains why a volume does not mount.
+pub fn describe_mount_error(image: &Path, error: &FsError) -> String {
+    let hint = match error {
+        FsError::Io(fsoc_core::txn::TxnError::NotAVolume { .. }) => {
+            "the flash image holds no fsoc volume: create one with `fsoc mkfs`".to_string()
+        }
+        _ => format!("the volume is damaged: run `fsoc fsck {}` for details", image.display()),
+    };
+    format!("{}: cannot mount: {error}; {hint}", image.display())
+}
+
+/// A file-system configuration for tools and the mount: defaults with a larger node cache.
+pub fn volume_config(read_only: bool) -> FsConfig {
+    let mut config = FsConfig::default();
+    config.volume.cache_nodes_max = config.volume.cache_nodes_max.max(CACHE_NODES);
+    config.volume.read_only = read_only;
+    config
+}
+
+/// Opens and mounts the volume in `image`.
+pub fn open_volume(image: &Path, read_only: bool) -> Result<FileSystem<ImageFlash>, String> {
+    let flash = SimFlash::open_image(image).map_err(|error| describe_image_error(image, &error))?;
+    let mut fs = FileSystem::mount(flash, volume_config(read_only)).map_err(|error| describe_mount_error(image, &error))?;
+    fs.now_ns = now_ns();
+    Ok(fs)
+}
+
+/// Unmounts cleanly (commit) and flushes the image file to stable storage.
+pub fn close_volume(fs: FileSystem<ImageFlash>, image: &Path) -> Result<(), String> {
+    let mut flash = fs.unmount().map_err(|error| format!("{}: unmount: {error}", image.display()))?;
+    flash.flush().map_err(|error| format!("{}: flush: {error}", image.display()))
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64)
+}
+
+/// An open image with its lock; `finish` commits (writers) and closes.
+struct Session {
+    image: PathBuf,
+    fs: FileSystem<ImageFlash>,
+    _lock: ImageLock,
+}
+
+impl Session {
+    fn open(image: &Path, writable: bool) -> Result<Session, String> {
+        let lock = lock_image(image, writable)?;
+        let fs = open_volume(image, !writable)?;
+        Ok(Session { image: image.to_path_buf(), fs, _lock: lock })
+    }
+
+    fn finish(self) -> Result<(), String> {
+        close_volume(self.fs, &self.image)
+    }
+
+    fn error(&self, path: &[u8], error: FsError) -> String {
+        format!("{}:{}: {error}", self.image.display(), String::from_utf8_lossy(path))
+    }
+}
+
+// ----- IMAGE:/path arguments ------------------------------------------------------------------
+
+/// `IMAGE:/path` split into the image file and a normalized absolute path (no trailing or
+/// repeated slashes). The image is the shortest prefix before a `:` that names an existing
+/// file, so image names may contain colons.
+fn parse_target(text: &str) -> Result<(PathBuf, Vec<u8>), String> {
+    let mut fallback = None;
+    for (index, _) in text.match_indices(':') {
+        let (image, path) = (&text[..index], &text[index + 1..]);
+        if image.is_empty() {
+            continue;
+        }
+        if Path::new(image).is_file() {
+            return Ok((PathBuf::from(image), normalize(path)?));
+        }
+        fallback.get_or_insert((image, path));
+    }
+    match fallback {
+        Some((image, _)) => Err(format!("{image}: no such image file")),
+        None => Err(format!("{text:?}: expected IMAGE:/path (for example disk.img:/docs/a.txt)")),
+    }
+}
+
+fn normalize(path: &str) -> Result<Vec<u8>, String> {
+    let path = if path.is_empty() { "/" } else { path };
+    if !path.starts_with('/') {
+        return Err(format!("{path:?}: the path inside the image must be absolute (start with /)"));
+    }
+    let parts: Vec<&str> = path.split('/').filter(|part| !part.is_empty() && *part != ".").collect();
+    if parts.contains(&"..") {
+        return Err(format!("{path:?}: `..` is not supported in image paths"));
+    }
+    Ok(format!("/{}", parts.join("/")).into_bytes())
+}
+
+/// Splits targets that must all be in one image.
+fn parse_targets(texts: &[String]) -> Result<(PathBuf, Vec<Vec<u8>>), String> {
+    let mut image: Option<PathBuf> = None;
+    let mut paths = Vec::new();
+    for text in texts {
+        let (this_image, path) = parse_target(text)?;
+        match &image {
+            Some(first) if first != &this_image => {
+                return Err(format!("all paths must be in one image ({} and {})", first.display(), this_image.display()))
+            }
+            _ => image = Some(this_image),
+        }
+        paths.push(path);
+    }
+    let image = image.ok_or("no IMAGE:/path given")?;
+    Ok((image, paths))
+}
+
+fn join(parent: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut path = parent.to_vec();
+    if path.last() != Some(&b'/') {
+        path.push(b'/');
+    }
+    path.extend_from_slice(name);
+    path
+}
+
+/// (parent path, final name) of a normalized path other than the root.
+fn split_last(path: &[u8]) -> Option<(&[u8], &[u8])> {
+    let slash = path.iter().rposition(|&byte| byte == b'/')?;
+    let name = &path[slash + 1..];
+    if name.is_empty() {
+        return None;
+    }
+    Some((if slash == 0 { b"/" } else { &path[..slash] }, name))
+}
+
+fn resolve(fs: &mut FileSystem<ImageFlash>, path: &[u8]) -> Result<(u64, FileKind), FsError> {
+    fs.resolve(path)
+}
+
+/// The parent directory's inode and the final name.
+fn resolve_parent<'p>(fs: &mut FileSystem<ImageFlash>, path: &'p [u8]) -> Result<(u64, &'p [u8]), FsError> {
+    let (parent, name) = split_last(path).ok_or(FsError::Exists)?;
+    let (inode, kind) = fs.resolve(parent)?;
+    if kind != FileKind::Directory {
+        return Err(FsError::NotDirectory);
+    }
+    Ok((inode, name))
+}
+
+fn caller_ids() -> (u32, u32) {
+    // SAFETY: geteuid and getegid have no preconditions and cannot fail.
+    unsafe { (libc::geteuid(), libc::getegid()) }
+}
+
+/// Visits every entry of a directory in name order, one bounded batch at a time.
+fn for_each_entry(
+    fs: &mut FileSystem<ImageFlash>,
+    directory: u64,
+    mut visit: impl FnMut(&mut FileSystem<ImageFlash>, &fsoc_core::fs::DirectoryEntry) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let batch = fs.readdir(directory, after.as_deref(), DIRECTORY_BATCH).map_err(|error| format!("readdir: {error}"))?;
+        for entry in &batch {
+            visit(fs, entry)?;
+        }
+        if batch.len() < DIRECTORY_BATCH {
+            return Ok(());
+        }
+        after = batch.last().map(|entry| entry.name.clone());
+    }
+}
+
+fn progress_bar(total_bytes: u64, message: &str) -> ProgressBar {
+    // Hidden automatically when stderr is not a terminal.
+    let bar = ProgressBar::new(total_bytes);
+    let style = ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    bar.set_style(style);
+    bar.set_message(message.to_string());
+    bar
+}
+
+// ----- ls -------------------------------------------------------------------------------------
+
+fn ls(target: &str, long: bool, recursive: bool) -> Result<(), String> {
+    let (image, path) = parse_target(target)?;
+    let mut session = Session::open(&image, false)?;
+    let (inode, kind) = resolve(&mut session.fs, &path).map_err(|error| session.error(&path, error))?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if kind != FileKind::Directory {
+        let record = session.fs.getattr(inode).map_err(|error| session.error(&path, error))?;
+        let name = split_last(&path).map_or(&path[..], |(_, name)| name).to_vec();
+        print_entry(&mut session.fs, &mut out, &name, inode, &record, long)?;
+    } else {
+        list_directory(&mut session.fs, &mut out, &path, inode, long, recursive)?;
+    }
+    out.flush().map_err(|error| format!("stdout: {error}"))?;
+    drop(out);
+    session.finish()
+}
+
+fn list_directory(
+    fs: &mut FileSystem<ImageFlash>,
+    out: &mut impl Write,
+    path: &[u8],
+    directory: u64,
+    long: bool,
+    recursive: bool,
+) -> Result<(), String> {
+    let mut subdirectories = Vec::new();
+    for_each_entry(fs, directory, |fs, entry| {
+        let record = fs.getattr(entry.inode).map_err(|error| format!("getattr: {error}"))?;
+        let shown = if recursive { join(path, &entry.name) } else { entry.name.clone() };
+        print_entry(fs, out, &shown, entry.inode, &record, long)?;
+        if recursive && entry.kind == FileKind::Directory {
+            subdirectories.push((join(path, &entry.name), entry.inode));
+        }
+        Ok(())
+    })?;
+    // Subdirectories are listed after their parent, so memory holds one level's directory
+    // names at a time, not the whole tree.
+    for (subpath, inode) in subdirectories {
+        list_directory(fs, out, &subpath, inode, long, recursive)?;
+    }
+    Ok(())
+}
+
+fn print_entry(
+    fs: &mut FileSystem<ImageFlash>,
+    out: &mut impl Write,
+    name: &[u8],
+    inode: u64,
+    record: &InodeRecord,
+    long: bool,
+) -> Result<(), String> {
+    let mut line = Vec::new();
+    if long {
+        let type_char = match record.kind {
+            FileKind::File => '-',
+            FileKind::Directory => 'd',
+            FileKind::Symlink => 'l',
+        };
+        line.extend_from_slice(
+            format!(
+                "{type_char}{} {:>3} {:>5} {:>5} {:>10} {} ",
+                mode_string(record.mode),
+                record.nlink,
+                record.uid,
+                record.gid,
+                record.size,
+                format_time(record.mtime_ns)
+            )
+            .as_bytes(),
+        );
+    }
+    line.extend_from_slice(name);
+    match record.kind {
+        FileKind::Directory if !long => line.push(b'/'),
+        FileKind::Symlink if long => {
+            let target = fs.readlink(inode).map_err(|error| format!("readlink: {error}"))?;
+            line.extend_from_slice(b" -> ");
+            line.extend_from_slice(&target);
+        }
+        _ => {}
+    }
+    line.push(b'\n');
+    out.write_all(&line).map_err(|error| format!("stdout: {error}"))
+}
+
+fn mode_string(mode: u32) -> String {
+    let mut text = String::with_capacity(9);
+    for (shift, special, special_char) in [(6, 0o4000, 's'), (3, 0o2000, 's'), (0, 0o1000, 't')] {
+        let bits = (mode >> shift) & 0o7;
+        text.push(if bits & 4 != 0 { 'r' } else { '-' });
+        text.push(if bits & 2 != 0 { 'w' } else { '-' });
+        text.push(match (bits & 1 != 0, mode & special != 0) {
+            (true, true) => special_char,
+            (false, true) => special_char.to_ascii_uppercase(),
+            (true, false) => 'x',
+            (false, false) => '-',
+        });
+    }
+    text
+}
+
+/// `YYYY-MM-DD HH:MM` in UTC (days-to-civil after Howard Hinnant's algorithm).
+fn format_time(time_ns: u64) -> String {
+    let seconds = time_ns / 1_000_000_000;
+    let (days, day_seconds) = ((seconds / 86_400) as i64, seconds % 86_400);
+    let shifted = days + 719_468;
+    let era = shifted.div_euclid(146_097);
+    let day_of_era = shifted.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}", day_seconds / 3600, day_seconds % 3600 / 60)
+}
+
+// ----- cat ------------------------------------------------------------------------------------
+
+fn cat(target: &str) -> Result<(), String> {
+    let (image, path) = parse_target(target)?;
+    let mut session = Session::open(&image, false)?;
+    let (inode, kind) = resolve(&mut session.fs, &path).map_err(|error| session.error(&path, error))?;
+    if kind == FileKind::Directory {
+        return Err(session.error(&path, FsError::IsDirectory));
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut offset = 0u64;
+    loop {
+        let bytes = session.fs.read(inode, offset, COPY_CHUNK_BYTES).map_err(|error| session.error(&path, error))?;
+        if bytes.is_empty() {
+            break;
+        }
+        match out.write_all(&bytes) {
+            Ok(()) => {}
+            // `fsoc cat … | head` closes the pipe early: that is not an error.
+            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => break,
+            Err(error) => return Err(format!("stdout: {error}")),
+        }
+        offset += bytes.len() as u64;
+    }
+    let _ = out.flush();
+    session.finish()
+}
+
+// ----- put ------------------------------------------------------------------------------------
+
+fn put(paths: &[String], recursive: bool) -> Result<(), String> {
+    let (destination_text, sources) = paths.split_last().ok_or("put: give LOCAL... IMAGE:/path")?;
+    let (image, destination) = parse_target(destination_text)?;
+    for source in sources {
+        let metadata = std::fs::symlink_metadata(source).map_err(|error| format!("{source}: {error}"))?;
+        if metadata.is_dir() && !recursive {
+            return Err(format!("{source}: is a directory (use -r)"));
+        }
+    }
+    let mut session = Session::open(&image, true)?;
+    let into_directory = matches!(resolve(&mut session.fs, &destination), Ok((_, FileKind::Directory)));
+    if sources.len() > 1 && !into_directory {
+        return Err(session.error(&destination, FsError::NotDirectory));
+    }
+    let total_bytes: u64 = sources.iter().map(|source| local_tree_bytes(Path::new(source))).sum();
+    let bar = progress_bar(total_bytes, "put");
+    for source in sources {
+        let source = Path::new(source);
+        let target = if into_directory {
+            let name = source.file_name().ok_or_else(|| format!("{}: has no file name", source.display()))?;
+            join(&destination, name.as_bytes())
+        } else {
+            destination.clone()
+        };
+        put_tree(&mut session, source, &target, &bar)?;
+    }
+    bar.finish_and_clear();
+    session.finish()
+}
+
+/// Bytes in the regular files under `path` (for the progress bar; unreadable parts count 0).
+fn local_tree_bytes(path: &Path) -> u64 {
+    let Ok(metadata) = std::fs::symlink_metadata(path) else { return 0 };
+    if metadata.is_file() {
+        return metadata.len();
+    }
+    if !metadata.is_dir() {
+        return 0;
+    }
+    let Ok(entries) = std::fs::read_dir(path) else { return 0 };
+    entries.filter_map(Result::ok).map(|entry| local_tree_bytes(&entry.path())).sum()
+}
+
+/// Owner of a copied entry: the local file's when run as root (like `cp -a`), else the caller.
+fn copied_owner(metadata: &std::fs::Metadata) -> (u32, u32) {
+    let (uid, gid) = caller_ids();
+    if uid == 0 {
+        (metadata.uid(), metadata.gid())
+    } else {
+        (uid, gid)
+    }
+}
+
+fn put_tree(session: &mut Session, source: &Path, target: &[u8], bar: &ProgressBar) -> Result<(), String> {
+    let metadata = std::fs::symlink_metadata(source).map_err(|error| format!("{}: {error}", source.display()))?;
+    let (uid, gid) = copied_owner(&metadata);
+    let mode = metadata.mode() & 0o7777;
+    let (parent, name) = resolve_parent(&mut session.fs, target).map_err(|error| session.error(target, error))?;
+    let existing = match session.fs.lookup(parent, name) {
+        Ok(found) => Some(found),
+        Err(FsError::NotFound) => None,
+        Err(error) => return Err(session.error(target, error)),
+    };
+    let file_type = metadata.file_type();
+    if file_type.is_symlink() {
+        let link = std::fs::read_link(source).map_err(|error| format!("{}: {error}", source.display()))?;
+        if let Some((_, kind)) = existing {
+            if kind == FileKind::Directory {
+                return Err(session.error(target, FsError::IsDirectory));
+            }
+            session.fs.remove(parent, name, false).map_err(|error| session.error(target, error))?;
+        }
+        let link = link.as_os_str().as_bytes();
+        session.fs.create(parent, name, FileKind::Symlink, 0o777, uid, gid, Some(link)).map_err(|error| session.error(target, error))?;
+        return Ok(());
+    }
+    if file_type.is_dir() {
+        let inode = match existing {
+            Some((inode, FileKind::Directory)) => inode,
+            Some(_) => return Err(session.error(target, FsError::Exists)),
+            None => session.fs.create(parent, name, FileKind::Directory, mode, uid, gid, None).map_err(|error| session.error(target, error))?,
+        };
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(source)
+            .map_err(|error| format!("{}: {error}", source.display()))?
+            .map(|entry| entry.map(|entry| entry.path()))
+            .collect::<Result<_, _>>()
+            .map_err(|error| format!("{}: {error}", source.display()))?;
+        entries.sort();
+        for entry in entries {
+            let name = entry.file_name().ok_or_else(|| format!("{}: has no file name", entry.display()))?;
+            put_tree(session, &entry, &join(target, name.as_bytes()), bar)?;
+        }
+        set_times(session, inode, &metadata, target)?;
+        return Ok(());
+    }
+    if !file_type.is_file() {
+        eprintln!("fsoc put: skipping {}: fsoc stores only files, directories and symbolic links", source.display());
+        return Ok(());
+    }
+    let inode = match existing {
+        Some((inode, FileKind::File)) => {
+            session.fs.truncate(inode, 0).map_err(|error| session.error(target, error))?;
+            inode
+        }
+        Some((_, FileKind::Directory)) => return Err(session.error(target, FsError::IsDirectory)),
+        Some((_, FileKind::Symlink)) => {
+            session.fs.remove(parent, name, false).map_err(|error| session.error(target, error))?;
+            session.fs.create(parent, name, FileKind::File, mode, uid, gid, None).map_err(|error| session.error(target, error))?
+        }
+        None => session.fs.create(parent, name, FileKind::File, mode, uid, gid, None).map_err(|error| session.error(target, error))?,
+    };
+    let mut file = File::open(source).map_err(|error| format!("{}: {error}", source.display()))?;
+    let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
+    let mut offset = 0u64;
+    loop {
+        let count = file.read(&mut buffer).map_err(|error| format!("{}: {error}", source.display()))?;
+        if count == 0 {
+            break;
+        }
+        session.fs.write(inode, offset, &buffer[..count]).map_err(|error| session.error(target, error))?;
+        offset += count as u64;
+        bar.inc(count as u64);
+    }
+    set_times(session, inode, &metadata, target)
+}
+
+fn set_times(session: &mut Session, inode: u64, metadata: &std::fs::Metadata, target: &[u8]) -> Result<(), String> {
+    let nanos = |seconds: i64, nanoseconds: i64| (seconds.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(nanoseconds.max(0) as u64);
+    let atime_ns = nanos(metadata.atime(), metadata.atime_nsec());
+    let mtime_ns = nanos(metadata.mtime(), metadata.mtime_nsec());
+    session.fs.setattr(inode, None, None, None, Some(atime_ns), Some(mtime_ns)).map_err(|error| session.error(target, error))?;
+    Ok(())
+}
+
+// ----- get ------------------------------------------------------------------------------------
+
+fn get(source_text: &str, destination: &Path, recursive: bool) -> Result<(), String> {
+    let (image, source) = parse_target(source_text)?;
+    let mut session = Session::open(&image, false)?;
+    let (inode, kind) = resolve(&mut session.fs, &source).map_err(|error| session.error(&source, error))?;
+    if kind == FileKind::Directory && !recursive {
+        return Err(session.error(&source, FsError::IsDirectory).replace("is a directory", "is a directory (use -r)"));
+    }
+    let target = if destination.is_dir() {
+        let name = split_last(&source).map_or(&b"root"[..], |(_, name)| name);
+        destination.join(std::ffi::OsStr::from_bytes(name))
+    } else {
+        destination.to_path_buf()
+    };
+    let total_bytes = image_tree_bytes(&mut session.fs, inode, kind)?;
+    let bar = progress_bar(total_bytes, "get");
+    get_tree(&mut session, &source, inode, kind, &target, &bar)?;
+    bar.finish_and_clear();
+    session.finish()
+}
+
+fn image_tree_bytes(fs: &mut FileSystem<ImageFlash>, inode: u64, kind: FileKind) -> Result<u64, String> {
+    match kind {
+        FileKind::File => Ok(fs.getattr(inode).map_err(|error| format!("getattr: {error}"))?.size),
+        FileKind::Symlink => Ok(0),
+        FileKind::Directory => {
+            let mut total = 0;
+            for_each_entry(fs, inode, |fs, entry| {
+                total += image_tree_bytes(fs, entry.inode, entry.kind)?;
+                Ok(())
+            })?;
+            Ok(total)
+        }
+    }
+}
+
+fn get_tree(session: &mut Session, source: &[u8], inode: u64, kind: FileKind, target: &Path, bar: &ProgressBar) -> Result<(), String> {
+    let record = session.fs.getattr(inode).map_err(|error| session.error(source, error))?;
+    let local_error = |error: std::io::Error| format!("{}: {error}", target.display());
+    match kind {
+        FileKind::Symlink => {
+            let link = session.fs.readlink(inode).map_err(|error| session.error(source, error))?;
+            if std::fs::symlink_metadata(target).is_ok() {
+                std::fs::remove_file(target).map_err(local_error)?;
+            }
+            std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&link), target).map_err(local_error)?;
+            Ok(())
+        }
+        FileKind::Directory => {
+            match std::fs::create_dir(target) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && target.is_dir() => {}
+                Err(error) => return Err(local_error(error)),
+            }
+            // Entries are collected one batch at a time and copied before the next batch.
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let batch = session.fs.readdir(inode, after.as_deref(), DIRECTORY_BATCH).map_err(|error| session.error(source, error))?;
+                for entry in &batch {
+                    let child_source = join(source, &entry.name);
+                    let child_target = target.join(std::ffi::OsStr::from_bytes(&entry.name));
+                    get_tree(session, &child_source, entry.inode, entry.kind, &child_target, bar)?;
+                }
+                if batch.len() < DIRECTORY_BATCH {
+                    break;
+                }
+                after = batch.last().map(|entry| entry.name.clone());
+            }
+            std::fs::set_permissions(target, std::fs::Permissions::from_mode(record.mode & 0o7777)).map_err(local_error)?;
+            set_local_times(target, &record)
+        }
+        FileKind::File => {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(record.mode & 0o777)
+                .open(target)
+                .map_err(local_error)?;
+            let mut offset = 0u64;
+            while offset < record.size {
+                let bytes = session.fs.read(inode, offset, COPY_CHUNK_BYTES).map_err(|error| session.error(source, error))?;
+                if bytes.is_empty() {
+                    break;
+                }
+                file.write_all(&bytes).map_err(local_error)?;
+                offset += bytes.len() as u64;
+                bar.inc(bytes.len() as u64);
+            }
+            drop(file);
+            std::fs::set_permissions(target, std::fs::Permissions::from_mode(record.mode & 0o7777)).map_err(local_error)?;
+            set_local_times(target, &record)
+        }
+    }
+}
+
+fn set_local_times(target: &Path, record: &InodeRecord) -> Result<(), String> {
+    let time = |nanoseconds: u64| UNIX_EPOCH + Duration::from_nanos(nanoseconds);
+    let times = std::fs::FileTimes::new().set_accessed(time(record.atime_ns)).set_modified(time(record.mtime_ns));
+    let file = File::options().read(true).open(target).or_else(|_| File::open(target));
+    match file {
+        Ok(file) => file.set_times(times).map_err(|error| format!("{}: {error}", target.display())),
+        // A file we may write but not read (mode 0200): its times stay as they are.
+        Err(_) => Ok(()),
+    }
+}
+
+// ----- rm, mkdir, mv --------------------------------------------------------------------------
+
+fn rm(targets: &[String], recursive: bool) -> Result<(), String> {
+    let (image, paths) = parse_targets(targets)?;
+    let mut session = Session::open(&image, true)?;
+    for path in &paths {
+        let (parent, name) = resolve_parent(&mut session.fs, path).map_err(|error| match error {
+            FsError::Exists => format!("{}:/: the root directory cannot be removed", image.display()),
+            other => session.error(path, other),
+        })?;
+        let (inode, kind) = session.fs.lookup(parent, name).map_err(|error| session.error(path, error))?;
+        if kind == FileKind::Directory {
+            if !recursive {
+                return Err(format!("{}:{}: is a directory (use -r)", image.display(), String::from_utf8_lossy(path)));
+            }
+            remove_contents(&mut session.fs, inode).map_err(|error| session.error(path, error))?;
+        }
+        session.fs.remove(parent, name, kind == FileKind::Directory).map_err(|error| session.error(path, error))?;
+    }
+    session.finish()
+}
+
+/// Empties a directory, depth first. Each pass takes the first batch of what is left, so
+/// memory holds one batch per level.
+fn remove_contents(fs: &mut FileSystem<ImageFlash>, directory: u64) -> Result<(), FsError> {
+    loop {
+        let batch = fs.readdir(directory, None, DIRECTORY_BATCH)?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        for entry in batch {
+            let is_directory = entry.kind == FileKind::Directory;
+            if is_directory {
+                remove_contents(fs, entry.inode)?;
+            }
+            fs.remove(directory, &entry.name, is_directory)?;
+        }
+    }
+}
+
+fn mkdir(targets: &[String], parents: bool) -> Result<(), String> {
+    let (image, paths) = parse_targets(targets)?;
+    let mut session = Session::open(&image, true)?;
+    let (uid, gid) = caller_ids();
+    for path in &paths {
+        if parents {
+            let mut current = ROOT_INODE;
+            let mut prefix = Vec::new();
+            for name in path.split(|&byte| byte == b'/').filter(|name| !name.is_empty()) {
+                prefix = join(&prefix, name);
+                current = match session.fs.lookup(current, name) {
+                    Ok((inode, FileKind::Directory)) => inode,
+                    Ok(_) => return Err(session.error(&prefix, FsError::Exists)),
+                    Err(FsError::NotFound) => session
+                        .fs
+                        .create(current, name, FileKind::Directory, 0o755, uid, gid, None)
+                        .map_err(|error| session.error(&prefix, error))?,
+                    Err(error) => return Err(session.error(&prefix, error)),
+                };
+            }
+        } else {
+            let (parent, name) = resolve_parent(&mut session.fs, path).map_err(|error| session.error(path, error))?;
+            session.fs.create(parent, name, FileKind::Directory, 0o755, uid, gid, None).map_err(|error| session.error(path, error))?;
+        }
+    }
+    session.finish()
+}
+
+fn mv(source_text: &str, destination_text: &str) -> Result<(), String> {
+    let (image, paths) = parse_targets(&[source_text.to_string(), destination_text.to_string()])?;
+    let [source, destination] = &paths[..] else { unreachable!("two targets parsed into two paths") };
+    let mut session = Session::open(&image, true)?;
+    let (source_parent, source_name) = resolve_parent(&mut session.fs, source).map_err(|error| session.error(source, error))?;
+    let destination = match resolve(&mut session.fs, destination) {
+        // Like mv(1): moving onto a directory moves into it.
+        Ok((_, FileKind::Directory)) => join(destination, source_name),
+        _ => destination.clone(),
+    };
+    let (target_parent, target_name) = resolve_parent(&mut session.fs, &destination).map_err(|error| session.error(&destination, error))?;
+    session.fs.rename(source_parent, source_name, target_parent, target_name).map_err(|error| session.error(source, error))?;
+    session.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_split_at_the_image_file() {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let image = directory.path().join("a:b.img");
+        std::fs::write(&image, b"").expect("write");
+        let text = format!("{}:/x//y/", image.display());
+        assert_eq!(parse_target(&text).expect("parse"), (image.clone(), b"/x/y".to_vec()));
+        assert_eq!(parse_target(&format!("{}:", image.display())).expect("parse").1, b"/".to_vec());
+        assert!(parse_target("missing.img:/x").unwrap_err().contains("no such image"));
+        assert!(parse_target("plain").unwrap_err().contains("IMAGE:/path"));
+        assert!(parse_target(&format!("{}:relative", image.display())).unwrap_err().contains("absolute"));
+    }
+
+    #[test]
+    fn modes_and_times_print_like_ls() {
+        assert_eq!(mode_string(0o755), "rwxr-xr-x");
+        assert_eq!(mode_string(0o4754), "rwsr-xr--");
+        assert_eq!(mode_string(0o1777), "rwxrwxrwt");
+        assert_eq!(mode_string(0o2644), "rw-r-Sr--");
+        assert_eq!(format_time(0), "1970-01-01 00:00");
+        assert_eq!(format_time(951_782_400 * 1_000_000_000 + 3_660_000_000_000), "2000-02-29 01:01");
+    }
+
+    #[test]
+    fn paths_split_into_parent_and_name() {
+        assert_eq!(split_last(b"/a"), Some((&b"/"[..], &b"a"[..])));
+        assert_eq!(split_last(b"/a/b"), Some((&b"/a"[..], &b"b"[..])));
+        assert_eq!(split_last(b"/"), None);
+        assert_eq!(join(b"/", b"x"), b"/x".to_vec());
+        assert_eq!(join(b"/a", b"x"), b"/a/x".to_vec());
+    }
+}
