@@ -201,4 +201,11 @@ pub trait Flash {
     fn flush(&mut self) -> Result<(), NandError> {
         Ok(())
     }
+
+    /// A hint that `read_page` of each of `pages` follows, before any program or erase: a
+    /// backend with real per-chip queues may start fetching them in parallel. It changes no
+    /// state, no counters and no virtual time; the default does nothing.
+    fn prefetch(&mut self, pages: &[PageAddress]) {
+        let _ = pages;
+    }
 }

@@ -145,8 +145,9 @@ impl<S: PageStore> SimFlash<S> {
     }
 
     /// Marks factory bad blocks as `config.faults.factory_bad_blocks` says (block 0 of each
-    /// chip stays good). Called once when a device is created.
-    pub(crate) fn mark_factory_bad_blocks(&mut self) -> Result<(), NandError> {
+    /// chip stays good). Called once when a device is created (public so that other stores,
+    /// such as fsoc-array's chip files, create devices identical to `create`'s).
+    pub fn mark_factory_bad_blocks(&mut self) -> Result<(), NandError> {
         let block_count = self.config.geometry.block_count;
         for chip in 0..self.config.chip_count {
             match self.config.faults.factory_bad_blocks {

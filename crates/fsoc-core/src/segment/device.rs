@@ -129,6 +129,8 @@ impl<F: Flash> Device<F> {
     ) -> Result<(), NandError> {
         assert_eq!(addresses.len(), buffers.len(), "one buffer per address");
         statuses.clear();
+        let pages: Vec<_> = addresses.iter().map(|address| self.layout.physical(*address)).collect();
+        self.flash.prefetch(&pages);
         let issue_ns = self.now_ns;
         let mut done_ns = issue_ns;
         for (address, data) in addresses.iter().zip(buffers.iter_mut()) {
