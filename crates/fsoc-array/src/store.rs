@@ -1,0 +1,205 @@
+//! `ChipArrayStore`: a `PageStore` over p chip workers. The caller keeps a mirror of every
+//! chip's metadata (page states, block wear and marks), so the NAND model's rule checks never
+//! wait for a thread; page contents live only in the chip files and move through the workers.
+//!
+//! Invariants: every metadata change is applied to the mirror and queued to the chip's worker
+//! in the same call, so the file always catches up to the mirror; `read_contents` of a page
+//! returns what the latest `write_contents` of that page stored, because both go through the
+//! same chip's FIFO queue and a prefetched read of a page is dropped when the page is written.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use fsoc_media::image::ImageStore;
+use fsoc_media::store::{BlockMeta, PageMeta, PageStore, RamStore};
+use fsoc_media::{BlockAddress, Geometry, NandError, PageAddress};
+
+use crate::chip_files::ArrayError;
+use crate::worker::{ChipWorker, ReadReply, Request};
+
+/// Prefetched reads kept at once; beyond it, older ones are dropped (they are only hints).
+const PREFETCH_PAGES_MAX: usize = 4096;
+
+pub struct ChipArrayStore {
+    geometry: Geometry,
+    /// Metadata of every chip (contents are never stored here).
+    mirror: RamStore,
+    workers: Vec<ChipWorker>,
+    paths: Vec<PathBuf>,
+    /// Reads started ahead by `prefetch`, by (global) page address.
+    prefetched: RefCell<HashMap<PageAddress, ReadReply>>,
+}
+
+impl fmt::Debug for ChipArrayStore {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("ChipArrayStore")
+            .field("geometry", &self.geometry)
+            .field("paths", &self.paths)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The chip file's own address of a page: chip 0 of a one-chip image.
+fn local_page(page: PageAddress) -> PageAddress {
+    PageAddress { chip: fsoc_media::ChipIndex(0), ..page }
+}
+
+fn local_block(block: BlockAddress) -> BlockAddress {
+    BlockAddress { chip: fsoc_media::ChipIndex(0), ..block }
+}
+
+impl ChipArrayStore {
+    /// Starts one worker per store; `load_metadata` says whether to read the chips' metadata
+    /// into the mirror (existing files) or start pristine (files just created).
+    pub(crate) fn start(
+        stores: Vec<ImageStore>,
+        paths: Vec<PathBuf>,
+        queue_depth_max: usize,
+        load_metadata: bool,
+    ) -> Result<ChipArrayStore, ArrayError> {
+        assert_eq!(stores.len(), paths.len(), "one path per chip file");
+        let geometry = stores.first().map(|store| store.geometry()).ok_or(ArrayError::ChipCount { chip_count: 0 })?;
+        let chip_count = stores.len() as u32;
+        let mut workers = Vec::with_capacity(stores.len());
+        for (chip, store) in stores.into_iter().enumerate() {
+            assert_eq!(store.geometry(), geometry, "chip files checked identical before start");
+            workers.push(ChipWorker::spawn(chip as u32, store, queue_depth_max)?);
+        }
+        let mut mirror = RamStore::new(geometry, chip_count);
+        if load_metadata {
+            for (chip, worker) in workers.iter().enumerate() {
+                let metadata = worker.load_metadata()?;
+                for (block_index, meta) in metadata.blocks.iter().enumerate() {
+                    mirror.set_block_meta(BlockAddress::new(chip as u32, block_index as u32), meta)?;
+                }
+                for (block_index, page_index, meta) in &metadata.pages {
+                    mirror.set_page_meta(PageAddress::new(chip as u32, *block_index, *page_index), meta)?;
+                }
+            }
+        }
+        Ok(ChipArrayStore { geometry, mirror, workers, paths, prefetched: RefCell::new(HashMap::new()) })
+    }
+
+    /// The chip files, in chip order.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
+    fn worker(&self, chip: fsoc_media::ChipIndex) -> &ChipWorker {
+        self.workers.get(chip.0 as usize).unwrap_or_else(|| panic!("chip {chip:?} has no worker"))
+    }
+
+    /// Starts reading `pages` on their chips' workers, so the following `read_contents` calls
+    /// find them fetched (in parallel across chips) or on the way.
+    pub fn prefetch(&self, pages: &[PageAddress]) {
+        let (data_bytes, spare_bytes) = (self.geometry.page_data_bytes as usize, self.geometry.spare_bytes as usize);
+        let mut prefetched = self.prefetched.borrow_mut();
+        if prefetched.len() + pages.len() > PREFETCH_PAGES_MAX {
+            prefetched.clear();
+        }
+        for &page in pages.iter().take(PREFETCH_PAGES_MAX) {
+            if page.chip.0 as usize >= self.workers.len() || prefetched.contains_key(&page) {
+                continue;
+            }
+            // A failed submit is left to the real read, which reports it.
+            if let Ok(reply) = self.worker(page.chip).read(local_page(page), data_bytes, spare_bytes) {
+                prefetched.insert(page, reply);
+            }
+        }
+    }
+
+    /// Waits for every chip's queued work and closes the workers.
+    pub fn close(mut self) -> Result<(), NandError> {
+        self.prefetched.get_mut().clear();
+        let mut result = Ok(());
+        for worker in &mut self.workers {
+            if let Err(error) = worker.close() {
+                result = result.and(Err(error));
+            }
+        }
+        result
+    }
+}
+
+impl PageStore for ChipArrayStore {
+    fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    fn chip_count(&self) -> u32 {
+        self.workers.len() as u32
+    }
+
+    fn block_meta(&self, block: BlockAddress) -> Result<BlockMeta, NandError> {
+        self.mirror.block_meta(block)
+    }
+
+    fn set_block_meta(&mut self, block: BlockAddress, meta: &BlockMeta) -> Result<(), NandError> {
+        self.worker(block.chip).submit(Request::SetBlockMeta { block: local_block(block), meta: *meta })?;
+        self.mirror.set_block_meta(block, meta)
+    }
+
+    fn page_meta(&self, page: PageAddress) -> Result<PageMeta, NandError> {
+        self.mirror.page_meta(page)
+    }
+
+    fn set_page_meta(&mut self, page: PageAddress, meta: &PageMeta) -> Result<(), NandError> {
+        self.worker(page.chip).submit(Request::SetPageMeta { page: local_page(page), meta: *meta })?;
+        self.mirror.set_page_meta(page, meta)
+    }
+
+    fn write_contents(&mut self, page: PageAddress, data: &[u8], spare: &[u8]) -> Result<(), NandError> {
+        assert_eq!(data.len(), self.geometry.page_data_bytes as usize, "chip array: data size");
+        assert_eq!(spare.len(), self.geometry.spare_bytes as usize, "chip array: spare size");
+        // A read of this page fetched earlier would return the old contents.
+        self.prefetched.get_mut().remove(&page);
+        let mut bytes = Vec::with_capacity(data.len() + spare.len());
+        bytes.extend_from_slice(data);
+        bytes.extend_from_slice(spare);
+        self.worker(page.chip).submit(Request::WriteContents { page: local_page(page), bytes, data_bytes: data.len() })
+    }
+
+    fn read_contents(&self, page: PageAddress, data: &mut [u8], spare: &mut [u8]) -> Result<(), NandError> {
+        let worker = self.worker(page.chip);
+        let pending = self.prefetched.borrow_mut().remove(&page);
+        let reply = match pending {
+            Some(reply) => reply,
+            None => worker.read(local_page(page), data.len(), spare.len())?,
+        };
+        let bytes = worker.wait(&reply)?;
+        if bytes.len() != data.len() + spare.len() {
+            return Err(NandError::BufferSize {
+                what: "chip worker read",
+                expected_bytes: data.len() + spare.len(),
+                actual_bytes: bytes.len(),
+            });
+        }
+        let (stored_data, stored_spare) = bytes.split_at(data.len());
+        data.copy_from_slice(stored_data);
+        spare.copy_from_slice(stored_spare);
+        Ok(())
+    }
+
+    fn reset_block_pages(&mut self, block: BlockAddress) -> Result<(), NandError> {
+        self.worker(block.chip).submit(Request::ResetBlockPages { block: local_block(block) })?;
+        self.mirror.reset_block_pages(block)
+    }
+
+    /// Flushes every chip file at once and waits for all of them.
+    fn flush(&mut self) -> Result<(), NandError> {
+        let mut replies = Vec::with_capacity(self.workers.len());
+        for worker in &self.workers {
+            replies.push(worker.flush()?);
+        }
+        let mut result = Ok(());
+        for (worker, reply) in self.workers.iter().zip(&replies) {
+            if let Err(error) = worker.wait(reply) {
+                result = result.and(Err(error));
+            }
+        }
+        result
+    }
+}

@@ -1,0 +1,169 @@
+//! `ThreadedFlash`: the simulator's NAND model over chip files driven by worker threads.
+//!
+//! Invariant: every `Flash` call is answered by the same `SimFlash` logic as a RAM device, in
+//! the caller's operation order; the threads only move bytes. Results therefore never depend
+//! on thread timing, and equal the RAM simulator's for the same configuration and operations.
+
+use std::path::{Path, PathBuf};
+
+use fsoc_media::{
+    BlockAddress, ChipIndex, Completed, Flash, FlashCounters, Geometry, NandError, Nanos, PageAddress, ReadStatus,
+    SimConfig, SimFlash, Timing,
+};
+
+use crate::chip_files::{chip_file_path, chip_file_paths, create_chip_files, open_chip_files, ArrayError, CHIP_COUNT_MAX};
+use crate::store::ChipArrayStore;
+
+/// Settings of the array layer (not of the chips).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArrayConfig {
+    /// Requests queued per chip before the submitter blocks.
+    pub queue_depth_max: usize,
+}
+
+impl Default for ArrayConfig {
+    fn default() -> Self {
+        ArrayConfig { queue_depth_max: 64 }
+    }
+}
+
+/// A `Flash` of p chips, one image file and one worker thread per chip.
+#[derive(Debug)]
+pub struct ThreadedFlash {
+    sim: SimFlash<ChipArrayStore>,
+}
+
+impl ThreadedFlash {
+    /// Creates a fresh array `base.chip0` … `base.chip{p-1}` (p = `config.chip_count`; the
+    /// files must not exist), fresh from the factory exactly as `SimFlash::create(config)`.
+    pub fn create(base: &Path, config: SimConfig) -> Result<ThreadedFlash, ArrayError> {
+        let paths: Vec<PathBuf> = (0..config.chip_count).map(|chip| chip_file_path(base, chip)).collect();
+        ThreadedFlash::create_files(&paths, config, ArrayConfig::default())
+    }
+
+    /// Creates a fresh array in the given files, one per chip.
+    pub fn create_files(paths: &[PathBuf], config: SimConfig, array: ArrayConfig) -> Result<ThreadedFlash, ArrayError> {
+        if paths.is_empty() || paths.len() > CHIP_COUNT_MAX as usize || paths.len() != config.chip_count as usize {
+            return Err(ArrayError::ChipCount { chip_count: paths.len() });
+        }
+        config.validate()?;
+        let stores = create_chip_files(paths, &config)?;
+        let store = ChipArrayStore::start(stores, paths.to_vec(), array.queue_depth_max, false)?;
+        let mut sim = SimFlash::with_store(config, store)?;
+        sim.mark_factory_bad_blocks()?;
+        Ok(ThreadedFlash { sim })
+    }
+
+    /// Opens the chip files `base.chip0`, `base.chip1`, … (up to the first missing one).
+    pub fn open(base: &Path) -> Result<ThreadedFlash, ArrayError> {
+        let paths = chip_file_paths(base);
+        if paths.is_empty() {
+            return Err(ArrayError::NoChipFiles { base: base.display().to_string() });
+        }
+        ThreadedFlash::open_files(&paths, ArrayConfig::default())
+    }
+
+    /// Opens the given chip files as chips 0, 1, … in this order. Whether they form one volume
+    /// in the right order is checked by the file system's mount, not here.
+    pub fn open_files(paths: &[PathBuf], array: ArrayConfig) -> Result<ThreadedFlash, ArrayError> {
+        let (stores, config) = open_chip_files(paths)?;
+        let store = ChipArrayStore::start(stores, paths.to_vec(), array.queue_depth_max, true)?;
+        Ok(ThreadedFlash { sim: SimFlash::with_store(config, store)? })
+    }
+
+    /// The NAND model (fault injection, power cuts, page states for tests).
+    pub fn sim(&self) -> &SimFlash<ChipArrayStore> {
+        &self.sim
+    }
+
+    pub fn sim_mut(&mut self) -> &mut SimFlash<ChipArrayStore> {
+        &mut self.sim
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        self.sim.config()
+    }
+
+    /// The chip files, in chip order.
+    pub fn paths(&self) -> &[PathBuf] {
+        self.sim.store().paths()
+    }
+
+    /// Flushes every chip file, waits for every worker and stops them.
+    pub fn close(mut self) -> Result<(), NandError> {
+        self.sim.flush()?;
+        self.sim.into_store().close()
+    }
+}
+
+impl Flash for ThreadedFlash {
+    fn geometry(&self) -> Geometry {
+        self.sim.geometry()
+    }
+
+    fn chip_count(&self) -> u32 {
+        self.sim.chip_count()
+    }
+
+    fn timing(&self) -> Timing {
+        self.sim.timing()
+    }
+
+    fn read_page(
+        &mut self,
+        issue_ns: Nanos,
+        page: PageAddress,
+        data: &mut [u8],
+        spare: &mut [u8],
+    ) -> Result<Completed<ReadStatus>, NandError> {
+        self.sim.read_page(issue_ns, page, data, spare)
+    }
+
+    fn program_page(
+        &mut self,
+        issue_ns: Nanos,
+        page: PageAddress,
+        data: &[u8],
+        spare: &[u8],
+    ) -> Result<Completed<()>, NandError> {
+        self.sim.program_page(issue_ns, page, data, spare)
+    }
+
+    fn erase_block(&mut self, issue_ns: Nanos, block: BlockAddress) -> Result<Completed<()>, NandError> {
+        self.sim.erase_block(issue_ns, block)
+    }
+
+    fn is_bad_block(&self, block: BlockAddress) -> Result<bool, NandError> {
+        self.sim.is_bad_block(block)
+    }
+
+    fn mark_bad_block(&mut self, block: BlockAddress) -> Result<(), NandError> {
+        self.sim.mark_bad_block(block)
+    }
+
+    fn busy_until_ns(&self, chip: ChipIndex) -> Nanos {
+        self.sim.busy_until_ns(chip)
+    }
+
+    fn counters(&self) -> &FlashCounters {
+        self.sim.counters()
+    }
+
+    fn reset_counters(&mut self) {
+        self.sim.reset_counters();
+    }
+
+    fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError> {
+        self.sim.erase_count(block)
+    }
+
+    fn flush(&mut self) -> Result<(), NandError> {
+        self.sim.flush()
+    }
+
+    /// Starts the reads on every chip's worker at once; the `read_page` calls that follow
+    /// then overlap in real time as they already do in virtual time.
+    fn prefetch(&mut self, pages: &[PageAddress]) {
+        self.sim.store().prefetch(pages);
+    }
+}

@@ -1,0 +1,205 @@
+//! One chip's worker thread: it owns the chip's image file and executes that chip's storage
+//! requests strictly in the order they were queued.
+//!
+//! Invariants: the queue is a bounded FIFO, so the file sees the chip's operations in issue
+//! order and a full queue blocks the submitter; a failed asynchronous request (a program's
+//! page write, a metadata update) is latched and reported by every later request and by the
+//! submitter's next call, so no failure is silently lost.
+
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use fsoc_media::image::ImageStore;
+use fsoc_media::store::{BlockMeta, PageMeta, PageStore};
+use fsoc_media::{BlockAddress, NandError, PageAddress};
+
+use crate::chip_files::ArrayError;
+
+/// Page data followed by spare, as read from or written to a chip.
+pub(crate) type PageBytes = Vec<u8>;
+pub(crate) type ReadReply = Receiver<Result<PageBytes, String>>;
+
+/// Everything the caller needs to rebuild its metadata mirror of one chip.
+#[derive(Debug, Default)]
+pub(crate) struct ChipMetadata {
+    /// One entry per block, in block order.
+    pub blocks: Vec<BlockMeta>,
+    /// (block, page_index, meta) of every page that is not pristine.
+    pub pages: Vec<(u32, u32, PageMeta)>,
+}
+
+/// A storage request for one chip. Addresses are the chip file's own (chip 0).
+pub(crate) enum Request {
+    WriteContents { page: PageAddress, bytes: PageBytes, data_bytes: usize },
+    SetPageMeta { page: PageAddress, meta: PageMeta },
+    SetBlockMeta { block: BlockAddress, meta: BlockMeta },
+    ResetBlockPages { block: BlockAddress },
+    ReadContents { page: PageAddress, data_bytes: usize, spare_bytes: usize, reply: SyncSender<Result<PageBytes, String>> },
+    LoadMetadata { reply: SyncSender<Result<ChipMetadata, String>> },
+    Flush { reply: SyncSender<Result<(), String>> },
+}
+
+pub(crate) struct ChipWorker {
+    chip: u32,
+    sender: Option<SyncSender<Request>>,
+    handle: Option<JoinHandle<()>>,
+    /// The first failure of an asynchronous request, shared with the thread.
+    failure: Arc<Mutex<Option<String>>>,
+}
+
+impl ChipWorker {
+    /// Starts the worker of chip `chip` over `store` (a one-chip image).
+    pub fn spawn(chip: u32, store: ImageStore, queue_depth_max: usize) -> Result<ChipWorker, ArrayError> {
+        assert_eq!(store.chip_count(), 1, "chip {chip}: a chip file holds one chip");
+        let (sender, receiver) = sync_channel(queue_depth_max.max(1));
+        let failure = Arc::new(Mutex::new(None));
+        let thread_failure = Arc::clone(&failure);
+        let handle = std::thread::Builder::new()
+            .name(format!("fsoc-chip{chip}"))
+            .spawn(move || run(store, receiver, thread_failure))
+            .map_err(|error| ArrayError::Worker { chip, reason: error.to_string() })?;
+        Ok(ChipWorker { chip, sender: Some(sender), handle: Some(handle), failure })
+    }
+
+    fn stopped(&self, reason: &str) -> NandError {
+        NandError::Image(format!("chip {} worker: {reason}", self.chip))
+    }
+
+    /// The latched failure, if an earlier asynchronous request failed.
+    pub fn check(&self) -> Result<(), NandError> {
+        let failure = self.failure.lock().map_err(|_| self.stopped("panicked"))?;
+        match failure.as_ref() {
+            Some(message) => Err(self.stopped(message)),
+            None => Ok(()),
+        }
+    }
+
+    /// Queues a request (blocking while the queue is full).
+    pub fn submit(&self, request: Request) -> Result<(), NandError> {
+        self.check()?;
+        let sender = self.sender.as_ref().ok_or_else(|| self.stopped("closed"))?;
+        sender.send(request).map_err(|_| self.stopped("stopped"))
+    }
+
+    /// Queues a read of `page`; the contents arrive on the returned channel once every earlier
+    /// request of this chip has been executed.
+    pub fn read(&self, page: PageAddress, data_bytes: usize, spare_bytes: usize) -> Result<ReadReply, NandError> {
+        let (reply, receiver) = sync_channel(1);
+        self.submit(Request::ReadContents { page, data_bytes, spare_bytes, reply })?;
+        Ok(receiver)
+    }
+
+    /// Waits for a reply from this worker.
+    pub fn wait<T>(&self, receiver: &Receiver<Result<T, String>>) -> Result<T, NandError> {
+        match receiver.recv() {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(message)) => Err(self.stopped(&message)),
+            Err(_) => Err(self.stopped("stopped before replying")),
+        }
+    }
+
+    pub fn load_metadata(&self) -> Result<ChipMetadata, NandError> {
+        let (reply, receiver) = sync_channel(1);
+        self.submit(Request::LoadMetadata { reply })?;
+        self.wait(&receiver)
+    }
+
+    /// Queues a flush; wait for it with `wait` (so several chips flush in parallel).
+    pub fn flush(&self) -> Result<Receiver<Result<(), String>>, NandError> {
+        let (reply, receiver) = sync_channel(1);
+        self.submit(Request::Flush { reply })?;
+        Ok(receiver)
+    }
+
+    /// Lets the worker finish every queued request and stops it.
+    pub fn close(&mut self) -> Result<(), NandError> {
+        self.sender = None;
+        if let Some(handle) = self.handle.take() {
+            handle.join().map_err(|_| self.stopped("panicked"))?;
+        }
+        self.check()
+    }
+}
+
+impl Drop for ChipWorker {
+    fn drop(&mut self) {
+        // Queued writes still reach the file; a failure here has nowhere to go but `close`.
+        let _ = self.close();
+    }
+}
+
+/// The worker loop: executes requests until every sender is gone.
+fn run(mut store: ImageStore, receiver: Receiver<Request>, failure: Arc<Mutex<Option<String>>>) {
+    let latched = |failure: &Arc<Mutex<Option<String>>>| failure.lock().ok().and_then(|guard| guard.clone());
+    let latch = |failure: &Arc<Mutex<Option<String>>>, error: NandError| {
+        if let Ok(mut guard) = failure.lock() {
+            guard.get_or_insert_with(|| error.to_string());
+        }
+    };
+    while let Ok(request) = receiver.recv() {
+        match request {
+            Request::WriteContents { page, bytes, data_bytes } => {
+                let (data, spare) = bytes.split_at(data_bytes.min(bytes.len()));
+                if let Err(error) = store.write_contents(page, data, spare) {
+                    latch(&failure, error);
+                }
+            }
+            Request::SetPageMeta { page, meta } => {
+                if let Err(error) = store.set_page_meta(page, &meta) {
+                    latch(&failure, error);
+                }
+            }
+            Request::SetBlockMeta { block, meta } => {
+                if let Err(error) = store.set_block_meta(block, &meta) {
+                    latch(&failure, error);
+                }
+            }
+            Request::ResetBlockPages { block } => {
+                if let Err(error) = store.reset_block_pages(block) {
+                    latch(&failure, error);
+                }
+            }
+            Request::ReadContents { page, data_bytes, spare_bytes, reply } => {
+                let result = match latched(&failure) {
+                    Some(message) => Err(message),
+                    None => {
+                        let mut bytes = vec![0u8; data_bytes + spare_bytes];
+                        let (data, spare) = bytes.split_at_mut(data_bytes);
+                        store.read_contents(page, data, spare).map(|()| bytes).map_err(|error| error.to_string())
+                    }
+                };
+                // The reader may have given up (a discarded prefetch): nothing to do then.
+                let _ = reply.send(result);
+            }
+            Request::LoadMetadata { reply } => {
+                let _ = reply.send(load_metadata(&store));
+            }
+            Request::Flush { reply } => {
+                let result = match latched(&failure) {
+                    Some(message) => Err(message),
+                    None => store.flush().map_err(|error| error.to_string()),
+                };
+                let _ = reply.send(result);
+            }
+        }
+    }
+}
+
+/// Reads the chip's whole metadata: the block table (cached by `ImageStore`) and every page
+/// entry that differs from pristine.
+fn load_metadata(store: &ImageStore) -> Result<ChipMetadata, String> {
+    let geometry = store.geometry();
+    let mut metadata = ChipMetadata::default();
+    for block_index in 0..geometry.block_count {
+        let block = BlockAddress::new(0, block_index);
+        metadata.blocks.push(store.block_meta(block).map_err(|error| error.to_string())?);
+        for page_index in 0..geometry.pages_per_block {
+            let meta = store.page_meta(PageAddress::new(0, block_index, page_index)).map_err(|error| error.to_string())?;
+            if !meta.is_pristine() {
+                metadata.pages.push((block_index, page_index, meta));
+            }
+        }
+    }
+    Ok(metadata)
+}
