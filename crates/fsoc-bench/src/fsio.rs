@@ -256,6 +256,8 @@ pub fn run(config: &FsioConfig, progress: &mut dyn FnMut(&str)) -> Result<Value,
             "totals": totals,
             "ratio_fsoc_over_littlefs": ratios,
             "ratio_note": "fsoc ÷ littlefs; below 1 means fsoc is better",
+            "time_note": "simulated time is flash time only (CPU is not modelled): an operation \
+                          served from RAM caches costs 0",
             // The physical floor of a durable 1 KiB create on one chip: one page program.
             "limit_create_sim_us": file_count * program_busy_ns / 1_000,
             "limit_note": "create: one page program per file on one chip (chips × page ÷ program time)",
