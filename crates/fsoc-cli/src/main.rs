@@ -1,5 +1,6 @@
 //! The `fsoc` command: simulator demo, image tools, checker, crash test and benchmarks.
 
+mod array_cmd;
 mod flash_cmd;
 mod fuse_cmd;
 mod scaling_cmd;
@@ -88,10 +89,43 @@ enum Command {
         #[command(subcommand)]
         command: BenchCommand,
     },
+    /// Volumes kept as one image file per chip (BASE.chip0, BASE.chip1, …), one thread each.
+    Array {
+        #[command(subcommand)]
+        command: ArrayCommand,
+    },
     #[command(flatten)]
     Mount(fuse_cmd::MountCommand),
     #[command(flatten)]
     Tool(tools_cmd::ToolCommand),
+}
+
+#[derive(Subcommand)]
+enum ArrayCommand {
+    /// Creates BASE.chip0 … BASE.chip{P-1} holding a freshly formatted volume.
+    Mkfs {
+        base: PathBuf,
+        #[arg(long, default_value = "mlc")]
+        profile: String,
+        #[arg(long, default_value_t = 4)]
+        chips: u32,
+        /// Erase blocks per chip.
+        #[arg(long, default_value_t = 512)]
+        blocks: u32,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Replace existing chip files.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Mounts an array read-only and describes it, or says why its chips do not belong together.
+    Info {
+        /// BASE of BASE.chip0, BASE.chip1, … (or give --chip-file instead).
+        base: Option<PathBuf>,
+        /// Chip files in chip order (repeat the option), e.g. to check a reassembled set.
+        #[arg(long = "chip-file")]
+        chip_files: Vec<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -152,6 +186,10 @@ fn main() -> ExitCode {
             }
         }
         Command::Bench { command: BenchCommand::Scaling { json, quick, seed } } => scaling_cmd::run(&json, quick, seed),
+        Command::Array { command: ArrayCommand::Mkfs { base, profile, chips, blocks, seed, force } } => {
+            array_cmd::mkfs(&base, &profile, chips, blocks, seed, force)
+        }
+        Command::Array { command: ArrayCommand::Info { base, chip_files } } => array_cmd::info(base.as_deref(), &chip_files),
         Command::Mount(command) => fuse_cmd::run(command),
         Command::Tool(command) => tools_cmd::run(command),
     };
