@@ -178,6 +178,9 @@ impl<F: Flash> FileSystem<F> {
                 for inode in open {
                     fs.drop_if_orphan(inode)?;
                 }
+                // Orphans are files open in this session (a crash's were removed at mount),
+                // and every descriptor is closed now.
+                fs.volume.may_have_orphans = false;
                 Ok(())
             })?;
             self.volume.commit(true)?;
@@ -468,6 +471,7 @@ impl<F: Flash> FileSystem<F> {
         }
         if self.open_counts.contains_key(&inode) {
             self.put_inode(inode, &record)?;
+            self.volume.may_have_orphans = true;
             self.tree_insert(TreeId::Allocation, &allocation_key(ORPHAN_LIST_INODE, RecordKind::Orphan, inode), &[])?;
             return Ok(());
         }
@@ -498,11 +502,16 @@ impl<F: Flash> FileSystem<F> {
     }
 
     fn remove_orphans(&mut self) -> Result<(), FsError> {
+        if !self.volume.may_have_orphans {
+            return Ok(()); // the metaroot says the list is empty: no tree read at mount
+        }
         let first = allocation_key(ORPHAN_LIST_INODE, RecordKind::Orphan, 0);
         let Some((key, _)) = self.tree_first_at_or_after(TreeId::Allocation, &first)? else {
+            self.volume.may_have_orphans = false;
             return Ok(());
         };
         if records::parse_allocation_key(&key).map(|(inode, _, _)| inode) != Some(ORPHAN_LIST_INODE) {
+            self.volume.may_have_orphans = false;
             return Ok(());
         }
         self.mutate(|fs| {
@@ -513,6 +522,7 @@ impl<F: Flash> FileSystem<F> {
                     _ => break,
                 }
             }
+            fs.volume.may_have_orphans = false;
             Ok(())
         })?;
         self.commit()

@@ -20,6 +20,8 @@ pub const METAROOT_HEADER_BYTES: usize = 80;
 const CHECKSUM_OFFSET: usize = 12;
 /// Flag: written by a clean unmount (nothing was in flight after it).
 pub const FLAG_CLEAN: u32 = 1;
+/// Flag: the orphan list may be non-empty, so mount must look at it.
+pub const FLAG_ORPHANS: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Metaroot {
@@ -40,6 +42,10 @@ impl Metaroot {
 
     pub fn is_clean(&self) -> bool {
         self.flags & FLAG_CLEAN != 0
+    }
+
+    pub fn may_have_orphans(&self) -> bool {
+        self.flags & FLAG_ORPHANS != 0
     }
 
     pub fn encode(&self, page_size_bytes: usize) -> Vec<u8> {

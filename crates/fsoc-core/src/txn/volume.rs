@@ -15,7 +15,7 @@ use crate::btree::{Tree, TreeConfig, TreeError, TreeRoot};
 use crate::codec::DecodeError;
 use crate::segment::layout::{FIRST_LOG_SEGMENT, METAROOT_SEGMENTS, SUPERBLOCK_SEGMENT};
 use crate::segment::{Device, Layout, PageTag, SegmentError, SegmentLog, SegmentTable};
-use crate::txn::metaroot::{Metaroot, FLAG_CLEAN};
+use crate::txn::metaroot::{Metaroot, FLAG_CLEAN, FLAG_ORPHANS};
 use crate::txn::store::LogNodeStore;
 use crate::txn::superblock::Superblock;
 
@@ -102,6 +102,9 @@ pub struct Volume<F: Flash> {
     pub mount_report: MountReport,
     /// `Device::operations_issued` when the latest commit became durable.
     pub last_commit_operations: u64,
+    /// The orphan list may be non-empty (recorded in the metaroot, so a mount of a volume
+    /// without orphans need not read the allocation tree).
+    pub may_have_orphans: bool,
 }
 
 fn decode_error(structure: &'static str) -> impl Fn(DecodeError) -> TxnError {
@@ -212,6 +215,7 @@ impl<F: Flash> Volume<F> {
             poisoned: false,
             mount_report: MountReport::default(),
             last_commit_operations: 0,
+            may_have_orphans: false,
         };
         volume.commit(false)?;
         Ok(volume)
@@ -251,7 +255,9 @@ impl<F: Flash> Volume<F> {
             poisoned: false,
             mount_report: MountReport::default(),
             last_commit_operations: 0,
+            may_have_orphans: false,
         };
+        volume.may_have_orphans = volume.committed.may_have_orphans();
         volume.mount_report = MountReport {
             page_reads: volume.log.device.flash.counters().totals().reads - reads_before,
             clean,
@@ -263,7 +269,7 @@ impl<F: Flash> Volume<F> {
             // erased or appended (docs/DESIGN.md, "Mount after a power cut").
             volume.cursor.next_page = u32::MAX;
             volume.committed.commit_counter += 1;
-            volume.write_metaroot(0)?;
+            volume.write_metaroot(volume.committed.flags & FLAG_ORPHANS)?;
         }
         Ok(volume)
     }
@@ -442,7 +448,7 @@ impl<F: Flash> Volume<F> {
         let metaroot = Metaroot {
             commit_counter: self.committed.commit_counter + 1,
             volume_id: self.superblock.volume_id,
-            flags: if clean { FLAG_CLEAN } else { 0 },
+            flags: if clean { FLAG_CLEAN } else { 0 } | if self.may_have_orphans { FLAG_ORPHANS } else { 0 },
             next_inode: self.next_inode,
             directory_root,
             allocation_root,
