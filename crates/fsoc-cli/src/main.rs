@@ -1,6 +1,7 @@
 //! The `fsoc` command: simulator demo, image tools, checker, crash test and benchmarks.
 
 mod array_cmd;
+mod bench_cmd;
 mod flash_cmd;
 mod fuse_cmd;
 mod scaling_cmd;
@@ -141,6 +142,24 @@ enum BenchCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Seed 003's file benchmark (15 samples × 133 files: create, open, delete) for fsoc and
+    /// littlefs on the same simulated MLC chip.
+    Fsio {
+        #[arg(long)]
+        json: PathBuf,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Mount cost (page reads, simulated time) against the number of files.
+    Mount {
+        /// Comma-separated file counts.
+        #[arg(long, value_delimiter = ',', default_value = "10,1000,100000")]
+        files: Vec<u64>,
+        #[arg(long)]
+        json: PathBuf,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -186,6 +205,8 @@ fn main() -> ExitCode {
             }
         }
         Command::Bench { command: BenchCommand::Scaling { json, quick, seed } } => scaling_cmd::run(&json, quick, seed),
+        Command::Bench { command: BenchCommand::Fsio { json, seed } } => bench_cmd::fsio(&json, seed),
+        Command::Bench { command: BenchCommand::Mount { files, json, seed } } => bench_cmd::mount(&files, &json, seed),
         Command::Array { command: ArrayCommand::Mkfs { base, profile, chips, blocks, seed, force } } => {
             array_cmd::mkfs(&base, &profile, chips, blocks, seed, force)
         }
