@@ -8,6 +8,7 @@ use alloc::vec::Vec;
 
 use fsoc_media::{Flash, ReadStatus};
 
+use crate::address::LogAddress;
 use crate::fs::{FileSystem, FsError, TreeId};
 use crate::segment::layout::FIRST_LOG_SEGMENT;
 use crate::segment::{PageTag, SegmentError};
@@ -130,13 +131,36 @@ impl<F: Flash> FileSystem<F> {
         let mut skipped_unreadable = 0u32;
         self.mutate(|fs| {
             let layout = fs.volume.layout();
-            let mut buffer = Vec::new();
-            for page_in_segment in 0..layout.pages_per_segment() {
+            let pages_per_segment = layout.pages_per_segment();
+            let batch = fs.config.io_batch_pages.clamp(1, pages_per_segment as usize) as u32;
+            let (mut buffers, mut statuses, mut tags) = (Vec::new(), Vec::new(), Vec::new());
+            let mut pending: Vec<(LogAddress, ReadStatus, Option<PageTag>, Vec<u8>)> = Vec::new();
+            for page_in_segment in 0..pages_per_segment {
                 if fs.volume.log.table().entry(victim).valid_pages == 0 {
                     break;
                 }
-                let address = layout.address(victim, page_in_segment);
-                let (status, tag) = fs.volume.log.device.read_with_tag(address, &mut buffer).map_err(crate::txn::TxnError::from)?;
+                if pending.is_empty() {
+                    // Read the victim a batch at a time: consecutive stripe pages sit on
+                    // different chips, so the batch's reads overlap (issue 4).
+                    let end = (page_in_segment + batch).min(pages_per_segment);
+                    let addresses: Vec<LogAddress> = (page_in_segment..end).map(|page| layout.address(victim, page)).collect();
+                    buffers.resize(addresses.len(), Vec::new());
+                    fs.volume
+                        .log
+                        .device
+                        .read_many_with_tags(&addresses, &mut buffers, &mut statuses, &mut tags)
+                        .map_err(crate::txn::TxnError::from)?;
+                    pending = addresses
+                        .into_iter()
+                        .zip(statuses.iter().copied())
+                        .zip(tags.iter().copied())
+                        .zip(buffers.iter_mut().map(core::mem::take))
+                        .map(|(((address, status), tag), buffer)| (address, status, tag, buffer))
+                        .rev()
+                        .collect();
+                }
+                let (address, status, tag, buffer) = pending.pop().expect("a batch holds this page");
+                assert_eq!(address, layout.address(victim, page_in_segment), "cleaner batch out of step");
                 if matches!(status, ReadStatus::Erased | ReadStatus::Uncorrectable) {
                     continue; // never programmed, or torn: not referenced by any state
                 }

@@ -127,6 +127,28 @@ impl<F: Flash> Device<F> {
         buffers: &mut [Vec<u8>],
         statuses: &mut Vec<ReadStatus>,
     ) -> Result<(), NandError> {
+        self.read_many_inner(addresses, buffers, statuses, None)
+    }
+
+    /// `read_many` that also decodes each page's spare tag (the cleaner reads a victim so).
+    pub fn read_many_with_tags(
+        &mut self,
+        addresses: &[LogAddress],
+        buffers: &mut [Vec<u8>],
+        statuses: &mut Vec<ReadStatus>,
+        tags: &mut Vec<Option<PageTag>>,
+    ) -> Result<(), NandError> {
+        tags.clear();
+        self.read_many_inner(addresses, buffers, statuses, Some(tags))
+    }
+
+    fn read_many_inner(
+        &mut self,
+        addresses: &[LogAddress],
+        buffers: &mut [Vec<u8>],
+        statuses: &mut Vec<ReadStatus>,
+        mut tags: Option<&mut Vec<Option<PageTag>>>,
+    ) -> Result<(), NandError> {
         assert_eq!(addresses.len(), buffers.len(), "one buffer per address");
         statuses.clear();
         let pages: Vec<_> = addresses.iter().map(|address| self.layout.physical(*address)).collect();
@@ -139,6 +161,9 @@ impl<F: Flash> Device<F> {
             let done = self.flash.read_page(issue_ns, page, data, &mut self.spare_buffer)?;
             done_ns = done_ns.max(done.done_ns);
             statuses.push(done.value);
+            if let Some(tags) = tags.as_deref_mut() {
+                tags.push(PageTag::decode(&self.spare_buffer));
+            }
         }
         self.now_ns = done_ns;
         Ok(())
