@@ -84,6 +84,9 @@ enum Command {
         /// Also let torn pages read back correctly once (unstable-bits hazard).
         #[arg(long)]
         unstable_bits: bool,
+        /// Also let a cut program corrupt its paired lower page (MLC/TLC), with fsoc's guard on.
+        #[arg(long)]
+        paired_pages: bool,
     },
     /// Benchmarks (simulated device time; results as JSON plus an SVG chart beside it).
     Bench {
@@ -197,8 +200,8 @@ fn main() -> ExitCode {
             Ok(false) => return ExitCode::from(1),
             Err(error) => Err(error),
         },
-        Command::Crashtest { workload, seed, json, max_cuts, cut_after, profile, chips, blocks, unstable_bits } => {
-            match volume_cmd::crashtest(&workload, seed, json.as_deref(), max_cuts, cut_after, &profile, chips, blocks, unstable_bits) {
+        Command::Crashtest { workload, seed, json, max_cuts, cut_after, profile, chips, blocks, unstable_bits, paired_pages } => {
+            match volume_cmd::crashtest(&workload, seed, json.as_deref(), max_cuts, cut_after, &profile, chips, blocks, unstable_bits, paired_pages) {
                 Ok(0) => Ok(()),
                 Ok(_) => return ExitCode::from(1),
                 Err(error) => Err(error),

@@ -173,6 +173,7 @@ pub fn crashtest(
     chips: u32,
     blocks: u32,
     unstable_bits: bool,
+    paired_pages: bool,
 ) -> Result<u64, String> {
     let workloads: Vec<Workload> = if workload == "all" {
         Workload::ALL.to_vec()
@@ -187,6 +188,7 @@ pub fn crashtest(
         seed,
         max_cuts,
         unstable_bits,
+        paired_pages,
         ..CrashConfig::small(seed)
     };
     if let Some(cut_after) = cut_after {

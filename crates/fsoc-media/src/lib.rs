@@ -197,6 +197,12 @@ pub trait Flash {
     /// Erase count of a block (physical wear; never reset).
     fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError>;
 
+    /// Pages between an MLC/TLC upper page and the lower page that shares its cells (0: none,
+    /// as on SLC). A program cut by power loss may corrupt that lower page.
+    fn paired_page_distance(&self) -> u32 {
+        0
+    }
+
     /// Makes everything programmed so far durable on the backing store (a no-op for RAM).
     fn flush(&mut self) -> Result<(), NandError> {
         Ok(())

@@ -757,6 +757,10 @@ impl<S: PageStore> Flash for SimFlash<S> {
         self.counters.reset();
     }
 
+    fn paired_page_distance(&self) -> u32 {
+        self.config.paired_page_distance
+    }
+
     fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError> {
         self.check_block(block)?;
         Ok(self.store.block_meta(block)?.erase_count)

@@ -25,6 +25,11 @@ pub struct CrashConfig {
     pub fs: FsConfig,
     /// Enable the unstable-bits hazard of torn pages (off by default, as in fsoc-media).
     pub unstable_bits: bool,
+    /// Enable the paired-page hazard (MLC/TLC) and fsoc's guard against it.
+    pub paired_pages: bool,
+    /// fsoc's paired-page guard, on by default with the hazard; turned off only to show the
+    /// hazard is real.
+    pub paired_page_guard: bool,
 }
 
 impl CrashConfig {
@@ -38,6 +43,8 @@ impl CrashConfig {
             scale: 1,
             fs: FsConfig::default(),
             unstable_bits: false,
+            paired_pages: false,
+            paired_page_guard: true,
         }
     }
 }
@@ -68,19 +75,33 @@ struct Snapshot {
 
 fn sim_config(config: &CrashConfig) -> SimConfig {
     let mut sim = SimConfig::new(config.profile, config.chip_count, config.block_count, config.seed);
-    sim.faults = FaultConfig { unstable_bits_hazard: config.unstable_bits, ..FaultConfig::default() };
+    sim.faults = FaultConfig {
+        unstable_bits_hazard: config.unstable_bits,
+        paired_page_hazard: config.paired_pages,
+        ..FaultConfig::default()
+    };
     sim
+}
+
+/// The file-system configuration a run uses: the caller's (whose paired-page guard follows the
+/// chip), with the guard forced off when the test asks for that.
+fn fs_config(config: &CrashConfig) -> FsConfig {
+    let mut fs = config.fs;
+    if !config.paired_page_guard {
+        fs.volume.paired_page_distance = Some(0);
+    }
+    fs
 }
 
 fn formatted_device(config: &CrashConfig) -> Result<SimFlash, String> {
     let flash = SimFlash::create(sim_config(config)).map_err(|error| format!("simulator: {error}"))?;
-    let fs = FileSystem::format(flash, config.fs, config.seed).map_err(|error| format!("format: {error}"))?;
+    let fs = FileSystem::format(flash, fs_config(config), config.seed).map_err(|error| format!("format: {error}"))?;
     fs.unmount().map_err(|error| format!("unmount after format: {error}"))
 }
 
 /// The reference run: every commit's durable operation index and visible state.
 fn reference_run(device: &SimFlash, steps: &[Step], config: &CrashConfig) -> Result<(Vec<Snapshot>, u64), String> {
-    let mut fs = FileSystem::mount(device.clone(), config.fs).map_err(|error| format!("mount: {error}"))?;
+    let mut fs = FileSystem::mount(device.clone(), fs_config(config)).map_err(|error| format!("mount: {error}"))?;
     let mut cache = DigestCache::new();
     let mut current = listing_cached(&mut fs, &mut cache).map_err(|error| format!("listing: {error}"))?;
     let mut snapshots = vec![Snapshot { durable_after_operations: 0, listing: current.clone() }];
@@ -114,7 +135,7 @@ fn reference_run(device: &SimFlash, steps: &[Step], config: &CrashConfig) -> Res
 fn cut_run(device: &SimFlash, steps: &[Step], config: &CrashConfig, cut_after: u64, snapshots: &[Snapshot]) -> CrashOutcome {
     let mut flash = device.clone();
     flash.schedule_power_cut(cut_after);
-    let mut fs = match FileSystem::mount(flash, config.fs) {
+    let mut fs = match FileSystem::mount(flash, fs_config(config)) {
         Ok(fs) => fs,
         Err(error) => return CrashOutcome::Failed(format!("first mount: {error}")),
     };
@@ -132,7 +153,7 @@ fn cut_run(device: &SimFlash, steps: &[Step], config: &CrashConfig, cut_after: u
         return CrashOutcome::Failed(String::from("the workload ended before the cut point"));
     }
     flash.restore_power();
-    let mut fs = match FileSystem::mount(flash, config.fs) {
+    let mut fs = match FileSystem::mount(flash, fs_config(config)) {
         Ok(fs) => fs,
         Err(error) => return CrashOutcome::Failed(format!("remount after the cut: {error}")),
     };
@@ -160,7 +181,7 @@ fn cut_run(device: &SimFlash, steps: &[Step], config: &CrashConfig, cut_after: u
         fs.close(fd)?;
         fs.transact()?;
         let flash = fs.unmount()?;
-        let mut again = FileSystem::mount(flash, config.fs)?;
+        let mut again = FileSystem::mount(flash, fs_config(config))?;
         again.stat(b"/liveness")?;
         Ok(())
     })();
@@ -222,3 +243,4 @@ pub fn replay_cut(workload: Workload, config: &CrashConfig, cut_after: u64) -> R
     let (snapshots, _) = reference_run(&device, &steps, config)?;
     Ok(cut_run(&device, &steps, config, cut_after, &snapshots))
 }
+

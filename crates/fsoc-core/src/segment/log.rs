@@ -108,6 +108,15 @@ impl<F: Flash> SegmentLog<F> {
         self.open.map(|open| open.segment_index)
     }
 
+    /// Leaves the next `pages` pages of the open segment unprogrammed (paired-page guard: no
+    /// later program in this segment's blocks then shares cells with a committed page).
+    pub fn skip_pages(&mut self, pages: u32) {
+        let pages_per_segment = self.layout().pages_per_segment();
+        if let Some(open) = self.open.as_mut() {
+            open.next_page = (open.next_page + pages).min(pages_per_segment);
+        }
+    }
+
     /// Pages still appendable without opening a segment.
     pub fn open_segment_room(&self) -> u32 {
         self.open.map_or(0, |open| self.layout().pages_per_segment() - open.next_page)

@@ -34,11 +34,16 @@ pub struct VolumeConfig {
     /// Segments kept free for the cleaner and for commits.
     pub reserve_segments: u32,
     pub read_only: bool,
+    /// MLC/TLC paired-page distance to guard against; `None` takes the chip's
+    /// (`Flash::paired_page_distance`), `Some(0)` turns the guard off. After each commit the
+    /// open segment skips this many pages on every chip, so a program cut later cannot corrupt
+    /// a committed page through its paired cells (docs/DESIGN.md).
+    pub paired_page_distance: Option<u32>,
 }
 
 impl Default for VolumeConfig {
     fn default() -> Self {
-        VolumeConfig { cache_nodes_max: 64, dirty_nodes_max: 256, reserve_segments: 0, read_only: false }
+        VolumeConfig { cache_nodes_max: 64, dirty_nodes_max: 256, reserve_segments: 0, read_only: false, paired_page_distance: None }
     }
 }
 
@@ -459,6 +464,11 @@ impl<F: Flash> Volume<F> {
         self.committed = metaroot;
         self.write_metaroot(self.committed.flags)?;
         self.log.end_transaction();
+        let paired_page_distance = self.config.paired_page_distance.unwrap_or_else(|| self.log.device.flash.paired_page_distance());
+        if paired_page_distance > 0 {
+            let chip_count = self.log.layout().chip_count;
+            self.log.skip_pages(paired_page_distance * chip_count);
+        }
         if clean {
             self.log.close_open_segment();
         }
