@@ -176,3 +176,17 @@ fn fsoc_agrees_with_the_model_under_tight_memory() {
         check_seed(seed ^ 0x5EED, 1500, config);
     }
 }
+
+/// Seeds that once failed in a wider sweep (FSOC_SEED loop, 2026-11-22): fsck flagged
+/// directories removed while open, and symlink targets longer than one tree entry were refused.
+#[test]
+fn regressions_from_seed_sweeps() {
+    let mut tight = FsConfig { open_files_max: 256, ..FsConfig::default() };
+    tight.volume.cache_nodes_max = 3;
+    tight.volume.dirty_nodes_max = 4;
+    let default = FsConfig { open_files_max: 256, ..FsConfig::default() };
+    for seed in [0x167d3u64, 0x554fc, 0x62d85, 0x61299, 0x357d2] {
+        check_seed(seed, 1500, default);
+        check_seed(seed ^ 0x5EED, 1500, tight);
+    }
+}

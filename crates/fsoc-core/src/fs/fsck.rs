@@ -192,6 +192,13 @@ impl<F: Flash> FileSystem<F> {
         for (&inode, record) in &inodes {
             let names = references.get(&inode).copied().unwrap_or(0);
             match record.kind {
+                FileKind::Directory if orphans.contains(&inode) => {
+                    // Removed while open (nlink 0, no name): gone at the last close or mount.
+                    report.directories += 1;
+                    if record.nlink != 0 || names != 0 {
+                        violations.push(format!("orphan directory {inode}: nlink {} with {names} names", record.nlink));
+                    }
+                }
                 FileKind::Directory => {
                     report.directories += 1;
                     let expected = 2 + subdirectories.get(&inode).copied().unwrap_or(0);
@@ -232,7 +239,7 @@ impl<F: Flash> FileSystem<F> {
         }
         // Every directory reaches the root by parent links within (directory count) steps.
         for (&inode, record) in &inodes {
-            if record.kind != FileKind::Directory {
+            if record.kind != FileKind::Directory || orphans.contains(&inode) {
                 continue;
             }
             let mut current = inode;

@@ -365,7 +365,7 @@ impl<F: Flash> FileSystem<F> {
             if target.is_empty() {
                 return Err(FsError::NotFound);
             }
-            if target.len() > self.symlink_bytes_max() {
+            if target.len() > api::PATH_BYTES_MAX {
                 return Err(FsError::NameTooLong);
             }
         }
@@ -393,7 +393,10 @@ impl<F: Flash> FileSystem<F> {
             };
             fs.put_inode(inode, &record)?;
             if let Some(target) = symlink_target {
-                fs.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Symlink, 0), target)?;
+                // Targets longer than one tree entry are stored as consecutive chunks.
+                for (index, chunk) in target.chunks(fs.symlink_chunk_bytes()).enumerate() {
+                    fs.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Symlink, index as u64), chunk)?;
+                }
             }
             let entry = DirectoryValue { inode, kind };
             fs.tree_insert(TreeId::Directory, &directory_key(parent, name), &entry.encode())?;
@@ -402,16 +405,32 @@ impl<F: Flash> FileSystem<F> {
         })
     }
 
-    pub fn symlink_bytes_max(&self) -> usize {
+    /// Bytes of a symlink target kept in one Symlink record.
+    pub(crate) fn symlink_chunk_bytes(&self) -> usize {
         Tree::max_entry_bytes(self.volume.layout().page_size_bytes()) - records::ALLOCATION_KEY_BYTES
     }
 
+    fn symlink_chunk_count(&self, target_bytes: u64) -> u64 {
+        target_bytes.div_ceil(self.symlink_chunk_bytes() as u64)
+    }
+
     pub fn readlink(&mut self, inode: u64) -> Result<Vec<u8>, FsError> {
-        if self.getattr(inode)?.kind != FileKind::Symlink {
+        let record = self.getattr(inode)?;
+        if record.kind != FileKind::Symlink {
             return Err(FsError::InvalidArgument("not a symbolic link"));
         }
-        self.tree_get(TreeId::Allocation, &allocation_key(inode, RecordKind::Symlink, 0))?
-            .ok_or(FsError::Corrupt("symlink without target"))
+        if record.size == 0 || record.size > api::PATH_BYTES_MAX as u64 {
+            return Err(FsError::Corrupt("symlink target length out of range"));
+        }
+        let mut target = Vec::with_capacity(record.size as usize);
+        for index in 0..self.symlink_chunk_count(record.size) {
+            let chunk = self.tree_get(TreeId::Allocation, &allocation_key(inode, RecordKind::Symlink, index))?;
+            target.extend_from_slice(&chunk.ok_or(FsError::Corrupt("symlink target chunk missing"))?);
+        }
+        if target.len() as u64 != record.size {
+            return Err(FsError::Corrupt("symlink target length differs from its size"));
+        }
+        Ok(target)
     }
 
     /// Adds a hard link `parent/name` to `inode`.
@@ -486,7 +505,9 @@ impl<F: Flash> FileSystem<F> {
             }
         }
         if record.kind == FileKind::Symlink {
-            self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Symlink, 0))?;
+            for index in 0..self.symlink_chunk_count(record.size) {
+                self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Symlink, index))?;
+            }
         }
         self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Inode, 0))?;
         Ok(())
