@@ -17,7 +17,7 @@ use clap::{Args, Subcommand};
 use fsoc_fuse::{Mount, MountConfig, Unmounted};
 use fsoc_media::Flash;
 
-use crate::tools_cmd::{close_volume, lock_image, open_volume};
+use crate::tools_cmd::{close_volume, lock_image, open_volume, wait_for_image};
 
 /// Names the descriptor on which a daemon child reports "ready" or its error.
 const READY_FD_VARIABLE: &str = "FSOC_MOUNT_READY_FD";
@@ -28,6 +28,17 @@ pub enum MountCommand {
     /// Mounts a volume image on a directory through FUSE. Stays in the foreground until
     /// unmounted (Ctrl-C, SIGTERM or `fusermount3 -u MOUNTPOINT`), then commits cleanly.
     Mount(MountArgs),
+    /// Unmounts an fsoc mount and waits until its server has committed and closed the image
+    /// (after `fusermount3 -u` alone, the commit may still be running).
+    Umount {
+        mount_point: PathBuf,
+        /// Detach a busy mount now; the server commits when its last open file is closed.
+        #[arg(long, short = 'l')]
+        lazy: bool,
+        /// Give up waiting for the commit after this many seconds.
+        #[arg(long, default_value_t = 120)]
+        timeout_seconds: u64,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -56,7 +67,12 @@ pub struct MountArgs {
 }
 
 pub fn run(command: MountCommand) -> Result<(), String> {
-    let MountCommand::Mount(arguments) = command;
+    let arguments = match command {
+        MountCommand::Mount(arguments) => arguments,
+        MountCommand::Umount { mount_point, lazy, timeout_seconds } => {
+            return unmount(&mount_point, lazy, std::time::Duration::from_secs(timeout_seconds))
+        }
+    };
     match std::env::var(READY_FD_VARIABLE).ok().and_then(|fd| fd.parse::<i32>().ok()) {
         Some(fd) => {
             // SAFETY: the parent passed this descriptor to us open and names it in the
@@ -165,6 +181,7 @@ fn serve(arguments: &MountArgs, reporter: &mut Reporter) -> Result<(), String> {
         allow_other: MountConfig::default().allow_other && !arguments.private,
         read_only: arguments.read_only,
         thread_count: arguments.threads.clamp(1, 64),
+        source: image.canonicalize().map_or_else(|_| fsoc_fuse::FS_NAME.into(), |image| fsoc_fuse::source_for(&image)),
     };
     // Block the termination signals before any thread starts, so they reach only `sigwait`.
     let signals = termination_signals();
@@ -215,5 +232,34 @@ fn serve(arguments: &MountArgs, reporter: &mut Reporter) -> Result<(), String> {
     close_volume(served.fs, image)?;
     drop(lock);
     log::info!("{} unmounted cleanly", image.display());
+    Ok(())
+}
+
+/// `fsoc umount`: `fusermount3 -u` (or `-u -z`), then waits for the server to release the
+/// image, which it does only after its final commit.
+fn unmount(mount_point: &Path, lazy: bool, timeout: std::time::Duration) -> Result<(), String> {
+    let canonical = mount_point.canonicalize().map_err(|error| format!("{}: {error}", mount_point.display()))?;
+    let image = fsoc_fuse::mounted_image(&canonical)?;
+    let mut command = Command::new("fusermount3");
+    command.arg("-u");
+    if lazy {
+        command.arg("-z");
+    }
+    let output = command.arg("--").arg(&canonical).output().map_err(|error| format!("cannot run fusermount3: {error}"))?;
+    if !output.status.success() {
+        let detail = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        let hint = if detail.contains("busy") { " (close the files open on it, or use --lazy)" } else { "" };
+        return Err(format!("cannot unmount {}: {detail}{hint}", canonical.display()));
+    }
+    match image {
+        Some(image) => {
+            if lazy && fsoc_fuse::is_mount_point(&canonical) {
+                eprintln!("fsoc: {} detached; waiting for its last open file to close", canonical.display());
+            }
+            wait_for_image(&image, timeout)?;
+            eprintln!("fsoc: unmounted {}; {} is committed and closed", canonical.display(), image.display());
+        }
+        None => eprintln!("fsoc: unmounted {} (its image name is unknown, so the final commit may still be running)", canonical.display()),
+    }
     Ok(())
 }

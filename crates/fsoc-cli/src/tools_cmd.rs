@@ -116,6 +116,22 @@ pub fn lock_image(image: &Path, exclusive: bool) -> Result<ImageLock, String> {
     Ok(ImageLock { _file: file })
 }
 
+/// Waits until no fsoc process holds `image` (a server releases it after its final commit).
+pub fn wait_for_image(image: &Path, timeout: Duration) -> Result<(), String> {
+    let file = File::open(image).map_err(|error| format!("{}: {error}", image.display()))?;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        // SAFETY: flock on a descriptor this function owns; no memory is passed.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0 {
+            return Ok(()); // released when `file` closes
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(format!("{}: still in use after {timeout:?}; is it mounted elsewhere?", image.display()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Explains an image-file error and says what to do about it.
 pub fn describe_image_error(image: &Path, error: &ImageError) -> String {
     let hint = match error {

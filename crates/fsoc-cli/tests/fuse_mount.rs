@@ -90,6 +90,8 @@ fn git_commits_and_checks_a_repository_on_the_mount() {
         run_ok(
             Command::new("git")
                 .args(["-c", "user.name=fsoc test", "-c", "user.email=test@fsoc.invalid", "-c", "init.defaultBranch=main"])
+                // No detached background maintenance: it would keep the mount busy.
+                .args(["-c", "gc.autoDetach=false", "-c", "maintenance.autoDetach=false", "-c", "gc.auto=0"])
                 .args(arguments)
                 .current_dir(&repository),
         )
@@ -267,6 +269,24 @@ fn signals_and_daemon_mode_unmount_cleanly() {
         mounted.stop_with_signal(signal);
         volume.fsck();
     }
+    // SIGTERM while a file is open: the busy mount is detached, the open file keeps working,
+    // and the server commits and exits when it is closed.
+    let mut mounted = volume.mount();
+    let mut open = File::create(mounted.path("held_open")).expect("create");
+    mounted.send_signal(libc::SIGTERM);
+    let canonical = volume.mount_point.canonicalize().expect("path");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fsoc_fuse::is_mount_point(&canonical) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!fsoc_fuse::is_mount_point(&canonical), "busy mount detached on SIGTERM");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(mounted.is_running(), "server keeps serving the open file");
+    open.write_all(b"written after the detach").expect("write through the detached mount");
+    drop(open);
+    mounted.wait_for_exit(libc::SIGTERM);
+    volume.fsck();
+    assert_eq!(fsoc(&["cat", &format!("{}:/held_open", volume.image_arg())]).stdout, "written after the detach");
     // --daemon returns once mounted; the daemon commits on fusermount3 -u.
     let output = fsoc(&["mount", "--daemon", volume.image_arg(), volume.mount_point.to_str().expect("utf-8")]);
     assert!(output.status.success(), "fsoc mount --daemon:\n{}", output.text());
@@ -280,16 +300,20 @@ fn signals_and_daemon_mode_unmount_cleanly() {
         .and_then(|pid| pid.parse().ok())
         .unwrap_or_else(|| panic!("daemon pid in {:?}", output.stderr));
     fs::write(volume.mount_point.join("daemon"), b"written through the daemon").expect("write");
-    let unmounted = run(Command::new("fusermount3").arg("-u").arg(&volume.mount_point), Duration::from_secs(30));
-    assert!(unmounted.status.success(), "{}", unmounted.text());
+    // `fsoc umount` returns only after the daemon has committed and released the image.
+    let unmounted = fsoc(&["umount", volume.mount_point.to_str().expect("utf-8")]);
+    assert!(unmounted.status.success(), "fsoc umount:\n{}", unmounted.text());
+    assert!(unmounted.stderr.contains("committed"), "{}", unmounted.text());
+    assert!(!fsoc_fuse::is_mount_point(&canonical), "unmounted");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+    let exited = || !Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid);
+    while !exited() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "the daemon exits after the unmount");
+    assert!(exited(), "the daemon exits after the unmount");
     volume.fsck();
     let listing = fsoc(&["ls", &format!("{}:/", volume.image_arg())]);
-    assert_eq!(listing.stdout, "daemon\nsignal15\nsignal2\n", "{}", listing.text());
+    assert_eq!(listing.stdout, "daemon\nheld_open\nsignal15\nsignal2\n", "{}", listing.text());
     assert_eq!(fsoc(&["cat", &format!("{}:/daemon", volume.image_arg())]).stdout, "written through the daemon");
 }
 
@@ -331,8 +355,16 @@ fn bad_input_is_refused_with_a_clear_message() {
     fs::create_dir(&other).expect("mkdir");
     refuse(&["mount", volume.image_arg(), other.to_str().expect("utf-8")], "in use");
     refuse(&["ls", &format!("{}:/", volume.image_arg())], "in use");
+    refuse(&["umount", other.to_str().expect("utf-8")], "not a mount point");
+    refuse(&["umount", "/proc"], "not an fsoc mount");
     mounted.unmount();
+    // A daemon that cannot mount reports its error through the parent.
+    refuse(&["mount", "--daemon", garbage.to_str().expect("utf-8"), mount_point], "not an fsoc image");
     volume.fsck();
+}
+
+fn is_zombie(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| stat.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
 }
 
 /// Overwrites the three metaroot areas (segments 1-3 of a one-chip image) with noise, leaving

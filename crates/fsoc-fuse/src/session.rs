@@ -18,7 +18,8 @@ use crate::adapter::FsocFuse;
 use crate::volume_lock::VolumeLock;
 
 pub const FUSE_DEVICE: &str = "/dev/fuse";
-/// The source name the mount table shows (`fsoc on /mnt type fuse.fsoc`).
+/// The source name the mount table shows (`fsoc on /mnt type fuse`), alone or as the prefix
+/// of `fsoc:IMAGE`.
 pub const FS_NAME: &str = "fsoc";
 
 /// How to mount.
@@ -31,12 +32,47 @@ pub struct MountConfig {
     /// Threads receiving kernel requests. Calls on the volume are serialized regardless; more
     /// than one lets requests queue in user space while another is served.
     pub thread_count: usize,
+    /// What the mount table shows as the source: `fsoc`, or `fsoc:IMAGE` (see `source_for`).
+    pub source: String,
 }
 
 impl Default for MountConfig {
     fn default() -> Self {
-        MountConfig { allow_other: is_root(), read_only: false, thread_count: 2 }
+        MountConfig { allow_other: is_root(), read_only: false, thread_count: 2, source: FS_NAME.into() }
     }
+}
+
+/// The mount-table source naming `image` (canonical path), so `fsoc umount` can find the image
+/// of a mount point. Paths that mount options cannot carry (commas, whitespace, non-UTF-8)
+/// give plain `fsoc`.
+pub fn source_for(image: &Path) -> String {
+    match image.to_str() {
+        Some(path) if !path.contains(|character: char| character == ',' || character.is_whitespace() || character == '\\') => {
+            format!("{FS_NAME}:{path}")
+        }
+        _ => FS_NAME.into(),
+    }
+}
+
+/// The image named by the mount-table source of the fsoc mount at `mount_point` (canonical):
+/// `Ok(Some(image))` for `fsoc:IMAGE`, `Ok(None)` for an fsoc mount without an image name, and
+/// an error when no fsoc mount is there.
+pub fn mounted_image(mount_point: &Path) -> Result<Option<PathBuf>, String> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").map_err(|error| format!("/proc/self/mountinfo: {error}"))?;
+    let wanted = escape_mount_path(mount_point);
+    // The last entry for a path is the one on top.
+    let line = table
+        .lines()
+        .filter(|line| line.split(' ').nth(4) == Some(wanted.as_str()))
+        .last()
+        .ok_or_else(|| format!("{} is not a mount point", mount_point.display()))?;
+    let after_separator = line.split(" - ").nth(1).unwrap_or("");
+    let mut fields = after_separator.split(' ');
+    let (file_system_type, source) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
+    if !file_system_type.starts_with("fuse") || !(source == FS_NAME || source.starts_with("fsoc:")) {
+        return Err(format!("{} is not an fsoc mount ({file_system_type} from {source})", mount_point.display()));
+    }
+    Ok(source.strip_prefix("fsoc:").map(PathBuf::from))
 }
 
 fn is_root() -> bool {
@@ -110,7 +146,7 @@ fn escape_mount_path(path: &Path) -> String {
 fn fuser_config(config: &MountConfig) -> Config {
     let mut fuser_config = Config::default();
     fuser_config.mount_options = vec![
-        MountOption::FSName(FS_NAME.into()),
+        MountOption::FSName(config.source.clone()),
         MountOption::Subtype(FS_NAME.into()),
         MountOption::DefaultPermissions,
         // fsoc changes atime only on request (utimens), never on read: say so in the mount table.
@@ -265,6 +301,15 @@ mod tests {
         std::fs::write(&file, b"x").expect("write");
         assert!(matches!(check_mount_point(&file), Err(MountError::MountPointNotDirectory(_))));
         assert!(matches!(check_mount_point(Path::new("/proc")), Err(MountError::MountPointBusy(_))));
+    }
+
+    #[test]
+    fn sources_name_the_image_when_options_can_carry_it() {
+        assert_eq!(source_for(Path::new("/images/disk.img")), "fsoc:/images/disk.img");
+        assert_eq!(source_for(Path::new("/images/a,b.img")), "fsoc");
+        assert_eq!(source_for(Path::new("/images/a b.img")), "fsoc");
+        assert!(mounted_image(Path::new("/proc")).unwrap_err().contains("not an fsoc mount"));
+        assert!(mounted_image(Path::new("/nonexistent")).unwrap_err().contains("not a mount point"));
     }
 
     #[test]

@@ -178,7 +178,17 @@ impl Mounted<'_> {
 
     /// `fusermount3 -u`, then waits for `fsoc mount` to commit and exit successfully.
     pub fn unmount(mut self) {
-        run_ok(Command::new("fusermount3").arg("-u").arg(&self.volume.mount_point));
+        // A program that just exited may still be leaving the mount (its last references are
+        // dropped asynchronously): retry a busy unmount for a few seconds.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let output = run(Command::new("fusermount3").arg("-u").arg(&self.volume.mount_point), MOUNT_TIMEOUT);
+            if output.status.success() {
+                break;
+            }
+            assert!(output.stderr.contains("busy") && Instant::now() < deadline, "fusermount3 -u failed:\n{}", output.text());
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let mut child = self.child.take().expect("running");
         let status = wait_with_timeout(&mut child, MOUNT_TIMEOUT).unwrap_or_else(|| {
             let _ = child.kill();
@@ -189,10 +199,24 @@ impl Mounted<'_> {
     }
 
     /// Sends `signal` to the server and waits for a clean exit (commit and unmount).
-    pub fn stop_with_signal(mut self, signal: i32) {
-        let mut child = self.child.take().expect("running");
+    pub fn stop_with_signal(self, signal: i32) {
+        self.send_signal(signal);
+        self.wait_for_exit(signal);
+    }
+
+    pub fn send_signal(&self, signal: i32) {
         // SAFETY: kill with the pid of our own child process.
-        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0, "kill");
+        assert_eq!(unsafe { libc::kill(self.pid() as i32, signal) }, 0, "kill");
+    }
+
+    /// Whether the server process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().expect("running").try_wait().expect("wait").is_none()
+    }
+
+    /// Waits for the server to exit successfully after `signal`, with the mount gone.
+    pub fn wait_for_exit(mut self, signal: i32) {
+        let mut child = self.child.take().expect("running");
         let status = wait_with_timeout(&mut child, MOUNT_TIMEOUT).unwrap_or_else(|| {
             let _ = child.kill();
             let _ = child.wait();
