@@ -157,6 +157,10 @@ impl Flash for ThreadedFlash {
         self.sim.erase_count(block)
     }
 
+    fn paired_page_distance(&self) -> u32 {
+        self.sim.paired_page_distance()
+    }
+
     fn flush(&mut self) -> Result<(), NandError> {
         self.sim.flush()
     }
