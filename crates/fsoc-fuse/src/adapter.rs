@@ -103,6 +103,8 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
 
     fn lookup(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let result = self.lock.run("lookup", |state| {
+            #[cfg(test)]
+            tests::maybe_panic(name);
             let (inode, _) = state.fs.lookup(parent.0, name.as_bytes()).map_err(fs_error)?;
             attributes(state, inode)
         });
@@ -520,5 +522,58 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
             Ok((attr, handle)) => reply.created(&CACHE_TTL, &attr, GENERATION, FileHandle(handle), FopenFlags::empty()),
             Err(error) => reply.error(error),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+    use std::sync::Mutex;
+
+    use fsoc_core::{FileSystem, FsConfig};
+    use fsoc_media::{Profile, SimConfig, SimFlash};
+
+    use crate::session::{Mount, MountConfig};
+
+    /// A name whose lookup panics (a stand-in for a bug in a callback).
+    static PANIC_ON_LOOKUP: Mutex<Option<Vec<u8>>> = Mutex::new(None);
+
+    pub(super) fn maybe_panic(name: &OsStr) {
+        use std::os::unix::ffi::OsStrExt;
+        let armed = PANIC_ON_LOOKUP.lock().map(|name_armed| name_armed.as_deref() == Some(name.as_bytes())).unwrap_or(false);
+        assert!(!armed, "injected bug in lookup");
+    }
+
+    /// A panic inside a callback of a real mount: the caller gets EIO, later calls too, the
+    /// mount still unmounts, and the volume keeps its last committed state and is fsck-clean.
+    #[test]
+    fn a_panicking_callback_answers_eio_and_keeps_the_volume_consistent() {
+        assert!(std::path::Path::new("/dev/fuse").exists(), "/dev/fuse is missing: this test needs FUSE (run as root)");
+        let flash = SimFlash::create(SimConfig::new(Profile::Mlc, 1, 128, 1)).expect("flash");
+        let fs = FileSystem::format(flash, FsConfig::default(), 1).expect("format");
+        let directory = tempfile::tempdir().expect("tempdir");
+        let mount_point = directory.path().join("mnt");
+        std::fs::create_dir(&mount_point).expect("mkdir");
+        let mut mount = Mount::new(fs, &mount_point, &MountConfig::default()).expect("mount");
+        let mut unmounter = mount.unmounter();
+        let background = mount.spawn().expect("serve");
+        let durable = mount_point.join("durable");
+        std::fs::write(&durable, b"fsync'd").expect("write");
+        std::fs::File::open(&durable).expect("open").sync_all().expect("fsync");
+        std::fs::write(mount_point.join("volatile"), b"not fsync'd").expect("write");
+        *PANIC_ON_LOOKUP.lock().expect("lock") = Some(b"trigger-bug".to_vec());
+        let error = std::fs::metadata(mount_point.join("trigger-bug")).expect_err("lookup panics");
+        assert_eq!(error.raw_os_error(), Some(libc::EIO), "the panic became EIO");
+        let error = std::fs::write(mount_point.join("after"), b"x").expect_err("the volume stopped");
+        assert_eq!(error.raw_os_error(), Some(libc::EIO));
+        unmounter.unmount().expect("unmount");
+        let served = background.join().expect("session");
+        assert!(served.failure.as_deref().is_some_and(|failure| failure.contains("injected bug")), "{:?}", served.failure);
+        let flash = served.fs.unmount().expect("a poisoned volume unmounts without committing");
+        let mut fs = FileSystem::mount(flash, FsConfig::default()).expect("remount");
+        assert!(fs.fsck(true).expect("fsck").is_clean());
+        let (inode, _) = fs.lookup(1, b"durable").expect("the fsync'd file survives");
+        assert_eq!(fs.read(inode, 0, 64).expect("read"), b"fsync'd");
+        assert!(fs.lookup(1, b"volatile").is_err(), "changes after the last commit are gone, as after a crash");
     }
 }
