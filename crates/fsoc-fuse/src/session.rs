@@ -90,6 +90,8 @@ pub enum MountError {
     MountPointBusy(PathBuf),
     #[error("{FUSE_DEVICE} is missing: load the fuse kernel module (`modprobe fuse`), or give the container the device (`--device /dev/fuse`)")]
     FuseDeviceMissing,
+    #[error("{FUSE_DEVICE} is not readable and writable by this user: mount as root, or let users open it (mode 0666, the usual udev default)")]
+    FuseDeviceNotAccessible,
     #[error("permission denied mounting on {path}: {detail}")]
     PermissionDenied { path: PathBuf, detail: String },
     #[error("cannot mount on {path}: {source}")]
@@ -143,6 +145,12 @@ fn escape_mount_path(path: &Path) -> String {
     escaped
 }
 
+fn fuse_device_accessible() -> bool {
+    let device = std::ffi::CString::new(FUSE_DEVICE).expect("no NUL in a constant");
+    // SAFETY: access() with a valid C string; no memory is written.
+    unsafe { libc::access(device.as_ptr(), libc::R_OK | libc::W_OK) == 0 }
+}
+
 fn fuser_config(config: &MountConfig) -> Config {
     let mut fuser_config = Config::default();
     fuser_config.mount_options = vec![
@@ -174,6 +182,7 @@ impl<F: Flash + Send + 'static> Mount<F> {
             match source.raw_os_error() {
                 Some(libc::EBUSY) => MountError::MountPointBusy(mount_point.clone()),
                 Some(libc::ENOENT) if !Path::new(FUSE_DEVICE).exists() => MountError::FuseDeviceMissing,
+                Some(libc::EACCES) if !fuse_device_accessible() => MountError::FuseDeviceNotAccessible,
                 Some(libc::EPERM | libc::EACCES) => {
                     MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
                 }
