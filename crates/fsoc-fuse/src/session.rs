@@ -63,8 +63,7 @@ pub fn mounted_image(mount_point: &Path) -> Result<Option<PathBuf>, String> {
     // The last entry for a path is the one on top.
     let line = table
         .lines()
-        .filter(|line| line.split(' ').nth(4) == Some(wanted.as_str()))
-        .last()
+        .rfind(|line| line.split(' ').nth(4) == Some(wanted.as_str()))
         .ok_or_else(|| format!("{} is not a mount point", mount_point.display()))?;
     let after_separator = line.split(" - ").nth(1).unwrap_or("");
     let mut fields = after_separator.split(' ');
