@@ -86,7 +86,8 @@ pub fn mkfs(
     let bar = spinner("formatting");
     let config = SimConfig::new(profile, chips, blocks, seed);
     let flash = SimFlash::create_image(image, config).map_err(|error| format!("{}: {error}", image.display()))?;
-    let fs = FileSystem::format(flash, FsConfig::default(), seed).map_err(|error| format!("format: {error}"))?;
+    let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64);
+    let fs = FileSystem::format_at(flash, FsConfig::default(), seed, now_ns).map_err(|error| format!("format: {error}"))?;
     let mut flash = fs.unmount().map_err(|error| format!("unmount: {error}"))?;
     flash.flush().map_err(|error| format!("flush: {error}"))?;
     bar.finish_and_clear();

@@ -120,8 +120,14 @@ pub struct FileSystem<F: Flash> {
 impl<F: Flash> FileSystem<F> {
     /// Formats `flash` as an empty volume with a root directory (mode 0o755, owned by root).
     pub fn format(flash: F, config: FsConfig, volume_id: u64) -> Result<FileSystem<F>, FsError> {
+        Self::format_at(flash, config, volume_id, 0)
+    }
+
+    /// `format`, stamping the root directory with `now_ns` (nanoseconds since the epoch).
+    pub fn format_at(flash: F, config: FsConfig, volume_id: u64, now_ns: u64) -> Result<FileSystem<F>, FsError> {
         let volume = Volume::format(flash, config.volume, volume_id)?;
         let mut fs = FileSystem::from_volume(volume, config);
+        fs.now_ns = now_ns;
         fs.mutate(|fs| {
             let root = InodeRecord {
                 kind: FileKind::Directory,
@@ -131,9 +137,9 @@ impl<F: Flash> FileSystem<F> {
                 nlink: 2,
                 flags: 0,
                 size: 0,
-                atime_ns: 0,
-                mtime_ns: 0,
-                ctime_ns: 0,
+                atime_ns: fs.now_ns,
+                mtime_ns: fs.now_ns,
+                ctime_ns: fs.now_ns,
                 parent: ROOT_INODE,
             };
             fs.put_inode(ROOT_INODE, &root)
