@@ -463,6 +463,8 @@ impl<F: Flash> Volume<F> {
         self.log.device.barrier();
         self.committed = metaroot;
         self.write_metaroot(self.committed.flags)?;
+        // A backing store (an image file) must hold the commit before it is reported durable.
+        self.log.device.flash.flush()?;
         self.log.end_transaction();
         let paired_page_distance = self.config.paired_page_distance.unwrap_or_else(|| self.log.device.flash.paired_page_distance());
         if paired_page_distance > 0 {
