@@ -144,6 +144,9 @@ enum BenchCommand {
         quick: bool,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Turn off the paired-page guard (pages skipped after each commit), to measure its cost.
+        #[arg(long)]
+        no_paired_page_guard: bool,
     },
     /// Seed 003's file benchmark (15 samples × 133 files: create, open, delete) for fsoc and
     /// littlefs on the same simulated MLC chip.
@@ -207,7 +210,9 @@ fn main() -> ExitCode {
                 Err(error) => Err(error),
             }
         }
-        Command::Bench { command: BenchCommand::Scaling { json, quick, seed } } => scaling_cmd::run(&json, quick, seed),
+        Command::Bench { command: BenchCommand::Scaling { json, quick, seed, no_paired_page_guard } } => {
+            scaling_cmd::run(&json, quick, seed, !no_paired_page_guard)
+        }
         Command::Bench { command: BenchCommand::Fsio { json, seed } } => bench_cmd::fsio(&json, seed),
         Command::Bench { command: BenchCommand::Mount { files, json, seed } } => bench_cmd::mount(&files, &json, seed),
         Command::Array { command: ArrayCommand::Mkfs { base, profile, chips, blocks, seed, force } } => {
