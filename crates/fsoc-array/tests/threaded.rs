@@ -82,9 +82,12 @@ fn read_all<F: Flash>(fs: &mut FileSystem<F>, trace: &mut Trace) {
     trace.clocks_ns.push(fs.volume.log.device.now_ns);
 }
 
+/// Every block's metadata, then every page that holds contents with its state and bytes.
+type PhysicalState = (Vec<BlockMeta>, Vec<(PageAddress, PageState, Vec<u8>)>);
+
 /// Physical state of the whole array: every block's metadata, every page's state and stored
 /// contents (read straight from the store: no counters, no clocks).
-fn dump<S: PageStore>(flash: &SimFlash<S>) -> (Vec<BlockMeta>, Vec<(PageAddress, PageState, Vec<u8>)>) {
+fn dump<S: PageStore>(flash: &SimFlash<S>) -> PhysicalState {
     let geometry = flash.geometry();
     let mut blocks = Vec::new();
     let mut pages = Vec::new();

@@ -450,9 +450,10 @@ pub fn check_targets(sweep: &SweepConfig, rows: &[Row], mounts: &[MountRow]) -> 
 }
 
 pub fn size_label(bytes: u64) -> String {
-    if bytes >= MIB && bytes % MIB == 0 {
+    // Whole MiB or KiB: the low 20 or 10 bits are zero.
+    if bytes >= MIB && bytes.trailing_zeros() >= 20 {
         format!("{} MiB", bytes / MIB)
-    } else if bytes >= KIB && bytes % KIB == 0 {
+    } else if bytes >= KIB && bytes.trailing_zeros() >= 10 {
         format!("{} KiB", bytes / KIB)
     } else {
         format!("{bytes} B")
