@@ -2,8 +2,6 @@
 //! measured with a counting global allocator (this test binary has a single test so nothing
 //! else allocates concurrently). The flash is an image file, so the simulated chips' contents
 //! are on disk rather than counted as the file system's heap.
-mod common;
-use common::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 

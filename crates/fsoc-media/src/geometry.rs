@@ -24,7 +24,7 @@ impl Geometry {
     /// Checks the relations every geometry must satisfy; returns a description of the first
     /// violated one.
     pub fn validate(&self) -> Result<(), &'static str> {
-        if self.page_data_bytes < 512 || self.page_data_bytes % 512 != 0 {
+        if self.page_data_bytes < 512 || !self.page_data_bytes.is_multiple_of(512) {
             return Err("page_data_bytes must be a non-zero multiple of 512");
         }
         if self.page_data_bytes > 64 * 1024 {

@@ -217,7 +217,7 @@ pub type CallObserver<'o, F> = dyn FnMut(&mut FileSystem<F>, bool) -> Result<(),
 pub fn apply<F: Flash>(fs: &mut FileSystem<F>, step: &Step, observer: &mut CallObserver<'_, F>) -> Result<Result<(), FsError>, FsError> {
     let result = apply_inner(fs, step, observer);
     match result {
-        Err(FsError::Io(_) | FsError::Corrupt(_)) => Err(result.err().expect("matched an error")),
+        Err(FsError::Io(_) | FsError::Corrupt(_)) => Err(result.expect_err("matched an error")),
         other => Ok(other),
     }
 }

@@ -178,13 +178,9 @@ impl<F: Flash> FileSystem<F> {
                             other => other?,
                         }
                     }
-                    Some(PageTag::Data { inode, page_index }) => {
-                        if fs.data_page_is_live(inode, u64::from(page_index), address)? {
-                            fs.relocate_data_page(inode, u64::from(page_index), &buffer)?;
-                            true
-                        } else {
-                            false
-                        }
+                    Some(PageTag::Data { inode, page_index }) if fs.data_page_is_live(inode, u64::from(page_index), address)? => {
+                        fs.relocate_data_page(inode, u64::from(page_index), &buffer)?;
+                        true
                     }
                     Some(PageTag::SegmentTable { page_index }) => fs.volume.log.mark_table_page_dirty_if_at(page_index, address),
                     _ => false,

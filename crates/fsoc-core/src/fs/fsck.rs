@@ -67,7 +67,7 @@ impl<F: Flash> FileSystem<F> {
             })
         });
         match stats {
-            Ok(stats) => report.directory_nodes = stats.node_count as u64,
+            Ok(stats) => report.directory_nodes = stats.node_count,
             Err(error) => violations.push(format!("directory tree: {error}")),
         }
         let mut allocation_records: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
@@ -78,7 +78,7 @@ impl<F: Flash> FileSystem<F> {
             })
         });
         match stats {
-            Ok(stats) => report.allocation_nodes = stats.node_count as u64,
+            Ok(stats) => report.allocation_nodes = stats.node_count,
             Err(error) => violations.push(format!("allocation tree: {error}")),
         }
         for address in node_addresses {

@@ -20,7 +20,7 @@ use fsoc_media::Flash;
 pub use crate::fs::error::{errno, FsError};
 pub use crate::fs::records::{FileKind, InodeRecord};
 use crate::fs::cleaner::SpaceUse;
-use crate::btree::{Tree, TreeError};
+use crate::btree::{KeyValue, Tree, TreeError};
 use crate::fs::records::{
     allocation_key, directory_key, parse_directory_key, DirectoryValue, RecordKind, INODE_FLAG_INLINE,
     NAME_BYTES_MAX, ORPHAN_LIST_INODE, ROOT_INODE,
@@ -222,11 +222,10 @@ impl<F: Flash> FileSystem<F> {
     pub(crate) fn mutate<T>(&mut self, change: impl FnOnce(&mut Self) -> Result<T, FsError>) -> Result<T, FsError> {
         self.volume.prepare_write()?;
         let result = change(self);
-        match &result {
-            // NoSpace here is unexpected (space is checked before any change), so the change
-            // may be half-done: stop writing rather than build on it.
-            Err(FsError::Io(_) | FsError::Corrupt(_) | FsError::NoSpace) => self.volume.poison(),
-            _ => {}
+        // NoSpace here is unexpected (space is checked before any change), so the change may be
+        // half-done: stop writing rather than build on it.
+        if let Err(FsError::Io(_) | FsError::Corrupt(_) | FsError::NoSpace) = &result {
+            self.volume.poison();
         }
         if result.is_ok() && self.volume.dirty_node_count() > self.config.volume.dirty_nodes_max {
             if let Err(error) = self.volume.flush_trees() {
@@ -265,15 +264,15 @@ impl<F: Flash> FileSystem<F> {
         self.with_tree(which, |tree, store| tree.remove(store, key))
     }
 
-    fn tree_first_after(&mut self, which: TreeId, key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, FsError> {
+    fn tree_first_after(&mut self, which: TreeId, key: &[u8]) -> Result<Option<KeyValue>, FsError> {
         self.with_tree(which, |tree, store| tree.first_after(store, key))
     }
 
-    fn tree_first_at_or_after(&mut self, which: TreeId, key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, FsError> {
+    fn tree_first_at_or_after(&mut self, which: TreeId, key: &[u8]) -> Result<Option<KeyValue>, FsError> {
         self.with_tree(which, |tree, store| tree.first_at_or_after(store, key))
     }
 
-    fn tree_last_at_or_before(&mut self, which: TreeId, key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, FsError> {
+    fn tree_last_at_or_before(&mut self, which: TreeId, key: &[u8]) -> Result<Option<KeyValue>, FsError> {
         self.with_tree(which, |tree, store| tree.last_at_or_before(store, key))
     }
 
