@@ -69,6 +69,7 @@ fn metaroot_decoder() {
         directory_root: root,
         allocation_root: root,
         segment_table: vec![PagePointer { address: LogAddress(5), checksum: 2 }; 2],
+        delta: Vec::new(),
     }
     .encode(2048);
     for input in inputs(2, &valid, 3000) {

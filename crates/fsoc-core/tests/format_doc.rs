@@ -38,6 +38,7 @@ fn metaroot() -> Metaroot {
         directory_root: TreeRoot { pointer: PagePointer { address: LogAddress(0x0300), checksum: 0xAABB_CCDD }, height: 2 },
         allocation_root: TreeRoot { pointer: PagePointer { address: LogAddress(0x0301), checksum: 0x1122_3344 }, height: 3 },
         segment_table: vec![PagePointer { address: LogAddress(0x02FF), checksum: 0xCAFE_F00D }],
+        delta: Vec::new(),
     }
 }
 

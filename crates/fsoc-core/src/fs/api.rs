@@ -333,7 +333,7 @@ impl<F: Flash> FileSystem<F> {
 
     /// Explicit transaction point.
     pub fn transact(&mut self) -> Result<(), FsError> {
-        self.commit()
+        self.commit_for_sync()
     }
 
     /// Number of descriptors currently open.

@@ -208,6 +208,7 @@ impl<F: Flash> FileSystem<F> {
                 };
                 let page_index = u32::try_from(page).map_err(|_| FsError::FileTooBig)?;
                 let address = self.volume.log.append(&content, PageTag::Data { inode, page_index })?;
+                self.delta.data_page_allocated(self.volume.layout().segment_of(address));
                 match runs.last_mut() {
                     Some(run) if run.end_page() == page && run.address.0 + run.page_count == address.0 => run.page_count += 1,
                     _ => runs.push(Extent { first_page: page, address, page_count: 1 }),
@@ -246,7 +247,9 @@ impl<F: Flash> FileSystem<F> {
             let cut_first = extent.first_page.max(first);
             let cut_end = extent.end_page().min(end);
             for page in cut_first..cut_end {
-                self.volume.log.release(extent.address_of(page));
+                let address = extent.address_of(page);
+                self.volume.log.release(address);
+                self.delta.data_page_released(self.volume.layout().segment_of(address));
             }
             if extent.first_page < cut_first {
                 let left = Extent { page_count: (cut_first - extent.first_page) as u32, ..extent };
@@ -309,6 +312,7 @@ impl<F: Flash> FileSystem<F> {
                         content[tail as usize..].fill(0);
                         let page_index = u32::try_from(last_page).map_err(|_| FsError::FileTooBig)?;
                         let address = fs.volume.log.append(&content, PageTag::Data { inode, page_index })?;
+                        fs.delta.data_page_allocated(fs.volume.layout().segment_of(address));
                         fs.punch(inode, last_page, last_page + 1)?;
                         fs.insert_extent(inode, Extent { first_page: last_page, address, page_count: 1 })?;
                     }
@@ -330,6 +334,7 @@ impl<F: Flash> FileSystem<F> {
     pub(crate) fn relocate_data_page(&mut self, inode: u64, page: u64, content: &[u8]) -> Result<(), FsError> {
         let page_index = u32::try_from(page).map_err(|_| FsError::Corrupt("data page index"))?;
         let address = self.volume.log.append(content, PageTag::Data { inode, page_index })?;
+        self.delta.data_page_allocated(self.volume.layout().segment_of(address));
         self.punch(inode, page, page + 1)?;
         self.insert_extent(inode, Extent { first_page: page, address, page_count: 1 })
     }

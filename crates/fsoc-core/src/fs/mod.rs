@@ -8,6 +8,7 @@
 pub mod api;
 mod cleaner;
 mod data;
+pub mod delta;
 pub mod error;
 pub mod fsck;
 pub mod records;
@@ -52,6 +53,10 @@ pub struct FsConfig {
     pub open_files_max: usize,
     /// Pages read or written per batch by the data path (bounds its buffers).
     pub io_batch_pages: usize,
+    /// fsync/transact write a delta commit (one metaroot page holding the logical changes since
+    /// the last full commit) while the changes fit; otherwise, and for space reclaim and
+    /// unmount, a full commit.
+    pub delta_commits: bool,
 }
 
 impl Default for FsConfig {
@@ -61,6 +66,7 @@ impl Default for FsConfig {
             commit_triggers: CommitTriggers::default(),
             open_files_max: 1024,
             io_batch_pages: 64,
+            delta_commits: true,
         }
     }
 }
@@ -99,10 +105,20 @@ enum TreeId {
     Allocation,
 }
 
+impl TreeId {
+    fn id(self) -> u8 {
+        match self {
+            TreeId::Directory => crate::txn::volume::DIRECTORY_TREE_ID,
+            TreeId::Allocation => crate::txn::volume::ALLOCATION_TREE_ID,
+        }
+    }
+}
+
 /// Counters that tests and benchmarks read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FsStats {
     pub commits: u64,
+    pub delta_commits: u64,
     pub cleaner_runs: u64,
     pub pages_relocated: u64,
 }
@@ -115,6 +131,8 @@ pub struct FileSystem<F: Flash> {
     open_counts: BTreeMap<u64, u32>,
     pub(crate) descriptors: BTreeMap<u32, api::OpenFile>,
     pub stats: FsStats,
+    /// Logical changes since the last full commit (for delta commits).
+    pub(crate) delta: delta::DeltaLog,
 }
 
 impl<F: Flash> FileSystem<F> {
@@ -153,6 +171,7 @@ impl<F: Flash> FileSystem<F> {
     pub fn mount(flash: F, config: FsConfig) -> Result<FileSystem<F>, FsError> {
         let volume = Volume::mount(flash, config.volume)?;
         let mut fs = FileSystem::from_volume(volume, config);
+        fs.replay_delta()?;
         if !config.volume.read_only {
             fs.remove_orphans()?;
         }
@@ -160,7 +179,9 @@ impl<F: Flash> FileSystem<F> {
     }
 
     fn from_volume(volume: Volume<F>, config: FsConfig) -> Self {
+        let delta = delta::DeltaLog::new(volume.delta_bytes_max());
         FileSystem {
+            delta,
             volume,
             config,
             now_ns: 0,
@@ -190,6 +211,7 @@ impl<F: Flash> FileSystem<F> {
                 Ok(())
             })?;
             self.volume.commit(true)?;
+            self.delta.clear();
             self.stats.commits += 1;
         }
         Ok(self.volume.into_flash())
@@ -200,7 +222,8 @@ impl<F: Flash> FileSystem<F> {
         self.volume.into_flash()
     }
 
-    /// An explicit transaction point.
+    /// A full transaction point: trees, segment table and metaroot; afterwards everything the
+    /// previous committed state alone referenced may be reused.
     pub fn commit(&mut self) -> Result<(), FsError> {
         if self.volume.is_poisoned() {
             return Err(FsError::Io(TxnError::Poisoned));
@@ -209,7 +232,51 @@ impl<F: Flash> FileSystem<F> {
             return Ok(());
         }
         self.volume.commit(false)?;
+        self.delta.clear();
         self.stats.commits += 1;
+        Ok(())
+    }
+
+    /// A transaction point for fsync/transact: a delta commit when enabled and the changes
+    /// since the last full commit fit one metaroot page, else a full commit.
+    pub fn commit_for_sync(&mut self) -> Result<(), FsError> {
+        if !self.config.delta_commits || !self.delta.fits() || self.config.volume.read_only {
+            return self.commit();
+        }
+        if self.volume.is_poisoned() {
+            return Err(FsError::Io(TxnError::Poisoned));
+        }
+        self.volume.commit_delta(self.delta.encode())?;
+        self.delta.changed = false;
+        self.stats.delta_commits += 1;
+        Ok(())
+    }
+
+    /// Mount: applies the newest delta commit's changes onto the full commit's trees and
+    /// segment table (and keeps them in the delta log, which stays cumulative).
+    fn replay_delta(&mut self) -> Result<(), FsError> {
+        let payload = self.volume.committed().delta.clone();
+        if payload.is_empty() {
+            return Ok(());
+        }
+        let decoded = delta::DeltaLog::decode(&payload).map_err(|_| FsError::Corrupt("undecodable delta commit"))?;
+        self.volume.ensure_table_loaded()?;
+        for (segment_index, allocated, released) in decoded.segments {
+            self.volume.log.table_for_replay().apply_delta(segment_index, allocated, released).map_err(FsError::Corrupt)?;
+            self.delta.record_segment(segment_index, allocated, released);
+        }
+        for (tree_id, key, value) in decoded.entries {
+            let which = match tree_id {
+                crate::txn::volume::DIRECTORY_TREE_ID => TreeId::Directory,
+                crate::txn::volume::ALLOCATION_TREE_ID => TreeId::Allocation,
+                _ => return Err(FsError::Corrupt("delta names an unknown tree")),
+            };
+            match value {
+                Some(value) => self.tree_insert(which, &key, &value).map(|_| ())?,
+                None => self.tree_remove(which, &key).map(|_| ())?,
+            }
+        }
+        self.delta.changed = false;
         Ok(())
     }
 
@@ -257,11 +324,15 @@ impl<F: Flash> FileSystem<F> {
     }
 
     fn tree_insert(&mut self, which: TreeId, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>, FsError> {
-        self.with_tree(which, |tree, store| tree.insert(store, key, value))
+        let old = self.with_tree(which, |tree, store| tree.insert(store, key, value))?;
+        self.delta.record_put(which.id(), key, value);
+        Ok(old)
     }
 
     fn tree_remove(&mut self, which: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>, FsError> {
-        self.with_tree(which, |tree, store| tree.remove(store, key))
+        let old = self.with_tree(which, |tree, store| tree.remove(store, key))?;
+        self.delta.record_remove(which.id(), key);
+        Ok(old)
     }
 
     fn tree_first_after(&mut self, which: TreeId, key: &[u8]) -> Result<Option<KeyValue>, FsError> {
@@ -632,7 +703,7 @@ impl<F: Flash> FileSystem<F> {
 
     fn after_namespace_change(&mut self) -> Result<(), FsError> {
         if self.config.commit_triggers.unlink_rename {
-            self.commit()?;
+            self.commit_for_sync()?;
         }
         Ok(())
     }
@@ -691,15 +762,15 @@ impl<F: Flash> FileSystem<F> {
             }
         }
         if self.config.commit_triggers.close && !self.config.volume.read_only {
-            self.commit()?;
+            self.commit_for_sync()?;
         }
         Ok(())
     }
 
     /// Commits if the file's changes should be durable now (fsync).
     pub fn fsync(&mut self, _inode: u64) -> Result<(), FsError> {
-        if self.config.commit_triggers.fsync && self.volume.has_uncommitted_changes() {
-            self.commit()?;
+        if self.config.commit_triggers.fsync && self.delta.changed {
+            self.commit_for_sync()?;
         }
         Ok(())
     }

@@ -91,6 +91,11 @@ impl<F: Flash> SegmentLog<F> {
         self.table = Some(table);
     }
 
+    /// Mutable access for replaying a delta commit's accounting (fs::delta).
+    pub fn table_for_replay(&mut self) -> &mut SegmentTable {
+        self.table_mut()
+    }
+
     pub fn table(&self) -> &SegmentTable {
         self.table.as_ref().expect("segment table used before it was loaded")
     }

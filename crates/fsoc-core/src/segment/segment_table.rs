@@ -107,6 +107,25 @@ impl SegmentTable {
         self.touch(segment_index);
     }
 
+    /// Replays a delta commit's data-page accounting for one segment onto the table of the full
+    /// commit it follows. Untrusted input: refuses counts the segment cannot hold.
+    pub fn apply_delta(&mut self, segment_index: u32, allocated: u32, released: u32) -> Result<(), &'static str> {
+        let pages_per_segment = self.pages_per_segment;
+        let entry = self.entries.get_mut(segment_index as usize).ok_or("delta names a segment outside the volume")?;
+        if segment_index < FIRST_LOG_SEGMENT {
+            return Err("delta names a reserved segment");
+        }
+        let valid = u64::from(entry.valid_pages) + u64::from(allocated);
+        let valid = valid.checked_sub(u64::from(released)).ok_or("delta releases more pages than the segment holds")?;
+        if valid > u64::from(pages_per_segment) {
+            return Err("delta gives a segment more valid pages than it has");
+        }
+        entry.valid_pages = valid as u32;
+        self.freed_this_transaction[segment_index as usize] += released;
+        self.touch(segment_index);
+        Ok(())
+    }
+
     pub fn record_erase(&mut self, segment_index: u32) {
         let entry = &mut self.entries[segment_index as usize];
         assert_eq!(entry.valid_pages, 0, "segment {segment_index} erased while holding valid pages");

@@ -32,12 +32,20 @@ pub struct Metaroot {
     pub directory_root: TreeRoot,
     pub allocation_root: TreeRoot,
     pub segment_table: Vec<PagePointer>,
+    /// Delta commit payload: the logical changes since the full commit whose roots this record
+    /// names (opaque here; encoded and replayed by `fs::delta`). Empty for a full commit.
+    pub delta: Vec<u8>,
 }
 
 impl Metaroot {
     /// The most table pages a metaroot of this page size can name.
     pub fn table_pages_max(page_size_bytes: usize) -> usize {
         (page_size_bytes - METAROOT_HEADER_BYTES) / PagePointer::ENCODED_BYTES
+    }
+
+    /// Bytes left for a delta payload in a page of this size with `table_pages` table pages.
+    pub fn delta_bytes_max(page_size_bytes: usize, table_pages: usize) -> usize {
+        page_size_bytes.saturating_sub(METAROOT_HEADER_BYTES + table_pages * PagePointer::ENCODED_BYTES)
     }
 
     pub fn is_clean(&self) -> bool {
@@ -54,7 +62,12 @@ impl Metaroot {
             "segment table of {} pages does not fit a metaroot",
             self.segment_table.len()
         );
-        let record_bytes = METAROOT_HEADER_BYTES + self.segment_table.len() * PagePointer::ENCODED_BYTES;
+        assert!(
+            self.delta.len() <= Self::delta_bytes_max(page_size_bytes, self.segment_table.len()),
+            "delta of {} bytes does not fit a metaroot",
+            self.delta.len()
+        );
+        let record_bytes = METAROOT_HEADER_BYTES + self.segment_table.len() * PagePointer::ENCODED_BYTES + self.delta.len();
         let mut writer = Writer::with_capacity(page_size_bytes);
         writer.u64_le(METAROOT_MAGIC);
         writer.u32_le(METAROOT_VERSION);
@@ -70,11 +83,13 @@ impl Metaroot {
         writer.u8(self.allocation_root.height);
         writer.u16_le(0);
         writer.u32_le(self.segment_table.len() as u32);
-        writer.u64_le(0); // reserved
+        writer.u32_le(self.delta.len() as u32);
+        writer.u32_le(0); // reserved
         assert_eq!(writer.bytes.len(), METAROOT_HEADER_BYTES, "metaroot header drifted from FORMAT.md");
         for pointer in &self.segment_table {
             writer.pointer(*pointer);
         }
+        writer.raw(&self.delta);
         let checksum = crc32c_excluding(&writer.bytes, CHECKSUM_OFFSET);
         let mut bytes = writer.bytes;
         bytes.splice(CHECKSUM_OFFSET..CHECKSUM_OFFSET + 4, checksum.to_le_bytes());
@@ -94,8 +109,8 @@ impl Metaroot {
         }
         let stored = reader.u32_le()?;
         let record_bytes = reader.u32_le()? as usize;
-        let expected_bytes = METAROOT_HEADER_BYTES + table_page_count * PagePointer::ENCODED_BYTES;
-        if record_bytes != expected_bytes {
+        let table_bytes = METAROOT_HEADER_BYTES + table_page_count * PagePointer::ENCODED_BYTES;
+        if record_bytes < table_bytes || record_bytes > bytes.len() {
             return Err(reader.invalid("record_bytes", record_bytes as u64));
         }
         let record = bytes.get(..record_bytes).ok_or(DecodeError::Truncated {
@@ -117,9 +132,13 @@ impl Metaroot {
         let allocation_height = reader.u8()?;
         let _reserved = reader.u16_le()?;
         let page_count = reader.u32_le()? as usize;
-        let _reserved = reader.u64_le()?;
+        let delta_bytes = reader.u32_le()? as usize;
+        let _reserved = reader.u32_le()?;
         if page_count != table_page_count {
             return Err(reader.invalid("table_page_count", page_count as u64));
+        }
+        if table_bytes + delta_bytes != record_bytes {
+            return Err(reader.invalid("delta_bytes", delta_bytes as u64));
         }
         if directory_height == 0 || allocation_height == 0 || directory_height > 32 || allocation_height > 32 {
             return Err(reader.invalid("tree height", u64::from(directory_height.max(allocation_height))));
@@ -128,6 +147,7 @@ impl Metaroot {
         for _ in 0..page_count {
             segment_table.push(reader.pointer()?);
         }
+        let delta = reader.bytes(delta_bytes)?.to_vec();
         Ok(Metaroot {
             commit_counter,
             volume_id,
@@ -136,6 +156,7 @@ impl Metaroot {
             directory_root: TreeRoot { pointer: directory_pointer, height: directory_height },
             allocation_root: TreeRoot { pointer: allocation_pointer, height: allocation_height },
             segment_table,
+            delta,
         })
     }
 }

@@ -203,6 +203,7 @@ impl<F: Flash> Volume<F> {
             directory_root: empty_root,
             allocation_root: empty_root,
             segment_table: Vec::new(),
+            delta: Vec::new(),
         };
         log.close_open_segment();
         let mut config = config;
@@ -458,6 +459,7 @@ impl<F: Flash> Volume<F> {
             directory_root,
             allocation_root,
             segment_table: self.log.table().directory.clone(),
+            delta: Vec::new(),
         };
         // Every node and table page the metaroot names must be on flash before it is.
         self.log.device.barrier();
@@ -466,15 +468,57 @@ impl<F: Flash> Volume<F> {
         // A backing store (an image file) must hold the commit before it is reported durable.
         self.log.device.flash.flush()?;
         self.log.end_transaction();
+        self.guard_paired_pages();
+        if clean {
+            self.log.close_open_segment();
+        }
+        Ok(())
+    }
+
+    /// After a commit: skip the chip's paired-page distance in the open segment, so no later
+    /// program there shares cells with a committed page (docs/DESIGN.md).
+    fn guard_paired_pages(&mut self) {
         let paired_page_distance = self.config.paired_page_distance.unwrap_or_else(|| self.log.device.flash.paired_page_distance());
         if paired_page_distance > 0 {
             let chip_count = self.log.layout().chip_count;
             self.log.skip_pages(paired_page_distance * chip_count);
         }
-        if clean {
-            self.log.close_open_segment();
+    }
+
+    /// The most delta bytes a delta commit can carry on this volume.
+    pub fn delta_bytes_max(&self) -> usize {
+        let layout = self.log.layout();
+        let table_pages = SegmentTable::page_count_for(layout.segment_count(), layout.page_size_bytes()) as usize;
+        Metaroot::delta_bytes_max(layout.page_size_bytes(), table_pages)
+    }
+
+    /// A delta commit: one metaroot page naming the last full commit's roots plus `delta`, the
+    /// logical changes since then (seed 003's Delta-Block). Data pages it refers to were
+    /// appended before; nothing dropped since the full commit becomes reusable, because the
+    /// full commit's trees are still what the delta is replayed onto.
+    pub fn commit_delta(&mut self, delta: Vec<u8>) -> Result<(), TxnError> {
+        if self.poisoned {
+            return Err(TxnError::Poisoned);
         }
-        Ok(())
+        if self.config.read_only {
+            return Err(TxnError::ReadOnly);
+        }
+        assert!(delta.len() <= self.delta_bytes_max(), "delta of {} bytes passed to commit_delta", delta.len());
+        let result = (|| {
+            self.log.device.barrier();
+            self.committed.commit_counter += 1;
+            self.committed.next_inode = self.next_inode;
+            self.committed.delta = delta;
+            let flags = if self.may_have_orphans { FLAG_ORPHANS } else { 0 };
+            self.write_metaroot(flags)?;
+            self.log.device.flash.flush()?;
+            self.guard_paired_pages();
+            Ok(())
+        })();
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result
     }
 
     /// Programs `self.committed` (with a fresh counter when re-anchoring) into the metaroot

@@ -1,0 +1,234 @@
+//! Delta commits (seed 003's "Delta-Block"): the logical changes since the last full commit,
+//! kept compact in RAM and written inside one metaroot page at fsync, so a small durable change
+//! costs its data pages plus one page program. Mount replays the newest delta onto the full
+//! commit's trees (docs/FORMAT.md, "Delta payload").
+//!
+//! Invariant: the delta is cumulative since the last full commit — replaying only the newest one
+//! reproduces the committed state — and its encoded size never exceeds `capacity_bytes` (past
+//! that it is dropped and the next commit is a full one).
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use crate::codec::{DecodeError, Reader, Writer};
+
+const OPERATION_PUT: u8 = 1;
+const OPERATION_REMOVE: u8 = 2;
+const HEADER_BYTES: usize = 8;
+const SEGMENT_ENTRY_BYTES: usize = 12;
+
+/// The final state of one key: `Some(value)` after a put, `None` after a remove.
+type Entries = BTreeMap<(u8, Vec<u8>), Option<Vec<u8>>>;
+
+#[derive(Clone, Debug, Default)]
+pub struct DeltaLog {
+    entries: Entries,
+    /// Data pages appended / released per segment since the full commit.
+    segments: BTreeMap<u32, (u32, u32)>,
+    encoded_bytes: usize,
+    /// Too big for a metaroot: the next commit must be full.
+    overflowed: bool,
+    /// Changes recorded since the last commit of either kind.
+    pub changed: bool,
+    capacity_bytes: usize,
+}
+
+fn entry_bytes(key: &[u8], value: Option<&Vec<u8>>) -> usize {
+    6 + key.len() + value.map_or(0, Vec::len)
+}
+
+/// A decoded delta payload.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DecodedDelta {
+    /// (tree id, key, value or None for a removal), in key order per tree.
+    pub entries: Vec<(u8, Vec<u8>, Option<Vec<u8>>)>,
+    /// (segment, data pages allocated, data pages released).
+    pub segments: Vec<(u32, u32, u32)>,
+}
+
+impl DeltaLog {
+    pub fn new(capacity_bytes: usize) -> Self {
+        DeltaLog { capacity_bytes, encoded_bytes: HEADER_BYTES, ..DeltaLog::default() }
+    }
+
+    /// Whether the next sync may be a delta commit.
+    pub fn fits(&self) -> bool {
+        !self.overflowed && self.encoded_bytes <= self.capacity_bytes
+    }
+
+    fn check_capacity(&mut self) {
+        if self.encoded_bytes > self.capacity_bytes {
+            // Keeping it would cost memory for nothing: the next commit is full anyway.
+            self.overflowed = true;
+            self.entries.clear();
+            self.segments.clear();
+            self.encoded_bytes = HEADER_BYTES;
+        }
+    }
+
+    fn record(&mut self, tree_id: u8, key: &[u8], value: Option<&[u8]>) {
+        self.changed = true;
+        if self.overflowed {
+            return;
+        }
+        let value = value.map(<[u8]>::to_vec);
+        self.encoded_bytes += entry_bytes(key, value.as_ref());
+        if let Some(old) = self.entries.insert((tree_id, key.to_vec()), value) {
+            self.encoded_bytes -= entry_bytes(key, old.as_ref());
+        }
+        self.check_capacity();
+    }
+
+    pub fn record_put(&mut self, tree_id: u8, key: &[u8], value: &[u8]) {
+        self.record(tree_id, key, Some(value));
+    }
+
+    pub fn record_remove(&mut self, tree_id: u8, key: &[u8]) {
+        self.record(tree_id, key, None);
+    }
+
+    fn segment_entry(&mut self, segment_index: u32) -> Option<&mut (u32, u32)> {
+        self.changed = true;
+        if self.overflowed {
+            return None;
+        }
+        if !self.segments.contains_key(&segment_index) {
+            self.encoded_bytes += SEGMENT_ENTRY_BYTES;
+        }
+        let entry = self.segments.entry(segment_index).or_insert((0, 0));
+        Some(entry)
+    }
+
+    pub fn data_page_allocated(&mut self, segment_index: u32) {
+        if let Some(entry) = self.segment_entry(segment_index) {
+            entry.0 += 1;
+        }
+        self.check_capacity();
+    }
+
+    pub fn data_page_released(&mut self, segment_index: u32) {
+        if let Some(entry) = self.segment_entry(segment_index) {
+            entry.1 += 1;
+        }
+        self.check_capacity();
+    }
+
+    /// Re-records a replayed segment entry (mount), so the next delta stays cumulative.
+    pub fn record_segment(&mut self, segment_index: u32, allocated: u32, released: u32) {
+        if let Some(entry) = self.segment_entry(segment_index) {
+            entry.0 += allocated;
+            entry.1 += released;
+        }
+        self.check_capacity();
+    }
+
+    /// After a full commit: nothing is pending relative to the new base.
+    pub fn clear(&mut self) {
+        let capacity_bytes = self.capacity_bytes;
+        *self = DeltaLog::new(capacity_bytes);
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        assert!(self.fits(), "encoding an overflowed delta");
+        let mut writer = Writer::with_capacity(self.encoded_bytes);
+        writer.u32_le(self.entries.len() as u32);
+        writer.u32_le(self.segments.len() as u32);
+        for ((tree_id, key), value) in &self.entries {
+            writer.u8(*tree_id);
+            writer.u8(if value.is_some() { OPERATION_PUT } else { OPERATION_REMOVE });
+            writer.u16_le(key.len() as u16);
+            writer.u16_le(value.as_ref().map_or(0, Vec::len) as u16);
+            writer.raw(key);
+            if let Some(value) = value {
+                writer.raw(value);
+            }
+        }
+        for (segment_index, (allocated, released)) in &self.segments {
+            writer.u32_le(*segment_index);
+            writer.u32_le(*allocated);
+            writer.u32_le(*released);
+        }
+        assert_eq!(writer.bytes.len(), self.encoded_bytes, "delta size bookkeeping drifted");
+        writer.bytes
+    }
+
+    /// Decodes an untrusted payload (its CRC was checked with the metaroot).
+    pub fn decode(bytes: &[u8]) -> Result<DecodedDelta, DecodeError> {
+        let mut reader = Reader::new("delta", bytes);
+        let entry_count = reader.u32_le()? as usize;
+        let segment_count = reader.u32_le()? as usize;
+        // Counts are bounded by the payload length, so a corrupt count cannot allocate much.
+        if entry_count > bytes.len() / 6 || segment_count > bytes.len() / SEGMENT_ENTRY_BYTES {
+            return Err(reader.invalid("count", entry_count.max(segment_count) as u64));
+        }
+        let mut decoded = DecodedDelta::default();
+        for _ in 0..entry_count {
+            let tree_id = reader.u8()?;
+            let operation = reader.u8()?;
+            let key_bytes = usize::from(reader.u16_le()?);
+            let value_bytes = usize::from(reader.u16_le()?);
+            let key = reader.bytes(key_bytes)?.to_vec();
+            let value = match operation {
+                OPERATION_PUT => Some(reader.bytes(value_bytes)?.to_vec()),
+                OPERATION_REMOVE if value_bytes == 0 => None,
+                other => return Err(reader.invalid("operation", u64::from(other))),
+            };
+            decoded.entries.push((tree_id, key, value));
+        }
+        for _ in 0..segment_count {
+            decoded.segments.push((reader.u32_le()?, reader.u32_le()?, reader.u32_le()?));
+        }
+        if reader.remaining_bytes() != 0 {
+            return Err(reader.invalid("trailing bytes", reader.remaining_bytes() as u64));
+        }
+        Ok(decoded)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn later_operations_on_a_key_replace_earlier_ones_and_sizes_stay_exact() {
+        let mut delta = DeltaLog::new(4096);
+        delta.record_put(1, b"key", b"one");
+        delta.record_put(1, b"key", b"three");
+        delta.record_remove(2, b"gone");
+        delta.data_page_allocated(7);
+        delta.data_page_allocated(7);
+        delta.data_page_released(9);
+        let bytes = delta.encode();
+        let decoded = DeltaLog::decode(&bytes).unwrap();
+        assert_eq!(decoded.entries, [(1, b"key".to_vec(), Some(b"three".to_vec())), (2, b"gone".to_vec(), None)]);
+        assert_eq!(decoded.segments, [(7, 2, 0), (9, 0, 1)]);
+    }
+
+    #[test]
+    fn overflow_forces_a_full_commit_and_frees_memory() {
+        let mut delta = DeltaLog::new(64);
+        delta.record_put(1, &[1; 40], &[2; 40]);
+        assert!(!delta.fits());
+        assert!(delta.entries.is_empty());
+        delta.clear();
+        assert!(delta.fits());
+    }
+
+    #[test]
+    fn corrupt_payloads_are_errors() {
+        let mut delta = DeltaLog::new(4096);
+        delta.record_put(1, b"k", b"v");
+        let bytes = delta.encode();
+        for length in 0..bytes.len() {
+            assert!(DeltaLog::decode(&bytes[..length]).is_err(), "truncation to {length} accepted");
+        }
+        let mut bad = bytes.clone();
+        bad[9] = 7; // unknown operation
+        assert!(DeltaLog::decode(&bad).is_err());
+        let mut huge = bytes;
+        huge[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(DeltaLog::decode(&huge).is_err());
+    }
+}
