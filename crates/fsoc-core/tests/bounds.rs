@@ -7,7 +7,11 @@ use fsoc_core::{FileSystem, FsConfig, OpenFlags};
 use fsoc_media::{Flash, Profile, SimFlash};
 
 fn volume_with_files(file_count: u64, blocks: u32) -> FileSystem<SimFlash> {
-    let mut fs = FileSystem::format(sim(Profile::Mlc, 1, blocks, 3), FsConfig::default(), 3).expect("format");
+    volume_with_files_config(file_count, blocks, FsConfig::default())
+}
+
+fn volume_with_files_config(file_count: u64, blocks: u32, config: FsConfig) -> FileSystem<SimFlash> {
+    let mut fs = FileSystem::format(sim(Profile::Mlc, 1, blocks, 3), config, 3).expect("format");
     let create = OpenFlags { write: true, create: true, exclusive: true, ..Default::default() };
     for index in 0..file_count {
         if index % 1000 == 0 {
@@ -56,17 +60,21 @@ fn small_fsync_programs(fs: &mut FileSystem<SimFlash>, path: &str) -> (u64, u64)
     (after.programs - before.programs, after.erases - before.erases)
 }
 
-/// An fsync'd small change costs a few page programs: the dirty path of each tree (height),
-/// one or two segment-table pages and the metaroot — the same on a small, empty volume and on a
-/// large one holding 20,000 files.
+/// An fsync'd small change costs one page program with delta commits (the metaroot carrying
+/// the change), and with full commits a few: the dirty path of each tree (height), a
+/// segment-table page and the metaroot — the same on a small, empty volume and on a large one
+/// holding 20,000 files.
 #[test]
 fn a_small_fsync_programs_pages_bounded_by_tree_height() {
-    let mut small = volume_with_files(10, 128);
-    let mut large = volume_with_files(20_000, 2048);
-    let (small_programs, small_erases) = small_fsync_programs(&mut small, "/d0/f3");
-    let (large_programs, large_erases) = small_fsync_programs(&mut large, "/d7/f7003");
-    println!("programs per small fsync: {small_programs} (10 files, 128 blocks), {large_programs} (20,000 files, 2048 blocks)");
-    assert!(small_programs <= 6, "small volume: {small_programs} programs");
-    assert!(large_programs <= 10, "large volume: {large_programs} programs");
-    assert_eq!(small_erases + large_erases, 0, "an fsync erased a block");
+    let full = FsConfig { delta_commits: false, ..FsConfig::default() };
+    for (label, config, bound_small, bound_large) in [("delta", FsConfig::default(), 1, 1), ("full", full, 6, 10)] {
+        let mut small = volume_with_files_config(10, 128, config);
+        let mut large = volume_with_files_config(20_000, 2048, config);
+        let (small_programs, small_erases) = small_fsync_programs(&mut small, "/d0/f3");
+        let (large_programs, large_erases) = small_fsync_programs(&mut large, "/d7/f7003");
+        println!("programs per small fsync ({label} commits): {small_programs} (10 files, 128 blocks), {large_programs} (20,000 files, 2048 blocks)");
+        assert!(small_programs <= bound_small, "{label}, small volume: {small_programs} programs");
+        assert!(large_programs <= bound_large, "{label}, large volume: {large_programs} programs");
+        assert_eq!(small_erases + large_erases, 0, "an fsync erased a block");
+    }
 }

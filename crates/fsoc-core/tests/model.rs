@@ -190,3 +190,12 @@ fn regressions_from_seed_sweeps() {
         check_seed(seed ^ 0x5EED, 1500, tight);
     }
 }
+
+/// Full commits only (delta commits off): the other commit path under the same sequences.
+#[test]
+fn fsoc_agrees_with_the_model_with_full_commits_only() {
+    let config = FsConfig { open_files_max: 256, delta_commits: false, ..FsConfig::default() };
+    for seed in replay::test_seeds(15) {
+        check_seed(seed ^ 0xF011, 1500, config);
+    }
+}
