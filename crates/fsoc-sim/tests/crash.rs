@@ -81,3 +81,13 @@ fn paired_page_hazard_without_the_guard_is_caught() {
     }
     assert!(failures > 0, "paired-page corruption never detected without the guard");
 }
+
+/// Full commits only (delta commits off), every cut of the short workloads: the commit path
+/// that space reclaim and unmount always use, exercised on its own.
+#[test]
+fn full_commits_only_every_cut_of_the_short_workloads() {
+    let mut config = CrashConfig::small(7);
+    config.fs.delta_commits = false;
+    let short = [Workload::SmallFiles, Workload::Overwrite, Workload::RenameStorm, Workload::DeepTree, Workload::Cleaner];
+    run(&config, &short);
+}
