@@ -35,7 +35,7 @@ impl<F: Flash> FileSystem<F> {
         let pages_per_segment = u64::from(layout.pages_per_segment());
         let usable_segments = u64::from(layout.log_segment_count())
             .saturating_sub(u64::from(table.retired_segment_count()))
-            .saturating_sub(u64::from(self.config.volume.reserve_segments.max(self.volume.config.reserve_segments)));
+            .saturating_sub(u64::from(self.volume.config.reserve_segments));
         (usable_segments * pages_per_segment, table.total_valid_pages())
     }
 

@@ -414,13 +414,6 @@ impl<F: Flash> Volume<F> {
         self.directory.dirty_node_count() + self.allocation.dirty_node_count()
     }
 
-    pub fn has_uncommitted_changes(&self) -> bool {
-        self.directory.is_dirty()
-            || self.allocation.is_dirty()
-            || self.log.is_table_loaded() && self.log.table().has_dirty_pages()
-            || self.next_inode != self.committed.next_inode
-    }
-
     /// Writes dirty tree nodes without committing, to keep within the dirty budget.
     pub fn flush_trees(&mut self) -> Result<(TreeRoot, TreeRoot), TxnError> {
         let mut store = LogNodeStore::new(&mut self.log);
