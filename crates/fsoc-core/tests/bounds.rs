@@ -40,13 +40,13 @@ fn mount_reads(file_count: u64) -> u64 {
 }
 
 /// Mount with 10, 1,000 and 100,000 files: identical page reads, and few of them
-/// (1 superblock + 3 metaroot areas' page 0 + a binary search of the current area).
+/// (1 superblock + pages 0 and 1 of the 3 metaroot areas + a binary search of the current one).
 #[test]
 fn mount_page_reads_do_not_depend_on_file_count() {
     let reads: Vec<u64> = [10, 1_000, 100_000].iter().map(|&count| mount_reads(count)).collect();
     println!("mount page reads at 10 / 1,000 / 100,000 files: {reads:?}");
     assert!(reads.iter().all(|&r| r == reads[0]), "mount reads vary with file count: {reads:?}");
-    assert!(reads[0] <= 12, "mount reads {} pages", reads[0]);
+    assert!(reads[0] <= 16, "mount reads {} pages", reads[0]);
 }
 
 fn small_fsync_programs(fs: &mut FileSystem<SimFlash>, path: &str) -> (u64, u64) {

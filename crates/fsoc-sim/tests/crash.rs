@@ -91,3 +91,20 @@ fn full_commits_only_every_cut_of_the_short_workloads() {
     let short = [Workload::SmallFiles, Workload::Overwrite, Workload::RenameStorm, Workload::DeepTree, Workload::Cleaner];
     run(&config, &short);
 }
+
+/// Regression (seed sweep, 2026-11-22): on TLC with paired pages, a cut while programming
+/// metaroot page 3 of an area corrupted its page 0, which alone identified the area, so mount
+/// found no metaroot. Areas are now identified by pages 0 and 1.
+#[test]
+fn tlc_paired_pages_cannot_hide_the_current_metaroot_area() {
+    for seed in [2, 3, 4] {
+        let config = CrashConfig {
+            profile: Profile::Tlc,
+            block_count: 24,
+            unstable_bits: true,
+            paired_pages: true,
+            ..CrashConfig::small(seed)
+        };
+        run(&config, &[Workload::Overwrite, Workload::RenameStorm, Workload::DeepTree]);
+    }
+}

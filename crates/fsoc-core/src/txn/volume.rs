@@ -82,8 +82,8 @@ impl From<NandError> for TxnError {
 struct MetarootCursor {
     area_slot: usize,
     next_page: u32,
-    /// Commit counter of page 0 of each area (None: erased or invalid).
-    page0_counters: [Option<u64>; 3],
+    /// Newest valid commit counter among pages 0 and 1 of each area (None: neither valid).
+    area_counters: [Option<u64>; 3],
 }
 
 /// What mount found, for reporting.
@@ -217,7 +217,7 @@ impl<F: Flash> Volume<F> {
             next_inode: 2,
             committed,
             // The first commit switches into area 0 (every page-0 counter is unknown).
-            cursor: MetarootCursor { area_slot: 2, next_page: u32::MAX, page0_counters: [None; 3] },
+            cursor: MetarootCursor { area_slot: 2, next_page: u32::MAX, area_counters: [None; 3] },
             poisoned: false,
             mount_report: MountReport::default(),
             last_commit_operations: 0,
@@ -255,7 +255,7 @@ impl<F: Flash> Volume<F> {
             cursor: MetarootCursor {
                 area_slot: found.area_slot,
                 next_page: found.last_programmed_page + 1,
-                page0_counters: found.page0_counters,
+                area_counters: found.area_counters,
             },
             committed,
             poisoned: false,
@@ -327,14 +327,20 @@ impl<F: Flash> Volume<F> {
         let layout = device.layout;
         let pages_per_segment = layout.pages_per_segment();
         let mut buffer = Vec::new();
-        let mut page0: [Option<Metaroot>; 3] = [None, None, None];
+        // An area is identified by its first two pages: a cut while programming page d of an
+        // MLC/TLC block can corrupt page 0 through page pairing, but one cut cannot damage both
+        // page 0 and page 1 (docs/DESIGN.md, "Paired pages in metaroot areas").
+        let mut head: [[Option<Metaroot>; 2]; 3] = Default::default();
         for (slot, segment_index) in METAROOT_SEGMENTS.iter().enumerate() {
-            let address = layout.address(*segment_index, 0);
-            page0[slot] = Self::read_metaroot_page(device, address, &mut buffer, superblock, table_pages)?;
+            for page_index in 0..2 {
+                let address = layout.address(*segment_index, page_index);
+                head[slot][page_index as usize] = Self::read_metaroot_page(device, address, &mut buffer, superblock, table_pages)?;
+            }
         }
-        let page0_counters = [0, 1, 2].map(|slot| page0[slot].as_ref().map(|m| m.commit_counter));
-        let mut order: Vec<usize> = (0..3).filter(|&slot| page0[slot].is_some()).collect();
-        order.sort_by_key(|&slot| core::cmp::Reverse(page0_counters[slot]));
+        let counters = |slot: usize| head[slot].iter().flatten().map(|metaroot| metaroot.commit_counter);
+        let area_counters = [0, 1, 2].map(|slot| counters(slot).max());
+        let mut order: Vec<usize> = (0..3).filter(|&slot| area_counters[slot].is_some()).collect();
+        order.sort_by_key(|&slot| core::cmp::Reverse(area_counters[slot]));
         let Some(&area_slot) = order.first() else {
             return Err(TxnError::NoMetaroot);
         };
@@ -352,17 +358,17 @@ impl<F: Flash> Volume<F> {
             }
         }
         let last_programmed_page = low;
-        let page0_counter = page0_counters[area_slot].unwrap_or(0);
+        // Records of this area's current use are at least as new as the older of its first two.
+        let floor_counter = counters(area_slot).min().unwrap_or(0);
         let first_candidate = last_programmed_page.saturating_sub(METAROOT_STEP_BACK_PAGES);
         for page_index in (first_candidate..=last_programmed_page).rev() {
             let address = layout.address(segment_index, page_index);
-            let metaroot = if page_index == 0 {
-                page0[area_slot].clone()
-            } else {
-                Self::read_metaroot_page(device, address, &mut buffer, superblock, table_pages)?
+            let metaroot = match page_index {
+                0 | 1 => head[area_slot][page_index as usize].clone(),
+                _ => Self::read_metaroot_page(device, address, &mut buffer, superblock, table_pages)?,
             };
-            if let Some(metaroot) = metaroot.filter(|m| m.commit_counter >= page0_counter) {
-                return Ok(FoundMetaroot { metaroot, area_slot, page_index, last_programmed_page, page0_counters });
+            if let Some(metaroot) = metaroot.filter(|m| m.commit_counter >= floor_counter) {
+                return Ok(FoundMetaroot { metaroot, area_slot, page_index, last_programmed_page, area_counters });
             }
         }
         Err(TxnError::NoMetaroot)
@@ -521,13 +527,13 @@ impl<F: Flash> Volume<F> {
         let pages_per_segment = layout.pages_per_segment();
         if self.cursor.next_page >= pages_per_segment {
             // The new area must hold neither the newest metaroot nor its predecessor: take the
-            // area (other than the current one) whose page 0 is oldest or invalid.
+            // area (other than the current one) whose first two pages are oldest or invalid.
             let current = self.cursor.area_slot;
             let target = (0..3)
                 .filter(|&slot| slot != current)
-                .min_by_key(|&slot| self.cursor.page0_counters[slot].map_or(0, |counter| counter + 1))
+                .min_by_key(|&slot| self.cursor.area_counters[slot].map_or(0, |counter| counter + 1))
                 .expect("three areas");
-            self.cursor.page0_counters[target] = None;
+            self.cursor.area_counters[target] = None;
             self.log.device.erase_segment(METAROOT_SEGMENTS[target])?;
             self.cursor = MetarootCursor { area_slot: target, next_page: 0, ..self.cursor };
         }
@@ -537,8 +543,10 @@ impl<F: Flash> Volume<F> {
         self.log.device.program(address, &bytes, PageTag::Metaroot)?;
         self.log.device.barrier();
         self.last_commit_operations = self.log.device.operations_issued;
-        if self.cursor.next_page == 0 {
-            self.cursor.page0_counters[self.cursor.area_slot] = Some(self.committed.commit_counter);
+        if self.cursor.next_page <= 1 {
+            // Pages 0 and 1 identify the area at mount (the newer of the two counts).
+            let counter = &mut self.cursor.area_counters[self.cursor.area_slot];
+            *counter = Some(counter.map_or(self.committed.commit_counter, |old| old.max(self.committed.commit_counter)));
         }
         self.cursor.next_page += 1;
         Ok(())
@@ -567,5 +575,5 @@ struct FoundMetaroot {
     area_slot: usize,
     page_index: u32,
     last_programmed_page: u32,
-    page0_counters: [Option<u64>; 3],
+    area_counters: [Option<u64>; 3],
 }
