@@ -185,7 +185,7 @@ fn regressions_from_seed_sweeps() {
     tight.volume.cache_nodes_max = 3;
     tight.volume.dirty_nodes_max = 4;
     let default = FsConfig { open_files_max: 256, ..FsConfig::default() };
-    for seed in [0x167d3u64, 0x554fc, 0x62d85, 0x61299, 0x357d2] {
+    for seed in [0x167d3u64, 0x554fc, 0x62d85, 0x61299, 0x357d2, 0x26d154 ^ 0x5EED] {
         check_seed(seed, 1500, default);
         check_seed(seed ^ 0x5EED, 1500, tight);
     }

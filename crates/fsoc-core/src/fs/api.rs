@@ -287,6 +287,8 @@ impl<F: Flash> FileSystem<F> {
     }
 
     pub fn link_path(&mut self, existing: &[u8], new: &[u8]) -> Result<(), FsError> {
+        // Syntax of both paths, in argument order, before any lookup.
+        components(existing)?;
         components(new)?;
         let (inode, _) = self.resolve(existing)?;
         let (parent, name) = self.resolve_parent(new).map_err(|e| if e == FsError::Busy { FsError::Exists } else { e })?;
