@@ -108,3 +108,13 @@ fn tlc_paired_pages_cannot_hide_the_current_metaroot_area() {
         run(&config, &[Workload::Overwrite, Workload::RenameStorm, Workload::DeepTree]);
     }
 }
+
+/// The guard per chip: on 4 chips, only the chips that took pages since the last commit skip
+/// rows; cuts then fall mid-stripe with the paired-page hazard on (MLC and TLC).
+#[test]
+fn paired_page_guard_on_four_chips() {
+    for profile in [Profile::Mlc, Profile::Tlc] {
+        let config = CrashConfig { profile, chip_count: 4, block_count: 24, paired_pages: true, max_cuts: Some(150), ..CrashConfig::small(8) };
+        run(&config, &Workload::ALL);
+    }
+}

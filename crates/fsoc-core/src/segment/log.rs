@@ -7,6 +7,7 @@
 //! segment that was open before (its last pages may hold a torn program).
 
 use alloc::collections::BTreeSet;
+use alloc::vec;
 use alloc::vec::Vec;
 
 use fsoc_media::{Flash, NandError, ReadStatus};
@@ -29,10 +30,26 @@ pub enum SegmentError {
     Unreadable { address: LogAddress },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct OpenSegment {
     segment_index: u32,
     next_page: u32,
+    /// Paired-page guard, per chip: the lowest row (page index within the chip's block) that
+    /// may still be programmed. Pages of lower rows are skipped, left erased.
+    row_floor: Vec<u32>,
+    /// Per chip, the highest row taken since the last guard.
+    taken_since_guard: Vec<Option<u32>>,
+}
+
+impl OpenSegment {
+    fn new(segment_index: u32, chip_count: u32) -> Self {
+        OpenSegment {
+            segment_index,
+            next_page: 0,
+            row_floor: vec![0; chip_count as usize],
+            taken_since_guard: vec![None; chip_count as usize],
+        }
+    }
 }
 
 /// Tries when a fresh segment's erase or a program fails (each failure retires a segment).
@@ -110,21 +127,26 @@ impl<F: Flash> SegmentLog<F> {
     }
 
     pub fn open_segment_index(&self) -> Option<u32> {
-        self.open.map(|open| open.segment_index)
+        self.open.as_ref().map(|open| open.segment_index)
     }
 
-    /// Leaves the next `pages` pages of the open segment unprogrammed (paired-page guard: no
-    /// later program in this segment's blocks then shares cells with a committed page).
-    pub fn skip_pages(&mut self, pages: u32) {
-        let pages_per_segment = self.layout().pages_per_segment();
+    /// Paired-page guard, called once a commit is durable: on every chip that took pages since
+    /// the last guard, the next `distance` rows are left unprogrammed, so no later program in
+    /// this segment's blocks shares cells with a committed page. Chips that took nothing keep
+    /// their floor (their committed rows were guarded before).
+    pub fn guard_paired_pages(&mut self, distance: u32) {
         if let Some(open) = self.open.as_mut() {
-            open.next_page = (open.next_page + pages).min(pages_per_segment);
+            for (floor, taken) in open.row_floor.iter_mut().zip(open.taken_since_guard.iter_mut()) {
+                if let Some(row) = taken.take() {
+                    *floor = (*floor).max(row + distance + 1);
+                }
+            }
         }
     }
 
     /// Pages still appendable without opening a segment.
     pub fn open_segment_room(&self) -> u32 {
-        self.open.map_or(0, |open| self.layout().pages_per_segment() - open.next_page)
+        self.open.as_ref().map_or(0, |open| self.layout().pages_per_segment() - open.next_page)
     }
 
     /// Free segments not counting the open one.
@@ -151,7 +173,7 @@ impl<F: Flash> SegmentLog<F> {
             match self.device.erase_segment(segment_index) {
                 Ok(()) => {
                     self.table_mut().record_erase(segment_index);
-                    self.open = Some(OpenSegment { segment_index, next_page: 0 });
+                    self.open = Some(OpenSegment::new(segment_index, self.device.layout.chip_count));
                     return Ok(());
                 }
                 Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. }) => {
@@ -176,15 +198,27 @@ impl<F: Flash> SegmentLog<F> {
 
     /// Takes the next log address and counts it valid, without programming it yet.
     pub fn reserve_address(&mut self) -> Result<LogAddress, SegmentError> {
-        if self.open_segment_room() == 0 {
-            self.open_fresh_segment()?;
+        let chip_count = self.device.layout.chip_count;
+        // Each pass takes a page or skips one below its chip's guard floor, so this ends within
+        // a segment's pages (a fresh segment has no floors).
+        loop {
+            if self.open_segment_room() == 0 {
+                self.open_fresh_segment()?;
+            }
+            let open = self.open.as_mut().expect("a segment is open after open_fresh_segment");
+            let chip = (open.next_page % chip_count) as usize;
+            let row = open.next_page / chip_count;
+            if row < open.row_floor[chip] {
+                open.next_page += 1;
+                continue;
+            }
+            let address = self.device.layout.address(open.segment_index, open.next_page);
+            open.next_page += 1;
+            open.taken_since_guard[chip] = Some(row);
+            let segment_index = open.segment_index;
+            self.table_mut().add_valid(segment_index);
+            return Ok(address);
         }
-        let open = self.open.as_mut().expect("a segment is open after open_fresh_segment");
-        let address = self.device.layout.address(open.segment_index, open.next_page);
-        open.next_page += 1;
-        let segment_index = open.segment_index;
-        self.table_mut().add_valid(segment_index);
-        Ok(address)
     }
 
     /// Appends a page to the log and returns its address. A program failure retires the

@@ -479,8 +479,7 @@ impl<F: Flash> Volume<F> {
     fn guard_paired_pages(&mut self) {
         let paired_page_distance = self.config.paired_page_distance.unwrap_or_else(|| self.log.device.flash.paired_page_distance());
         if paired_page_distance > 0 {
-            let chip_count = self.log.layout().chip_count;
-            self.log.skip_pages(paired_page_distance * chip_count);
+            self.log.guard_paired_pages(paired_page_distance);
         }
     }
 
