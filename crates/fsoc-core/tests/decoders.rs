@@ -10,14 +10,10 @@ use fsoc_core::segment::{PageTag, SegmentTable};
 use fsoc_core::txn::{Metaroot, Superblock};
 use fsoc_media::Geometry;
 
-struct SplitMix(u64);
+struct SplitMix(fsoc_media::rng::SeededRng);
 impl SplitMix {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     fn bytes(&mut self, length: usize) -> Vec<u8> {
         (0..length).map(|_| self.next() as u8).collect()
@@ -26,7 +22,7 @@ impl SplitMix {
 
 /// Random inputs of random length plus mutations of `valid`.
 fn inputs(seed: u64, valid: &[u8], count: usize) -> Vec<Vec<u8>> {
-    let mut rng = SplitMix(seed);
+    let mut rng = SplitMix(fsoc_media::rng::SeededRng::new(seed));
     let mut all = Vec::new();
     for _ in 0..count {
         let length = (rng.next() % (valid.len() as u64 + 16)) as usize;

@@ -28,16 +28,16 @@ fn config(cache_nodes_max: usize) -> TreeConfig {
     }
 }
 
-/// SplitMix64, seeded; deterministic across platforms.
-struct Rng(u64);
+/// fsoc-media's seeded generator with the helpers these tests need; deterministic across
+/// platforms.
+struct Rng(fsoc_media::rng::SeededRng);
 
 impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(fsoc_media::rng::SeededRng::new(seed))
+    }
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     fn below(&mut self, bound: usize) -> usize {
         (self.next() % bound.max(1) as u64) as usize
@@ -187,7 +187,7 @@ struct Workload {
 /// of 0, 1/3, 2/3 or all of `key_bytes_max - 8` bytes, followed by the index and a random tail.
 /// Long shared prefixes make long separators, so internal nodes split and merge often too.
 fn key_for(index: usize, key_bytes_max: usize) -> Vec<u8> {
-    let mut rng = Rng(index as u64 ^ 0xC0FF_EE00);
+    let mut rng = Rng::new(index as u64 ^ 0xC0FF_EE00);
     let index_bytes = (index as u32).to_be_bytes();
     if rng.below(7) == 0 {
         return index_bytes[..rng.below(5).min(key_bytes_max)].to_vec();
@@ -215,7 +215,7 @@ fn run_workload(seed: u64, workload: Workload) -> TreeCounters {
         key_bytes_max,
         ..
     } = workload;
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut store = RamNodeStore::new(node_size_bytes);
     let mut tree = Tree::new_empty(config(cache_nodes_max));
     let mut model = Model::new();
@@ -364,7 +364,7 @@ fn build(
 ) -> (Tree, Model, TreeRoot) {
     let mut tree = Tree::new_empty(config(cache_nodes_max));
     let mut model = Model::new();
-    let mut rng = Rng(count);
+    let mut rng = Rng::new(count);
     for index in 0..count {
         // A multiplicative permutation, so inserts land all over the tree.
         let key = ((index * 0x9E37_79B9) % count * 2).to_be_bytes().to_vec();
@@ -588,7 +588,7 @@ fn grows_and_shrinks_back_to_one_empty_leaf() {
 #[test]
 fn deep_tree_of_long_keys_shrinks_level_by_level() {
     for seed in seeds(&[51, 52, 53]) {
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let mut store = RamNodeStore::new(2048);
         let mut tree = Tree::new_empty(config(16));
         let mut model = Model::new();
@@ -757,7 +757,7 @@ fn hundred_thousand_entries_stay_shallow() {
     }
     let root = flush_and_commit(&mut tree, &mut store, "100k");
     assert!(root.height <= 4, "height {} for 100k entries", root.height);
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     for _ in 0..200 {
         let index = rng.below(count as usize) as u64;
         let mut cold = Tree::open(config(0), root);
@@ -1265,7 +1265,7 @@ fn subtree_keys(store: &RamNodeStore, address: LogAddress) -> Vec<Vec<u8>> {
 fn semantically_corrupt_trees_give_errors_not_panics() {
     use crate::btree::{Child, NodeEntries};
     for seed in seeds(&[61]) {
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let mut build_store = RamNodeStore::new(2048);
         let (mut built, _, root) = build(&mut build_store, 8, 4000, 150);
         let mut by_level: BTreeMap<u32, u8> = BTreeMap::new();
