@@ -11,7 +11,7 @@ use fsoc_media::{Flash, ReadStatus};
 use crate::address::LogAddress;
 use crate::fs::{FileSystem, FsError, TreeId};
 use crate::segment::layout::FIRST_LOG_SEGMENT;
-use crate::segment::{PageTag, SegmentError};
+use crate::segment::{LogHead, PageTag, SegmentError};
 use crate::txn::TxnError;
 
 /// What an operation will add to the volume, for `ensure_space`.
@@ -26,6 +26,19 @@ pub enum SpaceUse {
 /// Erase-count spread above which the cleaner moves cold data off its least-worn segment.
 pub const WEAR_SPREAD_MAX: u32 = 32;
 
+/// What the volume can offer, in pages (`FileSystem::space`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpaceAccount {
+    /// Pages offered to files: log segments minus retired and reserve segments.
+    pub capacity_pages: u64,
+    /// Pages the working state references (file data, tree nodes, segment-table pages).
+    pub valid_pages: u64,
+    /// Pages of file data that can still be written: `capacity - valid`, less the dead pages
+    /// the cleaner cannot recover at a profit (segments with fewer than `gain_min` dead pages)
+    /// and less what a commit of the current working state needs.
+    pub writable_pages: u64,
+}
+
 impl<F: Flash> FileSystem<F> {
     /// (capacity, used) in pages as offered to files: log segments minus the reserve and
     /// retired ones; used = pages the working state references.
@@ -39,74 +52,212 @@ impl<F: Flash> FileSystem<F> {
         (usable_segments * pages_per_segment, table.total_valid_pages())
     }
 
-    fn available_pages(&self) -> u64 {
-        let pages_per_segment = u64::from(self.volume.layout().pages_per_segment());
-        u64::from(self.volume.log.free_segment_count()) * pages_per_segment + u64::from(self.volume.log.open_segment_room())
+    /// Pages cleaning a victim costs beyond its live pages: the tree nodes that point at them
+    /// are rewritten, and the closing commit and its paired-page guard are shared by the
+    /// batch. Measured as the cleaner runs; before that, one path of each tree plus a guard.
+    fn cleaning_overhead_pages(&self) -> u64 {
+        match self.stats.cleaning_overhead_pages_x16 {
+            0 => {
+                let heights = u64::from(self.volume.directory.height()) + u64::from(self.volume.allocation.height());
+                heights + self.guard_pages()
+            }
+            measured => measured.div_ceil(16),
+        }
     }
 
-    /// Pages a commit may need: every dirty node (the budget plus one operation's worth),
-    /// every segment-table page, and slack for tree growth.
-    fn commit_margin_pages(&self) -> u64 {
-        let table_pages = u64::from(self.volume.log.table().page_count());
-        self.config.volume.dirty_nodes_max as u64 + 32 + 2 * table_pages
+    /// Dead pages a victim must hold for cleaning it to gain: more than it costs, by a margin
+    /// of 1/32 of a segment so the cleaner does not churn for nothing.
+    fn gain_min_pages(&self) -> u32 {
+        let pages_per_segment = self.volume.layout().pages_per_segment();
+        let overhead = u32::try_from(self.cleaning_overhead_pages()).unwrap_or(u32::MAX);
+        overhead.saturating_add((pages_per_segment / 32).max(1)).min(pages_per_segment)
     }
 
-    /// Makes sure `pages_needed` pages can be appended: for `Data`, within the logical
-    /// capacity and above the cleaner's reserve; for `Metadata` (deletes, renames, attribute
-    /// changes), only above the commit margin, so a full volume can always be emptied.
-    /// Commits and cleans as necessary; `NoSpace` when that cannot help.
-    pub(crate) fn ensure_space(&mut self, pages_needed: u32, space_use: SpaceUse) -> Result<(), FsError> {
-        self.volume.prepare_write()?;
-        let pages_per_segment = u64::from(self.volume.layout().pages_per_segment());
-        let margin = self.commit_margin_pages();
-        let required = match space_use {
-            SpaceUse::Data => {
-                let (capacity, used) = self.capacity_pages();
-                if used + u64::from(pages_needed) > capacity {
-                    return Err(FsError::NoSpace);
-                }
-                u64::from(self.volume.config.reserve_segments) * pages_per_segment + u64::from(pages_needed)
-            }
-            SpaceUse::Metadata => margin + u64::from(pages_needed),
-        };
-        let segment_count = self.volume.layout().segment_count();
-        // Each round either commits (turning dropped pages into free segments) or cleans one
-        // victim that gains space; bounded, so a cleaner that cannot gain ends in NoSpace.
-        for _round in 0..segment_count * 2 {
-            let available = self.available_pages();
-            if available >= required {
-                return Ok(());
-            }
-            if available < margin {
-                return Err(FsError::NoSpace);
-            }
-            let table = self.volume.log.table();
-            let reclaimable = (FIRST_LOG_SEGMENT..table.segment_count())
-                .any(|segment| table.freed_this_transaction(segment) > 0 && table.entry(segment).valid_pages == 0);
-            if reclaimable {
-                self.commit()?;
+    /// Pages the paired-page guard skips after a commit in both heads.
+    fn guard_pages(&self) -> u64 {
+        let guard_rows = self.config.volume.paired_page_distance.unwrap_or_else(|| self.volume.log.device.flash.paired_page_distance());
+        2 * u64::from(guard_rows) * u64::from(self.volume.layout().chip_count)
+    }
+
+    /// The space account behind statfs and the fail-fast check of `ensure_space` (reads the
+    /// segment table if it is not loaded yet).
+    pub fn space(&mut self) -> Result<SpaceAccount, FsError> {
+        self.volume.ensure_table_loaded()?;
+        Ok(self.space_account())
+    }
+
+    pub(crate) fn space_account(&self) -> SpaceAccount {
+        let (capacity_pages, valid_pages) = self.capacity_pages();
+        let log = &self.volume.log;
+        let pages_per_segment = log.layout().pages_per_segment();
+        let gain_min = self.gain_min_pages();
+        let overhead = self.cleaning_overhead_pages();
+        let table = log.table();
+        // Dead pages the cleaner can recover (segments with at least `gain_min` of them), and
+        // those it cannot: they stay dead until more of their segment's pages die.
+        let (mut cleanable, mut stranded) = (0u64, 0u64);
+        for segment in FIRST_LOG_SEGMENT..table.segment_count() {
+            let entry = table.entry(segment);
+            if entry.retired || entry.valid_pages == 0 || log.is_open(segment) {
                 continue;
             }
-            let Some(victim) = self.choose_victim() else {
-                return Err(FsError::NoSpace);
-            };
-            let victim_valid = u64::from(self.volume.log.table().entry(victim).valid_pages);
-            if available < victim_valid + margin {
-                return Err(FsError::NoSpace);
+            let dead = u64::from(pages_per_segment - entry.valid_pages);
+            if dead >= u64::from(gain_min) {
+                cleanable += dead - overhead;
+            } else {
+                stranded += dead;
             }
-            self.clean_segment(victim)?;
-            self.commit()?;
-            let _ = pages_per_segment;
+        }
+        // What `ensure_space` lets a data write take: free segments above the reserve and above
+        // what a commit needs on the metadata head, the data head's room, and cleanable pages.
+        let metadata_segments = (self.commit_cost_pages() + self.operation_node_pages())
+            .saturating_sub(u64::from(log.open_segment_room(LogHead::Metadata)))
+            .div_ceil(u64::from(pages_per_segment));
+        let free_segments = u64::from(log.free_segment_count()) + u64::from(self.reclaimable_segment_count());
+        let spare_segments = free_segments.saturating_sub(u64::from(self.volume.config.reserve_segments) + metadata_segments);
+        let physical = spare_segments * u64::from(pages_per_segment) + u64::from(log.open_segment_room(LogHead::Data)) + cleanable;
+        let logical = capacity_pages.saturating_sub(valid_pages).saturating_sub(stranded);
+        SpaceAccount { capacity_pages, valid_pages, writable_pages: logical.min(physical) }
+    }
+
+    /// Pages a full commit made now would append to the metadata head: every dirty node, every
+    /// segment-table page (the fixpoint writes each at most once), and what the paired-page
+    /// guard then skips in both heads.
+    fn commit_cost_pages(&self) -> u64 {
+        let table_pages = u64::from(self.volume.log.table().page_count());
+        self.volume.dirty_node_count() as u64 + table_pages + self.guard_pages()
+    }
+
+    /// Nodes one namespace or attribute change may dirty: up to four records, each on a path
+    /// of its tree with a split or merge at every level, plus a new root.
+    fn operation_node_pages(&self) -> u64 {
+        let heights = u64::from(self.volume.directory.height()) + u64::from(self.volume.allocation.height());
+        4 * 2 * (heights + 1)
+    }
+
+    /// Whether `metadata_pages` more on the metadata head and `data_pages` more on the data
+    /// head fit in the open segments' room plus the free segments above `floor_segments`.
+    fn fits(&self, metadata_pages: u64, data_pages: u64, floor_segments: u64) -> bool {
+        let log = &self.volume.log;
+        let pages_per_segment = u64::from(self.volume.layout().pages_per_segment());
+        let segments_for = |pages: u64, room: u32| pages.saturating_sub(u64::from(room)).div_ceil(pages_per_segment);
+        let needed = segments_for(metadata_pages, log.open_segment_room(LogHead::Metadata))
+            + segments_for(data_pages, log.open_segment_room(LogHead::Data))
+            + floor_segments;
+        needed <= u64::from(log.free_segment_count())
+    }
+
+    /// Makes sure an operation can append `pages_needed` data pages and its tree changes, and
+    /// that a commit after it still fits. `Data` (new file data) must also fit the logical
+    /// capacity and leave the reserve untouched; `Metadata` (deletes, renames, attribute
+    /// changes, cleaning) may use the reserve, so a full volume can always be emptied
+    /// (docs/DESIGN.md, "Space"). Commits and cleans as necessary; `NoSpace`, decided from the
+    /// accounting before any cleaning starts, when that cannot help.
+    pub(crate) fn ensure_space(&mut self, pages_needed: u32, space_use: SpaceUse) -> Result<(), FsError> {
+        self.volume.prepare_write()?;
+        let pages_needed = u64::from(pages_needed);
+        let floor_segments = match space_use {
+            SpaceUse::Data => {
+                let (capacity, used) = self.capacity_pages();
+                if used + pages_needed > capacity {
+                    return Err(FsError::NoSpace);
+                }
+                u64::from(self.volume.config.reserve_segments)
+            }
+            SpaceUse::Metadata => 0,
+        };
+        if self.fits(self.commit_cost_pages() + self.operation_node_pages(), pages_needed, floor_segments) {
+            return Ok(()); // the common case: no scan of the segment table
+        }
+        // Fail fast: when the account says cleaning cannot make the room, do not start.
+        if space_use == SpaceUse::Data && self.space_account().writable_pages < pages_needed {
+            return Err(FsError::NoSpace);
+        }
+        let segment_count = u64::from(self.volume.layout().segment_count());
+        let mut fruitless_rounds = 0;
+        // Each round commits (turning segments emptied since the last full commit into free
+        // ones) or cleans a batch of victims and commits; a round that gains no room counts
+        // against a small bound, so the loop ends in NoSpace rather than spinning.
+        for _round in 0..2 * segment_count + 4 {
+            if self.fits(self.commit_cost_pages() + self.operation_node_pages(), pages_needed, floor_segments) {
+                return Ok(());
+            }
+            let room_before = self.room_pages();
+            if self.reclaimable_segment_count() > 0 && self.fits(self.commit_cost_pages(), 0, 0) {
+                self.commit()?;
+            } else {
+                // Clean victims while the worst case of the next one and the closing commit
+                // still fit (the reserve may be used), then commit once: the commit's cost and
+                // its paired-page guard are shared by the batch.
+                let mut cleaned = 0u64;
+                let mut relocated = 0u64;
+                // What the closing commit would cost without the cleaning: not the victims' cost.
+                let commit_cost_before = self.commit_cost_pages();
+                let mut room_wanted = (self.commit_cost_pages() + self.operation_node_pages() + pages_needed)
+                    .saturating_add(floor_segments * u64::from(self.volume.layout().pages_per_segment()));
+                while let Some(victim) = self.choose_victim() {
+                    if !self.fits(self.cleaning_cost_pages(victim) + self.commit_cost_pages(), 0, 0) {
+                        break;
+                    }
+                    let dead = u64::from(self.volume.layout().pages_per_segment() - self.volume.log.table().entry(victim).valid_pages);
+                    self.clean_segment(victim)?;
+                    cleaned += 1;
+                    relocated += u64::from(self.volume.layout().pages_per_segment()) - dead;
+                    room_wanted = room_wanted.saturating_sub(dead);
+                    if room_wanted == 0 {
+                        break;
+                    }
+                }
+                if cleaned == 0 {
+                    return Err(FsError::NoSpace);
+                }
+                self.commit()?;
+                // Learn what a victim really costs: room spent beyond the relocated pages.
+                let pages_per_segment = u64::from(self.volume.layout().pages_per_segment());
+                let spent = (room_before + cleaned * pages_per_segment).saturating_sub(self.room_pages());
+                let overhead_x16 = (16 * spent.saturating_sub(relocated + commit_cost_before) / cleaned).min(16 * pages_per_segment);
+                let previous = self.stats.cleaning_overhead_pages_x16;
+                self.stats.cleaning_overhead_pages_x16 = if previous == 0 { overhead_x16.max(1) } else { ((3 * previous + overhead_x16) / 4).max(1) };
+            }
+            if self.room_pages() <= room_before {
+                fruitless_rounds += 1;
+                if fruitless_rounds > 4 {
+                    return Err(FsError::NoSpace);
+                }
+            }
         }
         Err(FsError::NoSpace)
+    }
+
+    /// Pages appendable now: free segments and the open segments' room.
+    fn room_pages(&self) -> u64 {
+        let log = &self.volume.log;
+        u64::from(log.free_segment_count()) * u64::from(log.layout().pages_per_segment()) + u64::from(log.open_segments_room())
+    }
+
+    /// Segments that hold no valid page but were dropped from since the last full commit: a
+    /// commit makes them free.
+    fn reclaimable_segment_count(&self) -> u32 {
+        let table = self.volume.log.table();
+        (FIRST_LOG_SEGMENT..table.segment_count())
+            .filter(|&segment| table.freed_this_transaction(segment) > 0 && table.entry(segment).valid_pages == 0)
+            .count() as u32
+    }
+
+    /// Pages relocating `victim` may append: its live pages, and for each a rewritten path of
+    /// the tree that points at it (bounded by the trees' node count in practice; this is the
+    /// worst case the check must allow for).
+    fn cleaning_cost_pages(&self, victim: u32) -> u64 {
+        let valid = u64::from(self.volume.log.table().entry(victim).valid_pages);
+        let height = u64::from(self.volume.directory.height().max(self.volume.allocation.height()));
+        valid * (1 + height)
     }
 
     fn choose_victim(&self) -> Option<u32> {
         let table = self.volume.log.table();
         let pages_per_segment = self.volume.layout().pages_per_segment();
-        let open = self.volume.log.open_segment_index();
         let candidates: Vec<u32> = (FIRST_LOG_SEGMENT..table.segment_count())
-            .filter(|&segment| Some(segment) != open && !table.entry(segment).retired && table.entry(segment).valid_pages > 0)
+            .filter(|&segment| !self.volume.log.is_open(segment) && !table.entry(segment).retired && table.entry(segment).valid_pages > 0)
             .collect();
         let (erase_min, erase_max) = table.erase_count_range();
         if erase_max - erase_min > WEAR_SPREAD_MAX {
@@ -118,7 +269,7 @@ impl<F: Flash> FileSystem<F> {
         }
         // Cleaning must gain more than it costs: relocating a nearly full segment and committing
         // can consume more pages than it frees.
-        let gain_min = (pages_per_segment / 8).max(4);
+        let gain_min = self.gain_min_pages();
         candidates
             .into_iter()
             .filter(|&segment| table.entry(segment).valid_pages + gain_min <= pages_per_segment)

@@ -47,6 +47,9 @@ impl<F: Flash> FileSystem<F> {
         self.volume.ensure_table_loaded()?;
         let mut report = FsckReport::default();
         let mut violations: Vec<String> = Vec::new();
+        if let Some(damage) = self.volume.mount_report.damage {
+            violations.push(format!("metaroot: {damage}"));
+        }
         let mut pages: BTreeMap<u32, u32> = BTreeMap::new(); // address -> references
         let mut directory_entries: Vec<(u64, Vec<u8>, DirectoryValue)> = Vec::new();
         let mut inodes: BTreeMap<u64, InodeRecord> = BTreeMap::new();

@@ -121,6 +121,10 @@ pub struct FsStats {
     pub delta_commits: u64,
     pub cleaner_runs: u64,
     pub pages_relocated: u64,
+    /// Measured pages a cleaned victim costs beyond its own live pages (rewritten tree nodes,
+    /// its share of the closing commit and paired-page guard), in 1/16 pages, as a moving
+    /// average; 0 until the cleaner has run (then an estimate from the tree heights is used).
+    pub cleaning_overhead_pages_x16: u64,
 }
 
 pub struct FileSystem<F: Flash> {
@@ -777,11 +781,11 @@ impl<F: Flash> FileSystem<F> {
 
     pub fn statfs(&mut self) -> Result<StatFs, FsError> {
         self.volume.ensure_table_loaded()?;
-        let (capacity, used) = self.capacity_pages();
+        let space = self.space_account();
         Ok(StatFs {
             block_size_bytes: self.volume.layout().geometry.page_data_bytes,
-            total_blocks: capacity,
-            free_blocks: capacity.saturating_sub(used),
+            total_blocks: space.capacity_pages,
+            free_blocks: space.writable_pages,
             name_bytes_max: NAME_BYTES_MAX as u32,
             next_inode: self.volume.next_inode,
         })

@@ -1,5 +1,12 @@
-//! The copy-on-write log: appends pages into the open segment, opens fresh segments (erasing
-//! them just before use, least-worn first), and keeps the segment table's counts in step.
+//! The copy-on-write log: appends pages into two open segments (log heads), opens fresh
+//! segments (erasing them just before use, least-worn first), and keeps the segment table's
+//! counts in step.
+//!
+//! Two heads separate short-lived pages from long-lived ones: tree nodes and segment-table
+//! pages (rewritten at every commit) go to the metadata head, file data to the data head. Old
+//! node copies then pile up in metadata segments, which empty almost completely and are cheap
+//! for the cleaner, instead of leaving a few dead pages in every data segment that no victim
+//! choice can recover at a profit (docs/DESIGN.md, "Space").
 //!
 //! Invariants: pages of a segment are appended in ascending order (asserted here and enforced
 //! again by fsoc-media); a segment is erased only when `SegmentTable::is_free` says neither the
@@ -30,6 +37,26 @@ pub enum SegmentError {
     Unreadable { address: LogAddress },
 }
 
+/// Which open segment a page is appended to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogHead {
+    /// Tree nodes and segment-table pages.
+    Metadata = 0,
+    /// File data pages.
+    Data = 1,
+}
+
+impl LogHead {
+    pub const ALL: [LogHead; 2] = [LogHead::Metadata, LogHead::Data];
+
+    pub fn for_tag(tag: PageTag) -> LogHead {
+        match tag {
+            PageTag::Data { .. } => LogHead::Data,
+            _ => LogHead::Metadata,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct OpenSegment {
     segment_index: u32,
@@ -58,13 +85,14 @@ const RETRIES_MAX: u32 = 8;
 pub struct SegmentLog<F: Flash> {
     pub device: Device<F>,
     table: Option<SegmentTable>,
-    open: Option<OpenSegment>,
+    /// The open segment of each head, indexed by `LogHead as usize`.
+    open: [Option<OpenSegment>; 2],
 }
 
 impl<F: Flash> SegmentLog<F> {
     /// A log whose segment table is loaded later from `directory` (see `ensure_table_loaded`).
     pub fn new(device: Device<F>, table: Option<SegmentTable>) -> Self {
-        SegmentLog { device, table, open: None }
+        SegmentLog { device, table, open: [None, None] }
     }
 
     pub fn layout(&self) -> Layout {
@@ -121,13 +149,18 @@ impl<F: Flash> SegmentLog<F> {
         self.table.as_mut().expect("segment table used before it was loaded")
     }
 
-    /// Forgets the open segment, so the next append opens a fresh one.
-    pub fn close_open_segment(&mut self) {
-        self.open = None;
+    /// Forgets both open segments, so the next appends open fresh ones.
+    pub fn close_open_segments(&mut self) {
+        self.open = [None, None];
     }
 
-    pub fn open_segment_index(&self) -> Option<u32> {
-        self.open.as_ref().map(|open| open.segment_index)
+    pub fn open_segment_index(&self, head: LogHead) -> Option<u32> {
+        self.open[head as usize].as_ref().map(|open| open.segment_index)
+    }
+
+    /// Whether `segment_index` is one of the heads' open segments.
+    pub fn is_open(&self, segment_index: u32) -> bool {
+        LogHead::ALL.iter().any(|&head| self.open_segment_index(head) == Some(segment_index))
     }
 
     /// Paired-page guard, called once a commit is durable: on every chip that took pages since
@@ -135,7 +168,7 @@ impl<F: Flash> SegmentLog<F> {
     /// this segment's blocks shares cells with a committed page. Chips that took nothing keep
     /// their floor (their committed rows were guarded before).
     pub fn guard_paired_pages(&mut self, distance: u32) {
-        if let Some(open) = self.open.as_mut() {
+        for open in self.open.iter_mut().flatten() {
             for (floor, taken) in open.row_floor.iter_mut().zip(open.taken_since_guard.iter_mut()) {
                 if let Some(row) = taken.take() {
                     *floor = (*floor).max(row + distance + 1);
@@ -144,36 +177,52 @@ impl<F: Flash> SegmentLog<F> {
         }
     }
 
-    /// Pages still appendable without opening a segment.
-    pub fn open_segment_room(&self) -> u32 {
-        self.open.as_ref().map_or(0, |open| self.layout().pages_per_segment() - open.next_page)
+    /// Pages still appendable to `head` without opening a segment: on each chip, the rows
+    /// above both the next page and the paired-page guard's floor.
+    pub fn open_segment_room(&self, head: LogHead) -> u32 {
+        let Some(open) = self.open[head as usize].as_ref() else {
+            return 0;
+        };
+        let chip_count = self.device.layout.chip_count;
+        let rows_per_chip = self.layout().pages_per_segment() / chip_count;
+        (0..chip_count)
+            .map(|chip| {
+                // The next page on this chip is the first stripe page >= next_page on it.
+                let next_row = open.next_page / chip_count + u32::from(open.next_page % chip_count > chip);
+                rows_per_chip.saturating_sub(next_row.max(open.row_floor[chip as usize]))
+            })
+            .sum()
     }
 
-    /// Free segments not counting the open one.
+    /// Pages still appendable to either head without opening a segment.
+    pub fn open_segments_room(&self) -> u32 {
+        LogHead::ALL.iter().map(|&head| self.open_segment_room(head)).sum()
+    }
+
+    /// Free segments, not counting the open ones.
     pub fn free_segment_count(&self) -> u32 {
-        let open = self.open_segment_index();
         let table = self.table();
         (FIRST_LOG_SEGMENT..table.segment_count())
-            .filter(|&segment| Some(segment) != open && table.is_free(segment))
+            .filter(|&segment| !self.is_open(segment) && table.is_free(segment))
             .count() as u32
     }
 
-    /// Opens the least-worn free segment, erasing it first. A segment whose erase fails is
-    /// retired and its blocks marked bad.
-    fn open_fresh_segment(&mut self) -> Result<(), SegmentError> {
+    /// Opens the least-worn free segment for `head`, erasing it first. A segment whose erase
+    /// fails is retired and its blocks marked bad.
+    fn open_fresh_segment(&mut self, head: LogHead) -> Result<(), SegmentError> {
         for _attempt in 0..RETRIES_MAX {
             let table = self.table();
             let chosen = (FIRST_LOG_SEGMENT..table.segment_count())
-                .filter(|&segment| table.is_free(segment))
+                .filter(|&segment| table.is_free(segment) && !self.is_open(segment))
                 .min_by_key(|&segment| (table.entry(segment).erase_count, segment));
             let Some(segment_index) = chosen else {
                 return Err(SegmentError::NoFreeSegment);
             };
-            self.open = None;
+            self.open[head as usize] = None;
             match self.device.erase_segment(segment_index) {
                 Ok(()) => {
                     self.table_mut().record_erase(segment_index);
-                    self.open = Some(OpenSegment::new(segment_index, self.device.layout.chip_count));
+                    self.open[head as usize] = Some(OpenSegment::new(segment_index, self.device.layout.chip_count));
                     return Ok(());
                 }
                 Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. }) => {
@@ -191,21 +240,24 @@ impl<F: Flash> SegmentLog<F> {
             // Best effort: a failed mark leaves the segment retired in our table anyway.
             let _ = self.device.flash.mark_bad_block(block);
         }
-        if self.open_segment_index() == Some(segment_index) {
-            self.open = None;
+        for open in &mut self.open {
+            if open.as_ref().is_some_and(|open| open.segment_index == segment_index) {
+                *open = None;
+            }
         }
     }
 
-    /// Takes the next log address and counts it valid, without programming it yet.
-    pub fn reserve_address(&mut self) -> Result<LogAddress, SegmentError> {
+    /// Takes the next log address of `head` and counts it valid, without programming it yet.
+    pub fn reserve_address(&mut self, head: LogHead) -> Result<LogAddress, SegmentError> {
         let chip_count = self.device.layout.chip_count;
+        let pages_per_segment = self.layout().pages_per_segment();
         // Each pass takes a page or skips one below its chip's guard floor, so this ends within
         // a segment's pages (a fresh segment has no floors).
         loop {
-            if self.open_segment_room() == 0 {
-                self.open_fresh_segment()?;
+            if self.open[head as usize].as_ref().is_none_or(|open| open.next_page >= pages_per_segment) {
+                self.open_fresh_segment(head)?;
             }
-            let open = self.open.as_mut().expect("a segment is open after open_fresh_segment");
+            let open = self.open[head as usize].as_mut().expect("a segment is open after open_fresh_segment");
             let chip = (open.next_page % chip_count) as usize;
             let row = open.next_page / chip_count;
             if row < open.row_floor[chip] {
@@ -225,7 +277,7 @@ impl<F: Flash> SegmentLog<F> {
     /// segment and retries in a fresh one.
     pub fn append(&mut self, data: &[u8], tag: PageTag) -> Result<LogAddress, SegmentError> {
         for _attempt in 0..RETRIES_MAX {
-            let address = self.reserve_address()?;
+            let address = self.reserve_address(LogHead::for_tag(tag))?;
             match self.device.program(address, data, tag) {
                 Ok(()) => return Ok(address),
                 Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. }) => {
@@ -271,7 +323,7 @@ impl<F: Flash> SegmentLog<F> {
         let mut reserved: Vec<(u32, LogAddress)> = Vec::new();
         let mut done = BTreeSet::new();
         while let Some(page_index) = self.table().first_dirty_page_not_in(&done) {
-            let address = self.reserve_address()?;
+            let address = self.reserve_address(LogHead::Metadata)?;
             let old = self.table().directory[page_index as usize];
             if !old.address.is_null() {
                 self.release(old.address);

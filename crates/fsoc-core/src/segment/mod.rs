@@ -8,5 +8,5 @@ pub mod segment_table;
 
 pub use device::{Device, PageTag};
 pub use layout::Layout;
-pub use log::{SegmentError, SegmentLog};
+pub use log::{LogHead, SegmentError, SegmentLog};
 pub use segment_table::SegmentTable;

@@ -22,6 +22,9 @@ const CHECKSUM_OFFSET: usize = 12;
 pub const FLAG_CLEAN: u32 = 1;
 /// Flag: the orphan list may be non-empty, so mount must look at it.
 pub const FLAG_ORPHANS: u32 = 2;
+/// The second copy of a clean-unmount record (docs/FORMAT.md, "Metaroot"): the first copy is
+/// the page before it. Lets mount tell a lost copy (damage) from a later session's torn commit.
+pub const FLAG_CLEAN_TWIN: u32 = 4;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Metaroot {

@@ -15,7 +15,7 @@ use crate::btree::{Tree, TreeConfig, TreeError, TreeRoot};
 use crate::codec::DecodeError;
 use crate::segment::layout::{FIRST_LOG_SEGMENT, METAROOT_SEGMENTS, SUPERBLOCK_SEGMENT};
 use crate::segment::{Device, Layout, PageTag, SegmentError, SegmentLog, SegmentTable};
-use crate::txn::metaroot::{Metaroot, FLAG_CLEAN, FLAG_ORPHANS};
+use crate::txn::metaroot::{Metaroot, FLAG_CLEAN, FLAG_CLEAN_TWIN, FLAG_ORPHANS};
 use crate::txn::store::LogNodeStore;
 use crate::txn::superblock::Superblock;
 
@@ -92,6 +92,44 @@ pub struct MountReport {
     pub page_reads: u64,
     pub clean: bool,
     pub commit_counter: u64,
+    /// Damage a power cut cannot explain, found by mount (the volume still mounted).
+    pub damage: Option<MountDamage>,
+}
+
+/// Metadata damage mount found and worked around. A power cut tears at most the one metaroot
+/// page being programmed, so anything more is media damage and is reported, never hidden
+/// (docs/DESIGN.md, "Damage that is not a power cut").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MountDamage {
+    /// One of the two copies of the clean-unmount metaroot is unreadable; the other was used,
+    /// so nothing was lost.
+    CleanRecordCopyLost { commit_counter: u64 },
+    /// `unreadable_pages` (two or more) programmed metaroot pages after the newest readable one:
+    /// the volume mounted an older commit, and the newer commits are lost.
+    CommitsLost { unreadable_pages: u32, mounted_commit_counter: u64 },
+    /// The first superblock copy of chip 0 is unreadable; the second was used.
+    SuperblockCopyLost,
+}
+
+impl core::fmt::Display for MountDamage {
+    fn fmt(&self, formatter: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            MountDamage::CleanRecordCopyLost { commit_counter } => write!(
+                formatter,
+                "one of the two copies of the clean-unmount metaroot (commit {commit_counter}) is unreadable; \
+                 the other copy was used and nothing was lost"
+            ),
+            MountDamage::CommitsLost { unreadable_pages, mounted_commit_counter } => write!(
+                formatter,
+                "{unreadable_pages} metaroot pages after commit {mounted_commit_counter} are unreadable (a power cut \
+                 damages at most one): the volume was rolled back to commit {mounted_commit_counter} and newer \
+                 commits are lost"
+            ),
+            MountDamage::SuperblockCopyLost => {
+                write!(formatter, "the first superblock copy is unreadable; the second copy was used")
+            }
+        }
+    }
 }
 
 pub struct Volume<F: Flash> {
@@ -205,7 +243,7 @@ impl<F: Flash> Volume<F> {
             segment_table: Vec::new(),
             delta: Vec::new(),
         };
-        log.close_open_segment();
+        log.close_open_segments();
         let mut config = config;
         config.reserve_segments = reserve;
         let mut volume = Volume {
@@ -233,7 +271,7 @@ impl<F: Flash> Volume<F> {
         let mut device = Device::new(flash);
         let reads_before = device.flash.counters().totals().reads;
         let layout = device.layout;
-        let superblock = Self::read_superblock(&mut device)?;
+        let (superblock, superblock_copy) = Self::read_superblock(&mut device)?;
         if superblock.geometry != layout.geometry {
             return Err(TxnError::WrongDevice { reason: "flash geometry differs from the superblock's" });
         }
@@ -244,7 +282,22 @@ impl<F: Flash> Volume<F> {
         let mut config = config;
         config.reserve_segments = Self::reserve_segments_for(&layout, &config);
         let committed = found.metaroot;
-        let clean = committed.is_clean() && found.page_index == found.last_programmed_page;
+        let unreadable_after = found.last_programmed_page - found.page_index;
+        // Only a record with nothing programmed after it ended a session; anything else is
+        // recovered from (re-anchored) below.
+        let clean = committed.is_clean() && unreadable_after == 0;
+        let first_copy_of_clean_record = committed.is_clean() && committed.flags & FLAG_CLEAN_TWIN == 0;
+        let damage = if first_copy_of_clean_record && unreadable_after == 1 {
+            // A clean unmount writes its record twice and nothing follows until the next
+            // mount, which starts from the twin: the unreadable page is the lost twin.
+            Some(MountDamage::CleanRecordCopyLost { commit_counter: committed.commit_counter })
+        } else if unreadable_after >= 2 {
+            Some(MountDamage::CommitsLost { unreadable_pages: unreadable_after, mounted_commit_counter: committed.commit_counter })
+        } else if superblock_copy > 0 {
+            Some(MountDamage::SuperblockCopyLost)
+        } else {
+            None
+        };
         let mut volume = Volume {
             log: SegmentLog::new(device, None),
             directory: Tree::open(Self::tree_config(&config, DIRECTORY_TREE_ID), committed.directory_root),
@@ -268,6 +321,7 @@ impl<F: Flash> Volume<F> {
             page_reads: volume.log.device.flash.counters().totals().reads - reads_before,
             clean,
             commit_counter: volume.committed.commit_counter,
+            damage,
         };
         if !clean && !config.read_only {
             // The last metaroot page may hold unstable bits, and pages after it may be torn:
@@ -280,7 +334,9 @@ impl<F: Flash> Volume<F> {
         Ok(volume)
     }
 
-    fn read_superblock(device: &mut Device<F>) -> Result<Superblock, TxnError> {
+    /// Reads chip 0's superblock: the first copy, or the second if the first is unreadable.
+    /// Returns the superblock and which copy it came from.
+    fn read_superblock(device: &mut Device<F>) -> Result<(Superblock, u32), TxnError> {
         let layout = device.layout;
         let mut buffer = Vec::new();
         let mut first_error = TxnError::NotAVolume { reason: "no readable superblock" };
@@ -295,7 +351,7 @@ impl<F: Flash> Volume<F> {
                 ReadStatus::Clean | ReadStatus::Corrected { .. } => {}
             }
             match Superblock::decode(&buffer) {
-                Ok(superblock) => return Ok(superblock),
+                Ok(superblock) => return Ok((superblock, copy)),
                 Err(DecodeError::BadMagic { .. }) => {
                     first_error = TxnError::NotAVolume { reason: "superblock magic missing" }
                 }
@@ -463,13 +519,23 @@ impl<F: Flash> Volume<F> {
         // Every node and table page the metaroot names must be on flash before it is.
         self.log.device.barrier();
         self.committed = metaroot;
+        let pages_per_segment = self.log.layout().pages_per_segment();
+        if clean && self.cursor.next_page + 2 > pages_per_segment {
+            // Both copies of a clean record go in one area: start the next area now.
+            self.cursor.next_page = pages_per_segment;
+        }
         self.write_metaroot(self.committed.flags)?;
+        if clean {
+            // The twin: losing the newest metaroot page of a cleanly unmounted volume is then
+            // reported damage with nothing lost, not a silent step back to the previous commit.
+            self.write_metaroot(self.committed.flags | FLAG_CLEAN_TWIN)?;
+        }
         // A backing store (an image file) must hold the commit before it is reported durable.
         self.log.device.flash.flush()?;
         self.log.end_transaction();
         self.guard_paired_pages();
         if clean {
-            self.log.close_open_segment();
+            self.log.close_open_segments();
         }
         Ok(())
     }
