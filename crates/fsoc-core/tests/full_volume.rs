@@ -53,6 +53,17 @@ fn fill(fs: &mut FileSystem<SimFlash>, directory: &str, rng: &mut SeededRng, siz
                 if fs.stat(path.as_bytes()).is_ok() {
                     result.files.push(path);
                 }
+                // Fail fast: on the full volume a tiny create either succeeds or is refused
+                // from the accounting, without a cleaner run or a single page program.
+                let (programs_before, cleaner_runs_before) = (flash_programs(fs), fs.stats.cleaner_runs);
+                match write_file(fs, &format!("{directory}/tiny{index}"), b"abc") {
+                    Ok(()) => result.files.push(format!("{directory}/tiny{index}")),
+                    Err(FsError::NoSpace) => {
+                        assert_eq!(fs.stats.cleaner_runs, cleaner_runs_before, "{context}: a refused create ran the cleaner");
+                        assert_eq!(flash_programs(fs), programs_before, "{context}: a refused create programmed pages");
+                    }
+                    Err(error) => panic!("{context}: tiny create: {error:?}"),
+                }
                 break;
             }
             Err(error) => panic!("{context}: writing {path}: {error:?}"),
@@ -62,6 +73,11 @@ fn fill(fs: &mut FileSystem<SimFlash>, directory: &str, rng: &mut SeededRng, siz
     result.valid_pages = fs.space().expect("space").valid_pages;
     result.free_blocks_at_enospc = fs.statfs().expect("statfs").free_blocks;
     result
+}
+
+fn flash_programs(fs: &FileSystem<SimFlash>) -> u64 {
+    use fsoc_media::Flash;
+    fs.volume.log.device.flash.counters().totals().programs
 }
 
 struct Case {
