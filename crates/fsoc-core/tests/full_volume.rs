@@ -71,6 +71,7 @@ fn fill(fs: &mut FileSystem<SimFlash>, directory: &str, rng: &mut SeededRng, siz
         assert!(index < 1_000_000, "{context}: never ran out of space");
     }
     result.valid_pages = fs.space().expect("space").valid_pages;
+    fs.volume.log.table().check_totals();
     result.free_blocks_at_enospc = fs.statfs().expect("statfs").free_blocks;
     result
 }

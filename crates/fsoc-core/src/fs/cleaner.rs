@@ -240,7 +240,9 @@ impl<F: Flash> FileSystem<F> {
     fn reclaimable_segment_count(&self) -> u32 {
         let table = self.volume.log.table();
         (FIRST_LOG_SEGMENT..table.segment_count())
-            .filter(|&segment| table.freed_this_transaction(segment) > 0 && table.entry(segment).valid_pages == 0)
+            .filter(|&segment| {
+                table.freed_this_transaction(segment) > 0 && table.entry(segment).valid_pages == 0 && !self.volume.log.is_open(segment)
+            })
             .count() as u32
     }
 

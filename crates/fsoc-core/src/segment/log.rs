@@ -126,6 +126,7 @@ impl<F: Flash> SegmentLog<F> {
             }
             table.decode_page(page_index, &buffer).map_err(|_| corrupt("invalid entry"))?;
         }
+        table.recount();
         table.directory = directory.to_vec();
         table.clear_dirty();
         self.table = Some(table);
@@ -199,12 +200,12 @@ impl<F: Flash> SegmentLog<F> {
         LogHead::ALL.iter().map(|&head| self.open_segment_room(head)).sum()
     }
 
-    /// Free segments, not counting the open ones.
+    /// Free segments, not counting the open ones (an open segment whose pages were all
+    /// dropped before a commit counts as free in the table). O(1).
     pub fn free_segment_count(&self) -> u32 {
         let table = self.table();
-        (FIRST_LOG_SEGMENT..table.segment_count())
-            .filter(|&segment| !self.is_open(segment) && table.is_free(segment))
-            .count() as u32
+        let open_and_free = self.open.iter().flatten().filter(|open| table.is_free(open.segment_index)).count() as u32;
+        table.free_segment_count() - open_and_free
     }
 
     /// Opens the least-worn free segment for `head`, erasing it first. A segment whose erase

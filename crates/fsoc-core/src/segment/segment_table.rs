@@ -37,6 +37,11 @@ pub struct SegmentTable {
     pub directory: Vec<PagePointer>,
     entries_per_page: u32,
     pages_per_segment: u32,
+    /// Maintained with every change, so space checks cost O(1) instead of a scan of the
+    /// table (`check_totals` recounts them).
+    free_segment_count: u32,
+    retired_segment_count: u32,
+    total_valid_pages: u64,
 }
 
 impl SegmentTable {
@@ -52,14 +57,51 @@ impl SegmentTable {
     pub fn new(segment_count: u32, pages_per_segment: u32, page_size_bytes: usize) -> Self {
         let entries_per_page = Self::entries_per_page(page_size_bytes);
         let page_count = Self::page_count_for(segment_count, page_size_bytes);
-        SegmentTable {
+        let mut table = SegmentTable {
             entries: vec![SegmentEntry::default(); segment_count as usize],
             freed_this_transaction: vec![0; segment_count as usize],
             dirty_pages: (0..page_count).collect(),
             directory: vec![PagePointer::NULL; page_count as usize],
             entries_per_page,
             pages_per_segment,
-        }
+            free_segment_count: 0,
+            retired_segment_count: 0,
+            total_valid_pages: 0,
+        };
+        table.recount();
+        table
+    }
+
+    /// Recomputes the maintained totals from the entries (after loading pages with
+    /// `decode_page`, and at the end of a transaction).
+    pub(crate) fn recount(&mut self) {
+        self.free_segment_count = (0..self.segment_count()).filter(|&segment| self.is_free(segment)).count() as u32;
+        self.retired_segment_count = self.entries.iter().filter(|entry| entry.retired).count() as u32;
+        self.total_valid_pages = self.entries.iter().map(|entry| u64::from(entry.valid_pages)).sum();
+    }
+
+    /// Panics if a maintained total differs from a recount (tests, fsck, debug builds).
+    pub fn check_totals(&self) {
+        let free = (0..self.segment_count()).filter(|&segment| self.is_free(segment)).count() as u32;
+        let retired = self.entries.iter().filter(|entry| entry.retired).count() as u32;
+        let valid: u64 = self.entries.iter().map(|entry| u64::from(entry.valid_pages)).sum();
+        assert_eq!(self.free_segment_count, free, "maintained free segment count");
+        assert_eq!(self.retired_segment_count, retired, "maintained retired segment count");
+        assert_eq!(self.total_valid_pages, valid, "maintained valid page total");
+    }
+
+    /// Applies `change` to one segment's entry and freed count, keeping the totals in step.
+    fn update(&mut self, segment_index: u32, change: impl FnOnce(&mut SegmentEntry, &mut u32)) {
+        let was_free = self.is_free(segment_index);
+        let before = self.entries[segment_index as usize];
+        let index = segment_index as usize;
+        change(&mut self.entries[index], &mut self.freed_this_transaction[index]);
+        let after = self.entries[index];
+        let is_free = self.is_free(segment_index);
+        self.free_segment_count = self.free_segment_count + u32::from(is_free) - u32::from(was_free);
+        self.retired_segment_count = self.retired_segment_count + u32::from(after.retired) - u32::from(before.retired);
+        self.total_valid_pages = self.total_valid_pages + u64::from(after.valid_pages) - u64::from(before.valid_pages);
+        self.touch(segment_index);
     }
 
     pub fn segment_count(&self) -> u32 {
@@ -88,30 +130,30 @@ impl SegmentTable {
     }
 
     pub fn add_valid(&mut self, segment_index: u32) {
-        let entry = &mut self.entries[segment_index as usize];
-        entry.valid_pages += 1;
-        assert!(
-            entry.valid_pages <= self.pages_per_segment,
-            "segment {segment_index}: {} valid pages > {} pages per segment",
-            entry.valid_pages,
-            self.pages_per_segment
-        );
-        self.touch(segment_index);
+        let pages_per_segment = self.pages_per_segment;
+        self.update(segment_index, |entry, _| {
+            entry.valid_pages += 1;
+            assert!(
+                entry.valid_pages <= pages_per_segment,
+                "segment {segment_index}: {} valid pages > {pages_per_segment} pages per segment",
+                entry.valid_pages
+            );
+        });
     }
 
     pub fn remove_valid(&mut self, segment_index: u32) {
-        let entry = &mut self.entries[segment_index as usize];
-        assert!(entry.valid_pages > 0, "segment {segment_index}: release of a page not counted valid");
-        entry.valid_pages -= 1;
-        self.freed_this_transaction[segment_index as usize] += 1;
-        self.touch(segment_index);
+        self.update(segment_index, |entry, freed| {
+            assert!(entry.valid_pages > 0, "segment {segment_index}: release of a page not counted valid");
+            entry.valid_pages -= 1;
+            *freed += 1;
+        });
     }
 
     /// Replays a delta commit's data-page accounting for one segment onto the table of the full
     /// commit it follows. Untrusted input: refuses counts the segment cannot hold.
     pub fn apply_delta(&mut self, segment_index: u32, allocated: u32, released: u32) -> Result<(), &'static str> {
         let pages_per_segment = self.pages_per_segment;
-        let entry = self.entries.get_mut(segment_index as usize).ok_or("delta names a segment outside the volume")?;
+        let entry = self.entries.get(segment_index as usize).ok_or("delta names a segment outside the volume")?;
         if segment_index < FIRST_LOG_SEGMENT {
             return Err("delta names a reserved segment");
         }
@@ -120,22 +162,23 @@ impl SegmentTable {
         if valid > u64::from(pages_per_segment) {
             return Err("delta gives a segment more valid pages than it has");
         }
-        entry.valid_pages = valid as u32;
-        self.freed_this_transaction[segment_index as usize] += released;
-        self.touch(segment_index);
+        let freed_total = self.freed_this_transaction[segment_index as usize].checked_add(released).ok_or("delta releases too many pages")?;
+        self.update(segment_index, |entry, freed| {
+            entry.valid_pages = valid as u32;
+            *freed = freed_total;
+        });
         Ok(())
     }
 
     pub fn record_erase(&mut self, segment_index: u32) {
-        let entry = &mut self.entries[segment_index as usize];
-        assert_eq!(entry.valid_pages, 0, "segment {segment_index} erased while holding valid pages");
-        entry.erase_count = (entry.erase_count + 1).min(ERASE_COUNT_MASK);
-        self.touch(segment_index);
+        self.update(segment_index, |entry, _| {
+            assert_eq!(entry.valid_pages, 0, "segment {segment_index} erased while holding valid pages");
+            entry.erase_count = (entry.erase_count + 1).min(ERASE_COUNT_MASK);
+        });
     }
 
     pub fn retire(&mut self, segment_index: u32) {
-        self.entries[segment_index as usize].retired = true;
-        self.touch(segment_index);
+        self.update(segment_index, |entry, _| entry.retired = true);
     }
 
     /// Reusable: a log segment that neither the working nor the committed state references.
@@ -150,6 +193,9 @@ impl SegmentTable {
     /// Called once the transaction's metaroot is durable: what it dropped is now unreferenced.
     pub fn end_transaction(&mut self) {
         self.freed_this_transaction.fill(0);
+        self.recount();
+        #[cfg(debug_assertions)]
+        self.check_totals();
     }
 
     pub fn dirty_page_indexes(&self) -> Vec<u32> {
@@ -207,15 +253,15 @@ impl SegmentTable {
     }
 
     pub fn total_valid_pages(&self) -> u64 {
-        self.entries.iter().map(|entry| u64::from(entry.valid_pages)).sum()
+        self.total_valid_pages
     }
 
     pub fn free_segment_count(&self) -> u32 {
-        (0..self.segment_count()).filter(|&segment| self.is_free(segment)).count() as u32
+        self.free_segment_count
     }
 
     pub fn retired_segment_count(&self) -> u32 {
-        self.entries.iter().filter(|entry| entry.retired).count() as u32
+        self.retired_segment_count
     }
 
     /// (min, max) erase count over log segments that are not retired.
