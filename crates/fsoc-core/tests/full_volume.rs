@@ -225,3 +225,5 @@ fn usable_capacity_per_profile() {
     }
 }
 
+
+

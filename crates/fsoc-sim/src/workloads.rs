@@ -217,7 +217,7 @@ pub type CallObserver<'o, F> = dyn FnMut(&mut FileSystem<F>, bool) -> Result<(),
 pub fn apply<F: Flash>(fs: &mut FileSystem<F>, step: &Step, observer: &mut CallObserver<'_, F>) -> Result<Result<(), FsError>, FsError> {
     let result = apply_inner(fs, step, observer);
     match result {
-        Err(FsError::Io(_) | FsError::Corrupt(_)) => Err(result.expect_err("matched an error")),
+        Err(FsError::Io(_) | FsError::Corrupt(_) | FsError::CorruptFile { .. }) => Err(result.expect_err("matched an error")),
         other => Ok(other),
     }
 }
@@ -231,7 +231,7 @@ fn call<F: Flash, T>(
     body: impl FnOnce(&mut FileSystem<F>) -> Result<T, FsError>,
 ) -> Result<T, FsError> {
     let result = body(fs);
-    if !matches!(result, Err(FsError::Io(_) | FsError::Corrupt(_))) {
+    if !matches!(result, Err(FsError::Io(_) | FsError::Corrupt(_) | FsError::CorruptFile { .. })) {
         observer(fs, commits_at_end)?;
     }
     result
@@ -246,7 +246,7 @@ fn with_file<F: Flash>(
 ) -> Result<(), FsError> {
     let fd = call(fs, observer, false, |fs| fs.open(path.as_bytes(), flags, 0o644))?;
     let result = body(fs, observer, fd);
-    if matches!(result, Err(FsError::Io(_) | FsError::Corrupt(_))) {
+    if matches!(result, Err(FsError::Io(_) | FsError::Corrupt(_) | FsError::CorruptFile { .. })) {
         return result;
     }
     let closed = call(fs, observer, false, |fs| fs.close(fd));

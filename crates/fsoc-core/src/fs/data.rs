@@ -13,6 +13,9 @@ use crate::fs::cleaner::SpaceUse;
 use crate::fs::{FileSystem, FsError, TreeId};
 use crate::segment::PageTag;
 
+/// The most bytes one `read` returns; larger requests get a short read.
+pub const READ_BYTES_MAX: usize = 64 << 20;
+
 impl<F: Flash> FileSystem<F> {
     fn page_size(&self) -> u64 {
         self.volume.layout().page_size_bytes() as u64
@@ -27,6 +30,25 @@ impl<F: Flash> FileSystem<F> {
         u64::from(u32::MAX) * self.page_size()
     }
 
+    /// Decodes an extent record of `inode` and checks it against the volume: a corrupt record
+    /// whose address or length points outside the log is refused here, so reads, punches and
+    /// the cleaner only ever see addresses inside the volume.
+    fn checked_extent(&self, inode: u64, first_page: u64, value: &[u8]) -> Result<Extent, FsError> {
+        let corrupt = |reason| FsError::CorruptFile { inode, reason };
+        let extent = Extent::decode(first_page, value).map_err(|_| corrupt("undecodable extent record"))?;
+        let layout = self.volume.layout();
+        let log_first = u64::from(crate::segment::layout::FIRST_LOG_SEGMENT) * u64::from(layout.pages_per_segment());
+        let log_end = u64::from(layout.segment_count()) * u64::from(layout.pages_per_segment());
+        let address_end = u64::from(extent.address.0) + u64::from(extent.page_count);
+        if u64::from(extent.address.0) < log_first || address_end > log_end {
+            return Err(corrupt("extent address outside the volume's log"));
+        }
+        if first_page.saturating_add(u64::from(extent.page_count)) > self.file_bytes_max() / self.page_size() {
+            return Err(corrupt("extent beyond the largest file"));
+        }
+        Ok(extent)
+    }
+
     /// The extent holding file page `page`, if any.
     fn extent_at(&mut self, inode: u64, page: u64) -> Result<Option<Extent>, FsError> {
         let key = allocation_key(inode, RecordKind::Extent, page);
@@ -35,7 +57,7 @@ impl<F: Flash> FileSystem<F> {
         };
         match parse_allocation_key(&found) {
             Some((found_inode, kind, first_page)) if found_inode == inode && kind == RecordKind::Extent as u8 => {
-                let extent = Extent::decode(first_page, &value)?;
+                let extent = self.checked_extent(inode, first_page, &value)?;
                 Ok((extent.end_page() > page).then_some(extent))
             }
             _ => Ok(None),
@@ -55,7 +77,7 @@ impl<F: Flash> FileSystem<F> {
                     if first_page >= end {
                         break;
                     }
-                    extents.push(Extent::decode(first_page, &value)?);
+                    extents.push(self.checked_extent(inode, first_page, &value)?);
                 }
                 _ => break,
             }
@@ -65,6 +87,8 @@ impl<F: Flash> FileSystem<F> {
     }
 
     fn read_inline(&mut self, inode: u64, size: u64) -> Result<Vec<u8>, FsError> {
+        // getattr checked size <= inline_bytes_max, which bounds this allocation.
+        assert!(size <= self.inline_bytes_max() as u64, "inline size {size} not checked by getattr");
         let key = allocation_key(inode, RecordKind::Inline, 0);
         let mut bytes = self.tree_get(TreeId::Allocation, &key)?.unwrap_or_default();
         bytes.resize(size as usize, 0);
@@ -82,6 +106,9 @@ impl<F: Flash> FileSystem<F> {
         if offset >= record.size || length == 0 {
             return Ok(Vec::new());
         }
+        // A read returns at most READ_BYTES_MAX (a short read, as POSIX allows), so no
+        // allocation is sized by a file size read from flash.
+        let length = length.min(READ_BYTES_MAX);
         let end = record.size.min(offset.saturating_add(length as u64));
         if record.is_inline() {
             let bytes = self.read_inline(inode, record.size)?;
@@ -110,7 +137,7 @@ impl<F: Flash> FileSystem<F> {
             for ((page, address), (buffer, status)) in chunk.iter().zip(buffers.iter().zip(statuses.iter())) {
                 if matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased) {
                     let _ = address;
-                    return Err(FsError::Corrupt("file data page unreadable"));
+                    return Err(FsError::CorruptFile { inode, reason: "file data page unreadable" });
                 }
                 let page_start = page * page_size;
                 let copy_start = page_start.max(offset);
@@ -236,6 +263,24 @@ impl<F: Flash> FileSystem<F> {
             }
         }
         self.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Extent, extent.first_page), &extent.encode_value())?;
+        Ok(())
+    }
+
+    /// Reads every extent record of `inode` and checks it (`checked_extent`), without keeping
+    /// them: one at a time, so memory does not follow the file's size.
+    pub(crate) fn check_extents(&mut self, inode: u64) -> Result<(), FsError> {
+        let mut key = allocation_key(inode, RecordKind::Extent, 0);
+        let mut next = self.tree_first_at_or_after(TreeId::Allocation, &key)?;
+        while let Some((found, value)) = next {
+            match parse_allocation_key(&found) {
+                Some((found_inode, kind, first_page)) if found_inode == inode && kind == RecordKind::Extent as u8 => {
+                    self.checked_extent(inode, first_page, &value)?;
+                }
+                _ => break,
+            }
+            key = found;
+            next = self.tree_first_after(TreeId::Allocation, &key)?;
+        }
         Ok(())
     }
 

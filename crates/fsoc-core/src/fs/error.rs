@@ -43,6 +43,9 @@ pub enum FsError {
     Io(TxnError),
     #[error("corrupt volume: {0}")]
     Corrupt(&'static str),
+    /// One file's records are inconsistent; the rest of the volume is usable.
+    #[error("file {inode} is corrupt: {reason}")]
+    CorruptFile { inode: u64, reason: &'static str },
 }
 
 pub mod errno {
@@ -86,7 +89,7 @@ impl FsError {
             FsError::TooManyLinks => EMLINK,
             FsError::ReadOnly => EROFS,
             FsError::TooManyOpenFiles => EMFILE,
-            FsError::Io(_) | FsError::Corrupt(_) => EIO,
+            FsError::Io(_) | FsError::Corrupt(_) | FsError::CorruptFile { .. } => EIO,
         }
     }
 }

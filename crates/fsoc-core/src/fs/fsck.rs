@@ -21,7 +21,10 @@ use crate::segment::layout::FIRST_LOG_SEGMENT;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FsckReport {
+    /// The first `VIOLATIONS_LISTED_MAX` violations found.
     pub violations: Vec<String>,
+    /// Every violation found, listed or not.
+    pub violation_count: u64,
     pub files: u64,
     pub directories: u64,
     pub symlinks: u64,
@@ -33,24 +36,60 @@ pub struct FsckReport {
 
 impl FsckReport {
     pub fn is_clean(&self) -> bool {
-        self.violations.is_empty()
+        self.violation_count == 0
     }
 }
 
-/// Violations listed at most; the count beyond is summarised.
-const VIOLATIONS_LISTED_MAX: usize = 200;
+/// Violations listed at most; beyond that they are only counted, so a badly damaged volume
+/// cannot make the report's memory grow without bound.
+pub const VIOLATIONS_LISTED_MAX: usize = 200;
+
+/// Collects violations: counts all, keeps the first `VIOLATIONS_LISTED_MAX`.
+#[derive(Default)]
+struct Violations {
+    listed: Vec<String>,
+    count: u64,
+}
+
+impl Violations {
+    fn push(&mut self, violation: String) {
+        self.count += 1;
+        if self.listed.len() < VIOLATIONS_LISTED_MAX {
+            self.listed.push(violation);
+        }
+    }
+}
 
 impl<F: Flash> FileSystem<F> {
     /// Checks the working state (after a mount, the committed one). `expect_no_orphans`: set
     /// after a clean unmount/mount, when no file may be unlinked-but-open.
+    ///
+    /// Memory and time are bounded by the volume, not by values read from it: page references
+    /// are counted in one byte per log page, extents are checked against the volume before
+    /// their pages are walked, and at most `VIOLATIONS_LISTED_MAX` violations are kept.
     pub fn fsck(&mut self, expect_no_orphans: bool) -> Result<FsckReport, FsError> {
-        self.volume.ensure_table_loaded()?;
         let mut report = FsckReport::default();
-        let mut violations: Vec<String> = Vec::new();
+        let mut violations = Violations::default();
         if let Some(damage) = self.volume.mount_report.damage {
             violations.push(format!("metaroot: {damage}"));
         }
-        let mut pages: BTreeMap<u32, u32> = BTreeMap::new(); // address -> references
+        // An unreadable segment table is a violation; the trees are still checked.
+        let table_loaded = match self.volume.ensure_table_loaded() {
+            Ok(()) => true,
+            Err(error) => {
+                violations.push(format!("segment table: {error}"));
+                false
+            }
+        };
+        let layout = self.volume.layout();
+        let log_page_count = layout.segment_count() as usize * layout.pages_per_segment() as usize;
+        // References per log page, saturating: 0, 1, or "more than one".
+        let mut pages: Vec<u8> = alloc::vec![0; log_page_count];
+        let reference = |pages: &mut Vec<u8>, address: LogAddress| {
+            if let Some(count) = pages.get_mut(address.0 as usize) {
+                *count = count.saturating_add(1);
+            }
+        };
         let mut directory_entries: Vec<(u64, Vec<u8>, DirectoryValue)> = Vec::new();
         let mut inodes: BTreeMap<u64, InodeRecord> = BTreeMap::new();
         let mut extents: Vec<(u64, Extent)> = Vec::new();
@@ -85,7 +124,7 @@ impl<F: Flash> FileSystem<F> {
             Err(error) => violations.push(format!("allocation tree: {error}")),
         }
         for address in node_addresses {
-            *pages.entry(address.0).or_default() += 1;
+            reference(&mut pages, address);
         }
         for (key, value) in &allocation_records {
             let Some((inode, kind, offset)) = parse_allocation_key(key) else {
@@ -95,6 +134,9 @@ impl<F: Flash> FileSystem<F> {
             match kind {
                 k if k == RecordKind::Inode as u8 => match InodeRecord::decode(value) {
                     Ok(record) => {
+                        if let Err(error) = self.check_inode_record(inode, &record) {
+                            violations.push(format!("{error}"));
+                        }
                         inodes.insert(inode, record);
                     }
                     Err(error) => violations.push(format!("inode {inode}: {error}")),
@@ -115,8 +157,8 @@ impl<F: Flash> FileSystem<F> {
                 other => violations.push(format!("inode {inode}: unknown record kind {other}")),
             }
         }
-        let layout = self.volume.layout();
         let page_size = layout.page_size_bytes() as u64;
+        let log_first = u64::from(FIRST_LOG_SEGMENT) * u64::from(layout.pages_per_segment());
         let mut previous_end: BTreeMap<u64, u64> = BTreeMap::new();
         for (inode, extent) in &extents {
             let Some(record) = inodes.get(inode) else {
@@ -133,36 +175,42 @@ impl<F: Flash> FileSystem<F> {
                 violations.push(format!("inode {inode}: overlapping extents at page {}", extent.first_page));
             }
             previous_end.insert(*inode, extent.end_page());
+            // The whole run must lie in the log before any of its pages is counted: a corrupt
+            // page count must not drive a loop (S5: 2^31 pages took 20 GB and a minute).
+            let address_end = u64::from(extent.address.0) + u64::from(extent.page_count);
+            if u64::from(extent.address.0) < log_first || address_end > log_page_count as u64 {
+                violations.push(format!("inode {inode}: extent {extent:?} lies outside the log"));
+                continue;
+            }
             for page in extent.first_page..extent.end_page() {
-                let address = extent.address_of(page);
-                if !layout.contains(address) || layout.segment_of(address) < FIRST_LOG_SEGMENT {
-                    violations.push(format!("inode {inode}: page {page} at {address:?} outside the log"));
-                    continue;
-                }
-                *pages.entry(address.0).or_default() += 1;
+                reference(&mut pages, extent.address_of(page));
                 report.data_pages += 1;
             }
         }
-        for pointer in self.volume.log.table().directory.clone() {
-            *pages.entry(pointer.address.0).or_default() += 1;
-        }
-        // Every referenced page once, and the table's valid counts exact.
-        let mut counted: BTreeMap<u32, u32> = BTreeMap::new();
-        for (&address, &references) in &pages {
-            if references > 1 {
-                violations.push(format!("page {address} referenced {references} times"));
+        if table_loaded {
+            for pointer in self.volume.log.table().directory.clone() {
+                reference(&mut pages, pointer.address);
             }
-            *counted.entry(layout.segment_of(LogAddress(address))).or_default() += 1;
-        }
-        let table = self.volume.log.table();
-        for segment in 0..table.segment_count() {
-            let entry = table.entry(segment);
-            let expected = counted.get(&segment).copied().unwrap_or(0);
-            if entry.valid_pages != expected {
-                violations.push(format!("segment {segment}: table says {} valid pages, trees reference {expected}", entry.valid_pages));
-            }
-            if entry.retired && expected > 0 && entry.valid_pages == 0 {
-                violations.push(format!("segment {segment}: retired but referenced"));
+            // Every referenced page once, and the table's valid counts exact.
+            let table = self.volume.log.table();
+            let pages_per_segment = layout.pages_per_segment() as usize;
+            for segment in 0..table.segment_count() {
+                let first = segment as usize * pages_per_segment;
+                let segment_pages = pages.get(first..first + pages_per_segment).unwrap_or(&[]);
+                let mut expected = 0u32;
+                for (offset, &references) in segment_pages.iter().enumerate() {
+                    if references > 1 {
+                        violations.push(format!("page {} referenced more than once", first + offset));
+                    }
+                    expected += u32::from(references > 0);
+                }
+                let entry = table.entry(segment);
+                if entry.valid_pages != expected {
+                    violations.push(format!("segment {segment}: table says {} valid pages, trees reference {expected}", entry.valid_pages));
+                }
+                if entry.retired && expected > 0 && entry.valid_pages == 0 {
+                    violations.push(format!("segment {segment}: retired but referenced"));
+                }
             }
         }
         // Names, link counts, tree shape.
@@ -240,25 +288,37 @@ impl<F: Flash> FileSystem<F> {
         if !inodes.contains_key(&ROOT_INODE) {
             violations.push(String::from("root directory missing"));
         }
-        // Every directory reaches the root by parent links within (directory count) steps.
+        // Every directory reaches the root by parent links. Each directory is walked once: a walk
+        // stops at a directory already settled, so the whole pass is linear, and a directory met
+        // twice on one walk is a cycle.
+        let mut reaches_root: BTreeMap<u64, bool> = BTreeMap::new();
+        reaches_root.insert(ROOT_INODE, true);
         for (&inode, record) in &inodes {
-            if record.kind != FileKind::Directory || orphans.contains(&inode) {
+            if record.kind != FileKind::Directory || orphans.contains(&inode) || reaches_root.contains_key(&inode) {
                 continue;
             }
+            let mut path: Vec<u64> = Vec::new();
+            let mut on_path: BTreeSet<u64> = BTreeSet::new();
             let mut current = inode;
-            let mut reached = false;
-            for _step in 0..=inodes.len() {
-                if current == ROOT_INODE {
-                    reached = true;
-                    break;
+            let outcome = loop {
+                if let Some(&settled) = reaches_root.get(&current) {
+                    break settled;
                 }
+                if !on_path.insert(current) {
+                    violations.push(format!("directory {current} is its own ancestor (a cycle of directory entries)"));
+                    break false;
+                }
+                path.push(current);
                 match parent_of.get(&current) {
                     Some(&parent) => current = parent,
-                    None => break,
+                    None => break false,
                 }
-            }
-            if !reached {
+            };
+            if !outcome {
                 violations.push(format!("directory {inode} is not reachable from the root"));
+            }
+            for directory in path {
+                reaches_root.insert(directory, outcome);
             }
         }
         for &orphan in &orphans {
@@ -270,12 +330,8 @@ impl<F: Flash> FileSystem<F> {
         if expect_no_orphans && !orphans.is_empty() {
             violations.push(format!("{} orphans remain after a clean mount", orphans.len()));
         }
-        if violations.len() > VIOLATIONS_LISTED_MAX {
-            let extra = violations.len() - VIOLATIONS_LISTED_MAX;
-            violations.truncate(VIOLATIONS_LISTED_MAX);
-            violations.push(format!("... and {extra} more"));
-        }
-        report.violations = violations;
+        report.violation_count = violations.count;
+        report.violations = violations.listed;
         Ok(report)
     }
 }

@@ -20,6 +20,8 @@ use fsoc_media::Flash;
 
 pub use crate::fs::error::{errno, FsError};
 pub use crate::fs::records::{FileKind, InodeRecord};
+pub use crate::fs::cleaner::SpaceAccount;
+pub use crate::fs::data::READ_BYTES_MAX;
 use crate::fs::cleaner::SpaceUse;
 use crate::btree::{KeyValue, Tree, TreeError};
 use crate::fs::records::{
@@ -114,6 +116,10 @@ impl TreeId {
     }
 }
 
+/// Deepest directory nesting followed when walking parent links (a bound from trust, not from
+/// flash: deeper trees are refused when a walk needs to go up them).
+pub const DIRECTORY_DEPTH_MAX: usize = 65_536;
+
 /// Counters that tests and benchmarks read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FsStats {
@@ -135,6 +141,8 @@ pub struct FileSystem<F: Flash> {
     open_counts: BTreeMap<u64, u32>,
     pub(crate) descriptors: BTreeMap<u32, api::OpenFile>,
     pub stats: FsStats,
+    /// Tree edits made, for `change_count`.
+    tree_changes: u64,
     /// Logical changes since the last full commit (for delta commits).
     pub(crate) delta: delta::DeltaLog,
 }
@@ -192,6 +200,7 @@ impl<F: Flash> FileSystem<F> {
             open_counts: BTreeMap::new(),
             descriptors: BTreeMap::new(),
             stats: FsStats::default(),
+            tree_changes: 0,
         }
     }
 
@@ -292,11 +301,16 @@ impl<F: Flash> FileSystem<F> {
     /// volume: the change may be half-applied, so nothing more may be built on it.
     pub(crate) fn mutate<T>(&mut self, change: impl FnOnce(&mut Self) -> Result<T, FsError>) -> Result<T, FsError> {
         self.volume.prepare_write()?;
+        let changes_before = self.change_count();
         let result = change(self);
         // NoSpace here is unexpected (space is checked before any change), so the change may be
-        // half-done: stop writing rather than build on it.
-        if let Err(FsError::Io(_) | FsError::Corrupt(_) | FsError::NoSpace) = &result {
-            self.volume.poison();
+        // half-done: stop writing rather than build on it. A failure found before the first
+        // change (a corrupt record of the file being changed, typically) is contained: the
+        // working state is as it was, so only this call fails.
+        if let Err(FsError::Io(_) | FsError::Corrupt(_) | FsError::CorruptFile { .. } | FsError::NoSpace) = &result {
+            if self.change_count() != changes_before {
+                self.volume.poison();
+            }
         }
         if result.is_ok() && self.volume.dirty_node_count() > self.config.volume.dirty_nodes_max {
             if let Err(error) = self.volume.flush_trees() {
@@ -327,13 +341,23 @@ impl<F: Flash> FileSystem<F> {
         self.with_tree(which, |tree, store| tree.get(store, key))
     }
 
+    /// Counts changes to the working state (tree edits, segment accounting), so `mutate` can
+    /// tell a failure that changed nothing from one that left a change half-done.
+    fn change_count(&self) -> (u64, u64) {
+        let segment_changes = if self.volume.log.is_table_loaded() { self.volume.log.table().change_count() } else { 0 };
+        (self.tree_changes, segment_changes)
+    }
+
     fn tree_insert(&mut self, which: TreeId, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>, FsError> {
+        // Counted before the edit: a failure inside it may have changed the tree.
+        self.tree_changes += 1;
         let old = self.with_tree(which, |tree, store| tree.insert(store, key, value))?;
         self.delta.record_put(which.id(), key, value);
         Ok(old)
     }
 
     fn tree_remove(&mut self, which: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>, FsError> {
+        self.tree_changes += 1;
         let old = self.with_tree(which, |tree, store| tree.remove(store, key))?;
         self.delta.record_remove(which.id(), key);
         Ok(old)
@@ -356,7 +380,26 @@ impl<F: Flash> FileSystem<F> {
     pub fn getattr(&mut self, inode: u64) -> Result<InodeRecord, FsError> {
         let key = allocation_key(inode, RecordKind::Inode, 0);
         let bytes = self.tree_get(TreeId::Allocation, &key)?.ok_or(FsError::NotFound)?;
-        Ok(InodeRecord::decode(&bytes)?)
+        let record = InodeRecord::decode(&bytes).map_err(|_| FsError::CorruptFile { inode, reason: "undecodable inode record" })?;
+        self.check_inode_record(inode, &record)?;
+        Ok(record)
+    }
+
+    /// Checks an inode record read from flash against what this volume can hold, so no later
+    /// step sizes an allocation or a loop by a corrupt value (docs/FORMAT.md, "Inode record").
+    fn check_inode_record(&self, inode: u64, record: &InodeRecord) -> Result<(), FsError> {
+        let corrupt = |reason| Err(FsError::CorruptFile { inode, reason });
+        match record.kind {
+            FileKind::File if record.is_inline() && record.size > self.inline_bytes_max() as u64 => {
+                corrupt("inline file larger than an inline record can hold")
+            }
+            FileKind::File if record.size > self.file_bytes_max() => corrupt("file size beyond the largest file"),
+            FileKind::Symlink if record.size == 0 || record.size > api::PATH_BYTES_MAX as u64 => {
+                corrupt("symlink target length out of range")
+            }
+            FileKind::Directory | FileKind::Symlink if record.is_inline() => corrupt("inline flag on a directory or symlink"),
+            _ => Ok(()),
+        }
     }
 
     fn put_inode(&mut self, inode: u64, record: &InodeRecord) -> Result<(), FsError> {
@@ -499,16 +542,17 @@ impl<F: Flash> FileSystem<F> {
         if record.kind != FileKind::Symlink {
             return Err(FsError::InvalidArgument("not a symbolic link"));
         }
-        if record.size == 0 || record.size > api::PATH_BYTES_MAX as u64 {
-            return Err(FsError::Corrupt("symlink target length out of range"));
-        }
+        // getattr checked 1 <= size <= PATH_BYTES_MAX, which bounds the allocation and loop.
         let mut target = Vec::with_capacity(record.size as usize);
         for index in 0..self.symlink_chunk_count(record.size) {
             let chunk = self.tree_get(TreeId::Allocation, &allocation_key(inode, RecordKind::Symlink, index))?;
-            target.extend_from_slice(&chunk.ok_or(FsError::Corrupt("symlink target chunk missing"))?);
+            target.extend_from_slice(&chunk.ok_or(FsError::CorruptFile { inode, reason: "symlink target chunk missing" })?);
+            if target.len() as u64 > record.size {
+                return Err(FsError::CorruptFile { inode, reason: "symlink target longer than its size" });
+            }
         }
         if target.len() as u64 != record.size {
-            return Err(FsError::Corrupt("symlink target length differs from its size"));
+            return Err(FsError::CorruptFile { inode, reason: "symlink target length differs from its size" });
         }
         Ok(target)
     }
@@ -552,6 +596,12 @@ impl<F: Flash> FileSystem<F> {
             }
             if directory && !fs.directory_is_empty(inode)? {
                 return Err(FsError::NotEmpty);
+            }
+            // Read what the removal will need before changing anything, so a corrupt record
+            // fails this call alone instead of leaving a half-done removal (which poisons).
+            let record = fs.getattr(inode)?;
+            if record.kind == FileKind::File && record.nlink <= 1 && !record.is_inline() {
+                fs.check_extents(inode)?;
             }
             fs.tree_remove(TreeId::Directory, &directory_key(parent, name))?;
             fs.touch_directory(parent, if directory { -1 } else { 0 })?;
@@ -641,15 +691,8 @@ impl<F: Flash> FileSystem<F> {
             }
             if kind == FileKind::Directory {
                 // A directory may not move into its own subtree: walk up from the target.
-                let mut ancestor = target_parent;
-                for _depth in 0..=fs.volume.next_inode {
-                    if ancestor == inode {
-                        return Err(FsError::InvalidArgument("cannot move a directory into itself"));
-                    }
-                    if ancestor == records::ROOT_INODE {
-                        break;
-                    }
-                    ancestor = fs.getattr(ancestor)?.parent;
+                if fs.is_ancestor(inode, target_parent)? {
+                    return Err(FsError::InvalidArgument("cannot move a directory into itself"));
                 }
             }
             let existing = match fs.lookup(target_parent, target_name) {
@@ -659,15 +702,8 @@ impl<F: Flash> FileSystem<F> {
             };
             if let Some((existing_inode, FileKind::Directory)) = existing {
                 // The target is a directory on the source's path: it contains the source.
-                let mut ancestor = source_parent;
-                for _depth in 0..=fs.volume.next_inode {
-                    if ancestor == existing_inode {
-                        return Err(FsError::NotEmpty);
-                    }
-                    if ancestor == records::ROOT_INODE {
-                        break;
-                    }
-                    ancestor = fs.getattr(ancestor)?.parent;
+                if fs.is_ancestor(existing_inode, source_parent)? {
+                    return Err(FsError::NotEmpty);
                 }
             }
             if let Some((existing_inode, existing_kind)) = existing {
@@ -703,6 +739,23 @@ impl<F: Flash> FileSystem<F> {
             fs.put_inode(inode, &record)
         })?;
         self.after_namespace_change()
+    }
+
+    /// Whether `ancestor` is `directory` or one of its ancestors, following parent links up to
+    /// the root. The walk is bounded by `DIRECTORY_DEPTH_MAX`, so a cycle of corrupt parent
+    /// links ends in an error, not a hang.
+    fn is_ancestor(&mut self, ancestor: u64, directory: u64) -> Result<bool, FsError> {
+        let mut current = directory;
+        for _depth in 0..DIRECTORY_DEPTH_MAX {
+            if current == ancestor {
+                return Ok(true);
+            }
+            if current == records::ROOT_INODE {
+                return Ok(false);
+            }
+            current = self.getattr(current)?.parent;
+        }
+        Err(FsError::CorruptFile { inode: directory, reason: "parent links do not reach the root (a cycle?)" })
     }
 
     fn after_namespace_change(&mut self) -> Result<(), FsError> {

@@ -189,7 +189,8 @@ pub struct Extent {
 
 impl Extent {
     pub fn end_page(&self) -> u64 {
-        self.first_page + u64::from(self.page_count)
+        // Saturating: `first_page` comes from a key on flash and may be corrupt.
+        self.first_page.saturating_add(u64::from(self.page_count))
     }
 
     pub fn address_of(&self, page: u64) -> LogAddress {

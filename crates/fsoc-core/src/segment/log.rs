@@ -33,6 +33,8 @@ pub enum SegmentError {
     NoFreeSegment,
     #[error("segment table page {page_index} at {address:?}: {reason}")]
     CorruptTable { page_index: u32, address: LogAddress, reason: &'static str },
+    #[error("page {address:?} was released but is not counted valid: a record on flash points at a page it does not own")]
+    Accounting { address: LogAddress },
     #[error("page {address:?} is unreadable (uncorrectable ECC)")]
     Unreadable { address: LogAddress },
 }
@@ -87,12 +89,15 @@ pub struct SegmentLog<F: Flash> {
     table: Option<SegmentTable>,
     /// The open segment of each head, indexed by `LogHead as usize`.
     open: [Option<OpenSegment>; 2],
+    /// The first release of a page the table did not count valid (or outside the log): only
+    /// corrupt records on flash lead here. Latched; `Volume` refuses to commit after it.
+    accounting_error: Option<LogAddress>,
 }
 
 impl<F: Flash> SegmentLog<F> {
     /// A log whose segment table is loaded later from `directory` (see `ensure_table_loaded`).
     pub fn new(device: Device<F>, table: Option<SegmentTable>) -> Self {
-        SegmentLog { device, table, open: [None, None] }
+        SegmentLog { device, table, open: [None, None], accounting_error: None }
     }
 
     pub fn layout(&self) -> Layout {
@@ -299,11 +304,25 @@ impl<F: Flash> SegmentLog<F> {
         Ok(())
     }
 
-    /// The working state no longer references `address`.
+    /// The working state no longer references `address`. A release the table cannot account
+    /// for (outside the log, or in a segment with no valid page) means a record on flash
+    /// pointed somewhere it should not: it changes nothing and is latched for
+    /// `accounting_error`, so the volume stops before committing a wrong count.
     pub fn release(&mut self, address: LogAddress) {
-        let segment_index = self.layout().segment_of(address);
-        assert!(segment_index >= FIRST_LOG_SEGMENT, "release of {address:?} outside the log");
-        self.table_mut().remove_valid(segment_index);
+        let layout = self.layout();
+        let accountable = layout.contains(address)
+            && layout.segment_of(address) >= FIRST_LOG_SEGMENT
+            && self.table().entry(layout.segment_of(address)).valid_pages > 0;
+        if !accountable {
+            self.accounting_error.get_or_insert(address);
+            return;
+        }
+        self.table_mut().remove_valid(layout.segment_of(address));
+    }
+
+    /// The first unaccountable release since this log was opened, if any.
+    pub fn accounting_error(&self) -> Option<LogAddress> {
+        self.accounting_error
     }
 
     /// Reads a log page; an uncorrectable or erased page is an error.

@@ -42,6 +42,8 @@ pub struct SegmentTable {
     free_segment_count: u32,
     retired_segment_count: u32,
     total_valid_pages: u64,
+    /// Entry changes made, so a caller can tell whether an operation changed the accounting.
+    change_count: u64,
 }
 
 impl SegmentTable {
@@ -67,6 +69,7 @@ impl SegmentTable {
             free_segment_count: 0,
             retired_segment_count: 0,
             total_valid_pages: 0,
+            change_count: 0,
         };
         table.recount();
         table
@@ -92,6 +95,7 @@ impl SegmentTable {
 
     /// Applies `change` to one segment's entry and freed count, keeping the totals in step.
     fn update(&mut self, segment_index: u32, change: impl FnOnce(&mut SegmentEntry, &mut u32)) {
+        self.change_count += 1;
         let was_free = self.is_free(segment_index);
         let before = self.entries[segment_index as usize];
         let index = segment_index as usize;
@@ -250,6 +254,10 @@ impl SegmentTable {
             };
         }
         Ok(())
+    }
+
+    pub fn change_count(&self) -> u64 {
+        self.change_count
     }
 
     pub fn total_valid_pages(&self) -> u64 {

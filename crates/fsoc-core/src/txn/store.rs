@@ -27,6 +27,7 @@ impl<'a, F: Flash> LogNodeStore<'a, F> {
             SegmentError::Media(NandError::PowerLost) => TreeError::Io { address, reason: "power lost" },
             SegmentError::Media(_) => TreeError::Io { address, reason: "flash error" },
             SegmentError::CorruptTable { .. } => TreeError::Io { address, reason: "segment table corrupt" },
+            SegmentError::Accounting { .. } => TreeError::Io { address, reason: "segment accounting broken by a corrupt record" },
         };
         self.error = Some(error);
         converted

@@ -502,6 +502,11 @@ impl<F: Flash> Volume<F> {
     }
 
     fn commit_inner(&mut self, clean: bool) -> Result<(), TxnError> {
+        if let Some(address) = self.log.accounting_error() {
+            // Committing would make a wrong valid count durable (and let a live page be
+            // erased later): stop here; the last commit stays the volume's state.
+            return Err(SegmentError::Accounting { address }.into());
+        }
         let (directory_root, allocation_root) = self.flush_trees()?;
         self.log.write_table()?;
         assert!(!self.log.table().has_dirty_pages(), "segment table dirty after write_table");
@@ -568,6 +573,10 @@ impl<F: Flash> Volume<F> {
             return Err(TxnError::ReadOnly);
         }
         assert!(delta.len() <= self.delta_bytes_max(), "delta of {} bytes passed to commit_delta", delta.len());
+        if let Some(address) = self.log.accounting_error() {
+            self.poisoned = true;
+            return Err(SegmentError::Accounting { address }.into());
+        }
         let result = (|| {
             self.log.device.barrier();
             self.committed.commit_counter += 1;

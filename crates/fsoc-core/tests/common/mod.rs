@@ -24,7 +24,15 @@ pub fn write_file<F: Flash>(fs: &mut FileSystem<F>, path: &str, data: &[u8]) -> 
 
 pub fn read_file<F: Flash>(fs: &mut FileSystem<F>, path: &str) -> Result<Vec<u8>, fsoc_core::FsError> {
     let fd = fs.open(path.as_bytes(), READ, 0)?;
-    let result = fs.read_fd(fd, usize::MAX / 2);
+    // A read may be short (at most READ_BYTES_MAX): read until end of file.
+    let mut contents = Vec::new();
+    let result = loop {
+        match fs.read_fd(fd, usize::MAX / 2) {
+            Ok(bytes) if bytes.is_empty() => break Ok(contents),
+            Ok(bytes) => contents.extend_from_slice(&bytes),
+            Err(error) => break Err(error),
+        }
+    };
     fs.close(fd)?;
     result
 }
