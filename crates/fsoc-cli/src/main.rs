@@ -4,6 +4,7 @@ mod array_cmd;
 mod bench_cmd;
 mod flash_cmd;
 mod fuse_cmd;
+mod names;
 mod scaling_cmd;
 mod tools_cmd;
 mod volume_cmd;

@@ -9,13 +9,18 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
+use std::collections::HashSet;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+
 use clap::Subcommand;
+
+use crate::names::{escaped, invalid_name_reason, shown};
 use fsoc_core::fs::{FileKind, FsError, InodeRecord};
 use fsoc_core::{FileSystem, FsConfig};
 use fsoc_media::image::{ImageError, ImageStore};
@@ -31,6 +36,8 @@ const DIRECTORY_BATCH: usize = 256;
 /// Tree nodes cached by tools and the mount (2 KiB to 8 KiB each: 8 to 32 MiB).
 pub const CACHE_NODES: usize = 4096;
 const ROOT_INODE: u64 = 1;
+/// Deepest directory nesting `get -r` extracts (it keeps one open directory per level).
+const EXTRACT_DEPTH_MAX: usize = 512;
 
 #[derive(Subcommand)]
 pub enum ToolCommand {
@@ -43,6 +50,10 @@ pub enum ToolCommand {
         /// List subdirectories too, as full paths.
         #[arg(short = 'r', long)]
         recursive: bool,
+        /// Skip (with a warning) directory entries whose names no file system may hold (empty,
+        /// `.`, `..`, containing `/` or NUL, over 255 bytes) instead of stopping at the first.
+        #[arg(long)]
+        skip_bad_names: bool,
     },
     /// Writes a file in an image to standard output: fsoc cat IMAGE:/path
     Cat { target: String },
@@ -55,13 +66,23 @@ pub enum ToolCommand {
         #[arg(short = 'r', long)]
         recursive: bool,
     },
-    /// Copies a file out of an image: fsoc get [-r] IMAGE:/path LOCAL
+    /// Copies a file out of an image: fsoc get [-r] IMAGE:/path LOCAL. Nothing is ever
+    /// written outside LOCAL: names from the image are checked, and nothing is followed
+    /// through a symbolic link while extracting.
     Get {
         source: String,
         destination: PathBuf,
         /// Copy a directory and everything in it.
         #[arg(short = 'r', long)]
         recursive: bool,
+        /// Recovery mode: skip files that cannot be read from the image (report each, count
+        /// them, exit non-zero at the end) instead of stopping at the first.
+        #[arg(long)]
+        keep_going: bool,
+        /// Skip (with a warning) entries whose names no file system may hold (empty, `.`, `..`,
+        /// containing `/` or NUL, over 255 bytes) instead of refusing the copy.
+        #[arg(long)]
+        skip_bad_names: bool,
     },
     /// Removes files from an image: fsoc rm [-r] IMAGE:/path...
     Rm {
@@ -85,10 +106,12 @@ pub enum ToolCommand {
 
 pub fn run(command: ToolCommand) -> Result<(), String> {
     match command {
-        ToolCommand::Ls { target, long, recursive } => ls(&target, long, recursive),
+        ToolCommand::Ls { target, long, recursive, skip_bad_names } => ls(&target, long, recursive, skip_bad_names),
         ToolCommand::Cat { target } => cat(&target),
         ToolCommand::Put { paths, recursive } => put(&paths, recursive),
-        ToolCommand::Get { source, destination, recursive } => get(&source, &destination, recursive),
+        ToolCommand::Get { source, destination, recursive, keep_going, skip_bad_names } => {
+            get(&source, &destination, GetOptions { recursive, keep_going, skip_bad_names })
+        }
         ToolCommand::Rm { targets, recursive } => rm(&targets, recursive),
         ToolCommand::Mkdir { targets, parents } => mkdir(&targets, parents),
         ToolCommand::Mv { source, destination } => mv(&source, &destination),
@@ -201,7 +224,7 @@ impl Session {
     }
 
     fn error(&self, path: &[u8], error: FsError) -> String {
-        format!("{}:{}: {error}", self.image.display(), String::from_utf8_lossy(path))
+        format!("{}:{}: {error}", self.image.display(), shown(path))
     }
 }
 
@@ -328,53 +351,118 @@ fn progress_bar(total_bytes: u64, message: &str) -> ProgressBar {
 
 // ----- ls -------------------------------------------------------------------------------------
 
-fn ls(target: &str, long: bool, recursive: bool) -> Result<(), String> {
+/// Standard output for listings: a closed pipe (`fsoc ls … | head`) ends the listing quietly,
+/// as it ends `ls`.
+struct Listing<W: Write> {
+    out: W,
+    closed: bool,
+}
+
+impl<W: Write> Listing<W> {
+    fn write_line(&mut self, line: &[u8]) -> Result<(), String> {
+        if self.closed {
+            return Ok(());
+        }
+        match self.out.write_all(line) {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            Err(error) => Err(format!("stdout: {error}")),
+        }
+    }
+
+    fn finish(mut self) -> Result<(), String> {
+        match self.out.flush() {
+            Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("stdout: {error}")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A directory entry whose name cannot be used: an error, or a warning and a skip.
+fn bad_name(image: &Path, directory: &[u8], name: &[u8], reason: &str, skip: bool, command: &str) -> Result<(), String> {
+    let message = format!("{}:{}: entry \"{}\": {reason}", image.display(), shown(directory), escaped(name));
+    if skip {
+        eprintln!("fsoc {command}: skipping {message}");
+        Ok(())
+    } else {
+        Err(format!("{message}; the image is damaged or hostile (`fsoc fsck` lists every problem; --skip-bad-names skips such entries)"))
+    }
+}
+
+fn ls(target: &str, long: bool, recursive: bool, skip_bad_names: bool) -> Result<(), String> {
     let (image, path) = parse_target(target)?;
     let mut session = Session::open(&image, false)?;
     let (inode, kind) = resolve(&mut session.fs, &path).map_err(|error| session.error(&path, error))?;
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = Listing { out: std::io::BufWriter::new(stdout.lock()), closed: false };
     if kind != FileKind::Directory {
         let record = session.fs.getattr(inode).map_err(|error| session.error(&path, error))?;
         let name = split_last(&path).map_or(&path[..], |(_, name)| name).to_vec();
         print_entry(&mut session.fs, &mut out, &name, inode, &record, long)?;
     } else {
-        list_directory(&mut session.fs, &mut out, &path, inode, long, recursive)?;
+        list_tree(&mut session, &mut out, &path, inode, long, recursive, skip_bad_names)?;
     }
-    out.flush().map_err(|error| format!("stdout: {error}"))?;
-    drop(out);
+    out.finish()?;
     session.finish()
 }
 
-fn list_directory(
-    fs: &mut FileSystem<ImageFlash>,
-    out: &mut impl Write,
+/// Lists a directory, and with `recursive` every directory under it, parent before children.
+/// Iterative, with a stack of directories still to list (never recursion on the image's
+/// structure); a directory reached twice (a cycle, or a directory with two names) is an error.
+fn list_tree(
+    session: &mut Session,
+    out: &mut Listing<impl Write>,
     path: &[u8],
     directory: u64,
     long: bool,
     recursive: bool,
+    skip_bad_names: bool,
 ) -> Result<(), String> {
-    let mut subdirectories = Vec::new();
-    for_each_entry(fs, directory, |fs, entry| {
-        let record = fs.getattr(entry.inode).map_err(|error| format!("getattr: {error}"))?;
-        let shown = if recursive { join(path, &entry.name) } else { entry.name.clone() };
-        print_entry(fs, out, &shown, entry.inode, &record, long)?;
-        if recursive && entry.kind == FileKind::Directory {
-            subdirectories.push((join(path, &entry.name), entry.inode));
+    let image = session.image.clone();
+    let mut pending: Vec<(Vec<u8>, u64)> = vec![(path.to_vec(), directory)];
+    let mut listed: HashSet<u64> = HashSet::from([directory]);
+    while let Some((directory_path, directory_inode)) = pending.pop() {
+        if out.closed {
+            break;
         }
-        Ok(())
-    })?;
-    // Subdirectories are listed after their parent, so memory holds one level's directory
-    // names at a time, not the whole tree.
-    for (subpath, inode) in subdirectories {
-        list_directory(fs, out, &subpath, inode, long, recursive)?;
+        let mut subdirectories = Vec::new();
+        for_each_entry(&mut session.fs, directory_inode, |fs, entry| {
+            if let Some(reason) = invalid_name_reason(&entry.name) {
+                return bad_name(&image, &directory_path, &entry.name, reason, skip_bad_names, "ls");
+            }
+            let entry_path = join(&directory_path, &entry.name);
+            let record = fs.getattr(entry.inode).map_err(|error| format!("{}:{}: {error}", image.display(), shown(&entry_path)))?;
+            let shown_name = if recursive { entry_path.clone() } else { entry.name.clone() };
+            print_entry(fs, out, &shown_name, entry.inode, &record, long)?;
+            if recursive && entry.kind == FileKind::Directory {
+                if !listed.insert(entry.inode) {
+                    return Err(format!(
+                        "{}:{}: directory cycle: this directory (inode {}) was already listed under another path; the image is damaged (see `fsoc fsck`)",
+                        image.display(),
+                        shown(&entry_path),
+                        entry.inode
+                    ));
+                }
+                subdirectories.push((entry_path, entry.inode));
+            }
+            if out.closed {
+                return Err(String::new()); // stop quietly: nobody reads the rest
+            }
+            Ok(())
+        })
+        .or_else(|error| if error.is_empty() && out.closed { Ok(()) } else { Err(error) })?;
+        // Pushed in reverse so they are listed in name order, each before its own children.
+        pending.extend(subdirectories.into_iter().rev());
     }
     Ok(())
 }
 
 fn print_entry(
     fs: &mut FileSystem<ImageFlash>,
-    out: &mut impl Write,
+    out: &mut Listing<impl Write>,
     name: &[u8],
     inode: u64,
     record: &InodeRecord,
@@ -400,18 +488,19 @@ fn print_entry(
             .as_bytes(),
         );
     }
-    line.extend_from_slice(name);
+    // Names and link targets come from the image: unprintable bytes are escaped (ls -b).
+    line.extend_from_slice(escaped(name).as_bytes());
     match record.kind {
         FileKind::Directory if !long => line.push(b'/'),
         FileKind::Symlink if long => {
             let target = fs.readlink(inode).map_err(|error| format!("readlink: {error}"))?;
             line.extend_from_slice(b" -> ");
-            line.extend_from_slice(&target);
+            line.extend_from_slice(escaped(&target).as_bytes());
         }
         _ => {}
     }
     line.push(b'\n');
-    out.write_all(&line).map_err(|error| format!("stdout: {error}"))
+    out.write_line(&line)
 }
 
 fn mode_string(mode: u32) -> String {
@@ -487,7 +576,19 @@ fn put(paths: &[String], recursive: bool) -> Result<(), String> {
         }
     }
     let mut session = Session::open(&image, true)?;
-    let into_directory = matches!(resolve(&mut session.fs, &destination), Ok((_, FileKind::Directory)));
+    let destination_kind = resolve(&mut session.fs, &destination);
+    let into_directory = matches!(destination_kind, Ok((_, FileKind::Directory)));
+    // A trailing slash names a directory, as for cp: `put notes.txt IMG:/Documents/` must not
+    // create a file called Documents when the directory is missing.
+    let names_directory = destination_text.ends_with('/') && destination != b"/";
+    if names_directory && !into_directory {
+        let error = match destination_kind {
+            Err(FsError::NotFound) => "no such directory".to_string(),
+            Ok(_) => "not a directory".to_string(),
+            Err(error) => error.to_string(),
+        };
+        return Err(format!("{}:{}/: {error}", image.display(), shown(&destination)));
+    }
     if sources.len() > 1 && !into_directory {
         return Err(session.error(&destination, FsError::NotDirectory));
     }
@@ -613,110 +714,310 @@ fn set_times(session: &mut Session, inode: u64, metadata: &std::fs::Metadata, ta
 
 // ----- get ------------------------------------------------------------------------------------
 
-fn get(source_text: &str, destination: &Path, recursive: bool) -> Result<(), String> {
+#[derive(Clone, Copy)]
+struct GetOptions {
+    recursive: bool,
+    keep_going: bool,
+    skip_bad_names: bool,
+}
+
+/// Why one entry could not be extracted: the image's fault (skippable with --keep-going) or
+/// the local side's (always fatal).
+enum ExtractError {
+    Image(String),
+    Local(String),
+}
+
+fn get(source_text: &str, destination: &Path, options: GetOptions) -> Result<(), String> {
     let (image, source) = parse_target(source_text)?;
     let mut session = Session::open(&image, false)?;
     let (inode, kind) = resolve(&mut session.fs, &source).map_err(|error| session.error(&source, error))?;
-    if kind == FileKind::Directory && !recursive {
+    if kind == FileKind::Directory && !options.recursive {
         return Err(session.error(&source, FsError::IsDirectory).replace("is a directory", "is a directory (use -r)"));
     }
-    let target = if destination.is_dir() {
-        let name = split_last(&source).map_or(&b"root"[..], |(_, name)| name);
-        destination.join(std::ffi::OsStr::from_bytes(name))
+    // The destination is the user's: it may be followed. Below it nothing from the image is.
+    let (parent, name) = if destination.is_dir() {
+        let name = split_last(&source).map_or(&b"root"[..], |(_, name)| name).to_vec();
+        (destination.to_path_buf(), name)
     } else {
-        destination.to_path_buf()
+        let name = destination.file_name().ok_or_else(|| format!("{}: not a file name", destination.display()))?;
+        let parent = destination.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        (parent.to_path_buf(), name.as_bytes().to_vec())
     };
-    let total_bytes = image_tree_bytes(&mut session.fs, inode, kind)?;
+    let parent_fd = open_directory(None, parent.as_os_str().as_bytes(), true).map_err(|error| format!("{}: {error}", parent.display()))?;
+    let total_bytes = image_tree_bytes(&mut session.fs, inode, kind);
     let bar = progress_bar(total_bytes, "get");
-    get_tree(&mut session, &source, inode, kind, &target, &bar)?;
+    let mut extraction = Extraction { session: &mut session, bar: &bar, options, failures: 0 };
+    let result = extraction.extract(&parent_fd, &name, &source, inode, kind);
+    let failures = extraction.failures;
     bar.finish_and_clear();
-    session.finish()
+    result?;
+    session.finish()?;
+    if failures > 0 {
+        return Err(format!("{failures} entries could not be read from {} and were skipped (listed above)", image.display()));
+    }
+    Ok(())
 }
 
-fn image_tree_bytes(fs: &mut FileSystem<ImageFlash>, inode: u64, kind: FileKind) -> Result<u64, String> {
-    match kind {
-        FileKind::File => Ok(fs.getattr(inode).map_err(|error| format!("getattr: {error}"))?.size),
-        FileKind::Symlink => Ok(0),
-        FileKind::Directory => {
-            let mut total = 0;
-            for_each_entry(fs, inode, |fs, entry| {
-                total += image_tree_bytes(fs, entry.inode, entry.kind)?;
+/// Bytes in the files under `inode`, for the progress bar: an iterative walk that visits each
+/// directory once (a cycle is reported by the extraction itself); unreadable parts count 0.
+fn image_tree_bytes(fs: &mut FileSystem<ImageFlash>, inode: u64, kind: FileKind) -> u64 {
+    let mut total = 0;
+    let mut pending = vec![(inode, kind)];
+    let mut visited = HashSet::new();
+    while let Some((inode, kind)) = pending.pop() {
+        match kind {
+            FileKind::File => total += fs.getattr(inode).map_or(0, |record| record.size),
+            FileKind::Symlink => {}
+            FileKind::Directory => {
+                if visited.insert(inode) {
+                    let _ = for_each_entry(fs, inode, |_, entry| {
+                        if invalid_name_reason(&entry.name).is_none() {
+                            pending.push((entry.inode, entry.kind));
+                        }
+                        Ok(())
+                    });
+                }
+            }
+        }
+    }
+    total
+}
+
+/// A directory being extracted: its open local directory and where its listing is.
+struct Frame {
+    inode: u64,
+    source: Vec<u8>,
+    fd: OwnedFd,
+    record: InodeRecord,
+    after: Option<Vec<u8>>,
+}
+
+struct Extraction<'a> {
+    session: &'a mut Session,
+    bar: &'a ProgressBar,
+    options: GetOptions,
+    failures: u64,
+}
+
+impl Extraction<'_> {
+    fn image_error(&self, path: &[u8], error: FsError) -> ExtractError {
+        ExtractError::Image(self.session.error(path, error))
+    }
+
+    /// A skippable failure: reported and counted with --keep-going, fatal otherwise.
+    fn failed(&mut self, error: ExtractError) -> Result<(), String> {
+        match error {
+            ExtractError::Image(message) if self.options.keep_going => {
+                self.bar.suspend(|| eprintln!("fsoc get: skipped {message}"));
+                self.failures += 1;
                 Ok(())
-            })?;
-            Ok(total)
+            }
+            ExtractError::Image(message) | ExtractError::Local(message) => Err(message),
         }
+    }
+
+    /// Extracts `source` (inode `inode`) as `name` inside the local directory `parent`.
+    fn extract(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8], inode: u64, kind: FileKind) -> Result<(), String> {
+        match kind {
+            FileKind::File => self.extract_file(parent, name, source, inode).or_else(|error| self.failed(error)),
+            FileKind::Symlink => self.extract_symlink(parent, name, source, inode).or_else(|error| self.failed(error)),
+            FileKind::Directory => self.extract_tree(parent, name, source, inode),
+        }
+    }
+
+    /// A directory and everything under it, iteratively: a stack of open directories, one per
+    /// level (at most EXTRACT_DEPTH_MAX), each resuming its listing after the entry it
+    /// descended into. Every name is checked before it is created, every file is created
+    /// relative to its directory's descriptor with O_NOFOLLOW, and a directory met twice is a
+    /// cycle: so nothing is ever written outside the destination.
+    fn extract_tree(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8], inode: u64) -> Result<(), String> {
+        let mut visited = HashSet::from([inode]);
+        let root = self.open_new_directory(parent, name, source, inode)?;
+        let mut stack = vec![root];
+        while let Some(frame) = stack.last_mut() {
+            let batch = match self.session.fs.readdir(frame.inode, frame.after.as_deref(), DIRECTORY_BATCH) {
+                Ok(batch) => batch,
+                Err(error) => {
+                    let error = ExtractError::Image(self.session.error(&frame.source, error));
+                    self.failed(error)?;
+                    Vec::new() // skip the rest of this directory
+                }
+            };
+            let mut descend = None;
+            let (frame_source, frame_fd) = (frame.source.clone(), frame.fd.try_clone().map_err(|error| format!("dup: {error}"))?);
+            let mut last_name = None;
+            for entry in &batch {
+                last_name = Some(entry.name.clone());
+                if let Some(reason) = invalid_name_reason(&entry.name) {
+                    bad_name(&self.session.image, &frame_source, &entry.name, reason, self.options.skip_bad_names, "get")?;
+                    continue;
+                }
+                let child_source = join(&frame_source, &entry.name);
+                match entry.kind {
+                    FileKind::Directory => {
+                        if !visited.insert(entry.inode) {
+                            return Err(format!(
+                                "{}:{}: directory cycle: this directory (inode {}) was already extracted under another path; the image is damaged (see `fsoc fsck`)",
+                                self.session.image.display(),
+                                shown(&child_source),
+                                entry.inode
+                            ));
+                        }
+                        if stack_depth_exceeded(&stack) {
+                            return Err(format!(
+                                "{}:{}: deeper than {EXTRACT_DEPTH_MAX} directories; not extracted",
+                                self.session.image.display(),
+                                shown(&child_source)
+                            ));
+                        }
+                        match self.open_new_directory(&frame_fd, &entry.name, &child_source, entry.inode) {
+                            Ok(child) => {
+                                descend = Some(child);
+                                break;
+                            }
+                            Err(message) => return Err(message),
+                        }
+                    }
+                    kind => self.extract(&frame_fd, &entry.name, &child_source, entry.inode, kind)?,
+                }
+            }
+            let frame = stack.last_mut().expect("the frame being listed");
+            if last_name.is_some() {
+                frame.after = last_name;
+            }
+            if let Some(child) = descend {
+                stack.push(child);
+                continue;
+            }
+            if batch.len() < DIRECTORY_BATCH {
+                let done = stack.pop().expect("the frame being listed");
+                // Permissions last, so a read-only directory could still be filled.
+                set_fd_mode_and_times(&done.fd, &done.record).map_err(|error| format!("{}: {error}", shown(&done.source)))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates (or reuses) directory `name` in `parent` and opens it without following links.
+    fn open_new_directory(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8], inode: u64) -> Result<Frame, String> {
+        let record = self.session.fs.getattr(inode).map_err(|error| self.session.error(source, error))?;
+        let c_name = c_name(name)?;
+        // SAFETY: a valid directory descriptor and a NUL-terminated name.
+        let made = unsafe { libc::mkdirat(parent.as_raw_fd(), c_name.as_ptr(), 0o700) };
+        if made != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+            return Err(format!("{}: {}", shown(source), std::io::Error::last_os_error()));
+        }
+        let fd = open_directory(Some(parent), name, false).map_err(|error| format!("{}: {error}", shown(source)))?;
+        Ok(Frame { inode, source: source.to_vec(), fd, record, after: None })
+    }
+
+    fn extract_file(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8], inode: u64) -> Result<(), ExtractError> {
+        let record = self.session.fs.getattr(inode).map_err(|error| self.image_error(source, error))?;
+        let local = |error: std::io::Error| ExtractError::Local(format!("{}: {error}", shown(source)));
+        let c_name = c_name(name).map_err(ExtractError::Local)?;
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid directory descriptor and a NUL-terminated name.
+        let mut raw = unsafe { libc::openat(parent.as_raw_fd(), c_name.as_ptr(), flags, 0o600) };
+        if raw < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ELOOP) {
+            // A symbolic link is in the way: replace it, never write through it.
+            // SAFETY: as above.
+            unsafe { libc::unlinkat(parent.as_raw_fd(), c_name.as_ptr(), 0) };
+            // SAFETY: as above.
+            raw = unsafe { libc::openat(parent.as_raw_fd(), c_name.as_ptr(), flags, 0o600) };
+        }
+        if raw < 0 {
+            return Err(local(std::io::Error::last_os_error()));
+        }
+        // SAFETY: openat returned a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut file = File::from(fd);
+        let mut offset = 0u64;
+        while offset < record.size {
+            let bytes = match self.session.fs.read(inode, offset, COPY_CHUNK_BYTES) {
+                Ok(bytes) => bytes,
+                Err(error) => {
+                    // Leave no half-copied file behind a skipped one.
+                    drop(file);
+                    // SAFETY: as above.
+                    unsafe { libc::unlinkat(parent.as_raw_fd(), c_name.as_ptr(), 0) };
+                    return Err(self.image_error(source, error));
+                }
+            };
+            if bytes.is_empty() {
+                break;
+            }
+            file.write_all(&bytes).map_err(local)?;
+            offset += bytes.len() as u64;
+            self.bar.inc(bytes.len() as u64);
+        }
+        let fd = OwnedFd::from(file);
+        set_fd_mode_and_times(&fd, &record).map_err(local)
+    }
+
+    fn extract_symlink(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8], inode: u64) -> Result<(), ExtractError> {
+        let target = self.session.fs.readlink(inode).map_err(|error| self.image_error(source, error))?;
+        let local = |error: std::io::Error| ExtractError::Local(format!("{}: {error}", shown(source)));
+        let c_name = c_name(name).map_err(ExtractError::Local)?;
+        let c_target = std::ffi::CString::new(target).map_err(|_| ExtractError::Image(format!("{}: link target contains NUL", shown(source))))?;
+        // The link is created, never followed: its target may point anywhere, harmlessly.
+        // SAFETY: a valid directory descriptor and NUL-terminated strings.
+        let mut made = unsafe { libc::symlinkat(c_target.as_ptr(), parent.as_raw_fd(), c_name.as_ptr()) };
+        if made != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
+            // SAFETY: as above (removes a file or link; a directory in the way stays an error).
+            unsafe { libc::unlinkat(parent.as_raw_fd(), c_name.as_ptr(), 0) };
+            // SAFETY: as above.
+            made = unsafe { libc::symlinkat(c_target.as_ptr(), parent.as_raw_fd(), c_name.as_ptr()) };
+        }
+        if made != 0 {
+            return Err(local(std::io::Error::last_os_error()));
+        }
+        Ok(())
     }
 }
 
-fn get_tree(session: &mut Session, source: &[u8], inode: u64, kind: FileKind, target: &Path, bar: &ProgressBar) -> Result<(), String> {
-    let record = session.fs.getattr(inode).map_err(|error| session.error(source, error))?;
-    let local_error = |error: std::io::Error| format!("{}: {error}", target.display());
-    match kind {
-        FileKind::Symlink => {
-            let link = session.fs.readlink(inode).map_err(|error| session.error(source, error))?;
-            if std::fs::symlink_metadata(target).is_ok() {
-                std::fs::remove_file(target).map_err(local_error)?;
-            }
-            std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&link), target).map_err(local_error)?;
-            Ok(())
-        }
-        FileKind::Directory => {
-            match std::fs::create_dir(target) {
-                Ok(()) => {}
-                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && target.is_dir() => {}
-                Err(error) => return Err(local_error(error)),
-            }
-            // Entries are collected one batch at a time and copied before the next batch.
-            let mut after: Option<Vec<u8>> = None;
-            loop {
-                let batch = session.fs.readdir(inode, after.as_deref(), DIRECTORY_BATCH).map_err(|error| session.error(source, error))?;
-                for entry in &batch {
-                    let child_source = join(source, &entry.name);
-                    let child_target = target.join(std::ffi::OsStr::from_bytes(&entry.name));
-                    get_tree(session, &child_source, entry.inode, entry.kind, &child_target, bar)?;
-                }
-                if batch.len() < DIRECTORY_BATCH {
-                    break;
-                }
-                after = batch.last().map(|entry| entry.name.clone());
-            }
-            std::fs::set_permissions(target, std::fs::Permissions::from_mode(record.mode & 0o7777)).map_err(local_error)?;
-            set_local_times(target, &record)
-        }
-        FileKind::File => {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(record.mode & 0o777)
-                .open(target)
-                .map_err(local_error)?;
-            let mut offset = 0u64;
-            while offset < record.size {
-                let bytes = session.fs.read(inode, offset, COPY_CHUNK_BYTES).map_err(|error| session.error(source, error))?;
-                if bytes.is_empty() {
-                    break;
-                }
-                file.write_all(&bytes).map_err(local_error)?;
-                offset += bytes.len() as u64;
-                bar.inc(bytes.len() as u64);
-            }
-            drop(file);
-            std::fs::set_permissions(target, std::fs::Permissions::from_mode(record.mode & 0o7777)).map_err(local_error)?;
-            set_local_times(target, &record)
-        }
-    }
+fn stack_depth_exceeded(stack: &[Frame]) -> bool {
+    stack.len() >= EXTRACT_DEPTH_MAX
 }
 
-fn set_local_times(target: &Path, record: &InodeRecord) -> Result<(), String> {
-    let time = |nanoseconds: u64| UNIX_EPOCH + Duration::from_nanos(nanoseconds);
-    let times = std::fs::FileTimes::new().set_accessed(time(record.atime_ns)).set_modified(time(record.mtime_ns));
-    let file = File::options().read(true).open(target).or_else(|_| File::open(target));
-    match file {
-        Ok(file) => file.set_times(times).map_err(|error| format!("{}: {error}", target.display())),
-        // A file we may write but not read (mode 0200): its times stay as they are.
-        Err(_) => Ok(()),
+fn c_name(name: &[u8]) -> Result<std::ffi::CString, String> {
+    std::ffi::CString::new(name).map_err(|_| format!("{}: name contains NUL", escaped(name)))
+}
+
+/// Opens a directory: `name` relative to `parent` (or a path of the user's when `parent` is
+/// None). `follow` is false for anything named by the image: a symbolic link is refused.
+fn open_directory(parent: Option<&OwnedFd>, name: &[u8], follow: bool) -> std::io::Result<OwnedFd> {
+    let c_name = std::ffi::CString::new(name).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let mut flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
     }
+    let directory = parent.map_or(libc::AT_FDCWD, |fd| fd.as_raw_fd());
+    // SAFETY: a valid directory descriptor (or AT_FDCWD) and a NUL-terminated name.
+    let raw = unsafe { libc::openat(directory, c_name.as_ptr(), flags) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: openat returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// Sets mode and times from an image record on an open file or directory.
+fn set_fd_mode_and_times(fd: &OwnedFd, record: &InodeRecord) -> std::io::Result<()> {
+    // SAFETY: a valid descriptor.
+    if unsafe { libc::fchmod(fd.as_fd().as_raw_fd(), (record.mode & 0o7777) as libc::mode_t) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let timespec = |nanoseconds: u64| libc::timespec {
+        tv_sec: (nanoseconds / 1_000_000_000) as libc::time_t,
+        tv_nsec: (nanoseconds % 1_000_000_000) as libc::c_long,
+    };
+    let times = [timespec(record.atime_ns), timespec(record.mtime_ns)];
+    // SAFETY: a valid descriptor and a two-element times array.
+    if unsafe { libc::futimens(fd.as_fd().as_raw_fd(), times.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 // ----- rm, mkdir, mv --------------------------------------------------------------------------
@@ -741,22 +1042,33 @@ fn rm(targets: &[String], recursive: bool) -> Result<(), String> {
     session.finish()
 }
 
-/// Empties a directory, depth first. Each pass takes the first batch of what is left, so
-/// memory holds one batch per level.
+/// Empties a directory, depth first, iteratively: a stack of (directory, its listing)
+/// being emptied; each pass takes the first batch of what is left. A directory met twice (a
+/// cycle of entries) is an error rather than a loop.
 fn remove_contents(fs: &mut FileSystem<ImageFlash>, directory: u64) -> Result<(), FsError> {
-    loop {
-        let batch = fs.readdir(directory, None, DIRECTORY_BATCH)?;
+    let mut stack: Vec<(u64, u64, Vec<u8>)> = vec![(0, directory, Vec::new())]; // (parent, inode, name)
+    let mut visited = HashSet::from([directory]);
+    while let Some((parent, current, name)) = stack.last().cloned() {
+        let batch = fs.readdir(current, None, DIRECTORY_BATCH)?;
         if batch.is_empty() {
-            return Ok(());
+            stack.pop();
+            if !stack.is_empty() {
+                fs.remove(parent, &name, true)?;
+            }
+            continue;
         }
         for entry in batch {
-            let is_directory = entry.kind == FileKind::Directory;
-            if is_directory {
-                remove_contents(fs, entry.inode)?;
+            if entry.kind == FileKind::Directory {
+                if !visited.insert(entry.inode) {
+                    return Err(FsError::Corrupt("directory cycle: a directory is reachable twice"));
+                }
+                stack.push((current, entry.inode, entry.name));
+                break;
             }
-            fs.remove(directory, &entry.name, is_directory)?;
+            fs.remove(current, &entry.name, false)?;
         }
     }
+    Ok(())
 }
 
 fn mkdir(targets: &[String], parents: bool) -> Result<(), String> {
