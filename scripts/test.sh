@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+echo "== one minimum Rust version"
+bash scripts/check-rust-version.sh
 echo "== no_std build of fsoc-core (links without std: a std dependency would clash on panic_impl)"
 cargo build --quiet --release --manifest-path ci/no-std-check/Cargo.toml
 echo "== workspace tests"

@@ -11,7 +11,7 @@ use fsoc_media::{Flash, Profile, SimConfig};
 /// Most chips the CLI formats (the superblock allows 64).
 const CHIP_COUNT_MAX: u32 = 16;
 
-pub fn mkfs(base: &Path, profile: &str, chips: u32, blocks: u32, seed: u64, force: bool) -> Result<(), String> {
+pub fn mkfs(base: &Path, profile: &str, chips: u32, blocks: u32, seed: u64, volume_id: Option<u64>, force: bool) -> Result<(), String> {
     let profile = Profile::from_name(profile).ok_or_else(|| format!("unknown profile {profile:?}"))?;
     if chips == 0 || chips > CHIP_COUNT_MAX {
         return Err(format!("--chips {chips}: must be 1..={CHIP_COUNT_MAX}"));
@@ -28,7 +28,8 @@ pub fn mkfs(base: &Path, profile: &str, chips: u32, blocks: u32, seed: u64, forc
     }
     let config = SimConfig::new(profile, chips, blocks, seed);
     let flash = ThreadedFlash::create(base, config).map_err(|error| error.to_string())?;
-    let fs = FileSystem::format(flash, FsConfig::default(), seed).map_err(|error| format!("format: {error}"))?;
+    let volume_id = crate::volume_cmd::new_volume_id(volume_id, seed)?;
+    let fs = FileSystem::format(flash, FsConfig::default(), volume_id).map_err(|error| format!("format: {error}"))?;
     let flash = fs.unmount().map_err(|error| format!("unmount: {error}"))?;
     flash.close().map_err(|error| format!("close: {error}"))?;
     let block_bytes = profile.geometry(1).block_data_bytes();

@@ -39,7 +39,7 @@ pub fn fsio(json: &Path, seed: u64) -> Result<(), String> {
     Ok(())
 }
 
-pub fn mount(files: &[u64], json: &Path, seed: u64) -> Result<(), String> {
+pub fn mount(files: &[u64], json: Option<&Path>, seed: u64) -> Result<(), String> {
     if files.is_empty() {
         return Err("--files needs at least one count".into());
     }
@@ -47,8 +47,100 @@ pub fn mount(files: &[u64], json: &Path, seed: u64) -> Result<(), String> {
     let report = fsoc_bench::run_mount_with_progress(files, seed, &mut |line| bar.set_message(line.to_string()))
         .map_err(|error| format!("mount benchmark: {error}"))?;
     bar.finish_and_clear();
-    write_json(json, &report)?;
-    println!("{}", serde_json::to_string_pretty(&report["mounts"]).unwrap_or_default());
-    println!("wrote {}", json.display());
+    let rows = mount_rows(&report);
+    println!("mount after N empty files (seed {seed}; simulated MLC chip): page reads and simulated time");
+    println!("{:>9} {:>12} {:>12} {:>14} {:>12} {:>12}", "files", "fsoc reads", "fsoc ms", "littlefs reads", "littlefs ms", "reads ratio");
+    for row in &rows {
+        let littlefs_reads = row.littlefs.map_or("-".to_string(), |(reads, _)| reads.to_string());
+        let littlefs_ms = row.littlefs.map_or("-".to_string(), |(_, ms)| format!("{ms:.3}"));
+        let ratio = row.littlefs.map_or("-".to_string(), |(reads, _)| format!("{:.3}", row.fsoc.0 as f64 / reads.max(1) as f64));
+        println!("{:>9} {:>12} {:>12.3} {:>14} {:>12} {:>12}", row.files, row.fsoc.0, row.fsoc.1, littlefs_reads, littlefs_ms, ratio);
+    }
+    if let Some(skipped) = report["littlefs_skipped_above"].as_u64() {
+        if rows.iter().any(|row| row.files > skipped) {
+            println!("(littlefs is not run above {skipped} files: populating it takes too long)");
+        }
+    }
+    if let Some(json) = json {
+        write_json(json, &report)?;
+        let chart = json.with_extension("svg");
+        std::fs::write(&chart, mount_chart(&rows)).map_err(|error| format!("{}: {error}", chart.display()))?;
+        println!("wrote {} and {}", json.display(), chart.display());
+    }
     Ok(())
+}
+
+/// One file count: fsoc's (page reads, simulated ms) and littlefs's, if it was run.
+struct MountRow {
+    files: u64,
+    fsoc: (u64, f64),
+    littlefs: Option<(u64, f64)>,
+}
+
+fn mount_rows(report: &Value) -> Vec<MountRow> {
+    let measurement = |value: &Value| (value["page_reads"].as_u64().unwrap_or(0), value["sim_us"].as_f64().unwrap_or(0.0) / 1e3);
+    let littlefs: Vec<&Value> = report["littlefs"].as_array().map(|rows| rows.iter().collect()).unwrap_or_default();
+    report["mounts"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|row| {
+                    let files = row["files"].as_u64().unwrap_or(0);
+                    let peer = littlefs.iter().find(|peer| peer["files"].as_u64() == Some(files)).map(|peer| measurement(peer));
+                    MountRow { files, fsoc: measurement(row), littlefs: peer }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Page reads per mount against file count (both log scale), fsoc and littlefs.
+fn mount_chart(rows: &[MountRow]) -> String {
+    let (width, height, margin) = (640.0, 400.0, 60.0);
+    let files_max = rows.iter().map(|row| row.files).max().unwrap_or(10).max(10) as f64;
+    let reads_max = rows
+        .iter()
+        .flat_map(|row| [Some(row.fsoc.0), row.littlefs.map(|(reads, _)| reads)])
+        .flatten()
+        .max()
+        .unwrap_or(10)
+        .max(10) as f64;
+    let x = |files: u64| margin + (files.max(1) as f64).log10() / files_max.log10() * (width - 2.0 * margin);
+    let y = |reads: u64| height - margin - (reads.max(1) as f64).log10() / reads_max.log10() * (height - 2.0 * margin);
+    let line = |points: Vec<(u64, u64)>, colour: &str, label: &str, label_y: f64| {
+        let path: Vec<String> = points.iter().map(|&(files, reads)| format!("{:.1},{:.1}", x(files), y(reads))).collect();
+        let dots: String = points
+            .iter()
+            .map(|&(files, reads)| format!("<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{reads}</text>", x(files), y(reads), x(files) + 5.0, y(reads) - 5.0))
+            .collect();
+        format!(
+            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>{dots}<text x=\"{:.1}\" y=\"{label_y}\" fill=\"{colour}\" font-size=\"13\">{label}</text>",
+            path.join(" "),
+            width - margin - 80.0
+        )
+    };
+    let fsoc = line(rows.iter().map(|row| (row.files, row.fsoc.0)).collect(), "#1f77b4", "fsoc", margin);
+    let littlefs = line(rows.iter().filter_map(|row| row.littlefs.map(|(reads, _)| (row.files, reads))).collect(), "#d62728", "littlefs", margin + 18.0);
+    let ticks: String = rows
+        .iter()
+        .map(|row| format!("<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{}</text>", x(row.files), height - margin + 18.0, row.files))
+        .collect();
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\">\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\
+         <text x=\"{margin}\" y=\"25\" font-size=\"15\">Mount cost: page reads against file count (log-log)</text>\
+         <line x1=\"{margin}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\
+         <line x1=\"{margin}\" y1=\"{margin}\" x2=\"{margin}\" y2=\"{:.1}\" stroke=\"black\"/>\
+         <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\">files</text>\
+         <text x=\"15\" y=\"{:.1}\" font-size=\"12\" transform=\"rotate(-90 15 {:.1})\">page reads per mount</text>\
+         {ticks}{fsoc}{littlefs}</svg>\n",
+        height - margin,
+        width - margin,
+        height - margin,
+        height - margin,
+        width / 2.0,
+        height - 15.0,
+        height / 2.0,
+        height / 2.0
+    )
 }

@@ -26,11 +26,12 @@ const READY_LINE: &str = "ready";
 #[derive(Subcommand)]
 pub enum MountCommand {
     /// Mounts a volume image on a directory through FUSE. Stays in the foreground until
-    /// unmounted (Ctrl-C, SIGTERM or `fusermount3 -u MOUNTPOINT`), then commits cleanly.
+    /// unmounted (Ctrl-C, SIGTERM or `fsoc umount MOUNTPOINT`), then commits cleanly.
     Mount(MountArgs),
     /// Unmounts an fsoc mount and waits until its server has committed and closed the image
     /// (after `fusermount3 -u` alone, the commit may still be running).
     Umount {
+        /// Where the volume is mounted.
         mount_point: PathBuf,
         /// Detach a busy mount now; the server commits when its last open file is closed.
         #[arg(long, short = 'l')]
@@ -43,7 +44,9 @@ pub enum MountCommand {
 
 #[derive(Args, Clone)]
 pub struct MountArgs {
+    /// The volume image (from `fsoc mkfs`); locked while mounted.
     image: PathBuf,
+    /// An empty directory to mount it on.
     mount_point: PathBuf,
     /// Detach into the background once the volume is mounted.
     #[arg(long)]
@@ -64,6 +67,11 @@ pub struct MountArgs {
     /// Print mount and unmount steps.
     #[arg(long, short = 'v')]
     verbose: bool,
+    /// Make a transaction point this often (seconds) while anything changed, so files left on
+    /// the mount survive a crash within about this time (as ext4's commit=5); 0 commits only
+    /// on fsync and unmount.
+    #[arg(long, default_value_t = 5, value_name = "SECONDS")]
+    commit_interval: u64,
 }
 
 pub fn run(command: MountCommand) -> Result<(), String> {
@@ -143,7 +151,7 @@ fn spawn_daemon(log: Option<&Path>) -> Result<(), String> {
     reader.read_to_string(&mut report).map_err(|error| format!("reading the daemon's report: {error}"))?;
     match report.trim_end() {
         line if line == READY_LINE => {
-            eprintln!("fsoc: mounted in the background (pid {}); unmount with `fusermount3 -u`", child.id());
+            eprintln!("fsoc: mounted in the background (pid {}); unmount with `fsoc umount MOUNTPOINT`", child.id());
             Ok(())
         }
         "" => Err("the mount daemon exited before mounting (run without --daemon to see why)".into()),
@@ -177,7 +185,11 @@ fn serve(arguments: &MountArgs, reporter: &mut Reporter) -> Result<(), String> {
     }
     let lock = lock_image(image, true)?;
     let fs = open_volume(image, arguments.read_only)?;
+    if let Some(damage) = fs.mount_report().damage {
+        log::warn!("{}: {damage}; run `fsoc fsck {}`", image.display(), image.display());
+    }
     let config = MountConfig {
+        commit_interval: (arguments.commit_interval > 0).then(|| std::time::Duration::from_secs(arguments.commit_interval)),
         allow_other: MountConfig::default().allow_other && !arguments.private,
         read_only: arguments.read_only,
         thread_count: arguments.threads.clamp(1, 64),
@@ -210,7 +222,7 @@ fn serve(arguments: &MountArgs, reporter: &mut Reporter) -> Result<(), String> {
         .map_err(|error| format!("cannot start the signal thread: {error}"))?;
     if !arguments.daemon && reporter.pipe.is_none() {
         eprintln!(
-            "fsoc: {} mounted on {}; unmount with Ctrl-C or `fusermount3 -u {}`",
+            "fsoc: {} mounted on {}; unmount with Ctrl-C or `fsoc umount {}`",
             image.display(),
             mount_point.display(),
             mount_point.display()
@@ -238,7 +250,14 @@ fn serve(arguments: &MountArgs, reporter: &mut Reporter) -> Result<(), String> {
 /// `fsoc umount`: `fusermount3 -u` (or `-u -z`), then waits for the server to release the
 /// image, which it does only after its final commit.
 fn unmount(mount_point: &Path, lazy: bool, timeout: std::time::Duration) -> Result<(), String> {
-    let canonical = mount_point.canonicalize().map_err(|error| format!("{}: {error}", mount_point.display()))?;
+    // A mount whose server died answers ENOTCONN: canonicalize would fail on it, so look the
+    // path up as given first.
+    let server_dead = std::fs::metadata(mount_point).err().and_then(|error| error.raw_os_error()) == Some(libc::ENOTCONN);
+    let canonical = if server_dead {
+        std::path::absolute(mount_point).map_err(|error| format!("{}: {error}", mount_point.display()))?
+    } else {
+        mount_point.canonicalize().map_err(|error| format!("{}: {error}", mount_point.display()))?
+    };
     let image = fsoc_fuse::mounted_image(&canonical)?;
     let mut command = Command::new("fusermount3");
     command.arg("-u");
@@ -257,9 +276,31 @@ fn unmount(mount_point: &Path, lazy: bool, timeout: std::time::Duration) -> Resu
                 eprintln!("fsoc: {} detached; waiting for its last open file to close", canonical.display());
             }
             wait_for_image(&image, timeout)?;
+            // "Committed" only if the server's last act was a clean-unmount commit: a server
+            // that died (or was killed) leaves the image at its last transaction point.
+            let clean = image_was_unmounted_cleanly(&image);
+            if server_dead || !clean {
+                return Err(format!(
+                    "unmounted {}, but its server {} before its final commit: {} keeps its last committed state \
+                     (changes after it are lost); check it with `fsoc fsck {}`",
+                    canonical.display(),
+                    if server_dead { "had died" } else { "stopped" },
+                    image.display(),
+                    image.display()
+                ));
+            }
             eprintln!("fsoc: unmounted {}; {} is committed and closed", canonical.display(), image.display());
+        }
+        None if server_dead => {
+            return Err(format!("unmounted {}, but its server had died before its final commit", canonical.display()));
         }
         None => eprintln!("fsoc: unmounted {} (its image name is unknown, so the final commit may still be running)", canonical.display()),
     }
     Ok(())
+}
+
+/// Whether the newest metaroot of `image` is a clean-unmount record (read-only mount: a few
+/// page reads, nothing written).
+fn image_was_unmounted_cleanly(image: &Path) -> bool {
+    open_volume(image, true).is_ok_and(|fs| fs.mount_report().clean)
 }

@@ -25,10 +25,13 @@ struct Cli {
 enum Command {
     /// Runs the simulator and file-system demo and prints a short report.
     Demo {
+        /// NAND profile: slc, mlc, tlc (seed 001 Table 1) or mlc8k (8 KiB pages).
         #[arg(long, default_value = "mlc")]
         profile: String,
-        #[arg(long, default_value_t = 4)]
+        /// Chips in the array, 1 to 64.
+        #[arg(long, default_value_t = 4, value_parser = chip_count)]
         chips: u32,
+        /// Simulator seed (bit errors, timing): the same seed gives the same run.
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
@@ -37,34 +40,54 @@ enum Command {
         #[command(subcommand)]
         command: FlashCommand,
     },
-    /// Creates an image file holding a freshly formatted fsoc volume.
+    /// Creates an image file holding a freshly formatted fsoc volume. Nothing is left behind
+    /// if it fails, and an existing image is replaced (with --force) only once the new one is
+    /// complete.
     Mkfs {
+        /// The image file to create.
         image: PathBuf,
+        /// NAND profile: slc, mlc, tlc (seed 001 Table 1) or mlc8k (8 KiB pages).
         #[arg(long, default_value = "mlc")]
         profile: String,
-        #[arg(long, default_value_t = 1)]
+        /// Chips in the volume (striped), 1 to 64.
+        #[arg(long, default_value_t = 1, value_parser = chip_count)]
         chips: u32,
-        /// Erase blocks per chip (default: enough for --size, else 512).
+        /// Erase blocks per chip (default: enough for --size, else 512 = 64 MiB per MLC chip).
         #[arg(long)]
         blocks: Option<u32>,
-        /// Volume size, e.g. 64M or 1G (sets --blocks).
+        /// Volume size with a K, M, G or T suffix, e.g. 64M or 1G (sets --blocks; default 64M
+        /// per chip for mlc). The limits depend on the profile and are stated if exceeded.
         #[arg(long)]
         size: Option<String>,
+        /// Simulator seed (bit errors, factory bad blocks): the same seed gives the same device.
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Replace an existing file.
+        /// Volume id (hex or decimal) recorded on every chip. Default: random, or derived from
+        /// SOURCE_DATE_EPOCH and --seed when that variable is set (reproducible images).
+        #[arg(long, value_parser = parse_volume_id)]
+        volume_id: Option<u64>,
+        /// Replace an existing image (refused while it is mounted or in use).
         #[arg(long)]
         force: bool,
     },
-    /// Describes a volume: geometry, usage, wear, transaction counter.
-    Info { image: PathBuf },
-    /// Checks every invariant of a volume; exit status 1 if any is violated.
-    Fsck { image: PathBuf },
+    /// Describes a volume: geometry, usage, wear, transaction counter, damage found at mount.
+    Info {
+        /// The image file (refused while it is mounted: unmount it first).
+        image: PathBuf,
+    },
+    /// Checks every invariant of a volume; exit status 1 if any is violated, 2 if it cannot
+    /// be checked.
+    Fsck {
+        /// The image file (refused while it is mounted: unmount it first).
+        image: PathBuf,
+    },
     /// Power-cut test: cut power at every flash operation of a workload and check recovery.
     Crashtest {
-        /// small-files, overwrite, rename-storm, deep-tree, fill-delete, cleaner, or all.
+        /// small-files, overwrite, rename-storm, deep-tree, fill-delete, cleaner, churn, or all
+        /// (all seven; churn alone cuts about 5,000 points and takes minutes).
         #[arg(long, default_value = "all")]
         workload: String,
+        /// Seed of the workload, the device and the sampled cut points.
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Write the result as JSON here.
@@ -76,10 +99,13 @@ enum Command {
         /// Replay a single cut point (from a failure's replay line).
         #[arg(long)]
         cut_after: Option<u64>,
+        /// NAND profile: slc, mlc, tlc or mlc8k.
         #[arg(long, default_value = "mlc")]
         profile: String,
-        #[arg(long, default_value_t = 1)]
+        /// Chips in the array, 1 to 64.
+        #[arg(long, default_value_t = 1, value_parser = chip_count)]
         chips: u32,
+        /// Erase blocks per chip (small, so workloads fill the volume and run the cleaner).
         #[arg(long, default_value_t = 40)]
         blocks: u32,
         /// Also let torn pages read back correctly once (unstable-bits hazard).
@@ -109,16 +135,23 @@ enum Command {
 enum ArrayCommand {
     /// Creates BASE.chip0 … BASE.chip{P-1} holding a freshly formatted volume.
     Mkfs {
+        /// Chip files are BASE.chip0, BASE.chip1, …
         base: PathBuf,
+        /// NAND profile: slc, mlc, tlc or mlc8k.
         #[arg(long, default_value = "mlc")]
         profile: String,
-        #[arg(long, default_value_t = 4)]
+        /// Chips (one file and one worker thread each), 1 to 16.
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=16))]
         chips: u32,
         /// Erase blocks per chip.
         #[arg(long, default_value_t = 512)]
         blocks: u32,
+        /// Simulator seed (bit errors, factory bad blocks).
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Volume id; default random, or derived from SOURCE_DATE_EPOCH and --seed when set.
+        #[arg(long, value_parser = parse_volume_id)]
+        volume_id: Option<u64>,
         /// Replace existing chip files.
         #[arg(long)]
         force: bool,
@@ -152,18 +185,23 @@ enum BenchCommand {
     /// Seed 003's file benchmark (15 samples × 133 files: create, open, delete) for fsoc and
     /// littlefs on the same simulated MLC chip.
     Fsio {
+        /// Where to write the results as JSON.
         #[arg(long)]
         json: PathBuf,
+        /// Seed of the simulated chip.
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    /// Mount cost (page reads, simulated time) against the number of files.
+    /// Mount cost (page reads, simulated time) against the number of files, fsoc beside
+    /// littlefs; prints both and their ratio.
     Mount {
         /// Comma-separated file counts.
         #[arg(long, value_delimiter = ',', default_value = "10,1000,100000")]
         files: Vec<u64>,
+        /// Also write the results as JSON here, and an SVG chart beside it (.svg).
         #[arg(long)]
-        json: PathBuf,
+        json: Option<PathBuf>,
+        /// Seed of the simulated chip.
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
@@ -173,18 +211,48 @@ enum BenchCommand {
 enum FlashCommand {
     /// Creates a new (sparse) device image.
     Create {
+        /// The image file to create.
         image: PathBuf,
+        /// NAND profile: slc, mlc, tlc or mlc8k.
         #[arg(long, default_value = "mlc")]
         profile: String,
-        #[arg(long, default_value_t = 1)]
+        /// Chips, 1 to 64.
+        #[arg(long, default_value_t = 1, value_parser = chip_count)]
         chips: u32,
+        /// Erase blocks per chip.
         #[arg(long, default_value_t = 1024)]
         blocks: u32,
+        /// Simulator seed (bit errors, factory bad blocks).
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
     /// Describes a device image: geometry, profile, chips, wear summary.
-    Info { image: PathBuf },
+    Info {
+        /// The image file.
+        image: PathBuf,
+    },
+}
+
+/// `--chips`: 1 to 64 (what the superblock allows), refused at parsing with the range.
+fn chip_count(text: &str) -> Result<u32, String> {
+    let max = fsoc_core::txn::superblock::CHIP_COUNT_MAX;
+    match text.parse::<u32>() {
+        Ok(count) if (1..=max).contains(&count) => Ok(count),
+        _ => Err(format!("{text} is not a chip count: give 1 to {max}")),
+    }
+}
+
+/// `--volume-id`: decimal or 0x-prefixed hex, not zero.
+fn parse_volume_id(text: &str) -> Result<u64, String> {
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    match parsed {
+        Ok(0) => Err("the volume id must not be 0".into()),
+        Ok(id) => Ok(id),
+        Err(_) => Err(format!("{text:?} is not a number (decimal, or hex with 0x)")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -195,8 +263,8 @@ fn main() -> ExitCode {
             flash_cmd::create(&image, &profile, chips, blocks, seed).map(|text| println!("{text}"))
         }
         Command::Flash { command: FlashCommand::Info { image } } => flash_cmd::info(&image).map(|text| println!("{text}")),
-        Command::Mkfs { image, profile, chips, blocks, size, seed, force } => {
-            volume_cmd::mkfs(&image, &profile, chips, blocks, size.as_deref(), seed, force)
+        Command::Mkfs { image, profile, chips, blocks, size, seed, volume_id, force } => {
+            volume_cmd::mkfs(&image, &volume_cmd::MkfsOptions { profile, chips, blocks, size, seed, volume_id, force })
         }
         Command::Info { image } => volume_cmd::info(&image),
         Command::Fsck { image } => match volume_cmd::fsck(&image) {
@@ -215,9 +283,9 @@ fn main() -> ExitCode {
             scaling_cmd::run(&json, quick, seed, !no_paired_page_guard)
         }
         Command::Bench { command: BenchCommand::Fsio { json, seed } } => bench_cmd::fsio(&json, seed),
-        Command::Bench { command: BenchCommand::Mount { files, json, seed } } => bench_cmd::mount(&files, &json, seed),
-        Command::Array { command: ArrayCommand::Mkfs { base, profile, chips, blocks, seed, force } } => {
-            array_cmd::mkfs(&base, &profile, chips, blocks, seed, force)
+        Command::Bench { command: BenchCommand::Mount { files, json, seed } } => bench_cmd::mount(&files, json.as_deref(), seed),
+        Command::Array { command: ArrayCommand::Mkfs { base, profile, chips, blocks, seed, volume_id, force } } => {
+            array_cmd::mkfs(&base, &profile, chips, blocks, seed, volume_id, force)
         }
         Command::Array { command: ArrayCommand::Info { base, chip_files } } => array_cmd::info(base.as_deref(), &chip_files),
         Command::Mount(command) => fuse_cmd::run(command),

@@ -43,6 +43,7 @@ const EXTRACT_DEPTH_MAX: usize = 512;
 pub enum ToolCommand {
     /// Lists a directory (or describes a file) in an image: fsoc ls [-l] [-r] IMAGE:/path
     Ls {
+        /// IMAGE:/path of a directory or file.
         target: String,
         /// Long format: mode, links, owner, group, size, modification time.
         #[arg(short = 'l', long)]
@@ -56,7 +57,10 @@ pub enum ToolCommand {
         skip_bad_names: bool,
     },
     /// Writes a file in an image to standard output: fsoc cat IMAGE:/path
-    Cat { target: String },
+    Cat {
+        /// IMAGE:/path of a file.
+        target: String,
+    },
     /// Copies local files into an image: fsoc put [-r] LOCAL... IMAGE:/path
     Put {
         /// Local sources, then the destination IMAGE:/path.
@@ -70,7 +74,9 @@ pub enum ToolCommand {
     /// written outside LOCAL: names from the image are checked, and nothing is followed
     /// through a symbolic link while extracting.
     Get {
+        /// IMAGE:/path to copy.
         source: String,
+        /// Local file or directory to copy to (into it, if it is a directory).
         destination: PathBuf,
         /// Copy a directory and everything in it.
         #[arg(short = 'r', long)]
@@ -86,6 +92,7 @@ pub enum ToolCommand {
     },
     /// Removes files from an image: fsoc rm [-r] IMAGE:/path...
     Rm {
+        /// IMAGE:/path... to remove (all in one image).
         #[arg(required = true)]
         targets: Vec<String>,
         /// Remove directories and everything in them.
@@ -94,6 +101,7 @@ pub enum ToolCommand {
     },
     /// Creates directories in an image: fsoc mkdir [-p] IMAGE:/path...
     Mkdir {
+        /// IMAGE:/path... to create (all in one image).
         #[arg(required = true)]
         targets: Vec<String>,
         /// Create missing parents; an existing directory is not an error.
@@ -101,7 +109,12 @@ pub enum ToolCommand {
         parents: bool,
     },
     /// Renames or moves within an image: fsoc mv IMAGE:/old IMAGE:/new
-    Mv { source: String, destination: String },
+    Mv {
+        /// IMAGE:/old
+        source: String,
+        /// IMAGE:/new (or an existing directory to move into)
+        destination: String,
+    },
 }
 
 pub fn run(command: ToolCommand) -> Result<(), String> {
@@ -163,7 +176,7 @@ pub fn describe_image_error(image: &Path, error: &ImageError) -> String {
             "the image file is truncated or was damaged: restore it from a copy"
         }
         ImageError::Io { .. } => "the image file cannot be read",
-        _ => "the image header is damaged: run `fsoc fsck` for details, or restore the image from a copy",
+        _ => "the image header is damaged: restore the image from a copy",
     };
     format!("{}: {error}: {hint}", image.display())
 }
@@ -174,7 +187,14 @@ pub fn describe_mount_error(image: &Path, error: &FsError) -> String {
         FsError::Io(fsoc_core::txn::TxnError::NotAVolume { .. }) => {
             "the flash image holds no fsoc volume: create one with `fsoc mkfs`".to_string()
         }
-        _ => format!("the volume is damaged: run `fsoc fsck {}` for details", image.display()),
+        // fsck cannot say more: it needs a mounted volume too. Say what is known.
+        FsError::Io(fsoc_core::txn::TxnError::NoMetaroot) => {
+            "no readable metaroot (transaction record): the volume cannot be recovered by fsoc; restore it from a copy".to_string()
+        }
+        FsError::Io(fsoc_core::txn::TxnError::ChipSet(_)) => {
+            "the chips do not form one volume (see the reason above)".to_string()
+        }
+        _ => "the volume's fixed structures are damaged beyond what mount recovers; restore it from a copy".to_string(),
     };
     format!("{}: cannot mount: {error}; {hint}", image.display())
 }
@@ -189,6 +209,7 @@ pub fn volume_config(read_only: bool) -> FsConfig {
 
 /// Opens and mounts the volume in `image`.
 pub fn open_volume(image: &Path, read_only: bool) -> Result<FileSystem<ImageFlash>, String> {
+    crate::volume_cmd::refuse_array_chip(image)?;
     let flash = SimFlash::open_image(image).map_err(|error| describe_image_error(image, &error))?;
     let mut fs = FileSystem::mount(flash, volume_config(read_only)).map_err(|error| describe_mount_error(image, &error))?;
     fs.now_ns = now_ns();
@@ -246,7 +267,10 @@ fn parse_target(text: &str) -> Result<(PathBuf, Vec<u8>), String> {
         fallback.get_or_insert((image, path));
     }
     match fallback {
-        Some((image, _)) => Err(format!("{image}: no such image file")),
+        Some((image, _)) => {
+            crate::volume_cmd::refuse_array_chip(Path::new(image))?;
+            Err(format!("{image}: no such image file"))
+        }
         None => Err(format!("{text:?}: expected IMAGE:/path (for example disk.img:/docs/a.txt)")),
     }
 }

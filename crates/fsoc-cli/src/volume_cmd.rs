@@ -20,16 +20,18 @@ fn parse_profile(name: &str) -> Result<Profile, String> {
     })
 }
 
-/// Parses sizes like 4096, 64K, 64M, 1G (binary units).
+/// Parses sizes like 4096, 64K, 64M, 1G, 2T (binary units; a trailing B or iB is accepted).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
-    let (digits, multiplier) = match text.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&text[..text.len() - 1], 1u64 << 10),
-        Some('M') => (&text[..text.len() - 1], 1 << 20),
-        Some('G') => (&text[..text.len() - 1], 1 << 30),
-        _ => (text, 1),
+    let bare = text.trim_end_matches(['b', 'B']).trim_end_matches('i');
+    let (digits, multiplier) = match bare.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&bare[..bare.len() - 1], 1u64 << 10),
+        Some('M') => (&bare[..bare.len() - 1], 1 << 20),
+        Some('G') => (&bare[..bare.len() - 1], 1 << 30),
+        Some('T') => (&bare[..bare.len() - 1], 1 << 40),
+        _ => (bare, 1),
     };
-    let value: u64 = digits.trim().parse().map_err(|_| format!("invalid size {text:?} (examples: 8M, 1G)"))?;
+    let value: u64 = digits.trim().parse().map_err(|_| format!("invalid size {text:?} (examples: 8M, 1G, 2T)"))?;
     value.checked_mul(multiplier).ok_or_else(|| format!("size {text:?} is too large"))
 }
 
@@ -40,72 +42,179 @@ fn spinner(message: &str) -> ProgressBar {
     bar
 }
 
-fn mount_image(image: &Path, read_only: bool) -> Result<FileSystem<ImageFlash>, String> {
-    let flash = SimFlash::open_image(image).map_err(|error| format!("{}: {error}", image.display()))?;
-    let mut config = FsConfig::default();
-    config.volume.read_only = read_only;
-    FileSystem::mount(flash, config).map_err(|error| {
-        let hint = match &error {
-            FsError::Io(fsoc_core::txn::TxnError::NotAVolume { .. }) => "; create one with `fsoc mkfs`",
-            _ => "; the volume may be damaged: run `fsoc fsck` for details",
-        };
-        format!("{}: cannot mount: {error}{hint}", image.display())
-    })
+/// Opens a volume for fsck or info: one rule with the image tools, so a mounted image (locked
+/// exclusively by its server) is refused instead of being read while it changes.
+fn mount_image(image: &Path) -> Result<(crate::tools_cmd::ImageLock, FileSystem<ImageFlash>), String> {
+    refuse_array_chip(image)?;
+    let lock = crate::tools_cmd::lock_image(image, false)?;
+    let fs = crate::tools_cmd::open_volume(image, true)?;
+    Ok((lock, fs))
 }
 
-pub fn mkfs(
-    image: &Path,
-    profile: &str,
-    chips: u32,
-    blocks: Option<u32>,
-    size: Option<&str>,
-    seed: u64,
-    force: bool,
-) -> Result<(), String> {
-    let profile = parse_profile(profile)?;
-    if chips == 0 || chips > 16 {
-        return Err(format!("--chips {chips}: must be 1..=16"));
+/// A chip file of an `fsoc array` volume (BASE.chipN) is one chip, not a volume image: say so
+/// and say what works on it, instead of calling it damaged.
+pub fn refuse_array_chip(image: &Path) -> Result<(), String> {
+    let name = image.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    let chip_base = name
+        .rsplit_once(".chip")
+        .filter(|(_, index)| !index.is_empty() && index.bytes().all(|byte| byte.is_ascii_digit()))
+        .map(|(base, _)| image.with_file_name(base));
+    let array_base = (!image.exists() && fsoc_array::chip_file_path(image, 0).exists()).then(|| image.to_path_buf());
+    if let Some(base) = chip_base.or(array_base) {
+        return Err(format!(
+            "{}: this is an array volume made by `fsoc array mkfs` (one file per chip); mount, fsck and the \
+             image tools work on single-file images from `fsoc mkfs`. Check the array with `fsoc array info {}`.",
+            image.display(),
+            base.display()
+        ));
     }
+    Ok(())
+}
+
+/// What `fsoc mkfs` was asked for.
+pub struct MkfsOptions {
+    pub profile: String,
+    pub chips: u32,
+    pub blocks: Option<u32>,
+    pub size: Option<String>,
+    pub seed: u64,
+    pub volume_id: Option<u64>,
+    pub force: bool,
+}
+
+/// Erase blocks per chip a volume of this profile and chip count may have: (smallest,
+/// largest), found with the format's own rule (`Volume::format_refusal`).
+fn block_count_range(profile: Profile, chips: u32) -> (u32, u32) {
+    let config = FsConfig::default().volume;
+    let refused = |blocks: u32| {
+        let geometry = profile.geometry(blocks);
+        geometry.validate().is_err()
+            || fsoc_core::txn::Volume::<ImageFlash>::format_refusal(&fsoc_core::segment::Layout::new(geometry, chips), &config).is_some()
+    };
+    let smallest = (4..4096).find(|&blocks| !refused(blocks)).unwrap_or(4096);
+    // Above the smallest, only the segment table's size limits: refusals are monotone.
+    let (mut low, mut high) = (smallest, 1u32 << 24);
+    while high - low > 1 {
+        let middle = low + (high - low) / 2;
+        if refused(middle) {
+            high = middle;
+        } else {
+            low = middle;
+        }
+    }
+    (smallest, low)
+}
+
+fn size_text(bytes: u64) -> String {
+    match bytes {
+        bytes if bytes >= 1 << 40 => format!("{:.1}T", bytes as f64 / (1u64 << 40) as f64),
+        bytes if bytes >= 1 << 30 => format!("{:.1}G", bytes as f64 / (1u64 << 30) as f64),
+        bytes if bytes >= 1 << 20 => format!("{:.1}M", bytes as f64 / (1u64 << 20) as f64),
+        bytes => format!("{}K", bytes >> 10),
+    }
+}
+
+/// The volume id for a new volume: given, or reproducible from SOURCE_DATE_EPOCH and the
+/// seed, or random (so two volumes made with the same seed never pass each other's chip-set
+/// check).
+pub fn new_volume_id(given: Option<u64>, seed: u64) -> Result<u64, String> {
+    if let Some(id) = given {
+        return Ok(id);
+    }
+    if let Some(epoch) = source_date_epoch()? {
+        return Ok(fsoc_media::rng::hash64(epoch, seed, 0x766f_6c75_6d65, 0).max(1));
+    }
+    let mut bytes = [0u8; 8];
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut bytes))
+        .map_err(|error| format!("/dev/urandom: {error} (give --volume-id)"))?;
+    Ok(u64::from_le_bytes(bytes).max(1))
+}
+
+/// SOURCE_DATE_EPOCH (reproducible builds), if set.
+fn source_date_epoch() -> Result<Option<u64>, String> {
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(text) => text.trim().parse().map(Some).map_err(|_| format!("SOURCE_DATE_EPOCH={text:?} is not a number of seconds")),
+        Err(_) => Ok(None),
+    }
+}
+
+pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
+    let profile = parse_profile(&options.profile)?;
+    let chips = options.chips;
     let block_bytes = profile.geometry(1).block_data_bytes();
-    let blocks = match (blocks, size) {
+    let (blocks_min, blocks_max) = block_count_range(profile, chips);
+    let blocks = match (options.blocks, options.size.as_deref()) {
         (Some(_), Some(_)) => return Err("give --blocks or --size, not both".into()),
         (Some(blocks), None) => blocks,
         (None, Some(size)) => {
             let bytes = parse_size(size)?;
             let per_chip = bytes / u64::from(chips);
-            u32::try_from(per_chip.div_ceil(block_bytes)).map_err(|_| format!("--size {size} is too large"))?
+            u32::try_from(per_chip.div_ceil(block_bytes)).unwrap_or(u32::MAX)
         }
         (None, None) => 512,
     };
-    if image.exists() {
-        if !force {
+    if !(blocks_min..=blocks_max).contains(&blocks) {
+        let volume_bytes = |blocks: u32| u64::from(blocks) * u64::from(chips) * block_bytes;
+        return Err(format!(
+            "{}: a {} volume on {chips} chip(s) must be {} to {} ({blocks_min} to {blocks_max} erase blocks of {} KiB \
+             per chip); {} was asked for",
+            image.display(),
+            profile.name(),
+            size_text(volume_bytes(blocks_min)),
+            size_text(volume_bytes(blocks_max)),
+            block_bytes / 1024,
+            size_text(volume_bytes(blocks))
+        ));
+    }
+    // Never touch a mounted or busy image; keep the old one until the new one is complete.
+    let _lock = if image.exists() {
+        if !options.force {
             return Err(format!("{} exists; pass --force to replace it", image.display()));
         }
-        std::fs::remove_file(image).map_err(|error| format!("{}: {error}", image.display()))?;
-    }
+        Some(crate::tools_cmd::lock_image(image, true)?)
+    } else {
+        None
+    };
+    let volume_id = new_volume_id(options.volume_id, options.seed)?;
+    let now_ns = match source_date_epoch()? {
+        Some(epoch) => epoch.saturating_mul(1_000_000_000),
+        None => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64),
+    };
+    let file_name = image.file_name().ok_or_else(|| format!("{}: not a file name", image.display()))?;
+    let temporary = image.with_file_name(format!(".{}.mkfs-{}", file_name.to_string_lossy(), std::process::id()));
     let bar = spinner("formatting");
-    let config = SimConfig::new(profile, chips, blocks, seed);
-    let flash = SimFlash::create_image(image, config).map_err(|error| format!("{}: {error}", image.display()))?;
-    let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64);
-    let fs = FileSystem::format_at(flash, FsConfig::default(), seed, now_ns).map_err(|error| format!("format: {error}"))?;
-    let mut flash = fs.unmount().map_err(|error| format!("unmount: {error}"))?;
-    flash.flush().map_err(|error| format!("flush: {error}"))?;
+    let result = (|| {
+        let config = SimConfig::new(profile, chips, blocks, options.seed);
+        let flash = SimFlash::create_image(&temporary, config).map_err(|error| format!("{}: {error}", image.display()))?;
+        let fs = FileSystem::format_at(flash, FsConfig::default(), volume_id, now_ns).map_err(|error| format!("format: {error}"))?;
+        let mut flash = fs.unmount().map_err(|error| format!("unmount: {error}"))?;
+        flash.flush().map_err(|error| format!("flush: {error}"))?;
+        drop(flash);
+        std::fs::rename(&temporary, image).map_err(|error| format!("{}: {error}", image.display()))
+    })();
     bar.finish_and_clear();
+    if let Err(message) = result {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(message);
+    }
     let capacity = u64::from(chips) * u64::from(blocks) * block_bytes;
     println!(
-        "formatted {}: {} ({} chips × {} blocks × {} KiB), {:.1} MiB raw",
+        "formatted {}: {} ({} chips × {} blocks × {} KiB), {:.1} MiB raw, volume id {:#018x}",
         image.display(),
         profile.name(),
         chips,
         blocks,
         block_bytes / 1024,
-        capacity as f64 / (1 << 20) as f64
+        capacity as f64 / (1 << 20) as f64,
+        volume_id
     );
     Ok(())
 }
 
 pub fn info(image: &Path) -> Result<(), String> {
-    let mut fs = mount_image(image, true)?;
+    let (_lock, mut fs) = mount_image(image)?;
     let report = fs.mount_report();
     let statfs = fs.statfs().map_err(|error| format!("statfs: {error}"))?;
     let layout = fs.volume.layout();
@@ -124,6 +233,9 @@ pub fn info(image: &Path) -> Result<(), String> {
     println!("segments          {} ({} pages each), {} retired", layout.segment_count(), layout.pages_per_segment(), table.retired_segment_count());
     println!("commit counter    {}", report.commit_counter);
     println!("last unmount      {}", if report.clean { "clean" } else { "unclean (recovered at mount)" });
+    if let Some(damage) = report.damage {
+        println!("damage            {damage}");
+    }
     println!("mount page reads  {}", report.page_reads);
     println!(
         "space             {} of {} pages used ({:.1}%), {} free",
@@ -138,7 +250,7 @@ pub fn info(image: &Path) -> Result<(), String> {
 }
 
 pub fn fsck(image: &Path) -> Result<bool, String> {
-    let mut fs = mount_image(image, true)?;
+    let (_lock, mut fs) = mount_image(image)?;
     let bar = spinner("checking");
     let report = fs.fsck(true).map_err(|error| format!("fsck: {error}"))?;
     bar.finish_and_clear();
@@ -210,6 +322,10 @@ pub fn crashtest(
         let bar = ProgressBar::new(0);
         bar.set_style(ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} cuts ({eta})").expect("valid template").progress_chars("=> "));
         bar.set_message(workload.name());
+        if bar.is_hidden() {
+            // No terminal for the bar: a line per workload still shows the run is moving.
+            eprintln!("{}: cutting power at every flash operation…", workload.name());
+        }
         let report = crash_test(workload, &config, &mut |done, total| {
             bar.set_length(total);
             bar.set_position(done);

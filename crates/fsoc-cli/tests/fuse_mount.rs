@@ -344,7 +344,8 @@ fn bad_input_is_refused_with_a_clear_message() {
     let damaged = directory.join("damaged.img");
     fs::copy(&volume.image, &damaged).expect("copy");
     damage_metaroots(&damaged);
-    refuse(&["mount", damaged.to_str().expect("utf-8"), mount_point], "fsoc fsck");
+    // fsck cannot check what does not mount, so the message says what can be done instead.
+    refuse(&["mount", damaged.to_str().expect("utf-8"), mount_point], "restore it from a copy");
     refuse(&["mount", "/nonexistent/volume.img", mount_point], "volume.img");
     // Mount point missing, not a directory, busy.
     refuse(&["mount", volume.image_arg(), directory.join("missing").to_str().expect("utf-8")], "does not exist");

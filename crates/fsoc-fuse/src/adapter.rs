@@ -44,7 +44,12 @@ impl<F: Flash> FsocFuse<F> {
 }
 
 fn fs_error(error: FsError) -> Errno {
-    errno(&error)
+    let answer = errno(&error);
+    if answer == Errno::EIO {
+        // The caller sees only EIO: the log keeps the cause (which file, which record).
+        log::error!("answering EIO: {error}");
+    }
+    answer
 }
 
 /// Creates `parent/name` for the caller and returns its inode and attributes.

@@ -18,7 +18,11 @@ impl log::Log for StderrLogger {
         // fuser warns about requests it answers by default (unimplemented calls, an unmount
         // attempt after the kernel already unmounted): routine for this mount, so shown only
         // with the informational lines.
-        let level = if record.target().starts_with("fuser") && record.level() == log::Level::Warn {
+        let from_fuser = record.target().starts_with("fuser");
+        // After `fusermount3 -u` the kernel has already dropped the mount, so fuser's own
+        // unmount on shutdown fails with EINVAL: routine on every clean unmount, not an error.
+        let routine_unmount = from_fuser && record.args().to_string().starts_with("Failed to umount filesystem");
+        let level = if from_fuser && (record.level() == log::Level::Warn || routine_unmount) {
             log::Level::Info
         } else {
             record.level()

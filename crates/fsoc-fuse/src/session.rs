@@ -8,7 +8,9 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use fsoc_core::FileSystem;
 use fsoc_media::Flash;
@@ -34,11 +36,24 @@ pub struct MountConfig {
     pub thread_count: usize,
     /// What the mount table shows as the source: `fsoc`, or `fsoc:IMAGE` (see `source_for`).
     pub source: String,
+    /// A transaction point this often when something changed (ext4's `commit=5`, Reliance
+    /// Edge's timer trigger), so work left on the mount survives a crash of the host within
+    /// about this time; `None` commits only on fsync, explicit transact and unmount.
+    pub commit_interval: Option<Duration>,
 }
+
+/// Default periodic transaction point of a mount.
+pub const COMMIT_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
 
 impl Default for MountConfig {
     fn default() -> Self {
-        MountConfig { allow_other: is_root(), read_only: false, thread_count: 2, source: FS_NAME.into() }
+        MountConfig {
+            allow_other: is_root(),
+            read_only: false,
+            thread_count: 2,
+            source: FS_NAME.into(),
+            commit_interval: Some(COMMIT_INTERVAL_DEFAULT),
+        }
     }
 }
 
@@ -170,6 +185,8 @@ pub struct Mount<F: Flash + Send + 'static> {
     session: Session<FsocFuse<F>>,
     lock: Arc<VolumeLock<F>>,
     mount_point: PathBuf,
+    commit_interval: Option<Duration>,
+    read_only: bool,
 }
 
 impl<F: Flash + Send + 'static> Mount<F> {
@@ -191,7 +208,7 @@ impl<F: Flash + Send + 'static> Mount<F> {
                 _ => MountError::Io { path: mount_point.clone(), source },
             }
         })?;
-        Ok(Mount { session, lock, mount_point })
+        Ok(Mount { session, lock, mount_point, commit_interval: config.commit_interval, read_only: config.read_only })
     }
 
     pub fn mount_point(&self) -> &Path {
@@ -206,10 +223,22 @@ impl<F: Flash + Send + 'static> Mount<F> {
     /// Serves requests until the volume is unmounted (`fusermount3 -u`, `umount`, or an
     /// `Unmounter`), then returns the file system for the caller's clean unmount.
     pub fn run(self) -> Result<Served<F>, MountError> {
-        let Mount { session, lock, .. } = self;
+        let Mount { session, lock, commit_interval, read_only, .. } = self;
+        let committer = match commit_interval.filter(|interval| !interval.is_zero() && !read_only) {
+            Some(interval) => Some(PeriodicCommitter::start(Arc::downgrade(&lock), interval).map_err(|source| MountError::Io {
+                path: PathBuf::from("(periodic commit thread)"),
+                source,
+            })?),
+            None => None,
+        };
         let session_error = session.run().err();
         if let Some(error) = &session_error {
             log::error!("FUSE session ended with an error: {error}");
+        }
+        // The committer holds the volume only while it commits: stop it before taking the
+        // volume back for the final commit.
+        if let Some(committer) = committer {
+            committer.stop();
         }
         let lock = Arc::try_unwrap(lock).map_err(|_| MountError::StillReferenced)?;
         let state = lock.into_state();
@@ -221,6 +250,50 @@ impl<F: Flash + Send + 'static> Mount<F> {
     pub fn spawn(self) -> io::Result<BackgroundMount<F>> {
         let thread = std::thread::Builder::new().name("fsoc-fuse".into()).spawn(move || self.run())?;
         Ok(BackgroundMount { thread })
+    }
+}
+
+/// A thread that makes a transaction point every `interval` while the volume has uncommitted
+/// changes (a delta commit: one page program). It holds only a weak reference, so it never
+/// keeps the volume alive, and it runs each commit under the volume lock like any request.
+struct PeriodicCommitter {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl PeriodicCommitter {
+    fn start<F: Flash + Send + 'static>(lock: Weak<VolumeLock<F>>, interval: Duration) -> io::Result<PeriodicCommitter> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new().name("fsoc-commit".into()).spawn(move || {
+            while !stopped.load(Ordering::Acquire) {
+                std::thread::park_timeout(interval);
+                if stopped.load(Ordering::Acquire) {
+                    return;
+                }
+                let Some(lock) = lock.upgrade() else { return };
+                let result = lock.run("periodic commit", |state| {
+                    if state.fs.has_uncommitted_changes() {
+                        state.fs.commit_for_sync().map_err(|error| {
+                            log::error!("periodic commit failed: {error}");
+                            crate::attributes::errno(&error)
+                        })?;
+                    }
+                    Ok(())
+                });
+                drop(lock);
+                if result.is_err() {
+                    return; // the volume answers EIO from now on; nothing more to commit
+                }
+            }
+        })?;
+        Ok(PeriodicCommitter { stop, thread })
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        let _ = self.thread.join();
     }
 }
 

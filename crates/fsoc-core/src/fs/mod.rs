@@ -293,6 +293,12 @@ impl<F: Flash> FileSystem<F> {
         Ok(())
     }
 
+    /// Whether anything changed since the last transaction point (what a periodic commit, an
+    /// fsync or a clean unmount would make durable).
+    pub fn has_uncommitted_changes(&self) -> bool {
+        self.delta.changed
+    }
+
     pub fn commit_counter(&self) -> u64 {
         self.volume.commit_counter()
     }

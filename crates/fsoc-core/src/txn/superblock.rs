@@ -13,6 +13,9 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const SUPERBLOCK_BYTES: usize = 64;
 const CHECKSUM_OFFSET: usize = 60;
 
+/// Most chips a volume may span (docs/FORMAT.md, "Superblock").
+pub const CHIP_COUNT_MAX: u32 = 64;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Superblock {
     pub geometry: Geometry,
@@ -83,7 +86,7 @@ impl Superblock {
         if geometry.validate().is_err() {
             return Err(DecodeError::InvalidField { structure: "superblock", field: "geometry", value: 0 });
         }
-        if chip_count == 0 || chip_count > 64 || chip_index >= chip_count {
+        if chip_count == 0 || chip_count > CHIP_COUNT_MAX || chip_index >= chip_count {
             return Err(DecodeError::InvalidField { structure: "superblock", field: "chip_index", value: u64::from(chip_index) });
         }
         if metaroot_area_count != 3 || first_log_segment != 4 {

@@ -172,6 +172,23 @@ impl<F: Flash> Volume<F> {
         (2 + commit_segments).max(layout.log_segment_count() / 20)
     }
 
+    /// Why a volume of this layout cannot be formatted, if it cannot (so tools can find the
+    /// smallest and largest sizes before they create anything).
+    pub fn format_refusal(layout: &Layout, config: &VolumeConfig) -> Option<&'static str> {
+        let table_pages = SegmentTable::page_count_for(layout.segment_count(), layout.page_size_bytes()) as usize;
+        if layout.chip_count == 0 || layout.chip_count > crate::txn::superblock::CHIP_COUNT_MAX {
+            return Some("chip count outside 1..=64");
+        }
+        if table_pages > Metaroot::table_pages_max(layout.page_size_bytes()) {
+            return Some("too many blocks: the segment table does not fit a metaroot");
+        }
+        let reserve = Self::reserve_segments_for(layout, config);
+        if layout.log_segment_count() < reserve + 4 {
+            return Some("too few blocks for the log and its reserve");
+        }
+        None
+    }
+
     /// Writes an empty volume: superblocks, an empty segment table, two empty trees and the
     /// first metaroot. The caller (fs layer) then inserts the root directory and commits.
     pub fn format(flash: F, config: VolumeConfig, volume_id: u64) -> Result<Volume<F>, TxnError> {
@@ -179,13 +196,8 @@ impl<F: Flash> Volume<F> {
         let layout = device.layout;
         let geometry = layout.geometry;
         geometry.validate().map_err(|reason| TxnError::CannotFormat { reason })?;
-        let table_pages = SegmentTable::page_count_for(layout.segment_count(), layout.page_size_bytes()) as usize;
-        if table_pages > Metaroot::table_pages_max(layout.page_size_bytes()) {
-            return Err(TxnError::CannotFormat { reason: "too many blocks: the segment table does not fit a metaroot" });
-        }
-        let reserve = Self::reserve_segments_for(&layout, &config);
-        if layout.log_segment_count() < reserve + 4 {
-            return Err(TxnError::CannotFormat { reason: "too few blocks for the log and its reserve" });
+        if let Some(reason) = Self::format_refusal(&layout, &config) {
+            return Err(TxnError::CannotFormat { reason });
         }
         for segment_index in [SUPERBLOCK_SEGMENT].into_iter().chain(METAROOT_SEGMENTS) {
             for block in layout.blocks_of_segment(segment_index) {
@@ -245,7 +257,7 @@ impl<F: Flash> Volume<F> {
         };
         log.close_open_segments();
         let mut config = config;
-        config.reserve_segments = reserve;
+        config.reserve_segments = Self::reserve_segments_for(&layout, &config);
         let mut volume = Volume {
             log,
             directory: Tree::new_empty(Self::tree_config(&config, DIRECTORY_TREE_ID)),

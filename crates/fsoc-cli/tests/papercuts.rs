@@ -1,0 +1,184 @@
+//! CLI contracts for the papercuts new users found (issue 14, point 9): each finding, the
+//! command that showed it, and what the command must do now. Mount tests need root and
+//! /dev/fuse, as fuse_mount.rs.
+
+mod support;
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use support::{fsoc, run, Volume, FSOC};
+
+fn text(output: &support::Output) -> String {
+    output.text()
+}
+
+/// `demo --chips 65` and `crashtest --chips 65` are refused at parsing with the range, not
+/// run into a corrupt superblock.
+#[test]
+fn chip_counts_out_of_range_are_refused_with_the_range() {
+    for command in [&["demo", "--chips", "65"][..], &["crashtest", "--chips", "65", "--workload", "small-files"], &["mkfs", "x.img", "--chips", "0"]] {
+        let output = fsoc(command);
+        assert_eq!(output.status.code(), Some(2), "{command:?}: {}", text(&output));
+        assert!(output.stderr.contains("1 to 64"), "{command:?}: {}", text(&output));
+        assert!(!output.stderr.contains("corrupt"), "{command:?}: {}", text(&output));
+    }
+}
+
+/// A failed mkfs leaves nothing behind and states the limits in user terms; T works.
+#[test]
+fn mkfs_failures_leave_nothing_and_state_the_limits() {
+    let directory = tempfile::tempdir().expect("tempdir");
+    let image = directory.path().join("small.img");
+    let image_arg = image.to_str().expect("utf-8");
+    for size in ["512K", "1T"] {
+        let output = fsoc(&["mkfs", image_arg, "--size", size]);
+        assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+        assert!(output.stderr.contains("must be 1.9M to 7.7G"), "{size}: {}", text(&output));
+        assert!(!output.stderr.contains("block_count"), "internal terms: {}", text(&output));
+        assert!(fs::read_dir(directory.path()).expect("read_dir").next().is_none(), "{size}: mkfs left a file behind");
+    }
+    let output = fsoc(&["mkfs", image_arg, "--size", "2M"]);
+    assert!(output.status.success(), "a retry needs no --force: {}", text(&output));
+    assert!(fsoc(&["fsck", image_arg]).status.success());
+}
+
+/// Volume ids are random, so two volumes made with the same seed differ; with
+/// SOURCE_DATE_EPOCH (or --volume-id) they are reproducible.
+#[test]
+fn volume_ids_are_unique_unless_reproducibility_is_asked_for() {
+    let directory = tempfile::tempdir().expect("tempdir");
+    let volume_id = |name: &str, epoch: Option<&str>, extra: &[&str]| {
+        let image = directory.path().join(name);
+        let mut command = Command::new(FSOC);
+        command.args(["mkfs", image.to_str().expect("utf-8"), "--size", "4M", "--seed", "7"]).args(extra);
+        match epoch {
+            Some(epoch) => command.env("SOURCE_DATE_EPOCH", epoch),
+            None => command.env_remove("SOURCE_DATE_EPOCH"),
+        };
+        let output = run(&mut command, Duration::from_secs(60));
+        assert!(output.status.success(), "{}", text(&output));
+        let info = fsoc(&["info", image.to_str().expect("utf-8")]);
+        info.stdout.lines().find(|line| line.starts_with("volume id")).expect("volume id line").to_string()
+    };
+    assert_ne!(volume_id("a.img", None, &[]), volume_id("b.img", None, &[]), "same seed, same id");
+    assert_eq!(volume_id("c.img", Some("1700000000"), &[]), volume_id("d.img", Some("1700000000"), &[]));
+    assert!(volume_id("e.img", None, &["--volume-id", "0x1234"]).contains("0x0000000000001234"));
+}
+
+/// A chip file of `fsoc array mkfs` is named for what it is, with the command that works.
+#[test]
+fn array_chip_files_are_recognised() {
+    let directory = tempfile::tempdir().expect("tempdir");
+    let base = directory.path().join("array");
+    let base_arg = base.to_str().expect("utf-8");
+    assert!(fsoc(&["array", "mkfs", base_arg, "--chips", "2", "--blocks", "32"]).status.success());
+    let chip = format!("{base_arg}.chip0");
+    for command in [vec!["fsck", chip.as_str()], vec!["info", chip.as_str()], vec!["ls", &format!("{base_arg}:/")]] {
+        let output = fsoc(&command);
+        assert_eq!(output.status.code(), Some(2), "{command:?}: {}", text(&output));
+        assert!(output.stderr.contains("fsoc array info"), "{command:?}: {}", text(&output));
+        assert!(!output.stderr.contains("damaged"), "{command:?}: {}", text(&output));
+    }
+    assert!(fsoc(&["array", "info", base_arg]).status.success());
+}
+
+/// Help texts describe options: profile values, chip ranges, defaults, every workload.
+#[test]
+fn options_are_described() {
+    let mkfs = fsoc(&["mkfs", "--help"]).stdout;
+    for expected in ["slc, mlc, tlc", "1 to 64", "64M", "SOURCE_DATE_EPOCH"] {
+        assert!(mkfs.contains(expected), "mkfs --help lacks {expected:?}:\n{mkfs}");
+    }
+    let crashtest = fsoc(&["crashtest", "--help"]).stdout;
+    assert!(crashtest.contains("churn"), "crashtest --help omits churn:\n{crashtest}");
+    let mount = fsoc(&["mount", "--help"]).stdout;
+    assert!(mount.contains("--commit-interval"), "{mount}");
+}
+
+/// `bench mount` runs without --json, prints fsoc and littlefs with their ratio, and writes a
+/// chart beside the JSON when asked.
+#[test]
+fn bench_mount_prints_both_file_systems_and_charts() {
+    let output = fsoc(&["bench", "mount", "--files", "10,100"]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(output.stdout.contains("littlefs reads") && output.stdout.contains("reads ratio"), "{}", output.stdout);
+    let directory = tempfile::tempdir().expect("tempdir");
+    let json = directory.path().join("mount.json");
+    assert!(fsoc(&["bench", "mount", "--files", "10", "--json", json.to_str().expect("utf-8")]).status.success());
+    let chart = fs::read_to_string(json.with_extension("svg")).expect("chart beside the JSON");
+    assert!(chart.starts_with("<svg") && chart.contains("littlefs"));
+}
+
+/// fsck's own failure does not send the user to fsck.
+#[test]
+fn fsck_does_not_refer_to_itself() {
+    let directory = tempfile::tempdir().expect("tempdir");
+    let image = directory.path().join("flash-only.img");
+    let image_arg = image.to_str().expect("utf-8");
+    assert!(fsoc(&["flash", "create", image_arg, "--blocks", "64"]).status.success());
+    let output = fsoc(&["fsck", image_arg]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(!output.stderr.contains("run `fsoc fsck"), "{}", text(&output));
+    assert!(output.stderr.contains("fsoc mkfs"), "{}", text(&output));
+}
+
+/// One rule for a mounted image: fsck, info, ls and mkfs --force all refuse it, and the mount
+/// keeps working.
+#[test]
+fn a_mounted_image_is_refused_by_every_command() {
+    let volume = Volume::new("16M");
+    let mounted = volume.mount();
+    fs::write(mounted.path("kept"), b"kept").expect("write");
+    for command in [
+        vec!["fsck", volume.image_arg()],
+        vec!["info", volume.image_arg()],
+        vec!["ls", &format!("{}:/", volume.image_arg())],
+        vec!["mkfs", volume.image_arg(), "--size", "16M", "--force"],
+    ] {
+        let output = fsoc(&command);
+        assert_eq!(output.status.code(), Some(2), "{command:?}: {}", text(&output));
+        assert!(output.stderr.contains("in use"), "{command:?}: {}", text(&output));
+    }
+    assert_eq!(fs::read(mounted.path("kept")).expect("the mount still works"), b"kept");
+    mounted.unmount();
+    volume.fsck();
+}
+
+/// The daemon says how to unmount with fsoc; a clean unmount logs nothing alarming; files left
+/// on the mount survive a kill -9 after the commit interval; and `fsoc umount` of a dead
+/// server says so and fails.
+#[test]
+fn daemon_periodic_commit_and_a_dead_server() {
+    let volume = Volume::new("16M");
+    let log = volume.directory.path().join("mount.log");
+    let mount_point = volume.mount_point.to_str().expect("utf-8");
+    let daemon = |extra: &[&str]| {
+        let output = fsoc(&[&["mount", "--daemon", "--log", log.to_str().expect("utf-8"), volume.image_arg(), mount_point][..], extra].concat());
+        assert!(output.status.success(), "{}", text(&output));
+        output
+    };
+    let output = daemon(&[]);
+    assert!(output.stderr.contains("fsoc umount"), "{}", text(&output));
+    assert!(!output.stderr.contains("fusermount3 -u"), "{}", text(&output));
+    let output = fsoc(&["umount", mount_point]);
+    assert!(output.status.success() && output.stderr.contains("committed and closed"), "{}", text(&output));
+    let logged = fs::read_to_string(&log).unwrap_or_default();
+    assert!(!logged.contains("Failed to umount"), "a clean unmount logged:\n{logged}");
+
+    daemon(&["--commit-interval", "1"]);
+    fs::write(volume.mount_point.join("left-alone"), b"written, never fsynced").expect("write");
+    std::thread::sleep(Duration::from_millis(2500));
+    let killed = Command::new("pkill").args(["-9", "-f", &format!("fsoc mount.*{mount_point}")]).status().expect("pkill");
+    assert!(killed.success(), "the mount server was not found");
+    std::thread::sleep(Duration::from_millis(300));
+    let output = fsoc(&["umount", mount_point]);
+    assert_eq!(output.status.code(), Some(2), "umount of a dead server: {}", text(&output));
+    assert!(output.stderr.contains("died"), "{}", text(&output));
+    assert!(!output.stderr.contains("committed and closed"), "{}", text(&output));
+    let output = fsoc(&["cat", &format!("{}:/left-alone", volume.image_arg())]);
+    assert_eq!(output.stdout, "written, never fsynced", "the periodic commit did not make it durable: {}", text(&output));
+    assert!(Path::new(&volume.image).exists());
+}
