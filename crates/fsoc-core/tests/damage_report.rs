@@ -79,3 +79,23 @@ fn an_undamaged_clean_volume_reports_no_damage() {
     assert_eq!(fs.mount_report().damage, None);
     assert!(fs.mount_report().clean);
 }
+
+/// A lost superblock copy is reported: mount names the first copy of chip 0 when it had to
+/// use the second; fsck reads both copies of every chip and names any that is lost.
+#[test]
+fn a_lost_superblock_copy_is_reported() {
+    for copy in [0u32, 1] {
+        let (mut flash, _) = cleanly_unmounted_volume();
+        destroy(&mut flash, PageAddress::new(0, 0, copy));
+        let read_only = FsConfig { volume: fsoc_core::VolumeConfig { read_only: true, ..Default::default() }, ..Default::default() };
+        let mut fs = FileSystem::mount(flash, read_only).expect("mount with one superblock copy");
+        let expected_damage = if copy == 0 { Some(MountDamage::SuperblockCopyLost) } else { None };
+        assert_eq!(fs.mount_report().damage, expected_damage, "copy {copy}");
+        let report = fs.fsck(false).expect("fsck");
+        assert!(
+            report.violations.iter().any(|violation| violation.contains(&format!("superblock copy {copy} of chip 0"))),
+            "copy {copy}: {:?}",
+            report.violations
+        );
+    }
+}

@@ -61,6 +61,34 @@ impl Violations {
 }
 
 impl<F: Flash> FileSystem<F> {
+    /// Both superblock copies of every chip must read back and agree with the one mount used
+    /// (mount reads one copy per chip, so a lost copy would otherwise go unnoticed).
+    fn check_superblock_copies(&mut self, violations: &mut Violations) {
+        let layout = self.volume.layout();
+        let mounted = self.volume.superblock;
+        let mut buffer = Vec::new();
+        for chip_index in 0..layout.chip_count {
+            for copy in 0..2 {
+                let address = layout.address(crate::segment::layout::SUPERBLOCK_SEGMENT, chip_index + copy * layout.chip_count);
+                let problem = match self.volume.log.device.read(address, &mut buffer) {
+                    Err(error) => Some(format!("unreadable ({error})")),
+                    Ok(fsoc_media::ReadStatus::Uncorrectable) => Some(String::from("unreadable (uncorrectable)")),
+                    Ok(fsoc_media::ReadStatus::Erased) => Some(String::from("erased")),
+                    Ok(_) => match crate::txn::Superblock::decode(&buffer) {
+                        Err(error) => Some(format!("undecodable ({error})")),
+                        Ok(found) if found.volume_id != mounted.volume_id || found.chip_index != chip_index => {
+                            Some(String::from("belongs to another volume or chip"))
+                        }
+                        Ok(_) => None,
+                    },
+                };
+                if let Some(problem) = problem {
+                    violations.push(format!("superblock copy {copy} of chip {chip_index}: {problem}"));
+                }
+            }
+        }
+    }
+
     /// Checks the working state (after a mount, the committed one). `expect_no_orphans`: set
     /// after a clean unmount/mount, when no file may be unlinked-but-open.
     ///
@@ -73,6 +101,7 @@ impl<F: Flash> FileSystem<F> {
         if let Some(damage) = self.volume.mount_report.damage {
             violations.push(format!("metaroot: {damage}"));
         }
+        self.check_superblock_copies(&mut violations);
         // An unreadable segment table is a violation; the trees are still checked.
         let table_loaded = match self.volume.ensure_table_loaded() {
             Ok(()) => true,
