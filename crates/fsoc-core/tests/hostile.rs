@@ -464,3 +464,20 @@ fn crafting_encodings_match_the_format() {
     let value = extent_value(0x1234, 7);
     assert_eq!(Extent::decode(5, &value).expect("decode"), Extent { first_page: 5, address: fsoc_core::address::LogAddress(0x1234), page_count: 7 });
 }
+
+/// A segment-table page that does not read back makes fsck report a violation and go on
+/// checking the trees, instead of failing with an I/O error (second-user finding).
+#[test]
+fn an_unreadable_segment_table_page_is_a_violation() {
+    let (fs, _) = volume();
+    let mut fs = seal(fs);
+    let pointer = fs.volume.committed().segment_table[0];
+    let page = fs.volume.layout().physical(pointer.address);
+    let mut flash = fs.into_flash_without_commit();
+    flash.inject_bit_flips(page, 400).expect("inject");
+    let read_only = FsConfig { volume: fsoc_core::VolumeConfig { read_only: true, ..Default::default() }, ..Default::default() };
+    let mut fs = FileSystem::mount(flash, read_only).expect("mount reads no table page");
+    let report = fs.fsck(false).expect("fsck reports instead of failing");
+    assert!(report.violations.iter().any(|violation| violation.starts_with("segment table")), "{:?}", report.violations);
+    assert!(report.files >= 3, "the trees were still checked: {report:?}");
+}
