@@ -7,6 +7,7 @@
 //! bounded by the height: a child's level must be its parent's minus one, so a cycle of corrupt
 //! pointers ends in `TreeError::Corrupt`.
 
+use alloc::collections::BTreeSet;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
@@ -174,14 +175,6 @@ pub struct TreeCounters {
     pub nodes_written: u64,
     /// Pages read through the store, cache misses and `check` included.
     pub pages_read: u64,
-}
-
-/// State of a `Tree::check` walk.
-struct CheckWalk<'a> {
-    stats: TreeStats,
-    previous_key: Option<Vec<u8>>,
-    visit_node: &'a mut dyn FnMut(LogAddress),
-    visit_entry: &'a mut EntryVisitor<'a>,
 }
 
 /// A copy-on-write B+tree of byte keys and byte values (see the `btree` module documentation).
@@ -1015,29 +1008,72 @@ impl Tree {
         }
     }
 
+    /// Writes the dirty subtree at `root` children first. Iterative: the explicit stack holds
+    /// one dirty node per level (each child is one level below its parent), so its depth is at
+    /// most the height whatever the tree holds.
     fn flush_node(
+        &mut self,
+        store: &mut dyn NodeStore,
+        root: DirtyId,
+        node_size_bytes: usize,
+    ) -> Result<PagePointer, TreeError> {
+        // (dirty node, index of the next branch to look at for a dirty child)
+        let mut stack: Vec<(DirtyId, usize)> = Vec::with_capacity(usize::from(self.height));
+        stack.push((root, 0));
+        loop {
+            let Some(&(id, next_index)) = stack.last() else {
+                panic!("flush stack emptied before the root was written");
+            };
+            let dirty_child = match &self.dirty.get(id).entries {
+                NodeEntries::Leaf(_) => None,
+                NodeEntries::Internal(branches) => branches
+                    .iter()
+                    .enumerate()
+                    .skip(next_index)
+                    .find_map(|(index, branch)| match branch.child {
+                        Child::Dirty(child) => Some((index, child)),
+                        Child::OnFlash(_) => None,
+                    }),
+            };
+            if let Some((child_index, child)) = dirty_child {
+                if let Some(top) = stack.last_mut() {
+                    top.1 = child_index + 1;
+                }
+                stack.push((child, 0));
+                assert!(
+                    stack.len() <= usize::from(self.height),
+                    "dirty nodes deeper than the height {}",
+                    self.height
+                );
+                continue;
+            }
+            // Every child is on flash now: write this node and record it in its parent.
+            let pointer = self.write_dirty_node(store, id, node_size_bytes)?;
+            stack.pop();
+            match stack.last() {
+                None => return Ok(pointer),
+                Some(&(parent, next_index)) => {
+                    assert!(next_index > 0, "child written before its parent chose it");
+                    self.set_child(parent, next_index - 1, Child::OnFlash(pointer));
+                }
+            }
+        }
+    }
+
+    /// Writes one dirty node whose children are all on flash and moves it to the cache.
+    fn write_dirty_node(
         &mut self,
         store: &mut dyn NodeStore,
         id: DirtyId,
         node_size_bytes: usize,
     ) -> Result<PagePointer, TreeError> {
-        let dirty_children: Vec<(usize, DirtyId)> = match &self.dirty.get(id).entries {
-            NodeEntries::Leaf(_) => Vec::new(),
-            NodeEntries::Internal(branches) => branches
-                .iter()
-                .enumerate()
-                .filter_map(|(index, branch)| match branch.child {
-                    Child::Dirty(child) => Some((index, child)),
-                    Child::OnFlash(_) => None,
-                })
-                .collect(),
-        };
-        // Recursion depth is the height: dirty nodes are built by this tree, level by level.
-        for (child_index, child) in dirty_children {
-            let pointer = self.flush_node(store, child, node_size_bytes)?;
-            self.set_child(id, child_index, Child::OnFlash(pointer));
-        }
         let node = self.dirty.get(id);
+        if let NodeEntries::Internal(branches) = &node.entries {
+            assert!(
+                branches.iter().all(|branch| matches!(branch.child, Child::OnFlash(_))),
+                "node written before its dirty children"
+            );
+        }
         let encoded = node.encode(node_size_bytes);
         let tag = NodeTag {
             tree_id: node.tree_id,
@@ -1154,125 +1190,206 @@ impl Tree {
 
     // ----- fsck ------------------------------------------------------------------------------
 
-    /// Full walk for fsck: verifies every checksum, magic, tree id, levels consistent with the
-    /// height, key order inside nodes and across leaves, keys within the parent's separator
-    /// bounds, no empty non-root nodes. Calls `visit_node(address)` for each on-flash node and
-    /// `visit_entry(key, value)` for each leaf entry in key order. Dirty nodes are walked too.
-    /// Reads on-flash nodes from the store, never from the cache. Recursion is bounded by the
-    /// height, so a cycle of corrupt pointers ends in an error.
+    /// Full walk for fsck that stops at the first violation: `check_all` with the first
+    /// violation as the error. Every node page is visited at most once (a page reached twice
+    /// is a violation), so even a crafted tree whose pointers share nodes costs one read per page.
     pub fn check(
         &mut self,
         store: &mut dyn NodeStore,
         visit_node: &mut dyn FnMut(LogAddress),
         visit_entry: &mut EntryVisitor<'_>,
     ) -> Result<TreeStats, TreeError> {
-        let level = self.root_level()?;
+        let mut seen: BTreeSet<u32> = BTreeSet::new();
+        let mut first: Option<TreeError> = None;
+        let stats = self.check_all(
+            store,
+            &mut |address| {
+                visit_node(address);
+                seen.insert(address.0)
+            },
+            visit_entry,
+            &mut |violation| {
+                first.get_or_insert(violation);
+                false
+            },
+        );
+        match first {
+            Some(violation) => Err(violation),
+            None => Ok(stats),
+        }
+    }
+
+    /// Full walk for fsck: verifies every checksum, magic, tree id, levels consistent with the
+    /// height, key order inside nodes and across leaves, keys within the parent's separator
+    /// bounds, no empty non-root nodes, and reports every violation to `visit_violation`,
+    /// going on past it while that returns true: an unreadable or misplaced subtree is skipped, an out-of-place entry
+    /// is skipped, and an error from `visit_entry` is reported too.
+    ///
+    /// `visit_node(address)` is called for each on-flash node before it is read and returns
+    /// whether the page is met for the first time; a page met again is reported and not
+    /// descended into (shared children cannot multiply the work). `visit_entry(key, value)` is
+    /// called for each leaf entry in key order. Dirty nodes are walked too. On-flash nodes are
+    /// read from the store, never from the cache.
+    ///
+    /// Iterative: the explicit stack holds one node per level, and each child must be one level
+    /// below its parent, so its depth is bounded by the height and a cycle of pointers ends in
+    /// a level violation.
+    pub fn check_all(
+        &mut self,
+        store: &mut dyn NodeStore,
+        visit_node: &mut dyn FnMut(LogAddress) -> bool,
+        visit_entry: &mut EntryVisitor<'_>,
+        visit_violation: &mut dyn FnMut(TreeError) -> bool,
+    ) -> TreeStats {
+        let mut stats = TreeStats {
+            node_count: 0,
+            entry_count: 0,
+            height: self.height,
+        };
+        let root_level = match self.root_level() {
+            Ok(level) => level,
+            Err(violation) => {
+                let _ = visit_violation(violation);
+                return stats;
+            }
+        };
         let root = match self.root {
             RootRef::Clean(pointer) => Child::OnFlash(pointer),
             RootRef::Dirty(id) => Child::Dirty(id),
         };
-        let mut walk = CheckWalk {
-            stats: TreeStats {
-                node_count: 0,
-                entry_count: 0,
-                height: self.height,
-            },
-            previous_key: None,
-            visit_node,
-            visit_entry,
+        let mut previous_key: Option<Vec<u8>> = None;
+        let mut stack: Vec<CheckFrame> = Vec::with_capacity(usize::from(self.height));
+        let mut pending = Some((root, root_level, Vec::new(), None::<Vec<u8>>));
+        // Cleared when `visit_violation` asks to stop.
+        let go_on = core::cell::Cell::new(true);
+        let mut report = |violation| {
+            if go_on.get() && !visit_violation(violation) {
+                go_on.set(false);
+            }
         };
-        self.check_subtree(store, root, level, &[], None, &mut walk)?;
-        Ok(walk.stats)
+        // Each pass opens at most one node or pops one frame; nodes are opened once per
+        // reference and each page at most once, so the walk ends.
+        while go_on.get() {
+            if let Some((child, level, lower, upper)) = pending.take() {
+                let is_root = stats.node_count == 0 && stack.is_empty();
+                match self.check_open(store, child, level, visit_node) {
+                    Err(violation) => report(violation),
+                    Ok((node, address)) => {
+                        stats.node_count += 1;
+                        let corrupt = |reason| TreeError::Corrupt { address, reason };
+                        match node.entries {
+                            NodeEntries::Leaf(entries) => {
+                                if entries.is_empty() && !is_root {
+                                    report(corrupt("empty non-root leaf"));
+                                }
+                                for entry in &entries {
+                                    if !go_on.get() {
+                                        break;
+                                    }
+                                    let key = entry.key.as_slice();
+                                    let misplaced = if key < lower.as_slice() {
+                                        Some("key below its parent's separator")
+                                    } else if upper.as_deref().is_some_and(|upper| key >= upper) {
+                                        Some("key at or above the next separator")
+                                    } else if previous_key.as_deref().is_some_and(|previous| previous >= key) {
+                                        Some("keys out of order across leaves")
+                                    } else {
+                                        None
+                                    };
+                                    if let Some(reason) = misplaced {
+                                        // A search cannot reach it: it is not part of the tree.
+                                        report(corrupt(reason));
+                                        continue;
+                                    }
+                                    if let Err(violation) = visit_entry(key, &entry.value) {
+                                        report(violation);
+                                    }
+                                    let previous = previous_key.get_or_insert_with(Vec::new);
+                                    previous.clear();
+                                    previous.extend_from_slice(key);
+                                    stats.entry_count += 1;
+                                }
+                            }
+                            NodeEntries::Internal(branches) => {
+                                if branches.len() < 2 {
+                                    report(corrupt("internal node with fewer than two children"));
+                                } else if let Some(child_level) = level.checked_sub(1) {
+                                    stack.push(CheckFrame { branches, address, child_level, lower, upper, next_index: 0 });
+                                    assert!(
+                                        stack.len() <= usize::from(self.height),
+                                        "check stack deeper than the height {}",
+                                        self.height
+                                    );
+                                } else {
+                                    report(corrupt("internal node at level 0"));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            // The next child of the deepest open internal node, or back up one level.
+            let Some(frame) = stack.last_mut() else { break };
+            let index = frame.next_index;
+            let Some(branch) = frame.branches.get(index) else {
+                stack.pop();
+                continue;
+            };
+            frame.next_index += 1;
+            let corrupt = |reason| TreeError::Corrupt { address: frame.address, reason };
+            if index > 0 && branch.key.as_slice() <= frame.lower.as_slice() {
+                report(corrupt("separator not above its parent's separator"));
+                continue;
+            }
+            if index > 0 && frame.upper.as_deref().is_some_and(|upper| branch.key.as_slice() >= upper) {
+                report(corrupt("separator at or above the next separator"));
+                continue;
+            }
+            let child_lower = if index == 0 { frame.lower.clone() } else { branch.key.clone() };
+            let child_upper = frame.branches.get(index + 1).map(|next| next.key.clone()).or_else(|| frame.upper.clone());
+            pending = Some((branch.child, frame.child_level, child_lower, child_upper));
+        }
+        stats
     }
 
-    /// Checks the subtree at `child`, which must be at `level` and hold keys in
-    /// `lower..upper` (`upper == None`: unbounded; the empty key is the minimum anyway).
-    fn check_subtree(
+    /// Opens a node for `check_all`; a page met before is a violation, and is not read again.
+    fn check_open(
         &mut self,
         store: &mut dyn NodeStore,
         child: Child,
         level: u8,
-        lower: &[u8],
-        upper: Option<&[u8]>,
-        walk: &mut CheckWalk<'_>,
-    ) -> Result<(), TreeError> {
-        let is_root = walk.stats.node_count == 0;
+        visit_node: &mut dyn FnMut(LogAddress) -> bool,
+    ) -> Result<(Node, LogAddress), TreeError> {
         let (node, address) = match child {
             Child::OnFlash(pointer) => {
-                let node = self.read_node(store, pointer, level)?;
-                (walk.visit_node)(pointer.address);
-                (node, pointer.address)
+                if !pointer.address.is_null() && !visit_node(pointer.address) {
+                    return Err(TreeError::Corrupt {
+                        address: pointer.address,
+                        reason: "node page reached twice (a shared or cyclic child pointer)",
+                    });
+                }
+                (self.read_node(store, pointer, level)?, pointer.address)
             }
             Child::Dirty(id) => (self.dirty.get(id).clone(), LogAddress::NULL),
         };
-        let corrupt = |reason| TreeError::Corrupt { address, reason };
         if node.level != level || node.tree_id != self.config.tree_id {
-            return Err(corrupt("dirty node at the wrong level or of another tree"));
+            return Err(TreeError::Corrupt {
+                address,
+                reason: "dirty node at the wrong level or of another tree",
+            });
         }
-        walk.stats.node_count += 1;
-        match &node.entries {
-            NodeEntries::Leaf(entries) => {
-                if entries.is_empty() && !is_root {
-                    return Err(corrupt("empty non-root leaf"));
-                }
-                for entry in entries {
-                    let key = entry.key.as_slice();
-                    if key < lower {
-                        return Err(corrupt("key below its parent's separator"));
-                    }
-                    if upper.is_some_and(|upper| key >= upper) {
-                        return Err(corrupt("key at or above the next separator"));
-                    }
-                    if walk
-                        .previous_key
-                        .as_deref()
-                        .is_some_and(|previous| previous >= key)
-                    {
-                        return Err(corrupt("keys out of order across leaves"));
-                    }
-                    (walk.visit_entry)(key, &entry.value)?;
-                    let previous = walk.previous_key.get_or_insert_with(Vec::new);
-                    previous.clear();
-                    previous.extend_from_slice(key);
-                    walk.stats.entry_count += 1;
-                }
-            }
-            NodeEntries::Internal(branches) => {
-                if branches.len() < 2 {
-                    return Err(corrupt("internal node with fewer than two children"));
-                }
-                let child_level = level
-                    .checked_sub(1)
-                    .ok_or(corrupt("internal node at level 0"))?;
-                for (index, branch) in branches.iter().enumerate() {
-                    if index > 0 && branch.key.as_slice() <= lower {
-                        return Err(corrupt("separator not above its parent's separator"));
-                    }
-                    if index > 0 && upper.is_some_and(|upper| branch.key.as_slice() >= upper) {
-                        return Err(corrupt("separator at or above the next separator"));
-                    }
-                    let child_lower = if index == 0 {
-                        lower
-                    } else {
-                        branch.key.as_slice()
-                    };
-                    let child_upper = branches
-                        .get(index + 1)
-                        .map(|next| next.key.as_slice())
-                        .or(upper);
-                    self.check_subtree(
-                        store,
-                        branch.child,
-                        child_level,
-                        child_lower,
-                        child_upper,
-                        walk,
-                    )?;
-                }
-            }
-        }
-        Ok(())
+        Ok((node, address))
     }
+}
+
+/// One open internal node of a `check_all` walk.
+struct CheckFrame {
+    branches: Vec<Branch>,
+    address: LogAddress,
+    child_level: u8,
+    lower: Vec<u8>,
+    upper: Option<Vec<u8>>,
+    next_index: usize,
 }
 
 /// Where to split `entries` so that both halves fit `node_size_bytes` and the larger half is as
