@@ -8,7 +8,9 @@ use fsoc_media::{Flash, ReadStatus};
 
 use crate::address::LogAddress;
 use crate::btree::Tree;
-use crate::fs::records::{allocation_key, parse_allocation_key, Extent, FileKind, RecordKind, ALLOCATION_KEY_BYTES, INODE_FLAG_INLINE};
+use crate::fs::records::{
+    allocation_key, parse_allocation_key, Extent, FileKind, RecordKind, RecordLimits, ALLOCATION_KEY_BYTES, INODE_FLAG_INLINE,
+};
 use crate::fs::cleaner::SpaceUse;
 use crate::fs::{FileSystem, FsError, TreeId};
 use crate::segment::PageTag;
@@ -30,22 +32,27 @@ impl<F: Flash> FileSystem<F> {
         u64::from(u32::MAX) * self.page_size()
     }
 
+    /// What records may say on this volume (from the geometry).
+    pub(crate) fn record_limits(&self) -> RecordLimits {
+        let layout = self.volume.layout();
+        let pages_per_segment = u64::from(layout.pages_per_segment());
+        RecordLimits {
+            inline_bytes_max: self.inline_bytes_max() as u64,
+            file_bytes_max: self.file_bytes_max(),
+            symlink_bytes_max: crate::fs::api::PATH_BYTES_MAX as u64,
+            log_first: u64::from(crate::segment::layout::FIRST_LOG_SEGMENT) * pages_per_segment,
+            log_end: u64::from(layout.segment_count()) * pages_per_segment,
+            page_size_bytes: self.page_size(),
+        }
+    }
+
     /// Decodes an extent record of `inode` and checks it against the volume: a corrupt record
     /// whose address or length points outside the log is refused here, so reads, punches and
     /// the cleaner only ever see addresses inside the volume.
     fn checked_extent(&self, inode: u64, first_page: u64, value: &[u8]) -> Result<Extent, FsError> {
         let corrupt = |reason| FsError::CorruptFile { inode, reason };
         let extent = Extent::decode(first_page, value).map_err(|_| corrupt("undecodable extent record"))?;
-        let layout = self.volume.layout();
-        let log_first = u64::from(crate::segment::layout::FIRST_LOG_SEGMENT) * u64::from(layout.pages_per_segment());
-        let log_end = u64::from(layout.segment_count()) * u64::from(layout.pages_per_segment());
-        let address_end = u64::from(extent.address.0) + u64::from(extent.page_count);
-        if u64::from(extent.address.0) < log_first || address_end > log_end {
-            return Err(corrupt("extent address outside the volume's log"));
-        }
-        if first_page.saturating_add(u64::from(extent.page_count)) > self.file_bytes_max() / self.page_size() {
-            return Err(corrupt("extent beyond the largest file"));
-        }
+        self.record_limits().check_extent(&extent).map_err(corrupt)?;
         Ok(extent)
     }
 

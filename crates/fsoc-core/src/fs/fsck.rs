@@ -3,21 +3,20 @@
 //! valid counts exact, link counts, the directory graph a tree, sizes against extents, no
 //! orphans after a clean unmount).
 
-use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
 use fsoc_media::Flash;
 
+use core::cell::RefCell;
+
 use crate::address::LogAddress;
-use crate::btree::TreeError;
 use crate::fs::records::{
-    parse_allocation_key, parse_directory_key, DirectoryValue, Extent, FileKind, InodeRecord, RecordKind, ORPHAN_LIST_INODE,
-    ROOT_INODE,
+    parse_allocation_key, parse_directory_key, DirectoryValue, Extent, FileKind, InodeRecord, RecordKind, RecordLimits,
+    ORPHAN_LIST_INODE, ROOT_INODE,
 };
 use crate::fs::{validate_name, FileSystem, FsError, TreeId};
-use crate::segment::layout::FIRST_LOG_SEGMENT;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FsckReport {
@@ -92,269 +91,165 @@ impl<F: Flash> FileSystem<F> {
     /// Checks the working state (after a mount, the committed one). `expect_no_orphans`: set
     /// after a clean unmount/mount, when no file may be unlinked-but-open.
     ///
-    /// Memory and time are bounded by the volume, not by values read from it: page references
-    /// are counted in one byte per log page, extents are checked against the volume before
-    /// their pages are walked, and at most `VIOLATIONS_LISTED_MAX` violations are kept.
+    /// Every violation is counted (at most `VIOLATIONS_LISTED_MAX` are listed), and the check
+    /// goes on past each: an unreadable segment table or tree node is reported and the rest
+    /// is still checked. Memory and time are bounded by the volume, never by a value read from
+    /// it: page references are counted in arrays sized by the volume's page count, each tree
+    /// page is read once, an extent is checked against the log before its pages are counted
+    /// (in O(1), as a difference array), and per inode fsck keeps one fixed-size entry. The
+    /// walks are iterative (the tree walk's stack is bounded by the height; the walk up the
+    /// directory graph keeps an explicit path, and a directory met twice on it is a cycle).
     pub fn fsck(&mut self, expect_no_orphans: bool) -> Result<FsckReport, FsError> {
         let mut report = FsckReport::default();
-        let mut violations = Violations::default();
+        let violations = RefCell::new(Violations::default());
         if let Some(damage) = self.volume.mount_report.damage {
-            violations.push(format!("metaroot: {damage}"));
+            violations.borrow_mut().push(format!("metaroot: {damage}"));
         }
-        self.check_superblock_copies(&mut violations);
+        self.check_superblock_copies(&mut violations.borrow_mut());
         // An unreadable segment table is a violation; the trees are still checked.
         let table_loaded = match self.volume.ensure_table_loaded() {
             Ok(()) => true,
             Err(error) => {
-                violations.push(format!("segment table: {error}"));
+                violations.borrow_mut().push(format!("segment table: {error}"));
                 false
             }
         };
         let layout = self.volume.layout();
-        let log_page_count = layout.segment_count() as usize * layout.pages_per_segment() as usize;
-        // References per log page, saturating: 0, 1, or "more than one".
-        let mut pages: Vec<u8> = alloc::vec![0; log_page_count];
-        let reference = |pages: &mut Vec<u8>, address: LogAddress| {
-            if let Some(count) = pages.get_mut(address.0 as usize) {
-                *count = count.saturating_add(1);
-            }
-        };
-        let mut directory_entries: Vec<(u64, Vec<u8>, DirectoryValue)> = Vec::new();
-        let mut inodes: BTreeMap<u64, InodeRecord> = BTreeMap::new();
-        let mut extents: Vec<(u64, Extent)> = Vec::new();
-        let mut inline_sizes: BTreeMap<u64, u64> = BTreeMap::new();
-        let mut symlinks: BTreeSet<u64> = BTreeSet::new();
-        let mut orphans: BTreeSet<u64> = BTreeSet::new();
+        let limits = self.record_limits();
+        let log_page_count = usize::try_from(limits.log_end).unwrap_or(usize::MAX);
+        let references = RefCell::new(PageReferences::new(log_page_count));
 
-        let mut node_addresses = Vec::new();
-        let stats = self.with_tree(TreeId::Directory, |tree, store| {
-            tree.check(store, &mut |address| node_addresses.push(address), &mut |key, value| {
-                let parsed = parse_directory_key(key).map(|(parent, name)| (parent, name.to_vec()));
-                match (parsed, DirectoryValue::decode(value)) {
-                    (Some((parent, name)), Ok(entry)) => directory_entries.push((parent, name, entry)),
-                    _ => return Err(TreeError::Corrupt { address: LogAddress::NULL, reason: "undecodable directory record" }),
-                }
-                Ok(())
-            })
-        });
-        match stats {
-            Ok(stats) => report.directory_nodes = stats.node_count,
-            Err(error) => violations.push(format!("directory tree: {error}")),
-        }
-        let mut allocation_records: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        // Allocation tree first: inodes, then (in the same key order) their data records.
+        let mut walk = AllocationWalk::new(limits);
+        let mut trees_whole = true;
         let stats = self.with_tree(TreeId::Allocation, |tree, store| {
-            tree.check(store, &mut |address| node_addresses.push(address), &mut |key, value| {
-                allocation_records.push((key.to_vec(), value.to_vec()));
-                Ok(())
-            })
-        });
-        match stats {
-            Ok(stats) => report.allocation_nodes = stats.node_count,
-            Err(error) => violations.push(format!("allocation tree: {error}")),
-        }
-        for address in node_addresses {
-            reference(&mut pages, address);
-        }
-        for (key, value) in &allocation_records {
-            let Some((inode, kind, offset)) = parse_allocation_key(key) else {
-                violations.push(format!("allocation key of {} bytes is malformed", key.len()));
-                continue;
-            };
-            match kind {
-                k if k == RecordKind::Inode as u8 => match InodeRecord::decode(value) {
-                    Ok(record) => {
-                        if let Err(error) = self.check_inode_record(inode, &record) {
-                            violations.push(format!("{error}"));
-                        }
-                        inodes.insert(inode, record);
-                    }
-                    Err(error) => violations.push(format!("inode {inode}: {error}")),
+            Ok(tree.check_all(
+                store,
+                &mut |address| references.borrow_mut().node(address),
+                &mut |key, value| {
+                    walk.record(key, value, &mut references.borrow_mut(), &mut violations.borrow_mut());
+                    Ok(())
                 },
-                k if k == RecordKind::Inline as u8 => {
-                    inline_sizes.insert(inode, value.len() as u64);
-                }
-                k if k == RecordKind::Extent as u8 => match Extent::decode(offset, value) {
-                    Ok(extent) => extents.push((inode, extent)),
-                    Err(error) => violations.push(format!("inode {inode} extent at page {offset}: {error}")),
+                &mut |violation| {
+                    trees_whole = false;
+                    violations.borrow_mut().push(format!("allocation tree: {violation}"));
+                    true
                 },
-                k if k == RecordKind::Symlink as u8 => {
-                    symlinks.insert(inode);
-                }
-                k if k == RecordKind::Orphan as u8 && inode == ORPHAN_LIST_INODE => {
-                    orphans.insert(offset);
-                }
-                other => violations.push(format!("inode {inode}: unknown record kind {other}")),
+            ))
+        })?;
+        report.allocation_nodes = stats.node_count;
+        walk.finish_inode(&mut violations.borrow_mut());
+        let AllocationWalk { mut inodes, orphans, data_pages, .. } = walk;
+        report.data_pages = data_pages;
+        for &orphan in &orphans {
+            match inodes.binary_search_by_key(&orphan, |facts| facts.inode) {
+                Ok(index) => inodes[index].orphan = true,
+                Err(_) => violations.borrow_mut().push(format!("orphan list names missing inode {orphan}")),
             }
         }
-        let page_size = layout.page_size_bytes() as u64;
-        let log_first = u64::from(FIRST_LOG_SEGMENT) * u64::from(layout.pages_per_segment());
-        let mut previous_end: BTreeMap<u64, u64> = BTreeMap::new();
-        for (inode, extent) in &extents {
-            let Some(record) = inodes.get(inode) else {
-                violations.push(format!("extent {extent:?} belongs to missing inode {inode}"));
-                continue;
-            };
-            if record.kind != FileKind::File || record.is_inline() {
-                violations.push(format!("inode {inode}: extent on a non-extent inode"));
-            }
-            if extent.end_page() > record.size.div_ceil(page_size) {
-                violations.push(format!("inode {inode}: extent {extent:?} past size {}", record.size));
-            }
-            if previous_end.get(inode).is_some_and(|&end| end > extent.first_page) {
-                violations.push(format!("inode {inode}: overlapping extents at page {}", extent.first_page));
-            }
-            previous_end.insert(*inode, extent.end_page());
-            // The whole run must lie in the log before any of its pages is counted: a corrupt
-            // page count must not drive a loop (S5: 2^31 pages took 20 GB and a minute).
-            let address_end = u64::from(extent.address.0) + u64::from(extent.page_count);
-            if u64::from(extent.address.0) < log_first || address_end > log_page_count as u64 {
-                violations.push(format!("inode {inode}: extent {extent:?} lies outside the log"));
-                continue;
-            }
-            for page in extent.first_page..extent.end_page() {
-                reference(&mut pages, extent.address_of(page));
-                report.data_pages += 1;
-            }
-        }
+
+        // Directory tree: each entry checked as it is met, against the inodes.
+        let stats = self.with_tree(TreeId::Directory, |tree, store| {
+            Ok(tree.check_all(
+                store,
+                &mut |address| references.borrow_mut().node(address),
+                &mut |key, value| {
+                    check_directory_entry(key, value, &mut inodes, &mut violations.borrow_mut());
+                    Ok(())
+                },
+                &mut |violation| {
+                    trees_whole = false;
+                    violations.borrow_mut().push(format!("directory tree: {violation}"));
+                    true
+                },
+            ))
+        })?;
+        report.directory_nodes = stats.node_count;
+        let mut violations = violations.into_inner();
+        let mut references = references.into_inner();
+
         if table_loaded {
-            for pointer in self.volume.log.table().directory.clone() {
-                reference(&mut pages, pointer.address);
-            }
-            // Every referenced page once, and the table's valid counts exact.
             let table = self.volume.log.table();
+            for pointer in &table.directory {
+                references.table_page(pointer.address);
+            }
+            // Every referenced page once, and the table's valid counts exact. When a tree could
+            // not be walked whole, its unseen pages would make every count look wrong: one
+            // violation says so instead of a flood of derived ones.
+            let counts = references.counts();
             let pages_per_segment = layout.pages_per_segment() as usize;
+            let mut compared = 0u32;
             for segment in 0..table.segment_count() {
                 let first = segment as usize * pages_per_segment;
-                let segment_pages = pages.get(first..first + pages_per_segment).unwrap_or(&[]);
+                let segment_pages = counts.get(first..first + pages_per_segment).unwrap_or(&[]);
                 let mut expected = 0u32;
-                for (offset, &references) in segment_pages.iter().enumerate() {
-                    if references > 1 {
-                        violations.push(format!("page {} referenced more than once", first + offset));
+                for (offset, &count) in segment_pages.iter().enumerate() {
+                    if count > 1 {
+                        violations.push(format!("page {} referenced {count} times", first + offset));
                     }
-                    expected += u32::from(references > 0);
+                    expected += u32::from(count > 0);
                 }
                 let entry = table.entry(segment);
-                if entry.valid_pages != expected {
-                    violations.push(format!("segment {segment}: table says {} valid pages, trees reference {expected}", entry.valid_pages));
-                }
                 if entry.retired && expected > 0 && entry.valid_pages == 0 {
                     violations.push(format!("segment {segment}: retired but referenced"));
                 }
+                if trees_whole && entry.valid_pages != expected {
+                    violations.push(format!("segment {segment}: table says {} valid pages, trees reference {expected}", entry.valid_pages));
+                }
+                compared += 1;
+            }
+            if !trees_whole && compared > 0 {
+                violations.push(String::from("segment valid counts not compared: a tree could not be walked whole"));
             }
         }
-        // Names, link counts, tree shape.
-        let mut references: BTreeMap<u64, u32> = BTreeMap::new();
-        let mut subdirectories: BTreeMap<u64, u32> = BTreeMap::new();
-        let mut parent_of: BTreeMap<u64, u64> = BTreeMap::new();
-        for (parent, name, entry) in &directory_entries {
-            if let Err(error) = validate_name(name) {
-                violations.push(format!("directory {parent}: invalid name ({error})"));
-            }
-            match inodes.get(parent) {
-                Some(record) if record.kind == FileKind::Directory => {}
-                _ => violations.push(format!("entry {:?} in non-directory or missing inode {parent}", String::from_utf8_lossy(name))),
-            }
-            match inodes.get(&entry.inode) {
-                None => violations.push(format!("entry {:?} names missing inode {}", String::from_utf8_lossy(name), entry.inode)),
-                Some(record) if record.kind != entry.kind => {
-                    violations.push(format!("entry {:?}: kind {:?} but inode is {:?}", String::from_utf8_lossy(name), entry.kind, record.kind))
-                }
-                _ => {}
-            }
-            *references.entry(entry.inode).or_default() += 1;
-            if entry.kind == FileKind::Directory {
-                *subdirectories.entry(*parent).or_default() += 1;
-                if parent_of.insert(entry.inode, *parent).is_some() {
-                    violations.push(format!("directory {} has more than one name", entry.inode));
-                }
-            }
-        }
-        for (&inode, record) in &inodes {
-            let names = references.get(&inode).copied().unwrap_or(0);
-            match record.kind {
-                FileKind::Directory if orphans.contains(&inode) => {
+
+        // Link counts, kinds, orphans.
+        for facts in &inodes {
+            let inode = facts.inode;
+            let names = facts.names;
+            match facts.kind {
+                FileKind::Directory if facts.orphan => {
                     // Removed while open (nlink 0, no name): gone at the last close or mount.
                     report.directories += 1;
-                    if record.nlink != 0 || names != 0 {
-                        violations.push(format!("orphan directory {inode}: nlink {} with {names} names", record.nlink));
+                    if facts.nlink != 0 || names != 0 {
+                        violations.push(format!("orphan directory {inode}: nlink {} with {names} names", facts.nlink));
                     }
                 }
                 FileKind::Directory => {
                     report.directories += 1;
-                    let expected = 2 + subdirectories.get(&inode).copied().unwrap_or(0);
-                    if record.nlink != expected {
-                        violations.push(format!("directory {inode}: nlink {} but {expected} expected", record.nlink));
+                    let expected = 2u64 + u64::from(facts.subdirectories);
+                    if u64::from(facts.nlink) != expected {
+                        violations.push(format!("directory {inode}: nlink {} but {expected} expected", facts.nlink));
                     }
                     if inode == ROOT_INODE {
                         if names != 0 {
                             violations.push(String::from("the root directory has a name"));
                         }
-                    } else if parent_of.get(&inode) != Some(&record.parent) {
-                        violations.push(format!("directory {inode}: parent field {} disagrees with its entry", record.parent));
+                    } else if facts.entry_parent != Some(facts.parent) {
+                        violations.push(format!("directory {inode}: parent field {} disagrees with its entry", facts.parent));
                     }
                 }
                 FileKind::File | FileKind::Symlink => {
-                    if record.kind == FileKind::File {
+                    if facts.kind == FileKind::File {
                         report.files += 1;
                     } else {
                         report.symlinks += 1;
-                        if !symlinks.contains(&inode) {
-                            violations.push(format!("symlink {inode} has no target"));
-                        }
                     }
-                    if record.nlink != names {
-                        violations.push(format!("inode {inode}: nlink {} but {names} names", record.nlink));
+                    if facts.nlink != names {
+                        violations.push(format!("inode {inode}: nlink {} but {names} names", facts.nlink));
                     }
-                    if names == 0 && !orphans.contains(&inode) {
+                    if names == 0 && !facts.orphan {
                         violations.push(format!("inode {inode}: no name and not an orphan (leaked)"));
                     }
-                    if record.is_inline() && inline_sizes.get(&inode).copied().unwrap_or(0) != record.size {
-                        violations.push(format!("inode {inode}: inline data length differs from size {}", record.size));
-                    }
                 }
             }
         }
-        if !inodes.contains_key(&ROOT_INODE) {
-            violations.push(String::from("root directory missing"));
+        match inodes.binary_search_by_key(&ROOT_INODE, |facts| facts.inode) {
+            Ok(index) if inodes[index].kind == FileKind::Directory => {}
+            Ok(_) => violations.push(String::from("the root inode is not a directory")),
+            Err(_) => violations.push(String::from("root directory missing")),
         }
-        // Every directory reaches the root by parent links. Each directory is walked once: a walk
-        // stops at a directory already settled, so the whole pass is linear, and a directory met
-        // twice on one walk is a cycle.
-        let mut reaches_root: BTreeMap<u64, bool> = BTreeMap::new();
-        reaches_root.insert(ROOT_INODE, true);
-        for (&inode, record) in &inodes {
-            if record.kind != FileKind::Directory || orphans.contains(&inode) || reaches_root.contains_key(&inode) {
-                continue;
-            }
-            let mut path: Vec<u64> = Vec::new();
-            let mut on_path: BTreeSet<u64> = BTreeSet::new();
-            let mut current = inode;
-            let outcome = loop {
-                if let Some(&settled) = reaches_root.get(&current) {
-                    break settled;
-                }
-                if !on_path.insert(current) {
-                    violations.push(format!("directory {current} is its own ancestor (a cycle of directory entries)"));
-                    break false;
-                }
-                path.push(current);
-                match parent_of.get(&current) {
-                    Some(&parent) => current = parent,
-                    None => break false,
-                }
-            };
-            if !outcome {
-                violations.push(format!("directory {inode} is not reachable from the root"));
-            }
-            for directory in path {
-                reaches_root.insert(directory, outcome);
-            }
-        }
-        for &orphan in &orphans {
-            if !inodes.contains_key(&orphan) {
-                violations.push(format!("orphan list names missing inode {orphan}"));
-            }
-        }
+        check_directory_graph(&mut inodes, &mut violations);
         report.orphans = orphans.len() as u64;
         if expect_no_orphans && !orphans.is_empty() {
             violations.push(format!("{} orphans remain after a clean mount", orphans.len()));
@@ -362,5 +257,333 @@ impl<F: Flash> FileSystem<F> {
         report.violation_count = violations.count;
         report.violations = violations.listed;
         Ok(report)
+    }
+}
+
+/// How many times each log page is referenced, in memory sized by the volume: one bit per page
+/// for tree nodes (so a node page met twice is caught before it is read again) and a
+/// difference array for extents and table pages (an extent costs O(1) whatever its length).
+struct PageReferences {
+    node_bits: Vec<u64>,
+    /// `runs[p] - runs[p - 1]` summed up to `p` = extent and table references of page `p`.
+    runs: Vec<i64>,
+    page_count: usize,
+}
+
+impl PageReferences {
+    fn new(page_count: usize) -> Self {
+        PageReferences { node_bits: alloc::vec![0; page_count.div_ceil(64)], runs: alloc::vec![0; page_count + 1], page_count }
+    }
+
+    /// A tree node page; false when it was met before (the tree walk then skips it). Pages
+    /// outside the volume are not counted (reading them fails and is reported).
+    fn node(&mut self, address: LogAddress) -> bool {
+        let page = address.0 as usize;
+        let Some(word) = self.node_bits.get_mut(page / 64) else {
+            return true;
+        };
+        let bit = 1u64 << (page % 64);
+        let first = *word & bit == 0;
+        *word |= bit;
+        first
+    }
+
+    /// Pages `first..first + count`, already checked to lie in the volume.
+    fn run(&mut self, first: u64, count: u64) {
+        let (Ok(start), Ok(end)) = (usize::try_from(first), usize::try_from(first + count)) else { return };
+        assert!(start <= end && end <= self.page_count, "run {start}..{end} not checked against the volume");
+        if let Some(count) = self.runs.get_mut(start) {
+            *count += 1;
+        }
+        if let Some(count) = self.runs.get_mut(end) {
+            *count -= 1;
+        }
+    }
+
+    fn table_page(&mut self, address: LogAddress) {
+        if (address.0 as usize) < self.page_count {
+            self.run(u64::from(address.0), 1);
+        }
+    }
+
+    /// References per page, saturating at 255.
+    fn counts(&self) -> Vec<u8> {
+        let mut counts = Vec::with_capacity(self.page_count);
+        let mut running = 0i64;
+        for page in 0..self.page_count {
+            running += self.runs.get(page).copied().unwrap_or(0);
+            let node = self.node_bits.get(page / 64).is_some_and(|word| word & (1 << (page % 64)) != 0);
+            let total = running + i64::from(node);
+            counts.push(u8::try_from(total.max(0)).unwrap_or(u8::MAX));
+        }
+        counts
+    }
+}
+
+/// Where a directory's walk up to the root stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reach {
+    Unknown,
+    OnPath,
+    Root,
+    Cut,
+}
+
+/// What fsck keeps per inode: fixed size, whatever the records say.
+#[derive(Clone, Copy, Debug)]
+struct InodeFacts {
+    inode: u64,
+    kind: FileKind,
+    nlink: u32,
+    /// Directories: the parent field of the record.
+    parent: u64,
+    /// Entries naming this inode (saturating).
+    names: u32,
+    /// Entries of kind directory in this directory (saturating).
+    subdirectories: u32,
+    /// Directories: the directory whose entry names this one (the first met).
+    entry_parent: Option<u64>,
+    orphan: bool,
+    reach: Reach,
+}
+
+/// The inode whose records the allocation walk is in.
+struct CurrentInode {
+    inode: u64,
+    record: InodeRecord,
+    inline_bytes: Option<u64>,
+    symlink_bytes: u64,
+    symlink_chunks: u64,
+    extent_end: u64,
+}
+
+/// The allocation tree's records, met in key order (inode, then record kind, then offset), so
+/// each inode's data records follow its inode record and can be checked on the spot.
+struct AllocationWalk {
+    limits: RecordLimits,
+    inodes: Vec<InodeFacts>,
+    orphans: Vec<u64>,
+    current: Option<CurrentInode>,
+    data_pages: u64,
+}
+
+impl AllocationWalk {
+    fn new(limits: RecordLimits) -> Self {
+        AllocationWalk { limits, inodes: Vec::new(), orphans: Vec::new(), current: None, data_pages: 0 }
+    }
+
+    fn record(&mut self, key: &[u8], value: &[u8], references: &mut PageReferences, violations: &mut Violations) {
+        let Some((inode, kind, offset)) = parse_allocation_key(key) else {
+            violations.push(format!("allocation key of {} bytes is malformed", key.len()));
+            return;
+        };
+        if self.current.as_ref().is_some_and(|current| current.inode != inode) {
+            self.finish_inode(violations);
+        }
+        if inode == ORPHAN_LIST_INODE {
+            if kind == RecordKind::Orphan as u8 {
+                self.orphans.push(offset);
+            } else {
+                violations.push(format!("orphan list: record of kind {kind}"));
+            }
+            return;
+        }
+        if kind == RecordKind::Inode as u8 {
+            self.inode_record(inode, offset, value, violations);
+            return;
+        }
+        let Some(current) = self.current.as_mut() else {
+            violations.push(format!("inode {inode}: record of kind {kind} but no inode record"));
+            return;
+        };
+        match kind {
+            k if k == RecordKind::Inline as u8 => {
+                if current.record.kind != FileKind::File || !current.record.is_inline() || offset != 0 {
+                    violations.push(format!("inode {inode}: inline data at offset {offset} on a non-inline inode"));
+                }
+                current.inline_bytes = Some(value.len() as u64);
+            }
+            k if k == RecordKind::Extent as u8 => {
+                let extent = match Extent::decode(offset, value) {
+                    Ok(extent) => extent,
+                    Err(error) => {
+                        violations.push(format!("inode {inode} extent at page {offset}: {error}"));
+                        return;
+                    }
+                };
+                if current.record.kind != FileKind::File || current.record.is_inline() {
+                    violations.push(format!("inode {inode}: extent on a non-extent inode"));
+                }
+                if extent.end_page() > current.record.size.div_ceil(self.limits.page_size_bytes) {
+                    violations.push(format!("inode {inode}: extent {extent:?} past size {}", current.record.size));
+                }
+                if current.extent_end > extent.first_page {
+                    violations.push(format!("inode {inode}: overlapping extents at page {}", extent.first_page));
+                }
+                current.extent_end = current.extent_end.max(extent.end_page());
+                // The whole run must lie in the log before it is counted: a corrupt page count
+                // must not drive work (S5: 2^31 pages took 20 GB and a minute).
+                if let Err(reason) = self.limits.check_extent(&extent) {
+                    let reason = if reason.contains("log") { "lies outside the log" } else { reason };
+                    violations.push(format!("inode {inode}: extent {extent:?} {reason}"));
+                    return;
+                }
+                references.run(u64::from(extent.address.0), u64::from(extent.page_count));
+                self.data_pages += u64::from(extent.page_count);
+            }
+            k if k == RecordKind::Symlink as u8 => {
+                if current.record.kind != FileKind::Symlink || offset != current.symlink_chunks {
+                    violations.push(format!("inode {inode}: symlink chunk {offset} out of place"));
+                }
+                current.symlink_chunks = current.symlink_chunks.saturating_add(1);
+                current.symlink_bytes = current.symlink_bytes.saturating_add(value.len() as u64);
+            }
+            other => violations.push(format!("inode {inode}: unknown record kind {other}")),
+        }
+    }
+
+    fn inode_record(&mut self, inode: u64, offset: u64, value: &[u8], violations: &mut Violations) {
+        if offset != 0 {
+            violations.push(format!("inode {inode}: inode record at offset {offset}"));
+            return;
+        }
+        let record = match InodeRecord::decode(value) {
+            Ok(record) => record,
+            Err(error) => {
+                violations.push(format!("inode {inode}: {error}"));
+                return;
+            }
+        };
+        if let Err(reason) = self.limits.check_inode(inode, &record) {
+            violations.push(format!("inode {inode}: {reason}"));
+        }
+        // Keys come strictly increasing from the tree walk, so the list stays sorted.
+        assert!(self.inodes.last().is_none_or(|last| last.inode < inode), "allocation walk out of key order at inode {inode}");
+        self.inodes.push(InodeFacts {
+            inode,
+            kind: record.kind,
+            nlink: record.nlink,
+            parent: record.parent,
+            names: 0,
+            subdirectories: 0,
+            entry_parent: None,
+            orphan: false,
+            reach: Reach::Unknown,
+        });
+        self.current = Some(CurrentInode { inode, record, inline_bytes: None, symlink_bytes: 0, symlink_chunks: 0, extent_end: 0 });
+    }
+
+    /// Checks what needs all of an inode's records.
+    fn finish_inode(&mut self, violations: &mut Violations) {
+        let Some(current) = self.current.take() else { return };
+        let (inode, record) = (current.inode, current.record);
+        match record.kind {
+            FileKind::File if record.is_inline() => {
+                if current.inline_bytes.unwrap_or(0) != record.size {
+                    violations.push(format!("inode {inode}: inline data length differs from size {}", record.size));
+                }
+            }
+            FileKind::Symlink if current.symlink_chunks == 0 => violations.push(format!("symlink {inode} has no target")),
+            FileKind::Symlink if current.symlink_bytes != record.size => {
+                violations.push(format!("symlink {inode}: target of {} bytes, size {}", current.symlink_bytes, record.size))
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A name as it may be printed: lossy UTF-8, escaped, at most 64 bytes of it.
+fn printable(name: &[u8]) -> String {
+    let shown = name.get(..64).unwrap_or(name);
+    let mut text = format!("{:?}", String::from_utf8_lossy(shown));
+    if shown.len() < name.len() {
+        text.push_str("...");
+    }
+    text
+}
+
+/// One directory entry, checked against the inodes: name, parent, target and kind, counted
+/// for link counts and the directory graph.
+fn check_directory_entry(key: &[u8], value: &[u8], inodes: &mut [InodeFacts], violations: &mut Violations) {
+    let Some((parent, name)) = parse_directory_key(key) else {
+        violations.push(format!("directory key of {} bytes is malformed", key.len()));
+        return;
+    };
+    if let Err(error) = validate_name(name) {
+        violations.push(format!("directory {parent}: invalid name {} ({error})", printable(name)));
+    }
+    let entry = match DirectoryValue::decode(value) {
+        Ok(entry) => entry,
+        Err(error) => {
+            violations.push(format!("directory {parent}: entry {}: {error}", printable(name)));
+            return;
+        }
+    };
+    let find = |inodes: &[InodeFacts], inode: u64| inodes.binary_search_by_key(&inode, |facts| facts.inode).ok();
+    match find(inodes, parent) {
+        Some(index) if inodes[index].kind == FileKind::Directory => {
+            if entry.kind == FileKind::Directory {
+                inodes[index].subdirectories = inodes[index].subdirectories.saturating_add(1);
+            }
+        }
+        _ => violations.push(format!("entry {} in non-directory or missing inode {parent}", printable(name))),
+    }
+    let Some(index) = find(inodes, entry.inode) else {
+        violations.push(format!("directory {parent}: entry {} names missing inode {}", printable(name), entry.inode));
+        return;
+    };
+    let target = &mut inodes[index];
+    if target.kind != entry.kind {
+        violations.push(format!("directory {parent}: entry {}: kind {:?} but inode {} is {:?}", printable(name), entry.kind, entry.inode, target.kind));
+    }
+    target.names = target.names.saturating_add(1);
+    if entry.kind == FileKind::Directory && target.kind == FileKind::Directory {
+        if target.entry_parent.is_some() {
+            violations.push(format!("directory {} has more than one name", entry.inode));
+        } else {
+            target.entry_parent = Some(parent);
+        }
+    }
+}
+
+/// Every directory reaches the root by the entries naming it. Each directory is walked once: a
+/// walk stops at a directory already settled, so the whole pass is linear, and a directory met
+/// twice on one walk is a cycle.
+fn check_directory_graph(inodes: &mut [InodeFacts], violations: &mut Violations) {
+    let index_of = |inodes: &[InodeFacts], inode: u64| inodes.binary_search_by_key(&inode, |facts| facts.inode).ok();
+    if let Some(root) = index_of(inodes, ROOT_INODE) {
+        inodes[root].reach = Reach::Root;
+    }
+    let mut path: Vec<usize> = Vec::new();
+    for start in 0..inodes.len() {
+        if inodes[start].kind != FileKind::Directory || inodes[start].orphan || inodes[start].reach != Reach::Unknown {
+            continue;
+        }
+        path.clear();
+        let mut current = start;
+        // Each step marks a new directory OnPath, so the walk ends within inodes.len() steps.
+        let outcome = loop {
+            match inodes[current].reach {
+                Reach::Root => break Reach::Root,
+                Reach::Cut => break Reach::Cut,
+                Reach::OnPath => {
+                    violations.push(format!("directory {} is its own ancestor (a cycle of directory entries)", inodes[current].inode));
+                    break Reach::Cut;
+                }
+                Reach::Unknown => {}
+            }
+            inodes[current].reach = Reach::OnPath;
+            path.push(current);
+            match inodes[current].entry_parent.and_then(|parent| index_of(inodes, parent)) {
+                Some(parent) => current = parent,
+                None => break Reach::Cut,
+            }
+        };
+        if outcome == Reach::Cut {
+            violations.push(format!("directory {} is not reachable from the root", inodes[start].inode));
+        }
+        for &directory in &path {
+            inodes[directory].reach = outcome;
+        }
     }
 }

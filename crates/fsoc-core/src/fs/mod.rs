@@ -392,20 +392,9 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// Checks an inode record read from flash against what this volume can hold, so no later
-    /// step sizes an allocation or a loop by a corrupt value (docs/FORMAT.md, "Inode record").
+    /// step sizes an allocation or a loop by a corrupt value (`RecordLimits::check_inode`).
     fn check_inode_record(&self, inode: u64, record: &InodeRecord) -> Result<(), FsError> {
-        let corrupt = |reason| Err(FsError::CorruptFile { inode, reason });
-        match record.kind {
-            FileKind::File if record.is_inline() && record.size > self.inline_bytes_max() as u64 => {
-                corrupt("inline file larger than an inline record can hold")
-            }
-            FileKind::File if record.size > self.file_bytes_max() => corrupt("file size beyond the largest file"),
-            FileKind::Symlink if record.size == 0 || record.size > api::PATH_BYTES_MAX as u64 => {
-                corrupt("symlink target length out of range")
-            }
-            FileKind::Directory | FileKind::Symlink if record.is_inline() => corrupt("inline flag on a directory or symlink"),
-            _ => Ok(()),
-        }
+        self.record_limits().check_inode(inode, record).map_err(|reason| FsError::CorruptFile { inode, reason })
     }
 
     fn put_inode(&mut self, inode: u64, record: &InodeRecord) -> Result<(), FsError> {

@@ -179,6 +179,54 @@ impl InodeRecord {
     }
 }
 
+/// What a record may say on one volume, from its geometry (trusted, never from flash).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordLimits {
+    /// Largest inline file (one tree entry).
+    pub inline_bytes_max: u64,
+    /// Largest file (u32 page indexes).
+    pub file_bytes_max: u64,
+    /// Longest symlink target.
+    pub symlink_bytes_max: u64,
+    /// Log addresses `log_first..log_end` hold file data and nodes.
+    pub log_first: u64,
+    pub log_end: u64,
+    pub page_size_bytes: u64,
+}
+
+impl RecordLimits {
+    /// Checks an inode record read from flash, so no later step sizes an allocation or a loop
+    /// by a corrupt value (docs/FORMAT.md, "Inode record").
+    pub fn check_inode(&self, inode: u64, record: &InodeRecord) -> Result<(), &'static str> {
+        match record.kind {
+            FileKind::File if record.is_inline() && record.size > self.inline_bytes_max => {
+                Err("inline file larger than an inline record can hold")
+            }
+            FileKind::File if record.size > self.file_bytes_max => Err("file size beyond the largest file"),
+            FileKind::Symlink if record.size == 0 || record.size > self.symlink_bytes_max => {
+                Err("symlink target length out of range")
+            }
+            FileKind::Directory | FileKind::Symlink if record.is_inline() => Err("inline flag on a directory or symlink"),
+            FileKind::Directory if inode != ROOT_INODE && record.parent == inode => Err("directory is its own parent"),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks a decoded extent against the volume: its whole run lies in the log and within
+    /// the largest file, so reads, punches and fsck only ever see addresses of this volume and
+    /// a page count never drives work beyond the volume's size.
+    pub fn check_extent(&self, extent: &Extent) -> Result<(), &'static str> {
+        let address_end = u64::from(extent.address.0) + u64::from(extent.page_count);
+        if u64::from(extent.address.0) < self.log_first || address_end > self.log_end {
+            return Err("extent address outside the volume's log");
+        }
+        if extent.end_page() > self.file_bytes_max / self.page_size_bytes.max(1) {
+            return Err("extent beyond the largest file");
+        }
+        Ok(())
+    }
+}
+
 /// A run of file pages stored at consecutive log addresses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
