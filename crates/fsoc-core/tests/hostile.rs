@@ -12,7 +12,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
-use fsoc_core::fs::records::{allocation_key, directory_key, DirectoryValue, Extent, FileKind, RecordKind, ROOT_INODE};
+use fsoc_core::address::PagePointer;
+use fsoc_core::btree::{Branch, Child, Node, NodeEntries, NodeStore, NodeTag, TreeRoot};
+use fsoc_core::fs::records::{
+    allocation_key, directory_key, parse_allocation_key, parse_directory_key, DirectoryValue, Extent, FileKind, RecordKind,
+    ROOT_INODE,
+};
 use fsoc_core::txn::store::LogNodeStore;
 use fsoc_core::{FileSystem, FsConfig, FsError};
 use fsoc_media::rng::SeededRng;
@@ -165,10 +170,14 @@ struct Seen {
     errors: u32,
     fsck_violations: u64,
     fsck_heap_bytes: usize,
+    /// The volume refused writes at the end (a write path met damage it could not contain).
+    poisoned: bool,
 }
 
-/// Every read and write on the volume; panics (caught by the caller) are the failure.
-fn exercise(fs: &mut FileSystem<SimFlash>) -> Seen {
+/// Every read and write on the volume; panics (caught by the caller) are the failure. When
+/// `healthy_intact`, the crafted record is not one of /healthy's or the root's, so /healthy must
+/// still read back after every read of the damaged files.
+fn exercise(fs: &mut FileSystem<SimFlash>, healthy_intact: bool, context: &str) -> Seen {
     let mut seen = Seen::default();
     let errors = std::cell::Cell::new(0u32);
     // Counts the errors that report damage; ordinary ones (ENOENT, EISDIR, ...) are expected.
@@ -209,6 +218,10 @@ fn exercise(fs: &mut FileSystem<SimFlash>) -> Seen {
         note(fs.readdir(inode, None, 100).map(|_| ()));
         note(fs.readlink(inode).map(|_| ()));
     }
+    if healthy_intact {
+        let healthy = read_file(fs, "/healthy").unwrap_or_else(|error| panic!("{context}: healthy file after the reads: {error:?}"));
+        assert_eq!(healthy, HEALTHY, "{context}: healthy file changed");
+    }
     let (report, heap) = peak_during(|| fs.fsck(false));
     seen.fsck_heap_bytes = heap;
     match report {
@@ -225,12 +238,18 @@ fn exercise(fs: &mut FileSystem<SimFlash>) -> Seen {
     note(fs.unlink(b"/big"));
     note(fs.transact());
     seen.errors = errors.get();
+    seen.poisoned = fs.volume.is_poisoned();
     seen
 }
 
 /// Runs `exercise` under catch_unwind; a panic fails the test with `context` (the replay line).
 fn survive(fs: &mut FileSystem<SimFlash>, context: &str) -> Seen {
-    let seen = catch_unwind(AssertUnwindSafe(|| exercise(fs))).unwrap_or_else(|_| panic!("panic on a crafted image: {context}"));
+    survive_checking(fs, false, context)
+}
+
+fn survive_checking(fs: &mut FileSystem<SimFlash>, healthy_intact: bool, context: &str) -> Seen {
+    let seen = catch_unwind(AssertUnwindSafe(|| exercise(fs, healthy_intact, context)))
+        .unwrap_or_else(|_| panic!("panic on a crafted image: {context}"));
     assert!(seen.fsck_heap_bytes < FSCK_HEAP_MAX_BYTES, "{context}: fsck used {} bytes of heap", seen.fsck_heap_bytes);
     seen
 }
@@ -309,7 +328,7 @@ fn s5_huge_extent_page_counts_do_not_drive_fsck() {
         assert!(report.violation_count > 0, "page count {page_count}: fsck found nothing");
         assert!(heap < FSCK_HEAP_MAX_BYTES, "page count {page_count}: fsck used {heap} bytes");
         let context = format!("S5 page count {page_count}");
-        survive(&mut fs, &context);
+        survive_checking(&mut fs, true, &context);
     }
 }
 
@@ -328,7 +347,7 @@ fn directory_cycles_are_reported_not_followed() {
         put_raw(&mut fs, Tree::Directory, &directory_key(files.subdirectory, b"loop"), Some(&entry.encode()));
         let mut fs = seal(fs);
         let context = format!("cycle to {name}");
-        let seen = survive(&mut fs, &context);
+        let seen = survive_checking(&mut fs, true, &context);
         assert!(seen.fsck_violations > 0, "{context}: fsck calls a cycle clean");
         // Moving a directory under the looped subtree is answered, not looped over.
         let _ = fs.rename_path(b"/d", b"/d/sub/loop/x");
@@ -348,7 +367,11 @@ fn bad_names_are_reported() {
         // The inode gains a name: its link count stays as it was, which fsck reports too.
         let mut fs = seal(fs);
         let context = format!("name {:?}", String::from_utf8_lossy(name));
-        let seen = survive(&mut fs, &context);
+        // A bad name is never found by a lookup: the entry is not followed.
+        if name.len() <= 255 {
+            assert!(matches!(fs.lookup(ROOT_INODE, name), Err(FsError::NotFound)), "{context}: lookup followed it");
+        }
+        let seen = survive_checking(&mut fs, true, &context);
         assert!(seen.fsck_violations > 0, "{context}: fsck calls it clean");
     }
 }
@@ -406,14 +429,39 @@ fn mutate_value(rng: &mut SeededRng, value: &[u8]) -> Vec<u8> {
     bytes
 }
 
+/// Whether a key (of `tree`) is one of /healthy's records or the root's.
+fn touches_healthy(tree: Tree, key: &[u8], files: &Files) -> bool {
+    match tree {
+        Tree::Allocation => parse_allocation_key(key).is_none_or(|(inode, _, _)| inode == files.healthy_file || inode == ROOT_INODE),
+        Tree::Directory => parse_directory_key(key).is_none_or(|(parent, name)| parent == ROOT_INODE && name == b"healthy"),
+    }
+}
+
 /// One seeded edit: a record of either tree changed in value or key, removed, or duplicated
-/// under another key (names, sizes, extent fields, counts, directory links, kinds).
-fn crafted_edit(seed: u64) -> (FileSystem<SimFlash>, String) {
+/// under another key (names, sizes, extent fields, counts, directory links, kinds), or a child
+/// pointer of a tree's root node redirected (tree shape). Returns the sealed volume, the replay
+/// line, and whether /healthy must still read back.
+fn crafted_edit(seed: u64) -> (FileSystem<SimFlash>, String, bool) {
     let mut rng = SeededRng::new(seed);
-    let (mut fs, _files) = volume();
+    if rng.below(8) == 0 {
+        let (fs, files) = tall_volume();
+        let tree = if rng.below(2) == 0 { Tree::Directory } else { Tree::Allocation };
+        let shape = match rng.below(4) {
+            0 => Shape::SiblingTwice,
+            1 => Shape::RootItself,
+            2 => Shape::OtherTree,
+            _ => Shape::Swapped,
+        };
+        let fs = reshape(fs, tree, shape);
+        let _ = files;
+        let context = format!("{tree:?} root {shape:?}; replay: FSOC_SEED={seed:#x} cargo test -p fsoc-core --test hostile");
+        return (seal(fs), context, false);
+    }
+    let (mut fs, files) = volume();
     let tree = if rng.below(2) == 0 { Tree::Directory } else { Tree::Allocation };
     let records = all_records(&mut fs, tree);
     let (key, value) = records[rng.below(records.len() as u64) as usize].clone();
+    let mut healthy_intact = !touches_healthy(tree, &key, &files);
     let description = match rng.below(4) {
         0 | 1 => {
             put_raw(&mut fs, tree, &key, Some(&mutate_value(&mut rng, &value)));
@@ -427,6 +475,7 @@ fn crafted_edit(seed: u64) -> (FileSystem<SimFlash>, String) {
             let new_key = mutate_value(&mut rng, &key);
             if !new_key.is_empty() {
                 put_raw(&mut fs, tree, &new_key, Some(&value));
+                healthy_intact &= !touches_healthy(tree, &new_key, &files);
             }
             if rng.below(2) == 0 {
                 put_raw(&mut fs, tree, &key, None);
@@ -434,27 +483,122 @@ fn crafted_edit(seed: u64) -> (FileSystem<SimFlash>, String) {
             "key changed"
         }
     };
-    (seal(fs), format!("{tree:?} record {description}; replay: FSOC_SEED={seed:#x} cargo test -p fsoc-core --test hostile"))
+    let context = format!("{tree:?} record {description}; replay: FSOC_SEED={seed:#x} cargo test -p fsoc-core --test hostile");
+    (seal(fs), context, healthy_intact)
 }
 
 /// At least 200 seeded crafted edits: no panic, no abort, no hang, fsck within its memory
-/// bound; counts how many were noticed (an error or an fsck violation).
+/// bound, /healthy readable whenever the edit was not to its records; counts how many were
+/// noticed (an error or an fsck violation) and how many left the volume refusing writes.
 #[test]
 fn seeded_crafted_edits_never_panic() {
     let seeds: Vec<u64> = match std::env::var("FSOC_SEED") {
         Ok(text) => vec![u64::from_str_radix(text.trim_start_matches("0x"), 16).expect("FSOC_SEED in hex")],
         Err(_) => (0..240).map(|index| 0x4057_11e0 + index).collect(),
     };
-    let mut noticed = 0;
+    let (mut noticed, mut poisoned) = (0, 0);
     for &seed in &seeds {
-        let (mut fs, context) = crafted_edit(seed);
-        let seen = survive(&mut fs, &context);
+        let (mut fs, context, healthy_intact) = crafted_edit(seed);
+        let seen = survive_checking(&mut fs, healthy_intact, &context);
         if seen.errors > 0 || seen.fsck_violations > 0 {
             noticed += 1;
         }
+        poisoned += u32::from(seen.poisoned);
     }
-    println!("crafted edits: {} run, {noticed} noticed (error or fsck violation), {} harmless", seeds.len(), seeds.len() - noticed);
+    println!(
+        "crafted edits: {} run, {noticed} noticed (error or fsck violation), {} harmless, {poisoned} left the volume refusing writes",
+        seeds.len(),
+        seeds.len() - noticed
+    );
     assert!(noticed * 2 > seeds.len(), "only {noticed} of {} crafted edits were noticed", seeds.len());
+}
+
+// ----- tree shapes ----------------------------------------------------------------------------
+
+/// `volume()` plus enough files that both trees have an internal root (height >= 2).
+fn tall_volume() -> (FileSystem<SimFlash>, Files) {
+    let (mut fs, files) = volume();
+    fs.mkdir(b"/many", 0o755).expect("mkdir");
+    for index in 0..150 {
+        write_file(&mut fs, &format!("/many/file-with-a-longish-name-{index:04}"), &[index as u8; 300]).expect("file");
+    }
+    fs.transact().expect("commit");
+    fs.commit().expect("full commit");
+    (fs, files)
+}
+
+/// How a root node's child pointers are redirected: each target is a valid node with the right
+/// checksum, so only the shape is wrong.
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    /// Child 1 points at child 0 (one node reached twice, keys out of order).
+    SiblingTwice,
+    /// Child 0 points at the root itself (a cycle; the level is wrong).
+    RootItself,
+    /// Child 0 points at the other tree's root.
+    OtherTree,
+    /// Children 0 and 1 swapped.
+    Swapped,
+}
+
+/// Rewrites the root node of `tree` with redirected child pointers, as a valid node page, and
+/// makes it the tree's root (the next commit records it).
+fn reshape(mut fs: FileSystem<SimFlash>, tree: Tree, shape: Shape) -> FileSystem<SimFlash> {
+    let volume = &mut fs.volume;
+    let other_root = match tree {
+        Tree::Directory => volume.allocation.root(),
+        Tree::Allocation => volume.directory.root(),
+    }
+    .expect("committed");
+    let target = match tree {
+        Tree::Directory => &mut volume.directory,
+        Tree::Allocation => &mut volume.allocation,
+    };
+    let root: TreeRoot = target.root().expect("committed tree");
+    assert!(root.height >= 2, "{tree:?} has no internal root (height {})", root.height);
+    let mut store = LogNodeStore::new(&mut volume.log);
+    let node_size = store.node_size_bytes();
+    let mut page = Vec::new();
+    store.read_page(root.pointer.address, &mut page).expect("root page");
+    let (mut node, _) = Node::decode(&page).expect("root decodes");
+    let NodeEntries::Internal(branches) = &mut node.entries else { panic!("internal root") };
+    let pointer = |branch: &Branch| match branch.child {
+        Child::OnFlash(pointer) => pointer,
+        Child::Dirty(_) => panic!("clean tree"),
+    };
+    let (first, second) = (pointer(&branches[0]), pointer(&branches[1]));
+    match shape {
+        Shape::SiblingTwice => branches[1].child = Child::OnFlash(first),
+        Shape::RootItself => branches[0].child = Child::OnFlash(root.pointer),
+        Shape::OtherTree => branches[0].child = Child::OnFlash(other_root.pointer),
+        Shape::Swapped => {
+            branches[0].child = Child::OnFlash(second);
+            branches[1].child = Child::OnFlash(first);
+        }
+    }
+    let encoded = node.encode(node_size);
+    let address = store.append_node(&encoded.bytes, NodeTag { tree_id: node.tree_id, level: node.level }).expect("append");
+    store.release(root.pointer.address);
+    target.reset_to(TreeRoot { pointer: PagePointer { address, checksum: encoded.checksum }, height: root.height });
+    fs
+}
+
+/// Tree shapes a checksum cannot catch: a child pointer to a sibling, to the root itself, to
+/// the other tree, two children swapped. Reads answer errors or miss records, nothing panics
+/// or loops, and fsck reports each.
+#[test]
+fn redirected_child_pointers_are_reported() {
+    for tree in [Tree::Directory, Tree::Allocation] {
+        for shape in [Shape::SiblingTwice, Shape::RootItself, Shape::OtherTree, Shape::Swapped] {
+            let (fs, _) = tall_volume();
+            let mut fs = seal(reshape(fs, tree, shape));
+            let context = format!("{tree:?} {shape:?}");
+            let (report, heap) = peak_during(|| fs.fsck(false).expect("fsck runs"));
+            assert!(report.violation_count > 0, "{context}: fsck calls it clean");
+            assert!(heap < FSCK_HEAP_MAX_BYTES, "{context}: fsck used {heap} bytes");
+            survive(&mut fs, &context);
+        }
+    }
 }
 
 /// Extent records keep working after a crafted edit of another file: the extent decoder
@@ -470,7 +614,7 @@ fn crafting_encodings_match_the_format() {
 #[test]
 fn an_unreadable_segment_table_page_is_a_violation() {
     let (fs, _) = volume();
-    let mut fs = seal(fs);
+    let fs = seal(fs);
     let pointer = fs.volume.committed().segment_table[0];
     let page = fs.volume.layout().physical(pointer.address);
     let mut flash = fs.into_flash_without_commit();

@@ -426,12 +426,21 @@ impl<F: Flash> FileSystem<F> {
         if parent_record.kind != FileKind::Directory {
             return Err(FsError::NotDirectory);
         }
+        // No valid entry holds such a name, so none is found: an entry an image crafted under
+        // it ("..", "a/b") is never followed (fsck reports it).
+        if validate_name(name).is_err() {
+            return Err(FsError::NotFound);
+        }
         let bytes = self.tree_get(TreeId::Directory, &directory_key(parent, name))?.ok_or(FsError::NotFound)?;
-        let value = DirectoryValue::decode(&bytes)?;
+        let value = DirectoryValue::decode(&bytes)
+            .map_err(|_| FsError::CorruptFile { inode: parent, reason: "undecodable directory entry" })?;
         Ok((value.inode, value.kind))
     }
 
     /// Up to `count_max` entries of a directory with names greater than `after`, in name order.
+    /// Names are returned as stored: a caller that hands them on (to an OS, a host path) checks
+    /// them with `validate_name` first, as an image may hold any bytes (fsck reports bad ones).
+    /// An entry that does not decode is an error for this directory.
     pub fn readdir(&mut self, directory: u64, after: Option<&[u8]>, count_max: usize) -> Result<Vec<DirectoryEntry>, FsError> {
         if self.getattr(directory)?.kind != FileKind::Directory {
             return Err(FsError::NotDirectory);
@@ -448,7 +457,8 @@ impl<F: Flash> FileSystem<F> {
             if parent != directory || entries.len() >= count_max {
                 break;
             }
-            let value = DirectoryValue::decode(&value)?;
+            let value = DirectoryValue::decode(&value)
+                .map_err(|_| FsError::CorruptFile { inode: directory, reason: "undecodable directory entry" })?;
             entries.push(DirectoryEntry { name: name.to_vec(), inode: value.inode, kind: value.kind });
             key = found_key;
             next = self.tree_first_after(TreeId::Directory, &key)?;
