@@ -96,6 +96,22 @@ enum NodeHandle {
     Clean(Arc<Node>),
 }
 
+/// Which entry a range search wants.
+#[derive(Clone, Copy, Debug)]
+enum Seek {
+    /// The first with key >= the search key (> when not inclusive).
+    Forward { inclusive: bool },
+    /// The last with key <= the search key.
+    Backward,
+}
+
+/// An internal node of a range search with the children still to try.
+struct SeekFrame {
+    handle: NodeHandle,
+    next_index: usize,
+    remaining: usize,
+}
+
 /// One step of a path from the root: a dirty node and the index of the child taken from it.
 #[derive(Clone, Debug)]
 struct PathStep {
@@ -496,64 +512,107 @@ impl Tree {
         self.seek_backward(store, root, key)
     }
 
-    /// First entry in the subtree at `handle` with key >= `key` (or > when not `inclusive`).
-    /// Recursion depth is bounded by the level, which drops by one per call (checked by `load`).
-    /// Usually reads one path; a miss at the end of a leaf costs one more path to the next one.
+    /// First entry with key >= `key` (or > when not `inclusive`), searching from `root`.
     fn seek_forward(
         &mut self,
         store: &mut dyn NodeStore,
-        handle: NodeHandle,
+        root: NodeHandle,
         key: &[u8],
         inclusive: bool,
     ) -> Result<Option<KeyValue>, TreeError> {
-        let node = self.node(&handle);
-        let (start_index, child_count) = match &node.entries {
-            NodeEntries::Leaf(entries) => {
-                let index = if inclusive {
-                    entries.partition_point(|entry| entry.key.as_slice() < key)
-                } else {
-                    entries.partition_point(|entry| entry.key.as_slice() <= key)
-                };
-                return Ok(entries
-                    .get(index)
-                    .map(|entry| (entry.key.clone(), entry.value.clone())));
-            }
-            NodeEntries::Internal(branches) => (node.child_index(key), branches.len()),
-        };
-        // Children right of the start hold only keys above `key`, so the first of them that
-        // is not empty has the answer.
-        for child_index in start_index..child_count {
-            let child = self.open_child(store, &handle, child_index)?;
-            if let Some(found) = self.seek_forward(store, child, key, inclusive)? {
-                return Ok(Some(found));
-            }
-        }
-        Ok(None)
+        self.seek(store, root, key, Seek::Forward { inclusive })
     }
 
-    /// Last entry in the subtree at `handle` with key <= `key`; bounded like `seek_forward`.
+    /// Last entry with key <= `key`, searching from `root`.
     fn seek_backward(
         &mut self,
         store: &mut dyn NodeStore,
-        handle: NodeHandle,
+        root: NodeHandle,
         key: &[u8],
     ) -> Result<Option<KeyValue>, TreeError> {
-        let node = self.node(&handle);
-        let start_index = match &node.entries {
-            NodeEntries::Leaf(entries) => {
-                let count = entries.partition_point(|entry| entry.key.as_slice() <= key);
-                let found = count.checked_sub(1).and_then(|index| entries.get(index));
-                return Ok(found.map(|entry| (entry.key.clone(), entry.value.clone())));
+        self.seek(store, root, key, Seek::Backward)
+    }
+
+    /// The range search behind `seek_forward` and `seek_backward`. Iterative: the stack holds
+    /// one internal node per level with the children still to try, so its depth is at most the
+    /// height. In a valid tree the answer is found within two descents: if the subtree the key
+    /// falls in has no answer, the neighbouring subtree's nearest leaf has it (separators bound
+    /// the keys, and non-root leaves are not empty). So a search opening more than twice the
+    /// height of nodes is on a corrupt tree (a shared or misordered child), and is an error
+    /// rather than a walk whose length crafted pointers could multiply.
+    fn seek(
+        &mut self,
+        store: &mut dyn NodeStore,
+        root: NodeHandle,
+        key: &[u8],
+        direction: Seek,
+    ) -> Result<Option<KeyValue>, TreeError> {
+        let opens_max = 2 * usize::from(self.height);
+        let mut opens = 1usize;
+        let mut stack: Vec<SeekFrame> = Vec::with_capacity(usize::from(self.height));
+        let mut current = root;
+        loop {
+            let node = self.node(&current);
+            match &node.entries {
+                NodeEntries::Leaf(entries) => {
+                    let found = match direction {
+                        Seek::Forward { inclusive } => {
+                            let index = if inclusive {
+                                entries.partition_point(|entry| entry.key.as_slice() < key)
+                            } else {
+                                entries.partition_point(|entry| entry.key.as_slice() <= key)
+                            };
+                            entries.get(index)
+                        }
+                        Seek::Backward => {
+                            let count = entries.partition_point(|entry| entry.key.as_slice() <= key);
+                            count.checked_sub(1).and_then(|index| entries.get(index))
+                        }
+                    };
+                    if let Some(entry) = found {
+                        return Ok(Some((entry.key.clone(), entry.value.clone())));
+                    }
+                }
+                NodeEntries::Internal(branches) => {
+                    let start = node.child_index(key);
+                    // Forward: children start.. in order; backward: ..=start in reverse.
+                    let (next_index, remaining) = match direction {
+                        Seek::Forward { .. } => (start, branches.len().saturating_sub(start)),
+                        Seek::Backward => (start, start + 1),
+                    };
+                    stack.push(SeekFrame { handle: current, next_index, remaining });
+                    assert!(
+                        stack.len() <= usize::from(self.height),
+                        "search stack deeper than the height {}",
+                        self.height
+                    );
+                }
             }
-            NodeEntries::Internal(_) => node.child_index(key),
-        };
-        for child_index in (0..=start_index).rev() {
-            let child = self.open_child(store, &handle, child_index)?;
-            if let Some(found) = self.seek_backward(store, child, key)? {
-                return Ok(Some(found));
-            }
+            // The next child to try, backing up past exhausted nodes.
+            current = loop {
+                let Some(frame) = stack.last_mut() else { return Ok(None) };
+                if frame.remaining == 0 {
+                    stack.pop();
+                    continue;
+                }
+                let child_index = frame.next_index;
+                frame.remaining -= 1;
+                frame.next_index = match direction {
+                    Seek::Forward { .. } => child_index + 1,
+                    Seek::Backward => child_index.saturating_sub(1),
+                };
+                opens += 1;
+                if opens > opens_max {
+                    return Err(TreeError::Corrupt {
+                        address: self.root_address(),
+                        reason: "search opened more nodes than a valid tree needs",
+                    });
+                }
+                let handle = &frame.handle;
+                let child = self.open_child(store, handle, child_index)?;
+                break child;
+            };
         }
-        Ok(None)
     }
 
     // ----- copy-on-write ---------------------------------------------------------------------
