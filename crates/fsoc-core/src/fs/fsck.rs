@@ -478,10 +478,8 @@ impl AllocationWalk {
         let Some(current) = self.current.take() else { return };
         let (inode, record) = (current.inode, current.record);
         match record.kind {
-            FileKind::File if record.is_inline() => {
-                if current.inline_bytes.unwrap_or(0) != record.size {
-                    violations.push(format!("inode {inode}: inline data length differs from size {}", record.size));
-                }
+            FileKind::File if record.is_inline() && current.inline_bytes.unwrap_or(0) != record.size => {
+                violations.push(format!("inode {inode}: inline data length differs from size {}", record.size));
             }
             FileKind::Symlink if current.symlink_chunks == 0 => violations.push(format!("symlink {inode} has no target")),
             FileKind::Symlink if current.symlink_bytes != record.size => {
