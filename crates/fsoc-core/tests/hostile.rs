@@ -625,3 +625,21 @@ fn an_unreadable_segment_table_page_is_a_violation() {
     assert!(report.violations.iter().any(|violation| violation.starts_with("segment table")), "{:?}", report.violations);
     assert!(report.files >= 3, "the trees were still checked: {report:?}");
 }
+
+/// fsck counts every violation and lists at most `VIOLATIONS_LISTED_MAX`: 300 entries with bad
+/// names give at least 300 counted (the CLI prints "... and N more not listed", N = count −
+/// listed, then the count), whatever the listing holds.
+#[test]
+fn fsck_counts_every_violation_past_the_listing() {
+    let (mut fs, files) = volume();
+    let entry = DirectoryValue { inode: files.healthy_file, kind: FileKind::File };
+    for index in 0..300u32 {
+        let name = format!("bad/{index}");
+        put_raw(&mut fs, Tree::Directory, &directory_key(ROOT_INODE, name.as_bytes()), Some(&entry.encode()));
+    }
+    let mut fs = seal(fs);
+    let report = fs.fsck(false).expect("fsck");
+    assert_eq!(report.violations.len(), fsoc_core::fs::fsck::VIOLATIONS_LISTED_MAX);
+    assert!(report.violation_count >= 300, "counted {}", report.violation_count);
+    assert_contained(&mut fs, "300 bad names");
+}
