@@ -44,8 +44,13 @@ pub enum Step {
 pub enum EnterError {
     /// The directory is one of the directories being walked: the entry leads back up.
     Cycle { inode: u64, ancestor_path: Vec<u8> },
+    /// The directory's record names another parent: this entry is a second name (or the
+    /// record is damaged); either way the tree is not what its entries say.
+    OtherParent { inode: u64, parent_field: u64 },
     /// The directory was already walked under another path (a directory has one name).
     SecondName { inode: u64 },
+    /// The directory's record cannot be read.
+    Unreadable(FsError),
     /// Entering would exceed the depth limit.
     TooDeep { depth_max: usize },
 }
@@ -58,6 +63,10 @@ impl EnterError {
                 "directory cycle: this entry leads back to {} (inode {inode}), which contains it; not followed",
                 crate::names::shown(ancestor_path)
             ),
+            EnterError::OtherParent { inode, parent_field } => format!(
+                "directory cycle or second name: directory inode {inode} belongs in directory inode {parent_field}, not here (a directory has one name); not followed"
+            ),
+            EnterError::Unreadable(error) => format!("{error}; not followed"),
             EnterError::SecondName { inode } => format!(
                 "directory cycle or second name: directory inode {inode} was already reached by another path (a directory has one name); not followed"
             ),
@@ -173,15 +182,23 @@ impl Walk {
     }
 
     /// Descends into `entry` (a directory entry of the current directory just stepped over):
-    /// the next steps list it. Refused for a directory already entered and beyond the depth
-    /// limit; the walk then goes on with the current directory.
-    pub fn enter(&mut self, entry: &DirectoryEntry) -> Result<(), EnterError> {
+    /// the next steps list it. Refused for a directory that contains the current one, one
+    /// whose record names another parent, one already entered, and beyond the depth limit;
+    /// the walk then goes on with the current directory.
+    pub fn enter<F: Flash>(&mut self, fs: &mut FileSystem<F>, entry: &DirectoryEntry) -> Result<(), EnterError> {
         debug_assert_eq!(entry.kind, FileKind::Directory, "only directories are entered");
         if let Some(ancestor) = self.frames.iter().find(|frame| frame.inode == entry.inode) {
             return Err(EnterError::Cycle { inode: entry.inode, ancestor_path: self.path[..ancestor.path_len].to_vec() });
         }
         if self.frames.len() >= self.depth_max {
             return Err(EnterError::TooDeep { depth_max: self.depth_max });
+        }
+        // Every directory records its parent (fsck checks it agrees with its entry): an entry
+        // elsewhere naming it is a second name, which could lead anywhere, even outside the
+        // tree being walked (where `rm -r` must not reach).
+        let parent_field = fs.getattr(entry.inode).map_err(EnterError::Unreadable)?.parent;
+        if parent_field != self.directory() {
+            return Err(EnterError::OtherParent { inode: entry.inode, parent_field });
         }
         if !self.entered.insert(entry.inode) {
             return Err(EnterError::SecondName { inode: entry.inode });

@@ -440,7 +440,7 @@ fn list_tree(
         let shown_name = if recursive { &entry_path } else { &entry.name };
         print_entry(&mut session.fs, out, shown_name, entry.inode, &record, long)?;
         if recursive && entry.kind == FileKind::Directory {
-            walk.enter(&entry).map_err(|error| format!("{}:{}: {}", image.display(), shown(&entry_path), error.describe()))?;
+            walk.enter(&mut session.fs, &entry).map_err(|error| format!("{}:{}: {}", image.display(), shown(&entry_path), error.describe()))?;
         }
     }
     Ok(())
@@ -803,7 +803,7 @@ fn image_tree_bytes(fs: &mut FileSystem<ImageFlash>, inode: u64, kind: FileKind)
             Step::Entry(entry) if invalid_name_reason(&entry.name).is_none() => match entry.kind {
                 FileKind::File => total += fs.getattr(entry.inode).map_or(0, |record| record.size),
                 FileKind::Directory => {
-                    let _ = walk.enter(&entry);
+                    let _ = walk.enter(fs, &entry);
                 }
                 FileKind::Symlink => {}
             },
@@ -914,7 +914,7 @@ impl Extraction<'_> {
                     continue;
                 }
             };
-            if let Err(error) = walk.enter(&entry) {
+            if let Err(error) = walk.enter(&mut self.session.fs, &entry) {
                 // Not followed either way; --keep-going extracts the rest of the tree.
                 let message = format!("{}:{}: {}", self.session.image.display(), shown(&child_source), error.describe());
                 self.failed(ExtractError::Image(message))?;
@@ -1102,7 +1102,7 @@ fn check_removable(session: &mut Session, path: &[u8], directory: u64) -> Result
                     ));
                 }
                 if entry.kind == FileKind::Directory {
-                    walk.enter(&entry).map_err(|error| {
+                    walk.enter(&mut session.fs, &entry).map_err(|error| {
                         format!("{}:{}: {}; nothing was removed", session.image.display(), shown(&walk.entry_path(&entry.name)), error.describe())
                     })?;
                 }
@@ -1128,7 +1128,7 @@ fn remove_contents(session: &mut Session, path: &[u8], directory: u64) -> Result
             Step::Entry(entry) => {
                 let entry_path = walk.entry_path(&entry.name);
                 if entry.kind == FileKind::Directory {
-                    walk.enter(&entry).map_err(|error| format!("{}:{}: {}", session.image.display(), shown(&entry_path), error.describe()))?;
+                    walk.enter(&mut session.fs, &entry).map_err(|error| format!("{}:{}: {}", session.image.display(), shown(&entry_path), error.describe()))?;
                 } else {
                     session.fs.remove(walk.directory(), &entry.name, false).map_err(|error| session.error(&entry_path, error))?;
                 }
