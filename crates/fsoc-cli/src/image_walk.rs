@@ -98,6 +98,8 @@ pub struct Walk {
     entered: HashSet<u64>,
     depth_max: usize,
     buffered_bytes: usize,
+    /// `BUFFER_BYTES_MAX`, smaller in tests to exercise re-reading.
+    buffer_bytes_max: usize,
     /// The last step was `Leave`: the next one pops that frame first.
     leaving: bool,
 }
@@ -113,6 +115,7 @@ impl Walk {
             entered: HashSet::from([inode]),
             depth_max: depth_max.max(1),
             buffered_bytes: 0,
+            buffer_bytes_max: BUFFER_BYTES_MAX,
             leaving: false,
         }
     }
@@ -203,7 +206,7 @@ impl Walk {
         if !self.entered.insert(entry.inode) {
             return Err(EnterError::SecondName { inode: entry.inode });
         }
-        if self.buffered_bytes > BUFFER_BYTES_MAX {
+        if self.buffered_bytes > self.buffer_bytes_max {
             // Read the rest again on return rather than hold every level's batch.
             if let Some(frame) = self.frames.last_mut() {
                 self.buffered_bytes -= frame.batch_bytes;
@@ -222,5 +225,73 @@ impl Walk {
             listed: false,
         });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fsoc_core::FsConfig;
+    use fsoc_media::{Profile, SimConfig, SimFlash};
+
+    /// Every path a walk steps over, entering every directory, in order; or the first refusal.
+    fn walk_paths<F: Flash>(fs: &mut FileSystem<F>, buffer_bytes_max: usize, depth_max: usize) -> Result<Vec<String>, String> {
+        let mut walk = Walk::new(1, b"/", depth_max);
+        walk.buffer_bytes_max = buffer_bytes_max;
+        let mut paths = Vec::new();
+        loop {
+            match walk.next(fs) {
+                Step::Done => return Ok(paths),
+                Step::Leave => {}
+                Step::Unreadable(error) => return Err(error.to_string()),
+                Step::Entry(entry) => {
+                    let path = walk.entry_path(&entry.name);
+                    paths.push(String::from_utf8(path.clone()).expect("utf-8"));
+                    if entry.kind == FileKind::Directory {
+                        walk.enter(fs, &entry).map_err(|error| format!("{}: {}", String::from_utf8_lossy(&path), error.describe()))?;
+                    }
+                }
+            }
+        }
+    }
+
+    fn small_fs() -> FileSystem<SimFlash<fsoc_media::RamStore>> {
+        let flash = SimFlash::create(SimConfig::new(Profile::Slc, 1, 256, 1)).expect("flash");
+        FileSystem::format(flash, FsConfig::default(), 1).expect("format")
+    }
+
+    #[test]
+    fn dropped_batches_are_read_again_without_loss_or_repeats() {
+        let mut fs = small_fs();
+        // More entries than a batch, with subdirectories among them, so walks descend from
+        // the middle of a batch and must resume after the entry they descended into.
+        for index in 0..600u32 {
+            let name = format!("e{index:03}");
+            if index % 7 == 0 {
+                let inode = fs.create(1, name.as_bytes(), FileKind::Directory, 0o755, 0, 0, None).expect("mkdir");
+                for inner in 0..3u32 {
+                    fs.create(inode, format!("f{inner}").as_bytes(), FileKind::File, 0o644, 0, 0, None).expect("create");
+                }
+            } else {
+                fs.create(1, name.as_bytes(), FileKind::File, 0o644, 0, 0, None).expect("create");
+            }
+        }
+        let buffered = walk_paths(&mut fs, BUFFER_BYTES_MAX, DEPTH_MAX).expect("walk");
+        let re_read = walk_paths(&mut fs, 0, DEPTH_MAX).expect("walk");
+        assert_eq!(buffered.len(), 600 + 86 * 3);
+        assert_eq!(buffered, re_read, "a walk that drops its batches steps over the same entries");
+        assert_eq!(buffered[..5], ["/e000", "/e000/f0", "/e000/f1", "/e000/f2", "/e001"], "each directory's entries follow it");
+    }
+
+    #[test]
+    fn depth_is_bounded() {
+        let mut fs = small_fs();
+        let mut parent = 1;
+        for _ in 0..10 {
+            parent = fs.create(parent, b"d", FileKind::Directory, 0o755, 0, 0, None).expect("mkdir");
+        }
+        assert_eq!(walk_paths(&mut fs, BUFFER_BYTES_MAX, 11).expect("walk").len(), 10);
+        let refused = walk_paths(&mut fs, BUFFER_BYTES_MAX, 10).expect_err("one level too deep");
+        assert!(refused.starts_with("/d/d/d/d/d/d/d/d/d/d: more than 10 nested directories"), "{refused}");
     }
 }

@@ -77,8 +77,10 @@ pub enum ToolCommand {
         /// Copy a directory and everything in it.
         #[arg(short = 'r', long)]
         recursive: bool,
-        /// Recovery mode: skip files that cannot be read from the image (report each, count
-        /// them, exit non-zero at the end) instead of stopping at the first.
+        /// Recovery mode for a damaged image: skip what cannot be read (a file, a directory, a
+        /// link) or must not be followed (a directory cycle, a tree deeper than the limit),
+        /// naming each on stderr, and extract everything else; the exit status is then 2 with
+        /// the count of skipped entries. Without it, get stops at the first.
         #[arg(long)]
         keep_going: bool,
         /// Skip (with a warning) entries whose names no file system may hold (empty, `.`, `..`,
@@ -874,9 +876,8 @@ impl Extraction<'_> {
     /// before it is created, and everything is created relative to its directory's descriptor
     /// with O_NOFOLLOW: so nothing is ever written outside the destination.
     fn extract_tree(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8], inode: u64) -> Result<(), String> {
-        let record = self.directory_record(source, inode).or_else(|error| match error {
-            ExtractError::Image(message) | ExtractError::Local(message) => Err(message),
-        })?;
+        // The start directory is fatal either way: without it there is nothing to extract.
+        let record = self.directory_record(source, inode).map_err(|(ExtractError::Image(message) | ExtractError::Local(message))| message)?;
         // The open local directories, one per level of the walk, with the image's record of
         // each (applied when it is left).
         let mut directories = vec![(self.open_new_directory(parent, name, source)?, record)];

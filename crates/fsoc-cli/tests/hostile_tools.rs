@@ -129,6 +129,7 @@ fn fsoc_measured(arguments: &[&str], timeout: Duration) -> (support::Output, u64
 /// fsoc overran FSOC_MEASURE_TIMEOUT_SECONDS and was killed).
 #[test]
 #[ignore = "a helper process for tools_run_in_bounded_memory and over_deep_trees_stop_at_the_depth_limit"]
+#[allow(clippy::zombie_processes)] // the child is reaped by wait4, which also gives its rusage
 fn measure_helper() {
     let (Ok(arguments), Ok(directory), Ok(timeout)) = (
         std::env::var("FSOC_MEASURE_ARGUMENTS"),
