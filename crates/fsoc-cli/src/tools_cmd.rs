@@ -5,7 +5,9 @@
 //!
 //! Invariants: a writer holds an exclusive lock on the image file and a reader a shared one,
 //! so a tool never runs against a mounted image (`fsoc mount` holds the exclusive lock);
-//! memory stays bounded by the copy buffer and one directory batch whatever the tree size.
+//! memory stays bounded by the copy buffer, the walk's buffered listings (image_walk.rs: at
+//! most 4 MiB) and one inode number per directory walked, whatever the tree's shape. Names and
+//! structure read from an image are hostile input: see names.rs and image_walk.rs.
 
 use std::fs::File;
 use std::io::{Read, Write};
