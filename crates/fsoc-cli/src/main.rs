@@ -4,6 +4,7 @@ mod array_cmd;
 mod bench_cmd;
 mod flash_cmd;
 mod fuse_cmd;
+mod image_walk;
 mod names;
 mod scaling_cmd;
 mod tools_cmd;

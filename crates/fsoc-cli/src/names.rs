@@ -24,7 +24,9 @@ pub fn invalid_name_reason(name: &[u8]) -> Option<&'static str> {
 }
 
 /// `name` for a terminal: printable text as it is, everything else as a C escape (`\n`, `\t`,
-/// `\\`, `\ooo` octal per byte), like `ls -b`. Valid UTF-8 letters stay readable.
+/// `\\`, `\ooo` octal per byte), like `ls -b`. Valid UTF-8 letters stay readable; the
+/// bidirectional-text controls are escaped too, since they make a terminal show a name's
+/// characters in another order than they are (`evil\u{202E}txt.exe` shown as `evilexe.txt`).
 pub fn escaped(name: &[u8]) -> String {
     let mut text = String::with_capacity(name.len());
     for chunk in name.utf8_chunks() {
@@ -34,7 +36,7 @@ pub fn escaped(name: &[u8]) -> String {
                 '\n' => text.push_str("\\n"),
                 '\t' => text.push_str("\\t"),
                 '\r' => text.push_str("\\r"),
-                character if character.is_control() => {
+                character if character.is_control() || is_bidirectional_control(character) => {
                     let mut buffer = [0u8; 4];
                     for byte in character.encode_utf8(&mut buffer).bytes() {
                         text.push_str(&format!("\\{byte:03o}"));
@@ -48,6 +50,12 @@ pub fn escaped(name: &[u8]) -> String {
         }
     }
     text
+}
+
+/// Unicode's explicit bidirectional formatting characters (marks, embeddings, overrides,
+/// isolates).
+fn is_bidirectional_control(character: char) -> bool {
+    matches!(character, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A path inside an image for messages, escaped like a name.
@@ -78,5 +86,7 @@ mod tests {
         assert_eq!(escaped(b"\xff\xfe"), "\\377\\376");
         assert_eq!(escaped("ünïcode".as_bytes()), "ünïcode");
         assert_eq!(escaped(b"nul\0"), "nul\\000");
+        assert_eq!(escaped("evil\u{202E}txt.exe".as_bytes()), "evil\\342\\200\\256txt.exe");
+        assert_eq!(escaped("\u{2067}x".as_bytes()), "\\342\\201\\247x");
     }
 }

@@ -5,7 +5,9 @@
 //!
 //! Invariants: a writer holds an exclusive lock on the image file and a reader a shared one,
 //! so a tool never runs against a mounted image (`fsoc mount` holds the exclusive lock);
-//! memory stays bounded by the copy buffer and one directory batch whatever the tree size.
+//! memory stays bounded by the copy buffer, the walk's buffered listings (image_walk.rs: at
+//! most 4 MiB) and one inode number per directory walked, whatever the tree's shape. Names and
+//! structure read from an image are hostile input: see names.rs and image_walk.rs.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -15,11 +17,11 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
-use std::collections::HashSet;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 
 use clap::Subcommand;
 
+use crate::image_walk::{Step, Walk, DEPTH_MAX};
 use crate::names::{escaped, invalid_name_reason, shown};
 use fsoc_core::fs::{FileKind, FsError, InodeRecord};
 use fsoc_core::{FileSystem, FsConfig};
@@ -31,13 +33,9 @@ pub type ImageFlash = SimFlash<ImageStore>;
 
 /// Bytes copied per read or write call.
 const COPY_CHUNK_BYTES: usize = 1 << 20;
-/// Directory entries fetched per call.
-const DIRECTORY_BATCH: usize = 256;
 /// Tree nodes cached by tools and the mount (2 KiB to 8 KiB each: 8 to 32 MiB).
 pub const CACHE_NODES: usize = 4096;
 const ROOT_INODE: u64 = 1;
-/// Deepest directory nesting `get -r` extracts (it keeps one open directory per level).
-const EXTRACT_DEPTH_MAX: usize = 512;
 
 #[derive(Subcommand)]
 pub enum ToolCommand {
@@ -81,8 +79,10 @@ pub enum ToolCommand {
         /// Copy a directory and everything in it.
         #[arg(short = 'r', long)]
         recursive: bool,
-        /// Recovery mode: skip files that cannot be read from the image (report each, count
-        /// them, exit non-zero at the end) instead of stopping at the first.
+        /// Recovery mode for a damaged image: skip what cannot be read (a file, a directory, a
+        /// link) or must not be followed (a directory cycle, a tree deeper than the limit),
+        /// naming each on stderr, and extract everything else; the exit status is then 2 with
+        /// the count of skipped entries. Without it, get stops at the first.
         #[arg(long)]
         keep_going: bool,
         /// Skip (with a warning) entries whose names no file system may hold (empty, `.`, `..`,
@@ -343,25 +343,6 @@ fn caller_ids() -> (u32, u32) {
     unsafe { (libc::geteuid(), libc::getegid()) }
 }
 
-/// Visits every entry of a directory in name order, one bounded batch at a time.
-fn for_each_entry(
-    fs: &mut FileSystem<ImageFlash>,
-    directory: u64,
-    mut visit: impl FnMut(&mut FileSystem<ImageFlash>, &fsoc_core::fs::DirectoryEntry) -> Result<(), String>,
-) -> Result<(), String> {
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let batch = fs.readdir(directory, after.as_deref(), DIRECTORY_BATCH).map_err(|error| format!("readdir: {error}"))?;
-        for entry in &batch {
-            visit(fs, entry)?;
-        }
-        if batch.len() < DIRECTORY_BATCH {
-            return Ok(());
-        }
-        after = batch.last().map(|entry| entry.name.clone());
-    }
-}
-
 fn progress_bar(total_bytes: u64, message: &str) -> ProgressBar {
     // Hidden automatically when stderr is not a terminal.
     let bar = ProgressBar::new(total_bytes);
@@ -433,9 +414,9 @@ fn ls(target: &str, long: bool, recursive: bool, skip_bad_names: bool) -> Result
     session.finish()
 }
 
-/// Lists a directory, and with `recursive` every directory under it, parent before children.
-/// Iterative, with a stack of directories still to list (never recursion on the image's
-/// structure); a directory reached twice (a cycle, or a directory with two names) is an error.
+/// Lists a directory, and with `recursive` every directory under it, each entry before what
+/// is under it (as `find` does). The walk is iterative, bounded in depth and memory, and never
+/// enters a directory twice (see image_walk.rs), so a crafted cycle is reported, not followed.
 fn list_tree(
     session: &mut Session,
     out: &mut Listing<impl Write>,
@@ -446,40 +427,25 @@ fn list_tree(
     skip_bad_names: bool,
 ) -> Result<(), String> {
     let image = session.image.clone();
-    let mut pending: Vec<(Vec<u8>, u64)> = vec![(path.to_vec(), directory)];
-    let mut listed: HashSet<u64> = HashSet::from([directory]);
-    while let Some((directory_path, directory_inode)) = pending.pop() {
-        if out.closed {
-            break;
+    let mut walk = Walk::new(directory, path, DEPTH_MAX);
+    while !out.closed {
+        let entry = match walk.next(&mut session.fs) {
+            Step::Done => break,
+            Step::Leave => continue,
+            Step::Unreadable(error) => return Err(session.error(walk.directory_path(), error)),
+            Step::Entry(entry) => entry,
+        };
+        if let Some(reason) = invalid_name_reason(&entry.name) {
+            bad_name(&image, walk.directory_path(), &entry.name, reason, skip_bad_names, "ls")?;
+            continue;
         }
-        let mut subdirectories = Vec::new();
-        for_each_entry(&mut session.fs, directory_inode, |fs, entry| {
-            if let Some(reason) = invalid_name_reason(&entry.name) {
-                return bad_name(&image, &directory_path, &entry.name, reason, skip_bad_names, "ls");
-            }
-            let entry_path = join(&directory_path, &entry.name);
-            let record = fs.getattr(entry.inode).map_err(|error| format!("{}:{}: {error}", image.display(), shown(&entry_path)))?;
-            let shown_name = if recursive { entry_path.clone() } else { entry.name.clone() };
-            print_entry(fs, out, &shown_name, entry.inode, &record, long)?;
-            if recursive && entry.kind == FileKind::Directory {
-                if !listed.insert(entry.inode) {
-                    return Err(format!(
-                        "{}:{}: directory cycle: this directory (inode {}) was already listed under another path; the image is damaged (see `fsoc fsck`)",
-                        image.display(),
-                        shown(&entry_path),
-                        entry.inode
-                    ));
-                }
-                subdirectories.push((entry_path, entry.inode));
-            }
-            if out.closed {
-                return Err(String::new()); // stop quietly: nobody reads the rest
-            }
-            Ok(())
-        })
-        .or_else(|error| if error.is_empty() && out.closed { Ok(()) } else { Err(error) })?;
-        // Pushed in reverse so they are listed in name order, each before its own children.
-        pending.extend(subdirectories.into_iter().rev());
+        let entry_path = walk.entry_path(&entry.name);
+        let record = session.fs.getattr(entry.inode).map_err(|error| session.error(&entry_path, error))?;
+        let shown_name = if recursive { &entry_path } else { &entry.name };
+        print_entry(&mut session.fs, out, shown_name, entry.inode, &record, long)?;
+        if recursive && entry.kind == FileKind::Directory {
+            walk.enter(&mut session.fs, &entry).map_err(|error| format!("{}:{}: {}", image.display(), shown(&entry_path), error.describe()))?;
+        }
     }
     Ok(())
 }
@@ -616,8 +582,11 @@ fn put(paths: &[String], recursive: bool) -> Result<(), String> {
     if sources.len() > 1 && !into_directory {
         return Err(session.error(&destination, FsError::NotDirectory));
     }
-    let total_bytes: u64 = sources.iter().map(|source| local_tree_bytes(Path::new(source))).sum();
-    let bar = progress_bar(total_bytes, "put");
+    let bar = progress_bar(0, "put");
+    if !bar.is_hidden() {
+        // A walk of the local trees only to size the bar: skipped when nobody sees the bar.
+        bar.set_length(sources.iter().map(|source| local_tree_bytes(Path::new(source))).sum());
+    }
     for source in sources {
         let source = Path::new(source);
         let target = if into_directory {
@@ -633,16 +602,21 @@ fn put(paths: &[String], recursive: bool) -> Result<(), String> {
 }
 
 /// Bytes in the regular files under `path` (for the progress bar; unreadable parts count 0).
+/// Iterative, so a deeply nested local tree cannot overflow the stack; links are not followed.
 fn local_tree_bytes(path: &Path) -> u64 {
-    let Ok(metadata) = std::fs::symlink_metadata(path) else { return 0 };
-    if metadata.is_file() {
-        return metadata.len();
+    let mut total = 0;
+    let mut pending = vec![path.to_path_buf()];
+    while let Some(path) = pending.pop() {
+        let Ok(metadata) = std::fs::symlink_metadata(&path) else { continue };
+        if metadata.is_file() {
+            total += metadata.len();
+        } else if metadata.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&path) {
+                pending.extend(entries.filter_map(Result::ok).map(|entry| entry.path()));
+            }
+        }
     }
-    if !metadata.is_dir() {
-        return 0;
-    }
-    let Ok(entries) = std::fs::read_dir(path) else { return 0 };
-    entries.filter_map(Result::ok).map(|entry| local_tree_bytes(&entry.path())).sum()
+    total
 }
 
 /// Owner of a copied entry: the local file's when run as root (like `cp -a`), else the caller.
@@ -655,7 +629,46 @@ fn copied_owner(metadata: &std::fs::Metadata) -> (u32, u32) {
     }
 }
 
+/// What is left to do for `put_tree`.
+enum PutWork {
+    /// Copy the local `source` to `target` in the image.
+    Copy { source: PathBuf, target: Vec<u8> },
+    /// Set a copied directory's times, once everything in it is copied.
+    Finish { inode: u64, metadata: std::fs::Metadata, target: Vec<u8> },
+}
+
+/// Copies a local file, link or directory tree to `target`, iteratively (a stack of work, not
+/// recursion), so a deeply nested local tree cannot overflow the stack. Each directory's
+/// entries are copied in name order.
 fn put_tree(session: &mut Session, source: &Path, target: &[u8], bar: &ProgressBar) -> Result<(), String> {
+    let mut pending = vec![PutWork::Copy { source: source.to_path_buf(), target: target.to_vec() }];
+    while let Some(work) = pending.pop() {
+        match work {
+            PutWork::Finish { inode, metadata, target } => set_times(session, inode, &metadata, &target)?,
+            PutWork::Copy { source, target } => {
+                let Some((inode, metadata)) = put_one(session, &source, &target, bar)? else { continue };
+                let mut entries: Vec<PathBuf> = std::fs::read_dir(&source)
+                    .map_err(|error| format!("{}: {error}", source.display()))?
+                    .map(|entry| entry.map(|entry| entry.path()))
+                    .collect::<Result<_, _>>()
+                    .map_err(|error| format!("{}: {error}", source.display()))?;
+                entries.sort();
+                pending.push(PutWork::Finish { inode, metadata, target: target.clone() });
+                // Reversed, so the stack hands them out in name order.
+                for entry in entries.into_iter().rev() {
+                    let name = entry.file_name().ok_or_else(|| format!("{}: has no file name", entry.display()))?;
+                    let entry_target = join(&target, name.as_bytes());
+                    pending.push(PutWork::Copy { source: entry, target: entry_target });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Copies one local file or link, or creates (or reuses) one directory: then returns its
+/// inode and local metadata, for its entries to be copied into it.
+fn put_one(session: &mut Session, source: &Path, target: &[u8], bar: &ProgressBar) -> Result<Option<(u64, std::fs::Metadata)>, String> {
     let metadata = std::fs::symlink_metadata(source).map_err(|error| format!("{}: {error}", source.display()))?;
     let (uid, gid) = copied_owner(&metadata);
     let mode = metadata.mode() & 0o7777;
@@ -676,7 +689,7 @@ fn put_tree(session: &mut Session, source: &Path, target: &[u8], bar: &ProgressB
         }
         let link = link.as_os_str().as_bytes();
         session.fs.create(parent, name, FileKind::Symlink, 0o777, uid, gid, Some(link)).map_err(|error| session.error(target, error))?;
-        return Ok(());
+        return Ok(None);
     }
     if file_type.is_dir() {
         let inode = match existing {
@@ -684,22 +697,11 @@ fn put_tree(session: &mut Session, source: &Path, target: &[u8], bar: &ProgressB
             Some(_) => return Err(session.error(target, FsError::Exists)),
             None => session.fs.create(parent, name, FileKind::Directory, mode, uid, gid, None).map_err(|error| session.error(target, error))?,
         };
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(source)
-            .map_err(|error| format!("{}: {error}", source.display()))?
-            .map(|entry| entry.map(|entry| entry.path()))
-            .collect::<Result<_, _>>()
-            .map_err(|error| format!("{}: {error}", source.display()))?;
-        entries.sort();
-        for entry in entries {
-            let name = entry.file_name().ok_or_else(|| format!("{}: has no file name", entry.display()))?;
-            put_tree(session, &entry, &join(target, name.as_bytes()), bar)?;
-        }
-        set_times(session, inode, &metadata, target)?;
-        return Ok(());
+        return Ok(Some((inode, metadata)));
     }
     if !file_type.is_file() {
         eprintln!("fsoc put: skipping {}: fsoc stores only files, directories and symbolic links", source.display());
-        return Ok(());
+        return Ok(None);
     }
     let inode = match existing {
         Some((inode, FileKind::File)) => {
@@ -725,7 +727,8 @@ fn put_tree(session: &mut Session, source: &Path, target: &[u8], bar: &ProgressB
         offset += count as u64;
         bar.inc(count as u64);
     }
-    set_times(session, inode, &metadata, target)
+    set_times(session, inode, &metadata, target)?;
+    Ok(None)
 }
 
 fn set_times(session: &mut Session, inode: u64, metadata: &std::fs::Metadata, target: &[u8]) -> Result<(), String> {
@@ -769,52 +772,71 @@ fn get(source_text: &str, destination: &Path, options: GetOptions) -> Result<(),
         (parent.to_path_buf(), name.as_bytes().to_vec())
     };
     let parent_fd = open_directory(None, parent.as_os_str().as_bytes(), true).map_err(|error| format!("{}: {error}", parent.display()))?;
-    let total_bytes = image_tree_bytes(&mut session.fs, inode, kind);
-    let bar = progress_bar(total_bytes, "get");
-    let mut extraction = Extraction { session: &mut session, bar: &bar, options, failures: 0 };
+    let bar = progress_bar(0, "get");
+    if !bar.is_hidden() {
+        // A second walk of the tree only to size the bar: skipped when nobody sees the bar.
+        bar.set_length(image_tree_bytes(&mut session.fs, inode, kind));
+    }
+    let depth_max = extract_depth_max();
+    let mut extraction = Extraction { session: &mut session, bar: &bar, options, failures: 0, depth_max };
     let result = extraction.extract(&parent_fd, &name, &source, inode, kind);
     let failures = extraction.failures;
     bar.finish_and_clear();
     result?;
     session.finish()?;
-    if failures > 0 {
-        return Err(format!("{failures} entries could not be read from {} and were skipped (listed above)", image.display()));
+    match failures {
+        0 => Ok(()),
+        1 => Err(format!("1 entry of {} could not be extracted and was skipped (named above); everything else was", image.display())),
+        _ => Err(format!("{failures} entries of {} could not be extracted and were skipped (named above); everything else was", image.display())),
     }
-    Ok(())
 }
 
-/// Bytes in the files under `inode`, for the progress bar: an iterative walk that visits each
-/// directory once (a cycle is reported by the extraction itself); unreadable parts count 0.
+/// Bytes in the files under `inode`, for the progress bar (unreadable parts count 0). The
+/// walk skips what the extraction refuses; the extraction reports it.
 fn image_tree_bytes(fs: &mut FileSystem<ImageFlash>, inode: u64, kind: FileKind) -> u64 {
+    match kind {
+        FileKind::File => return fs.getattr(inode).map_or(0, |record| record.size),
+        FileKind::Symlink => return 0,
+        FileKind::Directory => {}
+    }
     let mut total = 0;
-    let mut pending = vec![(inode, kind)];
-    let mut visited = HashSet::new();
-    while let Some((inode, kind)) = pending.pop() {
-        match kind {
-            FileKind::File => total += fs.getattr(inode).map_or(0, |record| record.size),
-            FileKind::Symlink => {}
-            FileKind::Directory => {
-                if visited.insert(inode) {
-                    let _ = for_each_entry(fs, inode, |_, entry| {
-                        if invalid_name_reason(&entry.name).is_none() {
-                            pending.push((entry.inode, entry.kind));
-                        }
-                        Ok(())
-                    });
+    let mut walk = Walk::new(inode, b"", DEPTH_MAX);
+    loop {
+        match walk.next(fs) {
+            Step::Done => return total,
+            Step::Entry(entry) if invalid_name_reason(&entry.name).is_none() => match entry.kind {
+                FileKind::File => total += fs.getattr(entry.inode).map_or(0, |record| record.size),
+                FileKind::Directory => {
+                    let _ = walk.enter(fs, &entry);
                 }
-            }
+                FileKind::Symlink => {}
+            },
+            Step::Entry(_) | Step::Leave | Step::Unreadable(_) => {}
         }
     }
-    total
 }
 
-/// A directory being extracted: its open local directory and where its listing is.
-struct Frame {
-    inode: u64,
-    source: Vec<u8>,
-    fd: OwnedFd,
-    record: InodeRecord,
-    after: Option<Vec<u8>>,
+/// Deepest tree `get -r` extracts. It holds one open local directory per level (so nothing
+/// is ever reached through a path that could have been swapped for a link), hence the limit
+/// is what the open-file limit allows, raised to its hard maximum first, and at most DEPTH_MAX.
+fn extract_depth_max() -> usize {
+    /// Descriptors kept for everything else (the image, standard streams, the allocator).
+    const SPARE_DESCRIPTORS: u64 = 64;
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit fills the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 256;
+    }
+    let wanted = limit.rlim_max.min(DEPTH_MAX as u64 + SPARE_DESCRIPTORS);
+    if wanted > limit.rlim_cur {
+        let raised = libc::rlimit { rlim_cur: wanted, rlim_max: limit.rlim_max };
+        // SAFETY: setrlimit reads the struct it is given; raising the soft limit up to the
+        // hard one needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit.rlim_cur = wanted;
+        }
+    }
+    (limit.rlim_cur.saturating_sub(SPARE_DESCRIPTORS) as usize).clamp(16, DEPTH_MAX)
 }
 
 struct Extraction<'a> {
@@ -822,6 +844,7 @@ struct Extraction<'a> {
     bar: &'a ProgressBar,
     options: GetOptions,
     failures: u64,
+    depth_max: usize,
 }
 
 impl Extraction<'_> {
@@ -850,90 +873,89 @@ impl Extraction<'_> {
         }
     }
 
-    /// A directory and everything under it, iteratively: a stack of open directories, one per
-    /// level (at most EXTRACT_DEPTH_MAX), each resuming its listing after the entry it
-    /// descended into. Every name is checked before it is created, every file is created
-    /// relative to its directory's descriptor with O_NOFOLLOW, and a directory met twice is a
-    /// cycle: so nothing is ever written outside the destination.
+    /// A directory and everything under it, walked iteratively (image_walk.rs: no directory
+    /// twice, bounded depth) with one open local directory per level. Every name is checked
+    /// before it is created, and everything is created relative to its directory's descriptor
+    /// with O_NOFOLLOW: so nothing is ever written outside the destination.
     fn extract_tree(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8], inode: u64) -> Result<(), String> {
-        let mut visited = HashSet::from([inode]);
-        let root = self.open_new_directory(parent, name, source, inode)?;
-        let mut stack = vec![root];
-        while let Some(frame) = stack.last_mut() {
-            let batch = match self.session.fs.readdir(frame.inode, frame.after.as_deref(), DIRECTORY_BATCH) {
-                Ok(batch) => batch,
-                Err(error) => {
-                    let error = ExtractError::Image(self.session.error(&frame.source, error));
+        // The start directory is fatal either way: without it there is nothing to extract.
+        let record = self.directory_record(source, inode).map_err(|(ExtractError::Image(message) | ExtractError::Local(message))| message)?;
+        // The open local directories, one per level of the walk, with the image's record of
+        // each (applied when it is left).
+        let mut directories = vec![(self.open_new_directory(parent, name, source)?, record)];
+        let mut walk = Walk::new(inode, source, self.depth_max);
+        loop {
+            let entry = match walk.next(&mut self.session.fs) {
+                Step::Done => return Ok(()),
+                Step::Unreadable(error) => {
+                    let error = self.image_error(walk.directory_path(), error);
                     self.failed(error)?;
-                    Vec::new() // skip the rest of this directory
-                }
-            };
-            let mut descend = None;
-            let (frame_source, frame_fd) = (frame.source.clone(), frame.fd.try_clone().map_err(|error| format!("dup: {error}"))?);
-            let mut last_name = None;
-            for entry in &batch {
-                last_name = Some(entry.name.clone());
-                if let Some(reason) = invalid_name_reason(&entry.name) {
-                    bad_name(&self.session.image, &frame_source, &entry.name, reason, self.options.skip_bad_names, "get")?;
                     continue;
                 }
-                let child_source = join(&frame_source, &entry.name);
-                match entry.kind {
-                    FileKind::Directory => {
-                        if !visited.insert(entry.inode) {
-                            return Err(format!(
-                                "{}:{}: directory cycle: this directory (inode {}) was already extracted under another path; the image is damaged (see `fsoc fsck`)",
-                                self.session.image.display(),
-                                shown(&child_source),
-                                entry.inode
-                            ));
-                        }
-                        if stack_depth_exceeded(&stack) {
-                            return Err(format!(
-                                "{}:{}: deeper than {EXTRACT_DEPTH_MAX} directories; not extracted",
-                                self.session.image.display(),
-                                shown(&child_source)
-                            ));
-                        }
-                        match self.open_new_directory(&frame_fd, &entry.name, &child_source, entry.inode) {
-                            Ok(child) => {
-                                descend = Some(child);
-                                break;
-                            }
-                            Err(message) => return Err(message),
-                        }
-                    }
-                    kind => self.extract(&frame_fd, &entry.name, &child_source, entry.inode, kind)?,
+                Step::Leave => {
+                    let (fd, record) = directories.pop().expect("one open directory per level of the walk");
+                    // Permissions last, so a read-only directory could still be filled.
+                    set_fd_mode_and_times(&fd, &record).map_err(|error| format!("{}: {error}", shown(walk.directory_path())))?;
+                    continue;
                 }
-            }
-            let frame = stack.last_mut().expect("the frame being listed");
-            if last_name.is_some() {
-                frame.after = last_name;
-            }
-            if let Some(child) = descend {
-                stack.push(child);
+                Step::Entry(entry) => entry,
+            };
+            if let Some(reason) = invalid_name_reason(&entry.name) {
+                bad_name(&self.session.image, walk.directory_path(), &entry.name, reason, self.options.skip_bad_names, "get")?;
                 continue;
             }
-            if batch.len() < DIRECTORY_BATCH {
-                let done = stack.pop().expect("the frame being listed");
-                // Permissions last, so a read-only directory could still be filled.
-                set_fd_mode_and_times(&done.fd, &done.record).map_err(|error| format!("{}: {error}", shown(&done.source)))?;
+            let child_source = walk.entry_path(&entry.name);
+            let (directory_fd, _) = directories.last().expect("one open directory per level of the walk");
+            if entry.kind != FileKind::Directory {
+                self.extract(directory_fd, &entry.name, &child_source, entry.inode, entry.kind)?;
+                continue;
             }
+            let record = match self.directory_record(&child_source, entry.inode) {
+                Ok(record) => record,
+                Err(error) => {
+                    self.failed(error)?;
+                    continue;
+                }
+            };
+            if let Err(error) = walk.enter(&mut self.session.fs, &entry) {
+                // Not followed either way; --keep-going extracts the rest of the tree.
+                let message = format!("{}:{}: {}", self.session.image.display(), shown(&child_source), error.describe());
+                self.failed(ExtractError::Image(message))?;
+                continue;
+            }
+            let fd = self.open_new_directory(directory_fd, &entry.name, &child_source)?;
+            directories.push((fd, record));
         }
-        Ok(())
+    }
+
+    /// The record of a directory about to be extracted, which must be one.
+    fn directory_record(&mut self, source: &[u8], inode: u64) -> Result<InodeRecord, ExtractError> {
+        let record = self.session.fs.getattr(inode).map_err(|error| self.image_error(source, error))?;
+        if record.kind != FileKind::Directory {
+            return Err(ExtractError::Image(format!(
+                "{}:{}: the entry names a directory but inode {inode} is not one; the image is damaged (see `fsoc fsck`)",
+                self.session.image.display(),
+                shown(source)
+            )));
+        }
+        Ok(record)
     }
 
     /// Creates (or reuses) directory `name` in `parent` and opens it without following links.
-    fn open_new_directory(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8], inode: u64) -> Result<Frame, String> {
-        let record = self.session.fs.getattr(inode).map_err(|error| self.session.error(source, error))?;
+    fn open_new_directory(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8]) -> Result<OwnedFd, String> {
         let c_name = c_name(name)?;
         // SAFETY: a valid directory descriptor and a NUL-terminated name.
         let made = unsafe { libc::mkdirat(parent.as_raw_fd(), c_name.as_ptr(), 0o700) };
         if made != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
             return Err(format!("{}: {}", shown(source), std::io::Error::last_os_error()));
         }
-        let fd = open_directory(Some(parent), name, false).map_err(|error| format!("{}: {error}", shown(source)))?;
-        Ok(Frame { inode, source: source.to_vec(), fd, record, after: None })
+        open_directory(Some(parent), name, false).map_err(|error| match error.raw_os_error() {
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => format!(
+                "{}: a symbolic link or a file is in the way at the destination; it is not followed (remove it and retry)",
+                shown(source)
+            ),
+            _ => format!("{}: {error}", shown(source)),
+        })
     }
 
     fn extract_file(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8], inode: u64) -> Result<(), ExtractError> {
@@ -1000,10 +1022,6 @@ impl Extraction<'_> {
     }
 }
 
-fn stack_depth_exceeded(stack: &[Frame]) -> bool {
-    stack.len() >= EXTRACT_DEPTH_MAX
-}
-
 fn c_name(name: &[u8]) -> Result<std::ffi::CString, String> {
     std::ffi::CString::new(name).map_err(|_| format!("{}: name contains NUL", escaped(name)))
 }
@@ -1057,42 +1075,69 @@ fn rm(targets: &[String], recursive: bool) -> Result<(), String> {
         let (inode, kind) = session.fs.lookup(parent, name).map_err(|error| session.error(path, error))?;
         if kind == FileKind::Directory {
             if !recursive {
-                return Err(format!("{}:{}: is a directory (use -r)", image.display(), String::from_utf8_lossy(path)));
+                return Err(format!("{}:{}: is a directory (use -r)", image.display(), shown(path)));
             }
-            remove_contents(&mut session.fs, inode).map_err(|error| session.error(path, error))?;
+            remove_contents(&mut session, path, inode)?;
         }
         session.fs.remove(parent, name, kind == FileKind::Directory).map_err(|error| session.error(path, error))?;
     }
     session.finish()
 }
 
-/// Empties a directory, depth first, iteratively: a stack of (directory, its listing)
-/// being emptied; each pass takes the first batch of what is left. A directory met twice (a
-/// cycle of entries) is an error rather than a loop.
-fn remove_contents(fs: &mut FileSystem<ImageFlash>, directory: u64) -> Result<(), FsError> {
-    let mut stack: Vec<(u64, u64, Vec<u8>)> = vec![(0, directory, Vec::new())]; // (parent, inode, name)
-    let mut visited = HashSet::from([directory]);
-    while let Some((parent, current, name)) = stack.last().cloned() {
-        let batch = fs.readdir(current, None, DIRECTORY_BATCH)?;
-        if batch.is_empty() {
-            stack.pop();
-            if !stack.is_empty() {
-                fs.remove(parent, &name, true)?;
-            }
-            continue;
-        }
-        for entry in batch {
-            if entry.kind == FileKind::Directory {
-                if !visited.insert(entry.inode) {
-                    return Err(FsError::Corrupt("directory cycle: a directory is reachable twice"));
+/// Refuses a tree `rm -r` must not touch: a hostile name, a cycle, a directory reached twice
+/// or a tree deeper than DEPTH_MAX. Checked before anything is removed, so such an image is
+/// left as it was (removing an entry named `..` or a second name of a directory would drop a
+/// link to a directory that is still in use elsewhere).
+fn check_removable(session: &mut Session, path: &[u8], directory: u64) -> Result<(), String> {
+    let mut walk = Walk::new(directory, path, DEPTH_MAX);
+    loop {
+        match walk.next(&mut session.fs) {
+            Step::Done => return Ok(()),
+            Step::Leave => {}
+            Step::Unreadable(error) => return Err(session.error(walk.directory_path(), error)),
+            Step::Entry(entry) => {
+                if let Some(reason) = invalid_name_reason(&entry.name) {
+                    return Err(format!(
+                        "{}:{}: entry \"{}\": {reason}; the image is damaged or hostile, nothing was removed (`fsoc fsck` lists every problem)",
+                        session.image.display(),
+                        shown(walk.directory_path()),
+                        escaped(&entry.name)
+                    ));
                 }
-                stack.push((current, entry.inode, entry.name));
-                break;
+                if entry.kind == FileKind::Directory {
+                    walk.enter(&mut session.fs, &entry).map_err(|error| {
+                        format!("{}:{}: {}; nothing was removed", session.image.display(), shown(&walk.entry_path(&entry.name)), error.describe())
+                    })?;
+                }
             }
-            fs.remove(current, &entry.name, false)?;
         }
     }
-    Ok(())
+}
+
+/// Empties a directory checked by `check_removable`, depth first, iteratively
+/// (image_walk.rs): files as they are met, directories once they are empty.
+fn remove_contents(session: &mut Session, path: &[u8], directory: u64) -> Result<(), String> {
+    check_removable(session, path, directory)?;
+    let mut walk = Walk::new(directory, path, DEPTH_MAX);
+    loop {
+        match walk.next(&mut session.fs) {
+            Step::Done => return Ok(()),
+            Step::Unreadable(error) => return Err(session.error(walk.directory_path(), error)),
+            Step::Leave => {
+                let Some((parent, name)) = walk.left_parent_and_name() else { continue };
+                let name = name.to_vec();
+                session.fs.remove(parent, &name, true).map_err(|error| session.error(walk.directory_path(), error))?;
+            }
+            Step::Entry(entry) => {
+                let entry_path = walk.entry_path(&entry.name);
+                if entry.kind == FileKind::Directory {
+                    walk.enter(&mut session.fs, &entry).map_err(|error| format!("{}:{}: {}", session.image.display(), shown(&entry_path), error.describe()))?;
+                } else {
+                    session.fs.remove(walk.directory(), &entry.name, false).map_err(|error| session.error(&entry_path, error))?;
+                }
+            }
+        }
+    }
 }
 
 fn mkdir(targets: &[String], parents: bool) -> Result<(), String> {
