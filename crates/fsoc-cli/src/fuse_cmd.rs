@@ -61,9 +61,10 @@ pub struct MountArgs {
     /// with permissions checked as on any volume).
     #[arg(long)]
     private: bool,
-    /// Threads receiving kernel requests (calls on the volume are serialized regardless).
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
+    /// Threads receiving kernel requests, 1 to 64 (calls on the volume are serialized
+    /// regardless).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    threads: u16,
     /// Print mount and unmount steps.
     #[arg(long, short = 'v')]
     verbose: bool,
@@ -192,7 +193,7 @@ fn serve(arguments: &MountArgs, reporter: &mut Reporter) -> Result<(), String> {
         commit_interval: (arguments.commit_interval > 0).then(|| std::time::Duration::from_secs(arguments.commit_interval)),
         allow_other: MountConfig::default().allow_other && !arguments.private,
         read_only: arguments.read_only,
-        thread_count: arguments.threads.clamp(1, 64),
+        thread_count: usize::from(arguments.threads),
         source: image.canonicalize().map_or_else(|_| fsoc_fuse::FS_NAME.into(), |image| fsoc_fuse::source_for(&image)),
     };
     // Block the termination signals before any thread starts, so they reach only `sigwait`.

@@ -13,6 +13,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use fsoc_media::Profile;
+
+/// Erase blocks per chip any simulated chip may have (fsoc-media's `Geometry::validate`).
+const BLOCK_COUNT_MIN: u32 = 4;
+const BLOCK_COUNT_MAX: u32 = 1 << 24;
 
 #[derive(Parser)]
 #[command(name = "fsoc", version, about = "fsoc: a power-fail-safe transactional file system for raw NAND flash")]
@@ -26,7 +31,7 @@ enum Command {
     /// Runs the simulator and file-system demo and prints a short report.
     Demo {
         /// NAND profile: slc, mlc, tlc (seed 001 Table 1) or mlc8k (8 KiB pages).
-        #[arg(long, default_value = "mlc")]
+        #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
         /// Chips in the array, 1 to 64.
         #[arg(long, default_value_t = 4, value_parser = chip_count)]
@@ -47,13 +52,14 @@ enum Command {
         /// The image file to create.
         image: PathBuf,
         /// NAND profile: slc, mlc, tlc (seed 001 Table 1) or mlc8k (8 KiB pages).
-        #[arg(long, default_value = "mlc")]
+        #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
         /// Chips in the volume (striped), 1 to 64.
         #[arg(long, default_value_t = 1, value_parser = chip_count)]
         chips: u32,
-        /// Erase blocks per chip (default: enough for --size, else 512 = 64 MiB per MLC chip).
-        #[arg(long)]
+        /// Erase blocks per chip (default: enough for --size, else 512 = 64 MiB per mlc chip).
+        /// The allowed range depends on the profile and chips and is stated if exceeded.
+        #[arg(long, value_parser = block_count)]
         blocks: Option<u32>,
         /// Volume size with a K, M, G or T suffix, e.g. 64M or 1G (sets --blocks; default 64M
         /// per chip for mlc). The limits depend on the profile and are stated if exceeded.
@@ -100,13 +106,15 @@ enum Command {
         #[arg(long)]
         cut_after: Option<u64>,
         /// NAND profile: slc, mlc, tlc or mlc8k.
-        #[arg(long, default_value = "mlc")]
+        #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
         /// Chips in the array, 1 to 64.
         #[arg(long, default_value_t = 1, value_parser = chip_count)]
         chips: u32,
-        /// Erase blocks per chip (small, so workloads fill the volume and run the cleaner).
-        #[arg(long, default_value_t = 40)]
+        /// Erase blocks per chip (small, so workloads fill the volume and run the cleaner); the
+        /// smallest volume the format allows depends on the profile and chips (15 for one mlc
+        /// chip) and is stated if --blocks is below it.
+        #[arg(long, default_value_t = 40, value_parser = block_count)]
         blocks: u32,
         /// Also let torn pages read back correctly once (unstable-bits hazard).
         #[arg(long)]
@@ -138,13 +146,14 @@ enum ArrayCommand {
         /// Chip files are BASE.chip0, BASE.chip1, …
         base: PathBuf,
         /// NAND profile: slc, mlc, tlc or mlc8k.
-        #[arg(long, default_value = "mlc")]
+        #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
-        /// Chips (one file and one worker thread each), 1 to 16.
-        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=16))]
+        /// Chips (one file and one worker thread each), 1 to 64.
+        #[arg(long, default_value_t = 4, value_parser = chip_count)]
         chips: u32,
-        /// Erase blocks per chip.
-        #[arg(long, default_value_t = 512)]
+        /// Erase blocks per chip (512 = 64 MiB per mlc chip). The allowed range depends on the
+        /// profile and chips and is stated if exceeded.
+        #[arg(long, default_value_t = 512, value_parser = block_count)]
         blocks: u32,
         /// Simulator seed (bit errors, factory bad blocks).
         #[arg(long, default_value_t = 1)]
@@ -176,6 +185,7 @@ enum BenchCommand {
         /// A reduced sweep that runs in seconds.
         #[arg(long)]
         quick: bool,
+        /// Seed of the simulated chips: the same seed gives the same figures.
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Turn off the paired-page guard (pages skipped after each commit), to measure its cost.
@@ -214,13 +224,13 @@ enum FlashCommand {
         /// The image file to create.
         image: PathBuf,
         /// NAND profile: slc, mlc, tlc or mlc8k.
-        #[arg(long, default_value = "mlc")]
+        #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
         /// Chips, 1 to 64.
         #[arg(long, default_value_t = 1, value_parser = chip_count)]
         chips: u32,
-        /// Erase blocks per chip.
-        #[arg(long, default_value_t = 1024)]
+        /// Erase blocks per chip, 4 to 16777216 (1024 = 128 MiB per mlc chip; the file is sparse).
+        #[arg(long, default_value_t = 1024, value_parser = block_count)]
         blocks: u32,
         /// Simulator seed (bit errors, factory bad blocks).
         #[arg(long, default_value_t = 1)]
@@ -239,6 +249,31 @@ fn chip_count(text: &str) -> Result<u32, String> {
     match text.parse::<u32>() {
         Ok(count) if (1..=max).contains(&count) => Ok(count),
         _ => Err(format!("{text} is not a chip count: give 1 to {max}")),
+    }
+}
+
+/// `--profile`: one of the simulator's NAND profiles, refused at parsing with the list.
+fn profile_name(text: &str) -> Result<String, String> {
+    match Profile::from_name(text) {
+        Some(profile) => Ok(profile.name().to_string()),
+        None => {
+            let names: Vec<&str> = Profile::ALL.iter().map(|profile| profile.name()).collect();
+            Err(format!("{text:?} is not a NAND profile: give one of {}", names.join(", ")))
+        }
+    }
+}
+
+/// `--blocks`: what any chip may have (4 to 2^24 erase blocks). Whether a volume fits is the
+/// format's rule, which depends on the profile and chips; the commands check it and state it.
+fn block_count(text: &str) -> Result<u32, String> {
+    let (min, max) = (BLOCK_COUNT_MIN, BLOCK_COUNT_MAX);
+    // The same range as the simulator's own rule, checked on both ends.
+    for (blocks, valid) in [(min - 1, false), (min, true), (max, true), (max + 1, false)] {
+        assert_eq!(Profile::Mlc.geometry(blocks).validate().is_ok(), valid, "block range drifted from Geometry::validate at {blocks}");
+    }
+    match text.parse::<u32>() {
+        Ok(count) if (min..=max).contains(&count) => Ok(count),
+        _ => Err(format!("{text} is not a block count: give {min} to {max} erase blocks per chip")),
     }
 }
 

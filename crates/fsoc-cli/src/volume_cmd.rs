@@ -105,6 +105,26 @@ fn block_count_range(profile: Profile, chips: u32) -> (u32, u32) {
     (smallest, low)
 }
 
+/// Why a volume of `blocks` erase blocks per chip cannot be formatted, in user terms (sizes
+/// first, erase blocks second), or `None` if it can.
+pub fn volume_size_refusal(profile: Profile, chips: u32, blocks: u32) -> Option<String> {
+    let (blocks_min, blocks_max) = block_count_range(profile, chips);
+    if (blocks_min..=blocks_max).contains(&blocks) {
+        return None;
+    }
+    let block_bytes = profile.geometry(1).block_data_bytes();
+    let volume_bytes = |blocks: u32| u64::from(blocks) * u64::from(chips) * block_bytes;
+    Some(format!(
+        "a {} volume on {chips} chip(s) must be {} to {} ({blocks_min} to {blocks_max} erase blocks of {} KiB per \
+         chip); {} ({blocks} blocks per chip) was asked for",
+        profile.name(),
+        size_text(volume_bytes(blocks_min)),
+        size_text(volume_bytes(blocks_max)),
+        block_bytes / 1024,
+        size_text(volume_bytes(blocks))
+    ))
+}
+
 fn size_text(bytes: u64) -> String {
     match bytes {
         bytes if bytes >= 1 << 40 => format!("{:.1}T", bytes as f64 / (1u64 << 40) as f64),
@@ -144,7 +164,6 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
     let profile = parse_profile(&options.profile)?;
     let chips = options.chips;
     let block_bytes = profile.geometry(1).block_data_bytes();
-    let (blocks_min, blocks_max) = block_count_range(profile, chips);
     let blocks = match (options.blocks, options.size.as_deref()) {
         (Some(_), Some(_)) => return Err("give --blocks or --size, not both".into()),
         (Some(blocks), None) => blocks,
@@ -155,18 +174,8 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
         }
         (None, None) => 512,
     };
-    if !(blocks_min..=blocks_max).contains(&blocks) {
-        let volume_bytes = |blocks: u32| u64::from(blocks) * u64::from(chips) * block_bytes;
-        return Err(format!(
-            "{}: a {} volume on {chips} chip(s) must be {} to {} ({blocks_min} to {blocks_max} erase blocks of {} KiB \
-             per chip); {} was asked for",
-            image.display(),
-            profile.name(),
-            size_text(volume_bytes(blocks_min)),
-            size_text(volume_bytes(blocks_max)),
-            block_bytes / 1024,
-            size_text(volume_bytes(blocks))
-        ));
+    if let Some(refusal) = volume_size_refusal(profile, chips, blocks) {
+        return Err(format!("{}: {refusal}", image.display()));
     }
     // Never touch a mounted or busy image; keep the old one until the new one is complete.
     let _lock = if image.exists() {
@@ -298,6 +307,9 @@ pub fn crashtest(
         let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
         vec![Workload::from_name(workload).ok_or_else(|| format!("unknown workload {workload:?}; expected all or one of {}", names.join(", ")))?]
     };
+    if let Some(refusal) = volume_size_refusal(parse_profile(profile)?, chips, blocks) {
+        return Err(format!("--blocks {blocks}: {refusal}"));
+    }
     let config = CrashConfig {
         profile: parse_profile(profile)?,
         chip_count: chips,
