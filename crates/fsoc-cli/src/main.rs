@@ -8,6 +8,7 @@ mod names;
 mod scaling_cmd;
 mod tools_cmd;
 mod volume_cmd;
+mod volume_files;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -78,13 +79,15 @@ enum Command {
     },
     /// Describes a volume: geometry, usage, wear, transaction counter, damage found at mount.
     Info {
-        /// The image file (refused while it is mounted: unmount it first).
+        /// The image file, or an array volume as BASE or any of its chip files BASE.chipN
+        /// (refused while it is mounted: unmount it first).
         image: PathBuf,
     },
     /// Checks every invariant of a volume; exit status 1 if any is violated, 2 if it cannot
     /// be checked.
     Fsck {
-        /// The image file (refused while it is mounted: unmount it first).
+        /// The image file, or an array volume as BASE or any of its chip files BASE.chipN
+        /// (refused while it is mounted: unmount it first).
         image: PathBuf,
     },
     /// Power-cut test: cut power at every flash operation of a workload and check recovery.

@@ -42,28 +42,22 @@ fn spinner(message: &str) -> ProgressBar {
     bar
 }
 
-/// Opens a volume for fsck or info: one rule with the image tools, so a mounted image (locked
-/// exclusively by its server) is refused instead of being read while it changes.
-fn mount_image(image: &Path) -> Result<(crate::tools_cmd::ImageLock, FileSystem<ImageFlash>), String> {
-    refuse_array_chip(image)?;
-    let lock = crate::tools_cmd::lock_image(image, false)?;
-    let fs = crate::tools_cmd::open_volume(image, true)?;
-    Ok((lock, fs))
+/// Opens a volume (an image or an array's chip files) read-only for fsck or info: one rule
+/// with the image tools, so a mounted volume (locked exclusively by its server) is refused
+/// instead of being read while it changes.
+fn open_read_only(path: &Path) -> Result<crate::volume_files::OpenVolume, String> {
+    crate::volume_files::open(path, true, false)
 }
 
-/// A chip file of an `fsoc array` volume (BASE.chipN) is one chip, not a volume image: say so
-/// and say what works on it, instead of calling it damaged.
+/// A chip file of an `fsoc array` volume (BASE.chipN), or its BASE, given to an image tool
+/// (ls, cat, put, get, rm, mkdir, mv), which reads single-file images only: say so and say
+/// what works on it, instead of calling it damaged.
 pub fn refuse_array_chip(image: &Path) -> Result<(), String> {
-    let name = image.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    let chip_base = name
-        .rsplit_once(".chip")
-        .filter(|(_, index)| !index.is_empty() && index.bytes().all(|byte| byte.is_ascii_digit()))
-        .map(|(base, _)| image.with_file_name(base));
-    let array_base = (!image.exists() && fsoc_array::chip_file_path(image, 0).exists()).then(|| image.to_path_buf());
-    if let Some(base) = chip_base.or(array_base) {
+    if let Some(base) = crate::volume_files::array_base(image) {
         return Err(format!(
-            "{}: this is an array volume made by `fsoc array mkfs` (one file per chip); mount, fsck and the \
-             image tools work on single-file images from `fsoc mkfs`. Check the array with `fsoc array info {}`.",
+            "{}: this is an array volume made by `fsoc array mkfs` (one file per chip); the image tools \
+             (ls, cat, put, get, rm, mkdir, mv) read single-file images from `fsoc mkfs`. Mount the array to use \
+             its files: `fsoc mount {} MOUNTPOINT` (fsoc fsck and fsoc info take it too).",
             image.display(),
             base.display()
         ));
@@ -223,13 +217,18 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
 }
 
 pub fn info(image: &Path) -> Result<(), String> {
-    let (_lock, mut fs) = mount_image(image)?;
+    let crate::volume_files::OpenVolume { files, mut fs, locks: _locks } = open_read_only(image)?;
     let report = fs.mount_report();
     let statfs = fs.statfs().map_err(|error| format!("statfs: {error}"))?;
     let layout = fs.volume.layout();
     let table = fs.volume.log.table();
     let (erase_min, erase_max) = table.erase_count_range();
-    println!("volume            {}", image.display());
+    println!("volume            {}", files.name().display());
+    if let crate::volume_files::VolumeFiles::Array { chips, .. } = &files {
+        for (chip, path) in chips.iter().enumerate() {
+            println!("chip {chip:<3}          {}", path.display());
+        }
+    }
     println!("volume id         {:#018x}", fs.volume.superblock.volume_id);
     println!(
         "geometry          {} chips × {} blocks × {} pages × {} B (+{} B spare)",
@@ -255,17 +254,18 @@ pub fn info(image: &Path) -> Result<(), String> {
     );
     println!("inodes allocated  {}", statfs.next_inode - 1);
     println!("erase counts      min {erase_min}, max {erase_max}");
-    Ok(())
+    crate::volume_files::close(fs, files.name())
 }
 
 pub fn fsck(image: &Path) -> Result<bool, String> {
-    let (_lock, mut fs) = mount_image(image)?;
+    let crate::volume_files::OpenVolume { files, mut fs, locks: _locks } = open_read_only(image)?;
     let bar = spinner("checking");
     let report = fs.fsck(true).map_err(|error| format!("fsck: {error}"))?;
     bar.finish_and_clear();
+    crate::volume_files::close(fs, files.name())?;
     println!(
         "{}: {} files, {} directories, {} symlinks, {} data pages, {} tree nodes",
-        image.display(),
+        files.name().display(),
         report.files,
         report.directories,
         report.symlinks,

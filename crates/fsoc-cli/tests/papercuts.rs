@@ -68,21 +68,62 @@ fn volume_ids_are_unique_unless_reproducibility_is_asked_for() {
     assert!(volume_id("e.img", None, &["--volume-id", "0x1234"]).contains("0x0000000000001234"));
 }
 
-/// A chip file of `fsoc array mkfs` is named for what it is, with the command that works.
+/// An array volume (`fsoc array mkfs`, one file per chip) is one volume for mount, fsck and
+/// info, named by BASE or by any of its chip files; a mounted array is refused by fsck and by
+/// `array mkfs --force`; the image tools, which read single-file images, refuse it and say to
+/// mount it. A failed `array mkfs` leaves no chip files.
 #[test]
-fn array_chip_files_are_recognised() {
+fn array_volumes_are_mounted_and_checked() {
     let directory = tempfile::tempdir().expect("tempdir");
     let base = directory.path().join("array");
     let base_arg = base.to_str().expect("utf-8");
-    assert!(fsoc(&["array", "mkfs", base_arg, "--chips", "2", "--blocks", "32"]).status.success());
-    let chip = format!("{base_arg}.chip0");
-    for command in [vec!["fsck", chip.as_str()], vec!["info", chip.as_str()], vec!["ls", &format!("{base_arg}:/")]] {
+    let output = fsoc(&["array", "mkfs", base_arg, "--chips", "3", "--blocks", "10"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(output.stderr.contains("must be 4.5M to"), "{}", text(&output));
+    assert!(fs::read_dir(directory.path()).expect("read_dir").next().is_none(), "a failed array mkfs left files");
+    assert!(fsoc(&["array", "mkfs", base_arg, "--chips", "3", "--blocks", "32"]).status.success());
+    let chip = |index: u32| format!("{base_arg}.chip{index}");
+
+    let mount_point = directory.path().join("mnt");
+    fs::create_dir(&mount_point).expect("mount point");
+    let mount_arg = mount_point.to_str().expect("utf-8");
+    let _detach = Detach(&mount_point);
+    let output = fsoc(&["mount", "--daemon", &chip(1), mount_arg]);
+    assert!(output.status.success(), "mount of a chip file: {}", text(&output));
+    fs::write(mount_point.join("striped"), vec![7u8; 100_000]).expect("write through the mount");
+    for command in [vec!["fsck", base_arg], vec!["info", &chip(0)], vec!["array", "mkfs", base_arg, "--chips", "2", "--blocks", "32", "--force"]] {
         let output = fsoc(&command);
+        assert_eq!(output.status.code(), Some(2), "{command:?} of a mounted array: {}", text(&output));
+        assert!(output.stderr.contains("in use"), "{command:?}: {}", text(&output));
+    }
+    let output = fsoc(&["umount", mount_arg]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(output.stderr.contains(&format!("{base_arg} is committed and closed")), "{}", text(&output));
+
+    let output = fsoc(&["fsck", &chip(2)]);
+    assert!(output.status.success() && output.stdout.contains("1 files") && output.stdout.contains("clean"), "{}", text(&output));
+    let output = fsoc(&["info", base_arg]);
+    assert!(output.status.success() && output.stdout.contains("chip 2") && output.stdout.contains("3 chips"), "{}", text(&output));
+    for command in [vec!["ls".to_string(), format!("{base_arg}:/")], vec!["cat".to_string(), format!("{}:/striped", chip(0))]] {
+        let output = fsoc(&command.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(output.status.code(), Some(2), "{command:?}: {}", text(&output));
-        assert!(output.stderr.contains("fsoc array info"), "{command:?}: {}", text(&output));
+        assert!(output.stderr.contains(&format!("fsoc mount {base_arg} MOUNTPOINT")), "{command:?}: {}", text(&output));
         assert!(!output.stderr.contains("damaged"), "{command:?}: {}", text(&output));
     }
-    assert!(fsoc(&["array", "info", base_arg]).status.success());
+    assert!(fsoc(&["mount", "--daemon", base_arg, mount_arg]).status.success());
+    assert_eq!(fs::read(mount_point.join("striped")).expect("read back"), vec![7u8; 100_000]);
+    assert!(fsoc(&["umount", mount_arg]).status.success());
+}
+
+/// Lazily unmounts a daemon's mount point when a test ends, passed or failed.
+struct Detach<'p>(&'p Path);
+
+impl Drop for Detach<'_> {
+    fn drop(&mut self) {
+        if fsoc_fuse::is_mount_point(self.0) {
+            support::detach(self.0);
+        }
+    }
 }
 
 /// Help texts describe options: profile values, chip ranges, defaults, every workload.
