@@ -9,6 +9,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use fsoc_core::fs::records::{allocation_key, RecordKind};
+use fsoc_core::txn::store::LogNodeStore;
+use fsoc_core::{FileSystem, FsConfig, OpenFlags};
+use fsoc_media::SimFlash;
 use support::{fsoc, run, Volume, FSOC};
 
 fn text(output: &support::Output) -> String {
@@ -25,6 +29,27 @@ fn chip_counts_out_of_range_are_refused_with_the_range() {
         assert!(output.stderr.contains("1 to 64"), "{command:?}: {}", text(&output));
         assert!(!output.stderr.contains("corrupt"), "{command:?}: {}", text(&output));
     }
+}
+
+/// Other numeric options and the profile are refused with their range or values too, before
+/// any work and in user terms (not the simulator's `block_count must be within 4..=16777216`).
+#[test]
+fn other_options_are_refused_with_their_range() {
+    let refusals: [(&[&str], &str); 6] = [
+        (&["crashtest", "--workload", "small-files", "--blocks", "0"], "give 4 to 16777216 erase blocks per chip"),
+        (&["crashtest", "--workload", "small-files", "--blocks", "10"], "must be 1.9M to 7.7G (15 to 62976 erase blocks"),
+        (&["flash", "create", "never.img", "--blocks", "3"], "give 4 to 16777216 erase blocks per chip"),
+        (&["array", "mkfs", "never", "--chips", "65"], "give 1 to 64"),
+        (&["mkfs", "never.img", "--profile", "qlc"], "give one of slc, mlc, tlc, mlc8k"),
+        (&["mount", "--threads", "0", "never.img", "never"], "1..=64"),
+    ];
+    for (command, expected) in refusals {
+        let output = fsoc(command);
+        assert_eq!(output.status.code(), Some(2), "{command:?}: {}", text(&output));
+        assert!(output.stderr.contains(expected), "{command:?} lacks {expected:?}: {}", text(&output));
+        assert!(!output.stderr.contains("block_count"), "{command:?}: internal terms: {}", text(&output));
+    }
+    assert!(!Path::new("never.img").exists() && !Path::new("never.chip0").exists());
 }
 
 /// A failed mkfs leaves nothing behind and states the limits in user terms; T works.
@@ -209,11 +234,13 @@ fn daemon_periodic_commit_and_a_dead_server() {
     let logged = fs::read_to_string(&log).unwrap_or_default();
     assert!(!logged.contains("Failed to umount"), "a clean unmount logged:\n{logged}");
 
-    daemon(&["--commit-interval", "1"]);
+    let output = daemon(&["--commit-interval", "1"]);
+    let pid: i32 = output.stderr.split("(pid ").nth(1).and_then(|rest| rest.split(')').next()).and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {}", text(&output)));
     fs::write(volume.mount_point.join("left-alone"), b"written, never fsynced").expect("write");
     std::thread::sleep(Duration::from_millis(2500));
-    let killed = Command::new("pkill").args(["-9", "-f", &format!("fsoc mount.*{mount_point}")]).status().expect("pkill");
-    assert!(killed.success(), "the mount server was not found");
+    // SAFETY: kill with the pid the daemon reported; SIGKILL is the crash being tested.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0, "the mount server {pid} was not found");
     std::thread::sleep(Duration::from_millis(300));
     let output = fsoc(&["umount", mount_point]);
     assert_eq!(output.status.code(), Some(2), "umount of a dead server: {}", text(&output));
@@ -222,4 +249,35 @@ fn daemon_periodic_commit_and_a_dead_server() {
     let output = fsoc(&["cat", &format!("{}:/left-alone", volume.image_arg())]);
     assert_eq!(output.stdout, "written, never fsynced", "the periodic commit did not make it durable: {}", text(&output));
     assert!(Path::new(&volume.image).exists());
+}
+
+/// An error the mount answers with EIO is logged with the operation, the inode and the
+/// engine's own text (here a file whose extent points outside the volume, crafted with valid
+/// checksums), so the log says what is damaged.
+#[test]
+fn eio_is_logged_with_its_cause() {
+    let volume = Volume::new("8M");
+    let flash = SimFlash::open_image(&volume.image).expect("open image");
+    let mut fs = FileSystem::mount(flash, FsConfig::default()).expect("mount");
+    let fd = fs.open(b"/broken", OpenFlags { write: true, create: true, ..Default::default() }, 0o644).expect("create");
+    fs.pwrite(fd, 0, &[7u8; 20_000]).expect("write");
+    fs.close(fd).expect("close");
+    let inode = fs.stat(b"/broken").expect("stat").0;
+    let volume_state = &mut fs.volume;
+    let mut store = LogNodeStore::new(&mut volume_state.log);
+    let mut extent = 0xFFFF_FF00u32.to_le_bytes().to_vec();
+    extent.extend_from_slice(&4u32.to_le_bytes());
+    volume_state.allocation.insert(&mut store, &allocation_key(inode, RecordKind::Extent, 0), &extent).expect("raw extent");
+    fs.commit().expect("commit");
+    let mut flash = fs.unmount().expect("unmount");
+    fsoc_media::Flash::flush(&mut flash).expect("flush");
+
+    let mounted = volume.mount();
+    let error = fs::read(mounted.path("broken")).expect_err("a read of a damaged file");
+    assert_eq!(error.raw_os_error(), Some(libc::EIO), "{error}");
+    mounted.unmount();
+    let logged = fs::read_to_string(volume.directory.path().join("mount.log")).expect("mount log");
+    let expected = format!("read on inode {inode}: answering EIO: ");
+    assert!(logged.contains(&expected), "the log lacks {expected:?}:\n{logged}");
+    assert!(!logged.contains("Failed to umount"), "a clean unmount logged:\n{logged}");
 }
