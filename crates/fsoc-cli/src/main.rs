@@ -337,3 +337,27 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every option and argument of every subcommand says what it is (`fsoc X --help`).
+    #[test]
+    fn every_option_is_described() {
+        let mut undocumented = Vec::new();
+        let mut pending = vec![(String::from("fsoc"), super::Cli::command())];
+        while let Some((path, command)) = pending.pop() {
+            for argument in command.get_arguments() {
+                let id = argument.get_id().as_str();
+                if argument.get_help().is_none() && !["help", "version"].contains(&id) {
+                    undocumented.push(format!("{path} {id}"));
+                }
+            }
+            for subcommand in command.get_subcommands() {
+                pending.push((format!("{path} {}", subcommand.get_name()), subcommand.clone()));
+            }
+        }
+        assert!(undocumented.is_empty(), "options without a description: {undocumented:?}");
+    }
+}
