@@ -94,7 +94,7 @@ enum Command {
     Crashtest {
         /// small-files, overwrite, rename-storm, deep-tree, fill-delete, cleaner, churn, or all
         /// (all seven; churn alone cuts about 5,000 points and takes minutes).
-        #[arg(long, default_value = "all")]
+        #[arg(long, default_value = "all", value_parser = workload_name)]
         workload: String,
         /// Seed of the workload, the device and the sampled cut points.
         #[arg(long, default_value_t = 1)]
@@ -266,6 +266,16 @@ fn profile_name(text: &str) -> Result<String, String> {
     }
 }
 
+/// `--workload`: `all` or one of fsoc-sim's workloads, refused at parsing with the list.
+fn workload_name(text: &str) -> Result<String, String> {
+    let names: Vec<&str> = fsoc_sim::workloads::Workload::ALL.iter().map(|workload| workload.name()).collect();
+    if text == "all" || names.contains(&text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!("{text:?} is not a workload: give all or one of {}", names.join(", ")))
+    }
+}
+
 /// `--blocks`: what any chip may have (4 to 2^24 erase blocks). Whether a volume fits is the
 /// format's rule, which depends on the profile and chips; the commands check it and state it.
 fn block_count(text: &str) -> Result<u32, String> {
@@ -359,5 +369,16 @@ mod tests {
             }
         }
         assert!(undocumented.is_empty(), "options without a description: {undocumented:?}");
+    }
+
+    /// `crashtest --help` names every workload `all` runs, and counts them right.
+    #[test]
+    fn crashtest_help_lists_every_workload() {
+        let help = super::Cli::command().find_subcommand_mut("crashtest").expect("crashtest").render_help().to_string();
+        for workload in fsoc_sim::workloads::Workload::ALL {
+            assert!(help.contains(workload.name()), "crashtest --help omits {}:\n{help}", workload.name());
+        }
+        assert_eq!(fsoc_sim::workloads::Workload::ALL.len(), 7, "the help says \"all seven\"");
+        assert!(help.contains("all seven"), "{help}");
     }
 }
