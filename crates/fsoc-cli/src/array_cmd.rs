@@ -74,6 +74,8 @@ pub fn info(base: Option<&Path>, chip_files: &[PathBuf]) -> Result<(), String> {
     if paths.is_empty() {
         return Err(format!("no chip files {}.chip0, … found", base.map(|b| b.display().to_string()).unwrap_or_default()));
     }
+    // The one rule for mounted volumes: refused (the server locks every chip file).
+    let _locks = paths.iter().map(|path| crate::tools_cmd::lock_image(path, false)).collect::<Result<Vec<_>, _>>()?;
     let flash = ThreadedFlash::open_files(&paths, ArrayConfig::default()).map_err(|error| error.to_string())?;
     let mut config = FsConfig::default();
     config.volume.read_only = true;

@@ -261,7 +261,7 @@ fn profile_name(text: &str) -> Result<String, String> {
         Some(profile) => Ok(profile.name().to_string()),
         None => {
             let names: Vec<&str> = Profile::ALL.iter().map(|profile| profile.name()).collect();
-            Err(format!("{text:?} is not a NAND profile: give one of {}", names.join(", ")))
+            Err(format!("unknown profile {text:?}: give one of {}", names.join(", ")))
         }
     }
 }
@@ -272,7 +272,7 @@ fn workload_name(text: &str) -> Result<String, String> {
     if text == "all" || names.contains(&text) {
         Ok(text.to_string())
     } else {
-        Err(format!("{text:?} is not a workload: give all or one of {}", names.join(", ")))
+        Err(format!("unknown workload {text:?}: give all or one of {}", names.join(", ")))
     }
 }
 

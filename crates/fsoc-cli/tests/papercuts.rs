@@ -116,7 +116,13 @@ fn array_volumes_are_mounted_and_checked() {
     let output = fsoc(&["mount", "--daemon", &chip(1), mount_arg]);
     assert!(output.status.success(), "mount of a chip file: {}", text(&output));
     fs::write(mount_point.join("striped"), vec![7u8; 100_000]).expect("write through the mount");
-    for command in [vec!["fsck", base_arg], vec!["info", &chip(0)], vec!["array", "mkfs", base_arg, "--chips", "2", "--blocks", "32", "--force"]] {
+    for command in [
+        vec!["fsck", base_arg],
+        vec!["info", &chip(0)],
+        vec!["array", "info", base_arg],
+        vec!["flash", "info", &chip(1)],
+        vec!["array", "mkfs", base_arg, "--chips", "2", "--blocks", "32", "--force"],
+    ] {
         let output = fsoc(&command);
         assert_eq!(output.status.code(), Some(2), "{command:?} of a mounted array: {}", text(&output));
         assert!(output.stderr.contains("in use"), "{command:?}: {}", text(&output));
@@ -191,8 +197,8 @@ fn fsck_does_not_refer_to_itself() {
     assert!(output.stderr.contains("fsoc mkfs"), "{}", text(&output));
 }
 
-/// One rule for a mounted image: fsck, info, ls and mkfs --force all refuse it, and the mount
-/// keeps working.
+/// One rule for a mounted image: fsck, info, flash info, ls and mkfs --force all refuse it,
+/// and the mount keeps working.
 #[test]
 fn a_mounted_image_is_refused_by_every_command() {
     let volume = Volume::new("16M");
@@ -201,6 +207,7 @@ fn a_mounted_image_is_refused_by_every_command() {
     for command in [
         vec!["fsck", volume.image_arg()],
         vec!["info", volume.image_arg()],
+        vec!["flash", "info", volume.image_arg()],
         vec!["ls", &format!("{}:/", volume.image_arg())],
         vec!["mkfs", volume.image_arg(), "--size", "16M", "--force"],
     ] {
