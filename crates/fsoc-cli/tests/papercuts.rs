@@ -144,6 +144,15 @@ fn array_volumes_are_mounted_and_checked() {
     assert!(fsoc(&["mount", "--daemon", base_arg, mount_arg]).status.success());
     assert_eq!(fs::read(mount_point.join("striped")).expect("read back"), vec![7u8; 100_000]);
     assert!(fsoc(&["umount", mount_arg]).status.success());
+
+    // A chip of another array made with the same seed has another volume id, so the mixed
+    // set is refused rather than mounted as one volume.
+    let other = directory.path().join("other");
+    assert!(fsoc(&["array", "mkfs", other.to_str().expect("utf-8"), "--chips", "3", "--blocks", "32"]).status.success());
+    fs::copy(format!("{}.chip1", other.display()), chip(1)).expect("swap a chip");
+    let output = fsoc(&["fsck", base_arg]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(output.stderr.contains("chips from different volumes"), "{}", text(&output));
 }
 
 /// Lazily unmounts a daemon's mount point when a test ends, passed or failed.
