@@ -5,6 +5,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 echo "== one minimum Rust version"
 bash scripts/check-rust-version.sh
+# ... and no std API newer than it (clippy knows when each was stabilized).
+cargo clippy --quiet --release --workspace --all-targets -- -A clippy::all -A warnings -D clippy::incompatible_msrv
 echo "== no_std build of fsoc-core (links without std: a std dependency would clash on panic_impl)"
 cargo build --quiet --release --manifest-path ci/no-std-check/Cargo.toml
 echo "== workspace tests"

@@ -8,39 +8,60 @@ use fsoc_array::{chip_file_path, chip_file_paths, ArrayConfig, ThreadedFlash};
 use fsoc_core::{FileSystem, FsConfig};
 use fsoc_media::{Flash, Profile, SimConfig};
 
-/// Most chips the CLI formats (the superblock allows 64).
-const CHIP_COUNT_MAX: u32 = 16;
-
+/// Creates `BASE.chip0` … `BASE.chip{chips-1}`. The chips are formatted in temporary files
+/// beside them and renamed into place only once the volume is complete and closed, so a
+/// failure leaves no chip files behind and never damages an existing array; `--force` refuses
+/// an array that is mounted or in use.
 pub fn mkfs(base: &Path, profile: &str, chips: u32, blocks: u32, seed: u64, volume_id: Option<u64>, force: bool) -> Result<(), String> {
     let profile = Profile::from_name(profile).ok_or_else(|| format!("unknown profile {profile:?}"))?;
-    if chips == 0 || chips > CHIP_COUNT_MAX {
-        return Err(format!("--chips {chips}: must be 1..={CHIP_COUNT_MAX}"));
+    if let Some(refusal) = crate::volume_cmd::volume_size_refusal(profile, chips, blocks) {
+        return Err(format!("{}: {refusal}", base.display()));
     }
-    // Old chip files beyond the new count would look like extra chips later: remove them too.
     let existing = chip_file_paths(base);
-    if !existing.is_empty() {
-        if !force {
-            return Err(format!("{} exists; pass --force to replace the array", existing[0].display()));
-        }
-        for path in &existing {
-            std::fs::remove_file(path).map_err(|error| format!("{}: {error}", path.display()))?;
-        }
+    if !existing.is_empty() && !force {
+        return Err(format!("{} exists; pass --force to replace the array", existing[0].display()));
     }
-    let config = SimConfig::new(profile, chips, blocks, seed);
-    let flash = ThreadedFlash::create(base, config).map_err(|error| error.to_string())?;
+    let _locks = existing.iter().map(|path| crate::tools_cmd::lock_image(path, true)).collect::<Result<Vec<_>, _>>()?;
     let volume_id = crate::volume_cmd::new_volume_id(volume_id, seed)?;
-    let fs = FileSystem::format(flash, FsConfig::default(), volume_id).map_err(|error| format!("format: {error}"))?;
-    let flash = fs.unmount().map_err(|error| format!("unmount: {error}"))?;
-    flash.close().map_err(|error| format!("close: {error}"))?;
+    let final_paths: Vec<PathBuf> = (0..chips).map(|chip| chip_file_path(base, chip)).collect();
+    let temporary_paths: Vec<PathBuf> = final_paths.iter().map(|path| temporary_path(path)).collect::<Result<_, _>>()?;
+    let formatted = (|| {
+        let config = SimConfig::new(profile, chips, blocks, seed);
+        let flash = ThreadedFlash::create_files(&temporary_paths, config, ArrayConfig::default())
+            .map_err(|error| format!("{}: {error}", base.display()))?;
+        let fs = FileSystem::format(flash, FsConfig::default(), volume_id).map_err(|error| format!("format: {error}"))?;
+        let flash = fs.unmount().map_err(|error| format!("unmount: {error}"))?;
+        flash.close().map_err(|error| format!("close: {error}"))
+    })();
+    if let Err(message) = formatted {
+        for path in &temporary_paths {
+            let _ = std::fs::remove_file(path);
+        }
+        return Err(message);
+    }
+    for (temporary, path) in temporary_paths.iter().zip(&final_paths) {
+        std::fs::rename(temporary, path).map_err(|error| format!("{}: {error}", path.display()))?;
+    }
+    // Old chip files beyond the new count would look like extra chips later: remove them.
+    for path in existing.iter().skip(final_paths.len()) {
+        std::fs::remove_file(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    }
     let block_bytes = profile.geometry(1).block_data_bytes();
     println!(
-        "formatted {} … {}: {} ({chips} chips × {blocks} blocks × {} KiB, one file and one worker thread per chip)",
+        "formatted {} … {}: {} ({chips} chips × {blocks} blocks × {} KiB, one file and one worker thread per chip), \
+         volume id {volume_id:#018x}",
         chip_file_path(base, 0).display(),
         chip_file_path(base, chips - 1).display(),
         profile.name(),
         block_bytes / 1024
     );
     Ok(())
+}
+
+/// A name beside `path` for building it: hidden, and unique to this process.
+fn temporary_path(path: &Path) -> Result<PathBuf, String> {
+    let name = path.file_name().ok_or_else(|| format!("{}: not a file name", path.display()))?;
+    Ok(path.with_file_name(format!(".{}.mkfs-{}", name.to_string_lossy(), std::process::id())))
 }
 
 /// Mounts the array read-only: `chip_files` in that order, or `BASE.chip0, …` when empty.
@@ -53,6 +74,8 @@ pub fn info(base: Option<&Path>, chip_files: &[PathBuf]) -> Result<(), String> {
     if paths.is_empty() {
         return Err(format!("no chip files {}.chip0, … found", base.map(|b| b.display().to_string()).unwrap_or_default()));
     }
+    // The one rule for mounted volumes: refused (the server locks every chip file).
+    let _locks = paths.iter().map(|path| crate::tools_cmd::lock_image(path, false)).collect::<Result<Vec<_>, _>>()?;
     let flash = ThreadedFlash::open_files(&paths, ArrayConfig::default()).map_err(|error| error.to_string())?;
     let mut config = FsConfig::default();
     config.volume.read_only = true;

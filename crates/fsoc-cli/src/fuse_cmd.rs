@@ -15,9 +15,8 @@ use std::process::{Command, Stdio};
 
 use clap::{Args, Subcommand};
 use fsoc_fuse::{Mount, MountConfig, Unmounted};
-use fsoc_media::Flash;
 
-use crate::tools_cmd::{close_volume, lock_image, open_volume, wait_for_image};
+use crate::tools_cmd::wait_for_image;
 
 /// Names the descriptor on which a daemon child reports "ready" or its error.
 const READY_FD_VARIABLE: &str = "FSOC_MOUNT_READY_FD";
@@ -44,7 +43,8 @@ pub enum MountCommand {
 
 #[derive(Args, Clone)]
 pub struct MountArgs {
-    /// The volume image (from `fsoc mkfs`); locked while mounted.
+    /// The volume: an image file from `fsoc mkfs`, or an array from `fsoc array mkfs` as BASE
+    /// or any of its chip files BASE.chipN. Locked while mounted.
     image: PathBuf,
     /// An empty directory to mount it on.
     mount_point: PathBuf,
@@ -61,9 +61,10 @@ pub struct MountArgs {
     /// with permissions checked as on any volume).
     #[arg(long)]
     private: bool,
-    /// Threads receiving kernel requests (calls on the volume are serialized regardless).
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
+    /// Threads receiving kernel requests, 1 to 64 (calls on the volume are serialized
+    /// regardless).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    threads: u16,
     /// Print mount and unmount steps.
     #[arg(long, short = 'v')]
     verbose: bool,
@@ -93,7 +94,7 @@ pub fn run(command: MountCommand) -> Result<(), String> {
             }
             result
         }
-        None if arguments.daemon => spawn_daemon(arguments.log.as_deref()),
+        None if arguments.daemon => spawn_daemon(arguments.log.as_deref(), &arguments.mount_point),
         None => serve(&arguments, &mut Reporter { pipe: None }),
     }
 }
@@ -119,7 +120,7 @@ impl Reporter {
 
 /// Starts this same command again without `--daemon`, in a new session with no terminal, and
 /// waits until it reports that the volume is mounted (or why it is not).
-fn spawn_daemon(log: Option<&Path>) -> Result<(), String> {
+fn spawn_daemon(log: Option<&Path>, mount_point: &Path) -> Result<(), String> {
     let mut fds = [0i32; 2];
     // SAFETY: `fds` has room for the two descriptors pipe writes.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
@@ -151,7 +152,7 @@ fn spawn_daemon(log: Option<&Path>) -> Result<(), String> {
     reader.read_to_string(&mut report).map_err(|error| format!("reading the daemon's report: {error}"))?;
     match report.trim_end() {
         line if line == READY_LINE => {
-            eprintln!("fsoc: mounted in the background (pid {}); unmount with `fsoc umount MOUNTPOINT`", child.id());
+            eprintln!("fsoc: mounted in the background (pid {}); unmount with `fsoc umount {}`", child.id(), mount_point.display());
             Ok(())
         }
         "" => Err("the mount daemon exited before mounting (run without --daemon to see why)".into()),
@@ -183,17 +184,19 @@ fn serve(arguments: &MountArgs, reporter: &mut Reporter) -> Result<(), String> {
             return Err(format!("{}: the image lies inside the mount point {}", image.display(), mount_point.display()));
         }
     }
-    let lock = lock_image(image, true)?;
-    let fs = open_volume(image, arguments.read_only)?;
+    // Every file of the volume locked exclusively (even read-only: a tool must not change
+    // what the mount serves), then opened.
+    let crate::volume_files::OpenVolume { files, fs, locks } = crate::volume_files::open(image, arguments.read_only, true)?;
     if let Some(damage) = fs.mount_report().damage {
-        log::warn!("{}: {damage}; run `fsoc fsck {}`", image.display(), image.display());
+        log::warn!("{}: {damage}; run `fsoc fsck {}` after unmounting", image.display(), image.display());
     }
     let config = MountConfig {
         commit_interval: (arguments.commit_interval > 0).then(|| std::time::Duration::from_secs(arguments.commit_interval)),
         allow_other: MountConfig::default().allow_other && !arguments.private,
         read_only: arguments.read_only,
-        thread_count: arguments.threads.clamp(1, 64),
-        source: image.canonicalize().map_or_else(|_| fsoc_fuse::FS_NAME.into(), |image| fsoc_fuse::source_for(&image)),
+        thread_count: usize::from(arguments.threads),
+        // An array is named by its chip 0, which `fsoc umount` waits for like an image.
+        source: files.primary_file().canonicalize().map_or_else(|_| fsoc_fuse::FS_NAME.into(), |file| fsoc_fuse::source_for(&file)),
     };
     // Block the termination signals before any thread starts, so they reach only `sigwait`.
     let signals = termination_signals();
@@ -232,17 +235,17 @@ fn serve(arguments: &MountArgs, reporter: &mut Reporter) -> Result<(), String> {
     let served = mount.run().map_err(|error| format!("{}: {error}", image.display()))?;
     if let Some(failure) = &served.failure {
         // Poisoned: unmount returns the flash without committing, keeping the last commit.
-        let mut flash = served.fs.unmount().map_err(|error| format!("{}: {error}", image.display()))?;
-        let _ = flash.flush();
-        drop(lock);
+        let flash = served.fs.unmount().map_err(|error| format!("{}: {error}", image.display()))?;
+        let _ = flash.close();
+        drop(locks);
         return Err(format!(
             "{}: stopped serving after an internal error ({failure}); the image keeps its last committed state: run `fsoc fsck {}`",
             image.display(),
             image.display()
         ));
     }
-    close_volume(served.fs, image)?;
-    drop(lock);
+    crate::volume_files::close(served.fs, files.name())?;
+    drop(locks);
     log::info!("{} unmounted cleanly", image.display());
     Ok(())
 }
@@ -276,6 +279,8 @@ fn unmount(mount_point: &Path, lazy: bool, timeout: std::time::Duration) -> Resu
                 eprintln!("fsoc: {} detached; waiting for its last open file to close", canonical.display());
             }
             wait_for_image(&image, timeout)?;
+            // The mount table names an array by its chip 0: speak of the whole array.
+            let shown = crate::volume_files::VolumeFiles::locate(&image).name().display().to_string();
             // "Committed" only if the server's last act was a clean-unmount commit: a server
             // that died (or was killed) leaves the image at its last transaction point.
             let clean = image_was_unmounted_cleanly(&image);
@@ -285,11 +290,11 @@ fn unmount(mount_point: &Path, lazy: bool, timeout: std::time::Duration) -> Resu
                      (changes after it are lost); check it with `fsoc fsck {}`",
                     canonical.display(),
                     if server_dead { "had died" } else { "stopped" },
-                    image.display(),
-                    image.display()
+                    shown,
+                    shown
                 ));
             }
-            eprintln!("fsoc: unmounted {}; {} is committed and closed", canonical.display(), image.display());
+            eprintln!("fsoc: unmounted {}; {shown} is committed and closed", canonical.display());
         }
         None if server_dead => {
             return Err(format!("unmounted {}, but its server had died before its final commit", canonical.display()));
@@ -302,5 +307,5 @@ fn unmount(mount_point: &Path, lazy: bool, timeout: std::time::Duration) -> Resu
 /// Whether the newest metaroot of `image` is a clean-unmount record (read-only mount: a few
 /// page reads, nothing written).
 fn image_was_unmounted_cleanly(image: &Path) -> bool {
-    open_volume(image, true).is_ok_and(|fs| fs.mount_report().clean)
+    crate::volume_files::open(image, true, false).is_ok_and(|volume| volume.fs.mount_report().clean)
 }

@@ -9,11 +9,17 @@ mod names;
 mod scaling_cmd;
 mod tools_cmd;
 mod volume_cmd;
+mod volume_files;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use fsoc_media::Profile;
+
+/// Erase blocks per chip any simulated chip may have (fsoc-media's `Geometry::validate`).
+const BLOCK_COUNT_MIN: u32 = 4;
+const BLOCK_COUNT_MAX: u32 = 1 << 24;
 
 #[derive(Parser)]
 #[command(name = "fsoc", version, about = "fsoc: a power-fail-safe transactional file system for raw NAND flash")]
@@ -27,7 +33,7 @@ enum Command {
     /// Runs the simulator and file-system demo and prints a short report.
     Demo {
         /// NAND profile: slc, mlc, tlc (seed 001 Table 1) or mlc8k (8 KiB pages).
-        #[arg(long, default_value = "mlc")]
+        #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
         /// Chips in the array, 1 to 64.
         #[arg(long, default_value_t = 4, value_parser = chip_count)]
@@ -48,13 +54,14 @@ enum Command {
         /// The image file to create.
         image: PathBuf,
         /// NAND profile: slc, mlc, tlc (seed 001 Table 1) or mlc8k (8 KiB pages).
-        #[arg(long, default_value = "mlc")]
+        #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
         /// Chips in the volume (striped), 1 to 64.
         #[arg(long, default_value_t = 1, value_parser = chip_count)]
         chips: u32,
-        /// Erase blocks per chip (default: enough for --size, else 512 = 64 MiB per MLC chip).
-        #[arg(long)]
+        /// Erase blocks per chip (default: enough for --size, else 512 = 64 MiB per mlc chip).
+        /// The allowed range depends on the profile and chips and is stated if exceeded.
+        #[arg(long, value_parser = block_count)]
         blocks: Option<u32>,
         /// Volume size with a K, M, G or T suffix, e.g. 64M or 1G (sets --blocks; default 64M
         /// per chip for mlc). The limits depend on the profile and are stated if exceeded.
@@ -73,20 +80,22 @@ enum Command {
     },
     /// Describes a volume: geometry, usage, wear, transaction counter, damage found at mount.
     Info {
-        /// The image file (refused while it is mounted: unmount it first).
+        /// The image file, or an array volume as BASE or any of its chip files BASE.chipN
+        /// (refused while it is mounted: unmount it first).
         image: PathBuf,
     },
     /// Checks every invariant of a volume; exit status 1 if any is violated, 2 if it cannot
     /// be checked.
     Fsck {
-        /// The image file (refused while it is mounted: unmount it first).
+        /// The image file, or an array volume as BASE or any of its chip files BASE.chipN
+        /// (refused while it is mounted: unmount it first).
         image: PathBuf,
     },
     /// Power-cut test: cut power at every flash operation of a workload and check recovery.
     Crashtest {
         /// small-files, overwrite, rename-storm, deep-tree, fill-delete, cleaner, churn, or all
         /// (all seven; churn alone cuts about 5,000 points and takes minutes).
-        #[arg(long, default_value = "all")]
+        #[arg(long, default_value = "all", value_parser = workload_name)]
         workload: String,
         /// Seed of the workload, the device and the sampled cut points.
         #[arg(long, default_value_t = 1)]
@@ -101,13 +110,15 @@ enum Command {
         #[arg(long)]
         cut_after: Option<u64>,
         /// NAND profile: slc, mlc, tlc or mlc8k.
-        #[arg(long, default_value = "mlc")]
+        #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
         /// Chips in the array, 1 to 64.
         #[arg(long, default_value_t = 1, value_parser = chip_count)]
         chips: u32,
-        /// Erase blocks per chip (small, so workloads fill the volume and run the cleaner).
-        #[arg(long, default_value_t = 40)]
+        /// Erase blocks per chip (small, so workloads fill the volume and run the cleaner); the
+        /// smallest volume the format allows depends on the profile and chips (15 for one mlc
+        /// chip) and is stated if --blocks is below it.
+        #[arg(long, default_value_t = 40, value_parser = block_count)]
         blocks: u32,
         /// Also let torn pages read back correctly once (unstable-bits hazard).
         #[arg(long)]
@@ -139,13 +150,14 @@ enum ArrayCommand {
         /// Chip files are BASE.chip0, BASE.chip1, …
         base: PathBuf,
         /// NAND profile: slc, mlc, tlc or mlc8k.
-        #[arg(long, default_value = "mlc")]
+        #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
-        /// Chips (one file and one worker thread each), 1 to 16.
-        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=16))]
+        /// Chips (one file and one worker thread each), 1 to 64.
+        #[arg(long, default_value_t = 4, value_parser = chip_count)]
         chips: u32,
-        /// Erase blocks per chip.
-        #[arg(long, default_value_t = 512)]
+        /// Erase blocks per chip (512 = 64 MiB per mlc chip). The allowed range depends on the
+        /// profile and chips and is stated if exceeded.
+        #[arg(long, default_value_t = 512, value_parser = block_count)]
         blocks: u32,
         /// Simulator seed (bit errors, factory bad blocks).
         #[arg(long, default_value_t = 1)]
@@ -177,6 +189,7 @@ enum BenchCommand {
         /// A reduced sweep that runs in seconds.
         #[arg(long)]
         quick: bool,
+        /// Seed of the simulated chips: the same seed gives the same figures.
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Turn off the paired-page guard (pages skipped after each commit), to measure its cost.
@@ -215,13 +228,13 @@ enum FlashCommand {
         /// The image file to create.
         image: PathBuf,
         /// NAND profile: slc, mlc, tlc or mlc8k.
-        #[arg(long, default_value = "mlc")]
+        #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
         /// Chips, 1 to 64.
         #[arg(long, default_value_t = 1, value_parser = chip_count)]
         chips: u32,
-        /// Erase blocks per chip.
-        #[arg(long, default_value_t = 1024)]
+        /// Erase blocks per chip, 4 to 16777216 (1024 = 128 MiB per mlc chip; the file is sparse).
+        #[arg(long, default_value_t = 1024, value_parser = block_count)]
         blocks: u32,
         /// Simulator seed (bit errors, factory bad blocks).
         #[arg(long, default_value_t = 1)]
@@ -240,6 +253,41 @@ fn chip_count(text: &str) -> Result<u32, String> {
     match text.parse::<u32>() {
         Ok(count) if (1..=max).contains(&count) => Ok(count),
         _ => Err(format!("{text} is not a chip count: give 1 to {max}")),
+    }
+}
+
+/// `--profile`: one of the simulator's NAND profiles, refused at parsing with the list.
+fn profile_name(text: &str) -> Result<String, String> {
+    match Profile::from_name(text) {
+        Some(profile) => Ok(profile.name().to_string()),
+        None => {
+            let names: Vec<&str> = Profile::ALL.iter().map(|profile| profile.name()).collect();
+            Err(format!("unknown profile {text:?}: give one of {}", names.join(", ")))
+        }
+    }
+}
+
+/// `--workload`: `all` or one of fsoc-sim's workloads, refused at parsing with the list.
+fn workload_name(text: &str) -> Result<String, String> {
+    let names: Vec<&str> = fsoc_sim::workloads::Workload::ALL.iter().map(|workload| workload.name()).collect();
+    if text == "all" || names.contains(&text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!("unknown workload {text:?}: give all or one of {}", names.join(", ")))
+    }
+}
+
+/// `--blocks`: what any chip may have (4 to 2^24 erase blocks). Whether a volume fits is the
+/// format's rule, which depends on the profile and chips; the commands check it and state it.
+fn block_count(text: &str) -> Result<u32, String> {
+    let (min, max) = (BLOCK_COUNT_MIN, BLOCK_COUNT_MAX);
+    // The same range as the simulator's own rule, checked on both ends.
+    for (blocks, valid) in [(min - 1, false), (min, true), (max, true), (max + 1, false)] {
+        assert_eq!(Profile::Mlc.geometry(blocks).validate().is_ok(), valid, "block range drifted from Geometry::validate at {blocks}");
+    }
+    match text.parse::<u32>() {
+        Ok(count) if (min..=max).contains(&count) => Ok(count),
+        _ => Err(format!("{text} is not a block count: give {min} to {max} erase blocks per chip")),
     }
 }
 
@@ -298,5 +346,40 @@ fn main() -> ExitCode {
             eprintln!("fsoc: {message}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every option and argument of every subcommand says what it is (`fsoc X --help`).
+    #[test]
+    fn every_option_is_described() {
+        let mut undocumented = Vec::new();
+        let mut pending = vec![(String::from("fsoc"), super::Cli::command())];
+        while let Some((path, command)) = pending.pop() {
+            for argument in command.get_arguments() {
+                let id = argument.get_id().as_str();
+                if argument.get_help().is_none() && !["help", "version"].contains(&id) {
+                    undocumented.push(format!("{path} {id}"));
+                }
+            }
+            for subcommand in command.get_subcommands() {
+                pending.push((format!("{path} {}", subcommand.get_name()), subcommand.clone()));
+            }
+        }
+        assert!(undocumented.is_empty(), "options without a description: {undocumented:?}");
+    }
+
+    /// `crashtest --help` names every workload `all` runs, and counts them right.
+    #[test]
+    fn crashtest_help_lists_every_workload() {
+        let help = super::Cli::command().find_subcommand_mut("crashtest").expect("crashtest").render_help().to_string();
+        for workload in fsoc_sim::workloads::Workload::ALL {
+            assert!(help.contains(workload.name()), "crashtest --help omits {}:\n{help}", workload.name());
+        }
+        assert_eq!(fsoc_sim::workloads::Workload::ALL.len(), 7, "the help says \"all seven\"");
+        assert!(help.contains("all seven"), "{help}");
     }
 }

@@ -192,7 +192,9 @@ pub fn describe_mount_error(image: &Path, error: &FsError) -> String {
             "no readable metaroot (transaction record): the volume cannot be recovered by fsoc; restore it from a copy".to_string()
         }
         FsError::Io(fsoc_core::txn::TxnError::ChipSet(_)) => {
-            "the chips do not form one volume (see the reason above)".to_string()
+            "these chip files do not form one volume: put back the volume's own chip files, named \
+             BASE.chip0, BASE.chip1, … in chip order"
+                .to_string()
         }
         _ => "the volume's fixed structures are damaged beyond what mount recovers; restore it from a copy".to_string(),
     };

@@ -42,28 +42,22 @@ fn spinner(message: &str) -> ProgressBar {
     bar
 }
 
-/// Opens a volume for fsck or info: one rule with the image tools, so a mounted image (locked
-/// exclusively by its server) is refused instead of being read while it changes.
-fn mount_image(image: &Path) -> Result<(crate::tools_cmd::ImageLock, FileSystem<ImageFlash>), String> {
-    refuse_array_chip(image)?;
-    let lock = crate::tools_cmd::lock_image(image, false)?;
-    let fs = crate::tools_cmd::open_volume(image, true)?;
-    Ok((lock, fs))
+/// Opens a volume (an image or an array's chip files) read-only for fsck or info: one rule
+/// with the image tools, so a mounted volume (locked exclusively by its server) is refused
+/// instead of being read while it changes.
+fn open_read_only(path: &Path) -> Result<crate::volume_files::OpenVolume, String> {
+    crate::volume_files::open(path, true, false)
 }
 
-/// A chip file of an `fsoc array` volume (BASE.chipN) is one chip, not a volume image: say so
-/// and say what works on it, instead of calling it damaged.
+/// A chip file of an `fsoc array` volume (BASE.chipN), or its BASE, given to an image tool
+/// (ls, cat, put, get, rm, mkdir, mv), which reads single-file images only: say so and say
+/// what works on it, instead of calling it damaged.
 pub fn refuse_array_chip(image: &Path) -> Result<(), String> {
-    let name = image.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    let chip_base = name
-        .rsplit_once(".chip")
-        .filter(|(_, index)| !index.is_empty() && index.bytes().all(|byte| byte.is_ascii_digit()))
-        .map(|(base, _)| image.with_file_name(base));
-    let array_base = (!image.exists() && fsoc_array::chip_file_path(image, 0).exists()).then(|| image.to_path_buf());
-    if let Some(base) = chip_base.or(array_base) {
+    if let Some(base) = crate::volume_files::array_base(image) {
         return Err(format!(
-            "{}: this is an array volume made by `fsoc array mkfs` (one file per chip); mount, fsck and the \
-             image tools work on single-file images from `fsoc mkfs`. Check the array with `fsoc array info {}`.",
+            "{}: this is an array volume made by `fsoc array mkfs` (one file per chip); the image tools \
+             (ls, cat, put, get, rm, mkdir, mv) read single-file images from `fsoc mkfs`. Mount the array to use \
+             its files: `fsoc mount {} MOUNTPOINT` (fsoc fsck and fsoc info take it too).",
             image.display(),
             base.display()
         ));
@@ -105,6 +99,26 @@ fn block_count_range(profile: Profile, chips: u32) -> (u32, u32) {
     (smallest, low)
 }
 
+/// Why a volume of `blocks` erase blocks per chip cannot be formatted, in user terms (sizes
+/// first, erase blocks second), or `None` if it can.
+pub fn volume_size_refusal(profile: Profile, chips: u32, blocks: u32) -> Option<String> {
+    let (blocks_min, blocks_max) = block_count_range(profile, chips);
+    if (blocks_min..=blocks_max).contains(&blocks) {
+        return None;
+    }
+    let block_bytes = profile.geometry(1).block_data_bytes();
+    let volume_bytes = |blocks: u32| u64::from(blocks) * u64::from(chips) * block_bytes;
+    Some(format!(
+        "a {} volume on {chips} chip(s) must be {} to {} ({blocks_min} to {blocks_max} erase blocks of {} KiB per \
+         chip); {} ({blocks} blocks per chip) was asked for",
+        profile.name(),
+        size_text(volume_bytes(blocks_min)),
+        size_text(volume_bytes(blocks_max)),
+        block_bytes / 1024,
+        size_text(volume_bytes(blocks))
+    ))
+}
+
 fn size_text(bytes: u64) -> String {
     match bytes {
         bytes if bytes >= 1 << 40 => format!("{:.1}T", bytes as f64 / (1u64 << 40) as f64),
@@ -144,7 +158,6 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
     let profile = parse_profile(&options.profile)?;
     let chips = options.chips;
     let block_bytes = profile.geometry(1).block_data_bytes();
-    let (blocks_min, blocks_max) = block_count_range(profile, chips);
     let blocks = match (options.blocks, options.size.as_deref()) {
         (Some(_), Some(_)) => return Err("give --blocks or --size, not both".into()),
         (Some(blocks), None) => blocks,
@@ -155,18 +168,8 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
         }
         (None, None) => 512,
     };
-    if !(blocks_min..=blocks_max).contains(&blocks) {
-        let volume_bytes = |blocks: u32| u64::from(blocks) * u64::from(chips) * block_bytes;
-        return Err(format!(
-            "{}: a {} volume on {chips} chip(s) must be {} to {} ({blocks_min} to {blocks_max} erase blocks of {} KiB \
-             per chip); {} was asked for",
-            image.display(),
-            profile.name(),
-            size_text(volume_bytes(blocks_min)),
-            size_text(volume_bytes(blocks_max)),
-            block_bytes / 1024,
-            size_text(volume_bytes(blocks))
-        ));
+    if let Some(refusal) = volume_size_refusal(profile, chips, blocks) {
+        return Err(format!("{}: {refusal}", image.display()));
     }
     // Never touch a mounted or busy image; keep the old one until the new one is complete.
     let _lock = if image.exists() {
@@ -214,13 +217,18 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
 }
 
 pub fn info(image: &Path) -> Result<(), String> {
-    let (_lock, mut fs) = mount_image(image)?;
+    let crate::volume_files::OpenVolume { files, mut fs, locks: _locks } = open_read_only(image)?;
     let report = fs.mount_report();
     let statfs = fs.statfs().map_err(|error| format!("statfs: {error}"))?;
     let layout = fs.volume.layout();
     let table = fs.volume.log.table();
     let (erase_min, erase_max) = table.erase_count_range();
-    println!("volume            {}", image.display());
+    println!("volume            {}", files.name().display());
+    if let crate::volume_files::VolumeFiles::Array { chips, .. } = &files {
+        for (chip, path) in chips.iter().enumerate() {
+            println!("chip {chip:<3}          {}", path.display());
+        }
+    }
     println!("volume id         {:#018x}", fs.volume.superblock.volume_id);
     println!(
         "geometry          {} chips × {} blocks × {} pages × {} B (+{} B spare)",
@@ -246,17 +254,18 @@ pub fn info(image: &Path) -> Result<(), String> {
     );
     println!("inodes allocated  {}", statfs.next_inode - 1);
     println!("erase counts      min {erase_min}, max {erase_max}");
-    Ok(())
+    crate::volume_files::close(fs, files.name())
 }
 
 pub fn fsck(image: &Path) -> Result<bool, String> {
-    let (_lock, mut fs) = mount_image(image)?;
+    let crate::volume_files::OpenVolume { files, mut fs, locks: _locks } = open_read_only(image)?;
     let bar = spinner("checking");
     let report = fs.fsck(true).map_err(|error| format!("fsck: {error}"))?;
     bar.finish_and_clear();
+    crate::volume_files::close(fs, files.name())?;
     println!(
         "{}: {} files, {} directories, {} symlinks, {} data pages, {} tree nodes",
-        image.display(),
+        files.name().display(),
         report.files,
         report.directories,
         report.symlinks,
@@ -298,6 +307,9 @@ pub fn crashtest(
         let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
         vec![Workload::from_name(workload).ok_or_else(|| format!("unknown workload {workload:?}; expected all or one of {}", names.join(", ")))?]
     };
+    if let Some(refusal) = volume_size_refusal(parse_profile(profile)?, chips, blocks) {
+        return Err(format!("--blocks {blocks}: {refusal}"));
+    }
     let config = CrashConfig {
         profile: parse_profile(profile)?,
         chip_count: chips,

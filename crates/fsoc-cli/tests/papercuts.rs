@@ -9,6 +9,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use fsoc_core::fs::records::{allocation_key, RecordKind};
+use fsoc_core::txn::store::LogNodeStore;
+use fsoc_core::{FileSystem, FsConfig, OpenFlags};
+use fsoc_media::SimFlash;
 use support::{fsoc, run, Volume, FSOC};
 
 fn text(output: &support::Output) -> String {
@@ -25,6 +29,27 @@ fn chip_counts_out_of_range_are_refused_with_the_range() {
         assert!(output.stderr.contains("1 to 64"), "{command:?}: {}", text(&output));
         assert!(!output.stderr.contains("corrupt"), "{command:?}: {}", text(&output));
     }
+}
+
+/// Other numeric options and the profile are refused with their range or values too, before
+/// any work and in user terms (not the simulator's `block_count must be within 4..=16777216`).
+#[test]
+fn other_options_are_refused_with_their_range() {
+    let refusals: [(&[&str], &str); 6] = [
+        (&["crashtest", "--workload", "small-files", "--blocks", "0"], "give 4 to 16777216 erase blocks per chip"),
+        (&["crashtest", "--workload", "small-files", "--blocks", "10"], "must be 1.9M to 7.7G (15 to 62976 erase blocks"),
+        (&["flash", "create", "never.img", "--blocks", "3"], "give 4 to 16777216 erase blocks per chip"),
+        (&["array", "mkfs", "never", "--chips", "65"], "give 1 to 64"),
+        (&["mkfs", "never.img", "--profile", "qlc"], "give one of slc, mlc, tlc, mlc8k"),
+        (&["mount", "--threads", "0", "never.img", "never"], "1..=64"),
+    ];
+    for (command, expected) in refusals {
+        let output = fsoc(command);
+        assert_eq!(output.status.code(), Some(2), "{command:?}: {}", text(&output));
+        assert!(output.stderr.contains(expected), "{command:?} lacks {expected:?}: {}", text(&output));
+        assert!(!output.stderr.contains("block_count"), "{command:?}: internal terms: {}", text(&output));
+    }
+    assert!(!Path::new("never.img").exists() && !Path::new("never.chip0").exists());
 }
 
 /// A failed mkfs leaves nothing behind and states the limits in user terms; T works.
@@ -68,21 +93,77 @@ fn volume_ids_are_unique_unless_reproducibility_is_asked_for() {
     assert!(volume_id("e.img", None, &["--volume-id", "0x1234"]).contains("0x0000000000001234"));
 }
 
-/// A chip file of `fsoc array mkfs` is named for what it is, with the command that works.
+/// An array volume (`fsoc array mkfs`, one file per chip) is one volume for mount, fsck and
+/// info, named by BASE or by any of its chip files; a mounted array is refused by fsck and by
+/// `array mkfs --force`; the image tools, which read single-file images, refuse it and say to
+/// mount it. A failed `array mkfs` leaves no chip files.
 #[test]
-fn array_chip_files_are_recognised() {
+fn array_volumes_are_mounted_and_checked() {
     let directory = tempfile::tempdir().expect("tempdir");
     let base = directory.path().join("array");
     let base_arg = base.to_str().expect("utf-8");
-    assert!(fsoc(&["array", "mkfs", base_arg, "--chips", "2", "--blocks", "32"]).status.success());
-    let chip = format!("{base_arg}.chip0");
-    for command in [vec!["fsck", chip.as_str()], vec!["info", chip.as_str()], vec!["ls", &format!("{base_arg}:/")]] {
+    let output = fsoc(&["array", "mkfs", base_arg, "--chips", "3", "--blocks", "10"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(output.stderr.contains("must be 4.5M to"), "{}", text(&output));
+    assert!(fs::read_dir(directory.path()).expect("read_dir").next().is_none(), "a failed array mkfs left files");
+    assert!(fsoc(&["array", "mkfs", base_arg, "--chips", "3", "--blocks", "32"]).status.success());
+    let chip = |index: u32| format!("{base_arg}.chip{index}");
+
+    let mount_point = directory.path().join("mnt");
+    fs::create_dir(&mount_point).expect("mount point");
+    let mount_arg = mount_point.to_str().expect("utf-8");
+    let _detach = Detach(&mount_point);
+    let output = fsoc(&["mount", "--daemon", &chip(1), mount_arg]);
+    assert!(output.status.success(), "mount of a chip file: {}", text(&output));
+    fs::write(mount_point.join("striped"), vec![7u8; 100_000]).expect("write through the mount");
+    for command in [
+        vec!["fsck", base_arg],
+        vec!["info", &chip(0)],
+        vec!["array", "info", base_arg],
+        vec!["flash", "info", &chip(1)],
+        vec!["array", "mkfs", base_arg, "--chips", "2", "--blocks", "32", "--force"],
+    ] {
         let output = fsoc(&command);
+        assert_eq!(output.status.code(), Some(2), "{command:?} of a mounted array: {}", text(&output));
+        assert!(output.stderr.contains("in use"), "{command:?}: {}", text(&output));
+    }
+    let output = fsoc(&["umount", mount_arg]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(output.stderr.contains(&format!("{base_arg} is committed and closed")), "{}", text(&output));
+
+    let output = fsoc(&["fsck", &chip(2)]);
+    assert!(output.status.success() && output.stdout.contains("1 files") && output.stdout.contains("clean"), "{}", text(&output));
+    let output = fsoc(&["info", base_arg]);
+    assert!(output.status.success() && output.stdout.contains("chip 2") && output.stdout.contains("3 chips"), "{}", text(&output));
+    for command in [vec!["ls".to_string(), format!("{base_arg}:/")], vec!["cat".to_string(), format!("{}:/striped", chip(0))]] {
+        let output = fsoc(&command.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(output.status.code(), Some(2), "{command:?}: {}", text(&output));
-        assert!(output.stderr.contains("fsoc array info"), "{command:?}: {}", text(&output));
+        assert!(output.stderr.contains(&format!("fsoc mount {base_arg} MOUNTPOINT")), "{command:?}: {}", text(&output));
         assert!(!output.stderr.contains("damaged"), "{command:?}: {}", text(&output));
     }
-    assert!(fsoc(&["array", "info", base_arg]).status.success());
+    assert!(fsoc(&["mount", "--daemon", base_arg, mount_arg]).status.success());
+    assert_eq!(fs::read(mount_point.join("striped")).expect("read back"), vec![7u8; 100_000]);
+    assert!(fsoc(&["umount", mount_arg]).status.success());
+
+    // A chip of another array made with the same seed has another volume id, so the mixed
+    // set is refused rather than mounted as one volume.
+    let other = directory.path().join("other");
+    assert!(fsoc(&["array", "mkfs", other.to_str().expect("utf-8"), "--chips", "3", "--blocks", "32"]).status.success());
+    fs::copy(format!("{}.chip1", other.display()), chip(1)).expect("swap a chip");
+    let output = fsoc(&["fsck", base_arg]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(output.stderr.contains("chips from different volumes"), "{}", text(&output));
+}
+
+/// Lazily unmounts a daemon's mount point when a test ends, passed or failed.
+struct Detach<'p>(&'p Path);
+
+impl Drop for Detach<'_> {
+    fn drop(&mut self) {
+        if fsoc_fuse::is_mount_point(self.0) {
+            support::detach(self.0);
+        }
+    }
 }
 
 /// Help texts describe options: profile values, chip ranges, defaults, every workload.
@@ -125,8 +206,8 @@ fn fsck_does_not_refer_to_itself() {
     assert!(output.stderr.contains("fsoc mkfs"), "{}", text(&output));
 }
 
-/// One rule for a mounted image: fsck, info, ls and mkfs --force all refuse it, and the mount
-/// keeps working.
+/// One rule for a mounted image: fsck, info, flash info, ls and mkfs --force all refuse it,
+/// and the mount keeps working.
 #[test]
 fn a_mounted_image_is_refused_by_every_command() {
     let volume = Volume::new("16M");
@@ -135,6 +216,7 @@ fn a_mounted_image_is_refused_by_every_command() {
     for command in [
         vec!["fsck", volume.image_arg()],
         vec!["info", volume.image_arg()],
+        vec!["flash", "info", volume.image_arg()],
         vec!["ls", &format!("{}:/", volume.image_arg())],
         vec!["mkfs", volume.image_arg(), "--size", "16M", "--force"],
     ] {
@@ -168,11 +250,13 @@ fn daemon_periodic_commit_and_a_dead_server() {
     let logged = fs::read_to_string(&log).unwrap_or_default();
     assert!(!logged.contains("Failed to umount"), "a clean unmount logged:\n{logged}");
 
-    daemon(&["--commit-interval", "1"]);
+    let output = daemon(&["--commit-interval", "1"]);
+    let pid: i32 = output.stderr.split("(pid ").nth(1).and_then(|rest| rest.split(')').next()).and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {}", text(&output)));
     fs::write(volume.mount_point.join("left-alone"), b"written, never fsynced").expect("write");
     std::thread::sleep(Duration::from_millis(2500));
-    let killed = Command::new("pkill").args(["-9", "-f", &format!("fsoc mount.*{mount_point}")]).status().expect("pkill");
-    assert!(killed.success(), "the mount server was not found");
+    // SAFETY: kill with the pid the daemon reported; SIGKILL is the crash being tested.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0, "the mount server {pid} was not found");
     std::thread::sleep(Duration::from_millis(300));
     let output = fsoc(&["umount", mount_point]);
     assert_eq!(output.status.code(), Some(2), "umount of a dead server: {}", text(&output));
@@ -181,4 +265,35 @@ fn daemon_periodic_commit_and_a_dead_server() {
     let output = fsoc(&["cat", &format!("{}:/left-alone", volume.image_arg())]);
     assert_eq!(output.stdout, "written, never fsynced", "the periodic commit did not make it durable: {}", text(&output));
     assert!(Path::new(&volume.image).exists());
+}
+
+/// An error the mount answers with EIO is logged with the operation, the inode and the
+/// engine's own text (here a file whose extent points outside the volume, crafted with valid
+/// checksums), so the log says what is damaged.
+#[test]
+fn eio_is_logged_with_its_cause() {
+    let volume = Volume::new("8M");
+    let flash = SimFlash::open_image(&volume.image).expect("open image");
+    let mut fs = FileSystem::mount(flash, FsConfig::default()).expect("mount");
+    let fd = fs.open(b"/broken", OpenFlags { write: true, create: true, ..Default::default() }, 0o644).expect("create");
+    fs.pwrite(fd, 0, &[7u8; 20_000]).expect("write");
+    fs.close(fd).expect("close");
+    let inode = fs.stat(b"/broken").expect("stat").0;
+    let volume_state = &mut fs.volume;
+    let mut store = LogNodeStore::new(&mut volume_state.log);
+    let mut extent = 0xFFFF_FF00u32.to_le_bytes().to_vec();
+    extent.extend_from_slice(&4u32.to_le_bytes());
+    volume_state.allocation.insert(&mut store, &allocation_key(inode, RecordKind::Extent, 0), &extent).expect("raw extent");
+    fs.commit().expect("commit");
+    let mut flash = fs.unmount().expect("unmount");
+    fsoc_media::Flash::flush(&mut flash).expect("flush");
+
+    let mounted = volume.mount();
+    let error = fs::read(mounted.path("broken")).expect_err("a read of a damaged file");
+    assert_eq!(error.raw_os_error(), Some(libc::EIO), "{error}");
+    mounted.unmount();
+    let logged = fs::read_to_string(volume.directory.path().join("mount.log")).expect("mount log");
+    let expected = format!("read on inode {inode}: answering EIO: ");
+    assert!(logged.contains(&expected), "the log lacks {expected:?}:\n{logged}");
+    assert!(!logged.contains("Failed to umount"), "a clean unmount logged:\n{logged}");
 }

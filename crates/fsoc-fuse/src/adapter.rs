@@ -46,8 +46,13 @@ impl<F: Flash> FsocFuse<F> {
 fn fs_error(error: FsError) -> Errno {
     let answer = errno(&error);
     if answer == Errno::EIO {
-        // The caller sees only EIO: the log keeps the cause (which file, which record).
-        log::error!("answering EIO: {error}");
+        // The caller sees only EIO: the log keeps the cause (which request, which inode, which
+        // record).
+        match crate::volume_lock::current_request() {
+            Some((operation, Some(inode))) => log::error!("{operation} on inode {inode}: answering EIO: {error}"),
+            Some((operation, None)) => log::error!("{operation}: answering EIO: {error}"),
+            None => log::error!("answering EIO: {error}"),
+        }
     }
     answer
 }
@@ -107,7 +112,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn lookup(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let result = self.lock.run("lookup", |state| {
+        let result = self.lock.run_on("lookup", Some(parent.0), |state| {
             #[cfg(test)]
             tests::maybe_panic(name);
             let (inode, _) = state.fs.lookup(parent.0, name.as_bytes()).map_err(fs_error)?;
@@ -120,7 +125,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn getattr(&self, _request: &Request, inode: INodeNo, _handle: Option<FileHandle>, reply: ReplyAttr) {
-        match self.lock.run("getattr", |state| attributes(state, inode.0)) {
+        match self.lock.run_on("getattr", Some(inode.0), |state| attributes(state, inode.0)) {
             Ok(attr) => reply.attr(&CACHE_TTL, &attr),
             Err(error) => reply.error(error),
         }
@@ -146,7 +151,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     ) {
         // Permission rules (who may chmod, chown, set times, and which set-id bits survive)
         // were applied by the kernel: the mount uses `default_permissions`.
-        let result = self.lock.run("setattr", |state| {
+        let result = self.lock.run_on("setattr", Some(inode.0), |state| {
             if let Some(size) = size {
                 state.fs.truncate(inode.0, size).map_err(fs_error)?;
             }
@@ -165,7 +170,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn readlink(&self, _request: &Request, inode: INodeNo, reply: ReplyData) {
-        match self.lock.run("readlink", |state| state.fs.readlink(inode.0).map_err(fs_error)) {
+        match self.lock.run_on("readlink", Some(inode.0), |state| state.fs.readlink(inode.0).map_err(fs_error)) {
             Ok(target) => reply.data(&target),
             Err(error) => reply.error(error),
         }
@@ -180,7 +185,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
             return;
         }
         let caller = (request.uid(), request.gid());
-        let result = self.lock.run("mknod", |state| {
+        let result = self.lock.run_on("mknod", Some(parent.0), |state| {
             let (inode, record) = create_entry(state, caller, parent.0, name.as_bytes(), FileKind::File, mode, None)?;
             Ok(file_attr(inode, &record, page_size(state)))
         });
@@ -192,7 +197,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
 
     fn mkdir(&self, request: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
         let caller = (request.uid(), request.gid());
-        let result = self.lock.run("mkdir", |state| {
+        let result = self.lock.run_on("mkdir", Some(parent.0), |state| {
             let (inode, record) = create_entry(state, caller, parent.0, name.as_bytes(), FileKind::Directory, mode, None)?;
             Ok(file_attr(inode, &record, page_size(state)))
         });
@@ -203,14 +208,14 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn unlink(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.lock.run("unlink", |state| state.fs.remove(parent.0, name.as_bytes(), false).map_err(fs_error)) {
+        match self.lock.run_on("unlink", Some(parent.0), |state| state.fs.remove(parent.0, name.as_bytes(), false).map_err(fs_error)) {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
         }
     }
 
     fn rmdir(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.lock.run("rmdir", |state| state.fs.remove(parent.0, name.as_bytes(), true).map_err(fs_error)) {
+        match self.lock.run_on("rmdir", Some(parent.0), |state| state.fs.remove(parent.0, name.as_bytes(), true).map_err(fs_error)) {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
         }
@@ -219,7 +224,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     fn symlink(&self, request: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
         let caller = (request.uid(), request.gid());
         let target = target.as_os_str().as_bytes();
-        let result = self.lock.run("symlink", |state| {
+        let result = self.lock.run_on("symlink", Some(parent.0), |state| {
             let (inode, record) = create_entry(state, caller, parent.0, link_name.as_bytes(), FileKind::Symlink, 0o777, Some(target))?;
             Ok(file_attr(inode, &record, page_size(state)))
         });
@@ -245,7 +250,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
             return;
         }
         let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
-        let result = self.lock.run("rename", |state| {
+        let result = self.lock.run_on("rename", Some(parent.0), |state| {
             if no_replace {
                 match state.fs.lookup(new_parent.0, new_name.as_bytes()) {
                     Ok(_) => return Err(Errno::EEXIST),
@@ -262,7 +267,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn link(&self, _request: &Request, inode: INodeNo, new_parent: INodeNo, new_name: &OsStr, reply: ReplyEntry) {
-        let result = self.lock.run("link", |state| {
+        let result = self.lock.run_on("link", Some(inode.0), |state| {
             state.fs.link(inode.0, new_parent.0, new_name.as_bytes()).map_err(fs_error)?;
             attributes(state, inode.0)
         });
@@ -273,7 +278,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn open(&self, _request: &Request, inode: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let result = self.lock.run("open", |state| {
+        let result = self.lock.run_on("open", Some(inode.0), |state| {
             let record = state.fs.getattr(inode.0).map_err(fs_error)?;
             match record.kind {
                 FileKind::Directory if flags.0 & libc::O_ACCMODE != libc::O_RDONLY => return Err(Errno::EISDIR),
@@ -304,7 +309,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.lock.run("read", |state| state.fs.read(inode.0, offset, size as usize).map_err(fs_error)) {
+        match self.lock.run_on("read", Some(inode.0), |state| state.fs.read(inode.0, offset, size as usize).map_err(fs_error)) {
             Ok(bytes) => reply.data(&bytes),
             Err(error) => reply.error(error),
         }
@@ -322,7 +327,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let result = self.lock.run("write", |state| {
+        let result = self.lock.run_on("write", Some(inode.0), |state| {
             let append = state.files.get(&handle.0).map_or(flags.0 & libc::O_APPEND != 0, |file| file.append);
             // O_APPEND: the end of file is read under the lock, so concurrent appenders never
             // overwrite each other.
@@ -351,7 +356,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let result = self.lock.run("release", |state| {
+        let result = self.lock.run_on("release", Some(inode.0), |state| {
             let file = state.files.remove(&handle.0).ok_or(Errno::EBADF)?;
             assert_eq!(file.inode, inode.0, "handle {} belongs to inode {}, not {}", handle.0, file.inode, inode.0);
             state.fs.release_inode(file.inode).map_err(fs_error)
@@ -363,14 +368,14 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn fsync(&self, _request: &Request, inode: INodeNo, _handle: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        match self.lock.run("fsync", |state| state.fs.fsync(inode.0).map_err(fs_error)) {
+        match self.lock.run_on("fsync", Some(inode.0), |state| state.fs.fsync(inode.0).map_err(fs_error)) {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
         }
     }
 
     fn opendir(&self, _request: &Request, inode: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let result = self.lock.run("opendir", |state| {
+        let result = self.lock.run_on("opendir", Some(inode.0), |state| {
             let record = state.fs.getattr(inode.0).map_err(fs_error)?;
             if record.kind != FileKind::Directory {
                 return Err(Errno::ENOTDIR);
@@ -389,7 +394,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn readdir(&self, _request: &Request, inode: INodeNo, handle: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let result = self.lock.run("readdir", |state| {
+        let result = self.lock.run_on("readdir", Some(inode.0), |state| {
             let MountState { fs, directories, .. } = state;
             let stream = directories.get_mut(&handle.0).ok_or(Errno::EBADF)?;
             assert_eq!(stream.inode(), inode.0, "directory handle {} belongs to another inode", handle.0);
@@ -406,7 +411,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn releasedir(&self, _request: &Request, _inode: INodeNo, handle: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
-        let result = self.lock.run("releasedir", |state| {
+        let result = self.lock.run_on("releasedir", None, |state| {
             let stream = state.directories.remove(&handle.0).ok_or(Errno::EBADF)?;
             state.fs.release_inode(stream.inode()).map_err(fs_error)
         });
@@ -417,14 +422,14 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn fsyncdir(&self, _request: &Request, inode: INodeNo, _handle: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        match self.lock.run("fsyncdir", |state| state.fs.fsync(inode.0).map_err(fs_error)) {
+        match self.lock.run_on("fsyncdir", Some(inode.0), |state| state.fs.fsync(inode.0).map_err(fs_error)) {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
         }
     }
 
     fn statfs(&self, _request: &Request, _inode: INodeNo, reply: ReplyStatfs) {
-        match self.lock.run("statfs", |state| state.fs.statfs().map_err(fs_error)) {
+        match self.lock.run_on("statfs", None, |state| state.fs.statfs().map_err(fs_error)) {
             Ok(statfs) => {
                 // fsoc has no inode table: any free page can hold a new inode's records.
                 let files_free = statfs.free_blocks;
@@ -451,14 +456,14 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn getxattr(&self, _request: &Request, inode: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
-        match self.lock.run("getxattr", |state| state.fs.getattr(inode.0).map_err(fs_error)) {
+        match self.lock.run_on("getxattr", Some(inode.0), |state| state.fs.getattr(inode.0).map_err(fs_error)) {
             Ok(_) => reply.error(Errno::NO_XATTR),
             Err(error) => reply.error(error),
         }
     }
 
     fn listxattr(&self, _request: &Request, inode: INodeNo, size: u32, reply: ReplyXattr) {
-        match self.lock.run("listxattr", |state| state.fs.getattr(inode.0).map_err(fs_error)) {
+        match self.lock.run_on("listxattr", Some(inode.0), |state| state.fs.getattr(inode.0).map_err(fs_error)) {
             Ok(_) if size == 0 => reply.size(0),
             Ok(_) => reply.data(&[]),
             Err(error) => reply.error(error),
@@ -466,7 +471,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn removexattr(&self, _request: &Request, inode: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        match self.lock.run("removexattr", |state| state.fs.getattr(inode.0).map_err(fs_error)) {
+        match self.lock.run_on("removexattr", Some(inode.0), |state| state.fs.getattr(inode.0).map_err(fs_error)) {
             Ok(_) => reply.error(Errno::NO_XATTR),
             Err(error) => reply.error(error),
         }
@@ -476,7 +481,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
         // Not called under `default_permissions` (the kernel checks), but answered correctly
         // should the volume ever be mounted without it.
         let caller = Caller::from_process(request.uid(), request.gid(), request.pid());
-        let result = self.lock.run("access", |state| {
+        let result = self.lock.run_on("access", Some(inode.0), |state| {
             let record = state.fs.getattr(inode.0).map_err(fs_error)?;
             let mask = (mask.bits() as u32) & 0o7;
             if may_access(&record, &caller, mask) {
@@ -502,7 +507,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
         reply: ReplyCreate,
     ) {
         let caller = (request.uid(), request.gid());
-        let result = self.lock.run("create", |state| {
+        let result = self.lock.run_on("create", Some(parent.0), |state| {
             let inode = match create_entry(state, caller, parent.0, name.as_bytes(), FileKind::File, mode, None) {
                 Ok((inode, _)) => inode,
                 // Someone else created it since the kernel looked: open it, unless O_EXCL.

@@ -75,6 +75,35 @@ pub struct VolumeLock<F: Flash> {
     state: Mutex<MountState<F>>,
 }
 
+thread_local! {
+    /// The request this thread is serving inside `VolumeLock::run_on`.
+    static CURRENT_REQUEST: std::cell::Cell<Option<(&'static str, Option<u64>)>> = const { std::cell::Cell::new(None) };
+}
+
+/// The operation and inode of the request this thread is serving, if any: lets the error
+/// mapping name them in the log without threading them through every call.
+pub fn current_request() -> Option<(&'static str, Option<u64>)> {
+    CURRENT_REQUEST.with(std::cell::Cell::get)
+}
+
+/// Sets `CURRENT_REQUEST` for one call and restores the previous value after it, even on a
+/// panic.
+struct RequestScope {
+    previous: Option<(&'static str, Option<u64>)>,
+}
+
+impl RequestScope {
+    fn enter(operation: &'static str, inode: Option<u64>) -> RequestScope {
+        RequestScope { previous: CURRENT_REQUEST.with(|current| current.replace(Some((operation, inode)))) }
+    }
+}
+
+impl Drop for RequestScope {
+    fn drop(&mut self) {
+        CURRENT_REQUEST.with(|current| current.set(self.previous));
+    }
+}
+
 impl<F: Flash> VolumeLock<F> {
     pub fn new(fs: FileSystem<F>) -> Self {
         VolumeLock { state: Mutex::new(MountState::new(fs)) }
@@ -83,6 +112,18 @@ impl<F: Flash> VolumeLock<F> {
     /// Runs one callback's work on the volume. A panic inside `body` is caught and logged;
     /// the caller then gets EIO, as does every later call.
     pub fn run<T>(&self, operation: &'static str, body: impl FnOnce(&mut MountState<F>) -> Result<T, Errno>) -> Result<T, Errno> {
+        self.run_on(operation, None, body)
+    }
+
+    /// `run` for a request about `inode`: an error that becomes EIO is logged with the
+    /// operation and the inode (see `current_request`).
+    pub fn run_on<T>(
+        &self,
+        operation: &'static str,
+        inode: Option<u64>,
+        body: impl FnOnce(&mut MountState<F>) -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        let _request = RequestScope::enter(operation, inode);
         let mut state = match self.state.lock() {
             Ok(state) => state,
             Err(poisoned) => {

@@ -1,0 +1,244 @@
+//! Finding, locking, opening and closing the volume one path names, for the commands that
+//! take a volume (mount, fsck, info): a single image file from `fsoc mkfs`, or the chip files
+//! of an array from `fsoc array mkfs` (`BASE.chip0`, `BASE.chip1`, …), given as `BASE` or as
+//! any of its chip files.
+//!
+//! Invariants: every file of the volume is locked before it is opened (exclusive for writers,
+//! shared for readers), so a mounted volume is refused by every command and never written by
+//! two processes; chip files are opened as a set (chip 0 up to the first missing one) and
+//! whether they form one volume is the file system's chip-set check, not a guess here.
+
+use std::path::{Path, PathBuf};
+
+use fsoc_array::{chip_file_path, chip_file_paths, ArrayConfig, ThreadedFlash, CHIP_FILE_SUFFIX};
+use fsoc_core::FileSystem;
+use fsoc_media::image::ImageStore;
+use fsoc_media::{
+    BlockAddress, ChipIndex, Completed, Flash, FlashCounters, Geometry, NandError, Nanos, PageAddress, ReadStatus, SimFlash,
+    Timing,
+};
+
+use crate::tools_cmd::{describe_image_error, describe_mount_error, lock_image, volume_config, ImageLock};
+
+/// The files a volume path stands for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VolumeFiles {
+    /// One image file holding every chip.
+    Image(PathBuf),
+    /// One file per chip, in chip order, named after `base`.
+    Array { base: PathBuf, chips: Vec<PathBuf> },
+}
+
+impl VolumeFiles {
+    /// Which files `path` names: an array when `path` is a chip file `BASE.chipN` of a set
+    /// with a chip 0, or a `BASE` that does not exist while `BASE.chip0` does; else an image.
+    pub fn locate(path: &Path) -> VolumeFiles {
+        match array_base(path) {
+            Some(base) => VolumeFiles::Array { chips: chip_file_paths(&base), base },
+            None => VolumeFiles::Image(path.to_path_buf()),
+        }
+    }
+
+    /// The name to show: the image, or the array's base.
+    pub fn name(&self) -> &Path {
+        match self {
+            VolumeFiles::Image(image) => image,
+            VolumeFiles::Array { base, .. } => base,
+        }
+    }
+
+    /// The file that stands for the whole volume where one path is needed (the mount table's
+    /// source, `fsoc umount`'s wait): the image, or chip 0, which every command locks.
+    pub fn primary_file(&self) -> PathBuf {
+        match self {
+            VolumeFiles::Image(image) => image.clone(),
+            VolumeFiles::Array { base, .. } => chip_file_path(base, 0),
+        }
+    }
+
+    /// Every file of the volume.
+    pub fn files(&self) -> Vec<PathBuf> {
+        match self {
+            VolumeFiles::Image(image) => vec![image.clone()],
+            VolumeFiles::Array { chips, .. } => chips.clone(),
+        }
+    }
+
+    /// Locks every file of the volume, or says that it is in use.
+    pub fn lock(&self, exclusive: bool) -> Result<Vec<ImageLock>, String> {
+        self.files().iter().map(|file| lock_image(file, exclusive)).collect()
+    }
+}
+
+/// The base of the array `path` belongs to, if it names one (see `VolumeFiles::locate`).
+pub fn array_base(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_string_lossy().into_owned();
+    let chip_base = name
+        .rsplit_once(CHIP_FILE_SUFFIX)
+        .filter(|(base, index)| !base.is_empty() && !index.is_empty() && index.bytes().all(|byte| byte.is_ascii_digit()))
+        .map(|(base, _)| path.with_file_name(base))
+        .filter(|base| chip_file_path(base, 0).exists());
+    chip_base.or_else(|| (!path.exists() && chip_file_path(path, 0).exists()).then(|| path.to_path_buf()))
+}
+
+/// The flash under a volume of either kind, so one code path mounts, checks and serves both.
+pub enum VolumeFlash {
+    Image(SimFlash<ImageStore>),
+    Array(ThreadedFlash),
+}
+
+impl VolumeFlash {
+    /// Makes everything written durable and releases the files (an array's worker threads
+    /// finish their queues and stop).
+    pub fn close(self) -> Result<(), NandError> {
+        match self {
+            VolumeFlash::Image(mut flash) => flash.flush(),
+            VolumeFlash::Array(flash) => flash.close(),
+        }
+    }
+}
+
+/// Forwards a `Flash` call to whichever flash the volume has.
+macro_rules! forward {
+    ($self:ident, $flash:ident => $call:expr) => {
+        match $self {
+            VolumeFlash::Image($flash) => $call,
+            VolumeFlash::Array($flash) => $call,
+        }
+    };
+}
+
+impl Flash for VolumeFlash {
+    fn geometry(&self) -> Geometry {
+        forward!(self, flash => flash.geometry())
+    }
+
+    fn chip_count(&self) -> u32 {
+        forward!(self, flash => flash.chip_count())
+    }
+
+    fn timing(&self) -> Timing {
+        forward!(self, flash => flash.timing())
+    }
+
+    fn read_page(
+        &mut self,
+        issue_ns: Nanos,
+        page: PageAddress,
+        data: &mut [u8],
+        spare: &mut [u8],
+    ) -> Result<Completed<ReadStatus>, NandError> {
+        forward!(self, flash => flash.read_page(issue_ns, page, data, spare))
+    }
+
+    fn program_page(&mut self, issue_ns: Nanos, page: PageAddress, data: &[u8], spare: &[u8]) -> Result<Completed<()>, NandError> {
+        forward!(self, flash => flash.program_page(issue_ns, page, data, spare))
+    }
+
+    fn erase_block(&mut self, issue_ns: Nanos, block: BlockAddress) -> Result<Completed<()>, NandError> {
+        forward!(self, flash => flash.erase_block(issue_ns, block))
+    }
+
+    fn is_bad_block(&self, block: BlockAddress) -> Result<bool, NandError> {
+        forward!(self, flash => flash.is_bad_block(block))
+    }
+
+    fn mark_bad_block(&mut self, block: BlockAddress) -> Result<(), NandError> {
+        forward!(self, flash => flash.mark_bad_block(block))
+    }
+
+    fn busy_until_ns(&self, chip: ChipIndex) -> Nanos {
+        forward!(self, flash => flash.busy_until_ns(chip))
+    }
+
+    fn all_done_ns(&self) -> Nanos {
+        forward!(self, flash => flash.all_done_ns())
+    }
+
+    fn counters(&self) -> &FlashCounters {
+        forward!(self, flash => flash.counters())
+    }
+
+    fn reset_counters(&mut self) {
+        forward!(self, flash => flash.reset_counters())
+    }
+
+    fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError> {
+        forward!(self, flash => flash.erase_count(block))
+    }
+
+    fn paired_page_distance(&self) -> u32 {
+        forward!(self, flash => flash.paired_page_distance())
+    }
+
+    fn flush(&mut self) -> Result<(), NandError> {
+        forward!(self, flash => flash.flush())
+    }
+
+    fn prefetch(&mut self, pages: &[PageAddress]) {
+        forward!(self, flash => flash.prefetch(pages))
+    }
+}
+
+/// A mounted volume with the locks on its files, which it holds until it is dropped.
+pub struct OpenVolume {
+    pub files: VolumeFiles,
+    pub fs: FileSystem<VolumeFlash>,
+    pub locks: Vec<ImageLock>,
+}
+
+/// Locks the files of the volume `path` names (a writer always exclusively, a reader as
+/// `exclusive` says), opens and mounts it.
+pub fn open(path: &Path, read_only: bool, exclusive: bool) -> Result<OpenVolume, String> {
+    let files = VolumeFiles::locate(path);
+    let locks = files.lock(exclusive || !read_only)?;
+    let flash = match &files {
+        VolumeFiles::Image(image) => {
+            VolumeFlash::Image(SimFlash::open_image(image).map_err(|error| describe_image_error(image, &error))?)
+        }
+        VolumeFiles::Array { base, chips } => VolumeFlash::Array(
+            ThreadedFlash::open_files(chips, ArrayConfig::default())
+                .map_err(|error| format!("{}: {error} (an array volume of {} chip files)", base.display(), chips.len()))?,
+        ),
+    };
+    let fs = mount(flash, files.name(), read_only)?;
+    Ok(OpenVolume { files, fs, locks })
+}
+
+/// Mounts the volume on `flash` with the tools' configuration and the wall clock.
+pub fn mount<F: Flash>(flash: F, name: &Path, read_only: bool) -> Result<FileSystem<F>, String> {
+    let mut fs = FileSystem::mount(flash, volume_config(read_only)).map_err(|error| describe_mount_error(name, &error))?;
+    fs.now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64);
+    Ok(fs)
+}
+
+/// Unmounts cleanly (the final commit) and makes it durable; `name` is for messages.
+pub fn close(fs: FileSystem<VolumeFlash>, name: &Path) -> Result<(), String> {
+    let flash = fs.unmount().map_err(|error| format!("{}: unmount: {error}", name.display()))?;
+    flash.close().map_err(|error| format!("{}: close: {error}", name.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chip file or a missing base with a chip 0 is an array; anything else is an image,
+    /// including a name that merely ends in `.chipN` with no chip 0 beside it.
+    #[test]
+    fn paths_are_located() {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let base = directory.path().join("disk");
+        let image = directory.path().join("plain.img");
+        for path in [chip_file_path(&base, 0), chip_file_path(&base, 1), image.clone()] {
+            std::fs::write(path, b"").expect("write");
+        }
+        let array = VolumeFiles::Array { base: base.clone(), chips: vec![chip_file_path(&base, 0), chip_file_path(&base, 1)] };
+        assert_eq!(VolumeFiles::locate(&base), array);
+        assert_eq!(VolumeFiles::locate(&chip_file_path(&base, 1)), array);
+        assert_eq!(VolumeFiles::locate(&image), VolumeFiles::Image(image.clone()));
+        let lone = directory.path().join("lone.chip3");
+        assert_eq!(VolumeFiles::locate(&lone), VolumeFiles::Image(lone.clone()));
+        assert_eq!(array.primary_file(), chip_file_path(&base, 0));
+        assert_eq!(array.name(), base);
+    }
+}
