@@ -10,7 +10,7 @@ use fsoc_media::{NandError, SimConfig};
 
 /// Chip file `c` of array `BASE` is `BASE` + this + `c`.
 pub const CHIP_FILE_SUFFIX: &str = ".chip";
-/// Largest array this crate opens (the superblock allows 64; the CLI 16).
+/// Largest array this crate opens (the superblock allows 64, and so does the CLI).
 pub const CHIP_COUNT_MAX: u32 = 64;
 
 /// Why an array of chip files could not be created or opened.
