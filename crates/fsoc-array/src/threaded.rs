@@ -31,6 +31,8 @@ impl Default for ArrayConfig {
 #[derive(Debug)]
 pub struct ThreadedFlash {
     sim: SimFlash<ChipArrayStore>,
+    /// The chip files in chip order (a copy of the store's, readable without its lock).
+    paths: Vec<PathBuf>,
 }
 
 impl ThreadedFlash {
@@ -51,7 +53,7 @@ impl ThreadedFlash {
         let store = ChipArrayStore::start(stores, paths.to_vec(), array.queue_depth_max, false)?;
         let mut sim = SimFlash::with_store(config, store)?;
         sim.mark_factory_bad_blocks()?;
-        Ok(ThreadedFlash { sim })
+        Ok(ThreadedFlash { sim, paths: paths.to_vec() })
     }
 
     /// Opens the chip files `base.chip0`, `base.chip1`, … (up to the first missing one).
@@ -68,7 +70,7 @@ impl ThreadedFlash {
     pub fn open_files(paths: &[PathBuf], array: ArrayConfig) -> Result<ThreadedFlash, ArrayError> {
         let (stores, config) = open_chip_files(paths)?;
         let store = ChipArrayStore::start(stores, paths.to_vec(), array.queue_depth_max, true)?;
-        Ok(ThreadedFlash { sim: SimFlash::with_store(config, store)? })
+        Ok(ThreadedFlash { sim: SimFlash::with_store(config, store)?, paths: paths.to_vec() })
     }
 
     /// The NAND model (fault injection, power cuts, page states for tests).
@@ -86,7 +88,7 @@ impl ThreadedFlash {
 
     /// The chip files, in chip order.
     pub fn paths(&self) -> &[PathBuf] {
-        self.sim.store().paths()
+        &self.paths
     }
 
     /// Flushes every chip file, waits for every worker and stops them.
@@ -110,7 +112,7 @@ impl Flash for ThreadedFlash {
     }
 
     fn read_page(
-        &mut self,
+        &self,
         issue_ns: Nanos,
         page: PageAddress,
         data: &mut [u8],
@@ -145,7 +147,7 @@ impl Flash for ThreadedFlash {
         self.sim.busy_until_ns(chip)
     }
 
-    fn counters(&self) -> &FlashCounters {
+    fn counters(&self) -> FlashCounters {
         self.sim.counters()
     }
 
@@ -167,7 +169,7 @@ impl Flash for ThreadedFlash {
 
     /// Starts the reads on every chip's worker at once; the `read_page` calls that follow
     /// then overlap in real time as they already do in virtual time.
-    fn prefetch(&mut self, pages: &[PageAddress]) {
-        self.sim.store().prefetch(pages);
+    fn prefetch(&self, pages: &[PageAddress]) {
+        self.sim.inspect_store(|store| store.prefetch(pages));
     }
 }

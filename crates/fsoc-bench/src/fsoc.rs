@@ -98,7 +98,7 @@ impl BenchTarget for FsocTarget {
     fn now_ns(&mut self) -> Nanos {
         // Programs are issued without waiting; the operation is done when the chips are.
         let device = &self.fs.volume.log.device;
-        device.now_ns.max(device.flash.all_done_ns())
+        device.now_ns().max(device.flash.all_done_ns())
     }
 
     fn settings_json(settings: &FsConfig) -> serde_json::Value {

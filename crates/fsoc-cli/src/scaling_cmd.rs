@@ -265,7 +265,7 @@ impl Cell<'_> {
         let fd = fs.open(b"/iozone.tmp", flags, 0o644).map_err(fs_error("open"))?;
         let counters_before = fs.volume.log.device.flash.counters().totals();
         let commits_before = fs.stats.commits;
-        let start_ns = fs.volume.log.device.now_ns;
+        let start_ns = fs.volume.log.device.now_ns();
         let mut record = vec![0u8; self.record_bytes as usize];
         let mut expected = vec![0u8; self.record_bytes as usize];
         for &index in order {
@@ -290,7 +290,7 @@ impl Cell<'_> {
                 }
             }
         }
-        let device_ns = fs.volume.log.device.now_ns - start_ns;
+        let device_ns = fs.volume.log.device.now_ns() - start_ns;
         let counters = fs.volume.log.device.flash.counters().totals();
         let commits = fs.stats.commits - commits_before;
         fs.close(fd).map_err(fs_error("close"))?;

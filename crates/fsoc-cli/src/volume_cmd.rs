@@ -413,25 +413,25 @@ pub fn demo(profile: &str, chips: u32, seed: u64) -> Result<(), String> {
     let fd = io(fs.open(b"/docs/hello.txt", create, 0o644))?;
     io(fs.write_fd(fd, b"hello, flash\n"))?;
     let before = counters(&fs);
-    let clock_before = fs.volume.log.device.now_ns;
+    let clock_before = fs.volume.log.device.now_ns();
     io(fs.fsync_fd(fd))?;
     let after = counters(&fs);
     println!(
         "fsync of a small file: {} page programs, {} erases, {:.0} us simulated",
         after.1 - before.1,
         after.2 - before.2,
-        (fs.volume.log.device.now_ns - clock_before) as f64 / 1000.0
+        (fs.volume.log.device.now_ns() - clock_before) as f64 / 1000.0
     );
     io(fs.close(fd))?;
     let big = OpenFlags { write: true, create: true, ..Default::default() };
     let fd = io(fs.open(b"/docs/big.bin", big, 0o644))?;
     let megabyte: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
-    let clock_before = fs.volume.log.device.now_ns;
+    let clock_before = fs.volume.log.device.now_ns();
     for _ in 0..8 {
         io(fs.write_fd(fd, &megabyte))?;
     }
     io(fs.fsync_fd(fd))?;
-    let elapsed_ns = fs.volume.log.device.now_ns - clock_before;
+    let elapsed_ns = fs.volume.log.device.now_ns() - clock_before;
     io(fs.close(fd))?;
     let raw_mib_per_s = f64::from(chips) * f64::from(geometry.page_data_bytes)
         / ((timing.program_latency_ns + timing.bus_ns_per_byte * u64::from(geometry.page_data_bytes + geometry.spare_bytes)) as f64 / 1e9)

@@ -122,7 +122,7 @@ impl Flash for VolumeFlash {
     }
 
     fn read_page(
-        &mut self,
+        &self,
         issue_ns: Nanos,
         page: PageAddress,
         data: &mut [u8],
@@ -155,7 +155,7 @@ impl Flash for VolumeFlash {
         forward!(self, flash => flash.all_done_ns())
     }
 
-    fn counters(&self) -> &FlashCounters {
+    fn counters(&self) -> FlashCounters {
         forward!(self, flash => flash.counters())
     }
 
@@ -175,7 +175,7 @@ impl Flash for VolumeFlash {
         forward!(self, flash => flash.flush())
     }
 
-    fn prefetch(&mut self, pages: &[PageAddress]) {
+    fn prefetch(&self, pages: &[PageAddress]) {
         forward!(self, flash => flash.prefetch(pages))
     }
 }

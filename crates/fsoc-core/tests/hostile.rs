@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
 use fsoc_core::address::PagePointer;
-use fsoc_core::btree::{Branch, Child, Node, NodeEntries, NodeStore, NodeTag, TreeRoot};
+use fsoc_core::btree::{Branch, Child, Node, NodeEntries, NodeReader, NodeStore, NodeTag, TreeRoot};
 use fsoc_core::fs::records::{
     allocation_key, directory_key, parse_allocation_key, parse_directory_key, DirectoryValue, Extent, FileKind, RecordKind,
     ROOT_INODE,
@@ -307,7 +307,7 @@ fn a_read_of_a_huge_sparse_size_is_short_not_huge() {
     let key = allocation_key(files.extent_file, RecordKind::Inode, 0);
     let record = get_raw(&mut fs, Tree::Allocation, &key).expect("inode record");
     put_raw(&mut fs, Tree::Allocation, &key, Some(&with_size(&record, 1 << 40)));
-    let mut fs = seal(fs);
+    let fs = seal(fs);
     let (bytes, heap) = peak_during(|| fs.read(files.extent_file, 0, usize::MAX / 2).expect("read"));
     assert_eq!(bytes.len(), fsoc_core::fs::READ_BYTES_MAX);
     assert!(heap <= 2 * fsoc_core::fs::READ_BYTES_MAX, "one read allocated {heap} bytes");

@@ -9,6 +9,7 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use fsoc_core::fs::{FileKind, FsError, InodeRecord};
@@ -79,7 +80,7 @@ fn create_entry<F: Flash>(
     Ok((inode, record))
 }
 
-fn attributes<F: Flash>(state: &mut MountState<F>, inode: u64) -> Result<fuser::FileAttr, Errno> {
+fn attributes<F: Flash>(state: &MountState<F>, inode: u64) -> Result<fuser::FileAttr, Errno> {
     let record = state.fs.getattr(inode).map_err(fs_error)?;
     Ok(file_attr(inode, &record, page_size(state)))
 }
@@ -97,13 +98,13 @@ fn time_or_now(time: Option<TimeOrNow>, now_ns: u64) -> Option<u64> {
 
 /// Opens `inode` for a new handle: takes an fsoc open count (released in `release`).
 fn open_file<F: Flash>(state: &mut MountState<F>, inode: u64, flags: i32) -> Result<u64, Errno> {
-    let handle = state.allocate_handle()?;
+    let handle = state.handles_mut().allocate_handle()?;
     state.fs.open_inode(inode).map_err(fs_error)?;
-    state.files.insert(handle, OpenFile { inode, append: flags & libc::O_APPEND != 0 });
+    state.handles_mut().files.insert(handle, OpenFile { inode, append: flags & libc::O_APPEND != 0 });
     Ok(handle)
 }
 
-impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
+impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
     fn init(&mut self, _request: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Both may be refused by an old kernel; the defaults then apply, which are correct too.
         let _ = config.set_max_write(WRITE_BYTES_MAX);
@@ -112,7 +113,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn lookup(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let result = self.lock.run_on("lookup", Some(parent.0), |state| {
+        let result = self.lock.read_on("lookup", Some(parent.0), |state| {
             #[cfg(test)]
             tests::maybe_panic(name);
             let (inode, _) = state.fs.lookup(parent.0, name.as_bytes()).map_err(fs_error)?;
@@ -125,7 +126,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn getattr(&self, _request: &Request, inode: INodeNo, _handle: Option<FileHandle>, reply: ReplyAttr) {
-        match self.lock.run_on("getattr", Some(inode.0), |state| attributes(state, inode.0)) {
+        match self.lock.read_on("getattr", Some(inode.0), |state| attributes(state, inode.0)) {
             Ok(attr) => reply.attr(&CACHE_TTL, &attr),
             Err(error) => reply.error(error),
         }
@@ -170,7 +171,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn readlink(&self, _request: &Request, inode: INodeNo, reply: ReplyData) {
-        match self.lock.run_on("readlink", Some(inode.0), |state| state.fs.readlink(inode.0).map_err(fs_error)) {
+        match self.lock.read_on("readlink", Some(inode.0), |state| state.fs.readlink(inode.0).map_err(fs_error)) {
             Ok(target) => reply.data(&target),
             Err(error) => reply.error(error),
         }
@@ -309,7 +310,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.lock.run_on("read", Some(inode.0), |state| state.fs.read(inode.0, offset, size as usize).map_err(fs_error)) {
+        match self.lock.read_on("read", Some(inode.0), |state| state.fs.read(inode.0, offset, size as usize).map_err(fs_error)) {
             Ok(bytes) => reply.data(&bytes),
             Err(error) => reply.error(error),
         }
@@ -328,7 +329,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
         reply: ReplyWrite,
     ) {
         let result = self.lock.run_on("write", Some(inode.0), |state| {
-            let append = state.files.get(&handle.0).map_or(flags.0 & libc::O_APPEND != 0, |file| file.append);
+            let append = state.handles_mut().files.get(&handle.0).map_or(flags.0 & libc::O_APPEND != 0, |file| file.append);
             // O_APPEND: the end of file is read under the lock, so concurrent appenders never
             // overwrite each other.
             let offset = if append { state.fs.getattr(inode.0).map_err(fs_error)?.size } else { offset };
@@ -357,7 +358,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
         reply: ReplyEmpty,
     ) {
         let result = self.lock.run_on("release", Some(inode.0), |state| {
-            let file = state.files.remove(&handle.0).ok_or(Errno::EBADF)?;
+            let file = state.handles_mut().files.remove(&handle.0).ok_or(Errno::EBADF)?;
             assert_eq!(file.inode, inode.0, "handle {} belongs to inode {}, not {}", handle.0, file.inode, inode.0);
             state.fs.release_inode(file.inode).map_err(fs_error)
         });
@@ -380,11 +381,11 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
             if record.kind != FileKind::Directory {
                 return Err(Errno::ENOTDIR);
             }
-            let handle = state.allocate_handle()?;
+            let handle = state.handles_mut().allocate_handle()?;
             // An open count keeps a directory removed while listed readable (as empty).
             state.fs.open_inode(inode.0).map_err(fs_error)?;
             let parent = if inode.0 == INodeNo::ROOT.0 { inode.0 } else { record.parent };
-            state.directories.insert(handle, DirectoryStream::new(inode.0, parent));
+            state.handles_mut().directories.insert(handle, Arc::new(Mutex::new(DirectoryStream::new(inode.0, parent))));
             Ok(handle)
         });
         match result {
@@ -394,12 +395,12 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn readdir(&self, _request: &Request, inode: INodeNo, handle: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let result = self.lock.run_on("readdir", Some(inode.0), |state| {
-            let MountState { fs, directories, .. } = state;
-            let stream = directories.get_mut(&handle.0).ok_or(Errno::EBADF)?;
+        let result = self.lock.read_on("readdir", Some(inode.0), |state| {
+            let stream = state.handles().directories.get(&handle.0).cloned().ok_or(Errno::EBADF)?;
+            let mut stream = stream.lock().unwrap_or_else(PoisonError::into_inner);
             assert_eq!(stream.inode(), inode.0, "directory handle {} belongs to another inode", handle.0);
             stream
-                .read(fs, offset, |entry_inode, cookie, kind, name| {
+                .read(&state.fs, offset, |entry_inode, cookie, kind, name| {
                     reply.add(INodeNo(entry_inode), cookie, file_type(kind), OsStr::from_bytes(name))
                 })
                 .map_err(fs_error)
@@ -412,8 +413,9 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
 
     fn releasedir(&self, _request: &Request, _inode: INodeNo, handle: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
         let result = self.lock.run_on("releasedir", None, |state| {
-            let stream = state.directories.remove(&handle.0).ok_or(Errno::EBADF)?;
-            state.fs.release_inode(stream.inode()).map_err(fs_error)
+            let stream = state.handles_mut().directories.remove(&handle.0).ok_or(Errno::EBADF)?;
+            let stream_inode = stream.lock().unwrap_or_else(PoisonError::into_inner).inode();
+            state.fs.release_inode(stream_inode).map_err(fs_error)
         });
         match result {
             Ok(()) => reply.ok(),
@@ -429,7 +431,13 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn statfs(&self, _request: &Request, _inode: INodeNo, reply: ReplyStatfs) {
-        match self.lock.run_on("statfs", None, |state| state.fs.statfs().map_err(fs_error)) {
+        // Shared once the segment table is in memory; the first statfs after mount loads it.
+        let statfs = match self.lock.read_on("statfs", None, |state| Ok(state.fs.statfs_loaded())) {
+            Ok(Some(statfs)) => Ok(statfs),
+            Ok(None) => self.lock.run_on("statfs", None, |state| state.fs.statfs().map_err(fs_error)),
+            Err(error) => Err(error),
+        };
+        match statfs {
             Ok(statfs) => {
                 // fsoc has no inode table: any free page can hold a new inode's records.
                 let files_free = statfs.free_blocks;
@@ -456,14 +464,14 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn getxattr(&self, _request: &Request, inode: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
-        match self.lock.run_on("getxattr", Some(inode.0), |state| state.fs.getattr(inode.0).map_err(fs_error)) {
+        match self.lock.read_on("getxattr", Some(inode.0), |state| state.fs.getattr(inode.0).map_err(fs_error)) {
             Ok(_) => reply.error(Errno::NO_XATTR),
             Err(error) => reply.error(error),
         }
     }
 
     fn listxattr(&self, _request: &Request, inode: INodeNo, size: u32, reply: ReplyXattr) {
-        match self.lock.run_on("listxattr", Some(inode.0), |state| state.fs.getattr(inode.0).map_err(fs_error)) {
+        match self.lock.read_on("listxattr", Some(inode.0), |state| state.fs.getattr(inode.0).map_err(fs_error)) {
             Ok(_) if size == 0 => reply.size(0),
             Ok(_) => reply.data(&[]),
             Err(error) => reply.error(error),
@@ -471,7 +479,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn removexattr(&self, _request: &Request, inode: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        match self.lock.run_on("removexattr", Some(inode.0), |state| state.fs.getattr(inode.0).map_err(fs_error)) {
+        match self.lock.read_on("removexattr", Some(inode.0), |state| state.fs.getattr(inode.0).map_err(fs_error)) {
             Ok(_) => reply.error(Errno::NO_XATTR),
             Err(error) => reply.error(error),
         }
@@ -481,7 +489,7 @@ impl<F: Flash + Send + 'static> Filesystem for FsocFuse<F> {
         // Not called under `default_permissions` (the kernel checks), but answered correctly
         // should the volume ever be mounted without it.
         let caller = Caller::from_process(request.uid(), request.gid(), request.pid());
-        let result = self.lock.run_on("access", Some(inode.0), |state| {
+        let result = self.lock.read_on("access", Some(inode.0), |state| {
             let record = state.fs.getattr(inode.0).map_err(fs_error)?;
             let mask = (mask.bits() as u32) & 0o7;
             if may_access(&record, &caller, mask) {

@@ -41,7 +41,7 @@ impl DirectoryStream {
     /// ends.
     pub fn read<F: Flash>(
         &mut self,
-        fs: &mut FileSystem<F>,
+        fs: &FileSystem<F>,
         cookie: u64,
         mut add: impl FnMut(u64, u64, FileKind, &[u8]) -> bool,
     ) -> Result<(), FsError> {
@@ -92,7 +92,7 @@ impl DirectoryStream {
     }
 
     /// The name of the `position`-th entry (1-based) in name order, counted from the start.
-    fn name_at<F: Flash>(&self, fs: &mut FileSystem<F>, position: u64) -> Result<Option<Vec<u8>>, FsError> {
+    fn name_at<F: Flash>(&self, fs: &FileSystem<F>, position: u64) -> Result<Option<Vec<u8>>, FsError> {
         assert!(position > 0, "position is 1-based");
         let mut remaining = position;
         let mut after: Option<Vec<u8>> = None;

@@ -181,7 +181,7 @@ fn fuser_config(config: &MountConfig) -> Config {
 }
 
 /// A mounted volume, not yet serving requests (the kernel queues them until `run`).
-pub struct Mount<F: Flash + Send + 'static> {
+pub struct Mount<F: Flash + Send + Sync + 'static> {
     session: Session<FsocFuse<F>>,
     lock: Arc<VolumeLock<F>>,
     mount_point: PathBuf,
@@ -189,7 +189,7 @@ pub struct Mount<F: Flash + Send + 'static> {
     read_only: bool,
 }
 
-impl<F: Flash + Send + 'static> Mount<F> {
+impl<F: Flash + Send + Sync + 'static> Mount<F> {
     /// Mounts `fs` on `mount_point` (checked with `check_mount_point` first).
     pub fn new(fs: FileSystem<F>, mount_point: &Path, config: &MountConfig) -> Result<Mount<F>, MountError> {
         let mount_point = check_mount_point(mount_point)?;
@@ -262,7 +262,7 @@ struct PeriodicCommitter {
 }
 
 impl PeriodicCommitter {
-    fn start<F: Flash + Send + 'static>(lock: Weak<VolumeLock<F>>, interval: Duration) -> io::Result<PeriodicCommitter> {
+    fn start<F: Flash + Send + Sync + 'static>(lock: Weak<VolumeLock<F>>, interval: Duration) -> io::Result<PeriodicCommitter> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
         let thread = std::thread::Builder::new().name("fsoc-commit".into()).spawn(move || {
@@ -307,11 +307,11 @@ pub struct Served<F: Flash> {
     pub session_error: Option<io::Error>,
 }
 
-pub struct BackgroundMount<F: Flash + Send + 'static> {
+pub struct BackgroundMount<F: Flash + Send + Sync + 'static> {
     thread: std::thread::JoinHandle<Result<Served<F>, MountError>>,
 }
 
-impl<F: Flash + Send + 'static> BackgroundMount<F> {
+impl<F: Flash + Send + Sync + 'static> BackgroundMount<F> {
     /// Waits for the session to end (after an unmount).
     pub fn join(self) -> Result<Served<F>, MountError> {
         self.thread.join().unwrap_or(Err(MountError::StillReferenced))

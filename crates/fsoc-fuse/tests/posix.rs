@@ -230,7 +230,7 @@ fn files_links_and_renames_behave_as_posix_says() {
     let segment_bytes = 128 << 10;
     assert!(used_bytes + segment_bytes >= 4 << 20, "4 MiB written, free space fell by {used_bytes} bytes");
 
-    let mut fs = mount.finish();
+    let fs = mount.finish();
     let (inode, _) = fs.resolve(b"/four_mib").expect("resolve");
     assert_eq!(fs.read(inode, 0, 8).expect("read"), vec![3u8; 8], "contents survive unmount and remount");
 }
@@ -309,7 +309,7 @@ fn a_directory_of_100000_entries_lists_completely_in_order() {
     assert_eq!(names.len(), count);
     assert_eq!(names.first().map(String::as_str), Some("f000000"));
     assert_eq!(names.last().map(String::as_str), Some("f099999"));
-    let mut fs = mount.finish();
+    let fs = mount.finish();
     assert_eq!(fs.readdir_path(b"/big").expect("readdir").len(), count);
 }
 
@@ -361,6 +361,6 @@ fn a_full_volume_answers_enospc_and_recovers_after_a_delete() {
     fs::remove_file(mount.path("filler")).expect("delete");
     fs::write(mount.path("after"), vec![1u8; 100_000]).expect("space is back after the delete");
     File::open(mount.path("after")).expect("open").sync_all().expect("fsync");
-    let mut fs = mount.finish();
+    let fs = mount.finish();
     assert_eq!(fs.stat(b"/after").expect("stat").1.size, 100_000);
 }

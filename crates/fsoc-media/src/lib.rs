@@ -25,6 +25,7 @@ pub mod rng;
 pub mod stats;
 pub mod store;
 pub mod sim;
+pub mod sync;
 #[cfg(feature = "std")]
 pub mod image;
 
@@ -152,9 +153,12 @@ pub trait Flash {
     fn timing(&self) -> Timing;
 
     /// Reads a page's data and spare area. `data` must be `page_data_bytes` long and `spare`
-    /// `spare_bytes` long.
+    /// `spare_bytes` long. Takes `&self`: reads may be issued by several threads at once (an
+    /// implementation serializes what it must inside); a read racing a program or erase of the
+    /// same page is the caller's error (the file system never does it: its writers exclude its
+    /// readers).
     fn read_page(
-        &mut self,
+        &self,
         issue_ns: Nanos,
         page: PageAddress,
         data: &mut [u8],
@@ -189,8 +193,9 @@ pub trait Flash {
         (0..self.chip_count()).map(|c| self.busy_until_ns(ChipIndex(c))).max().unwrap_or(0)
     }
 
-    /// Accounting since creation or the last `reset_counters`.
-    fn counters(&self) -> &FlashCounters;
+    /// Accounting since creation or the last `reset_counters` (a snapshot: the counters may
+    /// move on while the caller looks at it).
+    fn counters(&self) -> FlashCounters;
     /// Zeroes the resettable counters (not erase counts, which are physical wear).
     fn reset_counters(&mut self);
 
@@ -211,7 +216,7 @@ pub trait Flash {
     /// A hint that `read_page` of each of `pages` follows, before any program or erase: a
     /// backend with real per-chip queues may start fetching them in parallel. It changes no
     /// state, no counters and no virtual time; the default does nothing.
-    fn prefetch(&mut self, pages: &[PageAddress]) {
+    fn prefetch(&self, pages: &[PageAddress]) {
         let _ = pages;
     }
 }

@@ -15,6 +15,7 @@ use crate::geometry::{Geometry, Profile, Timing};
 use crate::rng::{hash64, SeededRng};
 use crate::stats::{FlashCounters, OperationRecord};
 use crate::store::{BadMark, BlockMeta, PageMeta, PageState, PageStore, RamStore};
+use crate::sync::Mutex;
 use crate::{BlockAddress, ChipIndex, Completed, Flash, Nanos, NandError, OperationKind, PageAddress, ReadStatus};
 
 /// Salts that keep the hash-derived patterns of different phenomena independent.
@@ -100,9 +101,9 @@ impl SimConfig {
     }
 }
 
-/// A simulated array of NAND chips over a `PageStore` backend.
+/// The simulator's mutable state (everything `SimFlash` guards with its lock).
 #[derive(Clone, Debug)]
-pub struct SimFlash<S: PageStore = RamStore> {
+struct SimState<S: PageStore> {
     config: SimConfig,
     store: S,
     busy_until_ns: Vec<Nanos>,
@@ -113,18 +114,7 @@ pub struct SimFlash<S: PageStore = RamStore> {
     error_positions: Vec<u32>,
 }
 
-impl SimFlash<RamStore> {
-    /// A RAM-backed array, fresh from the factory (factory bad blocks per `config.faults`).
-    pub fn create(config: SimConfig) -> Result<Self, NandError> {
-        config.validate()?;
-        let store = RamStore::new(config.geometry, config.chip_count);
-        let mut flash = SimFlash::with_store(config, store)?;
-        flash.mark_factory_bad_blocks()?;
-        Ok(flash)
-    }
-}
-
-impl<S: PageStore> SimFlash<S> {
+impl<S: PageStore> SimState<S> {
     /// Wraps an existing store (fresh or reopened). Factory bad blocks are not added: a
     /// reopened device already has its marks. The store's shape must match the config.
     pub fn with_store(config: SimConfig, store: S) -> Result<Self, NandError> {
@@ -133,7 +123,7 @@ impl<S: PageStore> SimFlash<S> {
             return Err(NandError::InvalidConfig { reason: "store geometry or chip count differs from config" });
         }
         let chip_count = config.chip_count;
-        Ok(SimFlash {
+        Ok(SimState {
             busy_until_ns: vec![0; chip_count as usize],
             counters: FlashCounters::new(chip_count, config.geometry.block_count),
             rng: SeededRng::new(config.seed ^ RNG_STREAM_SALT),
@@ -182,14 +172,6 @@ impl<S: PageStore> SimFlash<S> {
             }
         }
         Ok(())
-    }
-
-    pub fn config(&self) -> &SimConfig {
-        &self.config
-    }
-
-    pub fn store(&self) -> &S {
-        &self.store
     }
 
     /// Consumes the simulator, returning its store (e.g. to close an image file).
@@ -667,18 +649,10 @@ fn is_all_ones(bytes: &[u8]) -> bool {
     bytes.iter().all(|&byte| byte == 0xFF)
 }
 
-impl<S: PageStore> Flash for SimFlash<S> {
-    fn geometry(&self) -> Geometry {
-        self.config.geometry
-    }
+/// The `Flash` operations on the state; `SimFlash` locks and calls these.
+impl<S: PageStore> SimState<S> {
 
-    fn chip_count(&self) -> u32 {
-        self.config.chip_count
-    }
 
-    fn timing(&self) -> Timing {
-        self.config.timing
-    }
 
     /// Reads of bad blocks are allowed: a controller may need to copy data out of a block that
     /// just grew bad. Only programs and erases are refused there.
@@ -757,9 +731,6 @@ impl<S: PageStore> Flash for SimFlash<S> {
         self.counters.reset();
     }
 
-    fn paired_page_distance(&self) -> u32 {
-        self.config.paired_page_distance
-    }
 
     fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError> {
         self.check_block(block)?;
@@ -768,5 +739,220 @@ impl<S: PageStore> Flash for SimFlash<S> {
 
     fn flush(&mut self) -> Result<(), NandError> {
         self.store.flush()
+    }
+}
+
+/// A simulated array of NAND chips over a `PageStore` backend.
+///
+/// Its state sits behind one lock, so reads (`&self`) may come from several threads: each
+/// read runs whole under the lock, in the order the threads take it. With one thread the
+/// simulator is deterministic as before; with several, the operation order (and so the
+/// clocks and sampled bit errors) follows the threads' timing.
+pub struct SimFlash<S: PageStore = RamStore> {
+    /// A copy of the state's configuration, so `config()` and the geometry need no lock
+    /// (kept equal to the state's by `set_fault_config`, the only change).
+    config: SimConfig,
+    state: Mutex<SimState<S>>,
+}
+
+impl<S: PageStore + Clone> Clone for SimFlash<S> {
+    fn clone(&self) -> Self {
+        SimFlash { config: self.config.clone(), state: Mutex::new(self.state.lock().clone()) }
+    }
+}
+
+impl<S: PageStore> core::fmt::Debug for SimFlash<S> {
+    fn fmt(&self, formatter: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        formatter.debug_struct("SimFlash").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl SimFlash<RamStore> {
+    /// A RAM-backed array, fresh from the factory (factory bad blocks per `config.faults`).
+    pub fn create(config: SimConfig) -> Result<Self, NandError> {
+        config.validate()?;
+        let store = RamStore::new(config.geometry, config.chip_count);
+        let mut flash = SimFlash::with_store(config, store)?;
+        flash.mark_factory_bad_blocks()?;
+        Ok(flash)
+    }
+}
+
+impl<S: PageStore> SimFlash<S> {
+    /// Wraps an existing store (fresh or reopened). Factory bad blocks are not added: a
+    /// reopened device already has its marks. The store's shape must match the config.
+    pub fn with_store(config: SimConfig, store: S) -> Result<Self, NandError> {
+        let state = SimState::with_store(config.clone(), store)?;
+        Ok(SimFlash { config, state: Mutex::new(state) })
+    }
+
+    /// Marks factory bad blocks as `config.faults.factory_bad_blocks` says (block 0 of each
+    /// chip stays good). Called once when a device is created (public so that other stores,
+    /// such as fsoc-array's chip files, create devices identical to `create`'s).
+    pub fn mark_factory_bad_blocks(&mut self) -> Result<(), NandError> {
+        self.state.get_mut().mark_factory_bad_blocks()
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    /// Runs `inspect` on the backing store (under the lock: keep it short).
+    pub fn inspect_store<T>(&self, inspect: impl FnOnce(&S) -> T) -> T {
+        inspect(&self.state.lock().store)
+    }
+
+    /// The backing store, without locking (`&mut self`: nobody else is using the device).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.state.get_mut().store
+    }
+
+    /// Consumes the simulator, returning its store (e.g. to close an image file).
+    pub fn into_store(self) -> S {
+        self.state.into_inner().into_store()
+    }
+
+    /// Replaces the fault configuration. A scheduled power cut in the new config counts from
+    /// now; factory bad blocks are only applied at creation.
+    pub fn set_fault_config(&mut self, faults: FaultConfig) {
+        self.config.faults = faults.clone();
+        self.state.get_mut().set_fault_config(faults);
+    }
+
+    /// State-changing operations (programs and erases, including rejected-by-fault ones)
+    /// started so far.
+    pub fn operations_count(&self) -> u64 {
+        self.state.lock().operations_count()
+    }
+
+    pub fn power_is_lost(&self) -> bool {
+        self.state.lock().power_is_lost()
+    }
+
+    /// Cuts power after `after_operations` more state-changing operations: those complete, the
+    /// next one is interrupted.
+    pub fn schedule_power_cut(&mut self, after_operations: u64) {
+        self.state.get_mut().schedule_power_cut(after_operations);
+    }
+
+    /// Cuts power now, between operations: nothing is torn.
+    pub fn cut_power_now(&mut self) {
+        self.state.get_mut().cut_power_now();
+    }
+
+    /// Powers the array back on. Virtual clocks and counters carry on; page and block state is
+    /// whatever the cut left.
+    pub fn restore_power(&mut self) {
+        self.state.get_mut().restore_power();
+    }
+
+    /// Makes every later operation on `chip` fail with `ChipFailed`.
+    pub fn fail_chip(&mut self, chip: ChipIndex) -> Result<(), NandError> {
+        self.state.get_mut().fail_chip(chip)
+    }
+
+    /// Adds `count` persistent bit flips at random distinct positions of the page (data and
+    /// spare). They stay until the block is erased.
+    pub fn inject_bit_flips(&mut self, page: PageAddress, count: u32) -> Result<(), NandError> {
+        self.state.get_mut().inject_bit_flips(page, count)
+    }
+
+    /// Adds persistent bit flips at the given bit positions (data bits first, then spare; see
+    /// `ecc`). Positions past the page are rejected.
+    pub fn inject_bit_flips_at(&mut self, page: PageAddress, bit_positions: &[u32]) -> Result<(), NandError> {
+        self.state.get_mut().inject_bit_flips_at(page, bit_positions)
+    }
+
+    /// Sets a block's erase count, to age a device in tests without erasing it thousands of
+    /// times.
+    pub fn set_erase_count(&mut self, block: BlockAddress, erase_count: u32) -> Result<(), NandError> {
+        self.state.get_mut().set_erase_count(block, erase_count)
+    }
+
+    /// Physical state of a page (for tests and diagnostics; a real controller cannot see it).
+    pub fn page_state(&self, page: PageAddress) -> Result<PageState, NandError> {
+        self.state.lock().page_state(page)
+    }
+
+    /// Persistent metadata of a block (for tests, diagnostics and wear reports).
+    pub fn block_meta(&self, block: BlockAddress) -> Result<BlockMeta, NandError> {
+        self.state.lock().block_meta(block)
+    }
+}
+
+impl<S: PageStore> Flash for SimFlash<S> {
+    fn geometry(&self) -> Geometry {
+        self.config.geometry
+    }
+
+    fn chip_count(&self) -> u32 {
+        self.config.chip_count
+    }
+
+    fn timing(&self) -> Timing {
+        self.config.timing
+    }
+
+    /// Reads of bad blocks are allowed: a controller may need to copy data out of a block that
+    /// just grew bad. Only programs and erases are refused there.
+    fn read_page(
+        &self,
+        issue_ns: Nanos,
+        page: PageAddress,
+        data: &mut [u8],
+        spare: &mut [u8],
+    ) -> Result<Completed<ReadStatus>, NandError> {
+        self.state.lock().read_page(issue_ns, page, data, spare)
+    }
+
+    fn program_page(
+        &mut self,
+        issue_ns: Nanos,
+        page: PageAddress,
+        data: &[u8],
+        spare: &[u8],
+    ) -> Result<Completed<()>, NandError> {
+        self.state.get_mut().program_page(issue_ns, page, data, spare)
+    }
+
+    fn erase_block(&mut self, issue_ns: Nanos, block: BlockAddress) -> Result<Completed<()>, NandError> {
+        self.state.get_mut().erase_block(issue_ns, block)
+    }
+
+    fn is_bad_block(&self, block: BlockAddress) -> Result<bool, NandError> {
+        self.state.lock().is_bad_block(block)
+    }
+
+    fn mark_bad_block(&mut self, block: BlockAddress) -> Result<(), NandError> {
+        self.state.get_mut().mark_bad_block(block)
+    }
+
+    fn busy_until_ns(&self, chip: ChipIndex) -> Nanos {
+        self.state.lock().busy_until_ns(chip)
+    }
+
+    fn all_done_ns(&self) -> Nanos {
+        let state = self.state.lock();
+        (0..self.config.chip_count).map(|chip| state.busy_until_ns(ChipIndex(chip))).max().unwrap_or(0)
+    }
+
+    fn counters(&self) -> FlashCounters {
+        self.state.lock().counters().clone()
+    }
+
+    fn reset_counters(&mut self) {
+        self.state.get_mut().reset_counters();
+    }
+
+    fn paired_page_distance(&self) -> u32 {
+        self.config.paired_page_distance
+    }
+
+    fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError> {
+        self.state.lock().erase_count(block)
+    }
+
+    fn flush(&mut self) -> Result<(), NandError> {
+        self.state.get_mut().flush()
     }
 }

@@ -175,7 +175,7 @@ fn corrupt_tables_give_typed_errors() {
 
     let directory = tempfile::tempdir().expect("tempdir");
     let path = directory.path().join("device.img");
-    let page_table_offset = small_image(&path).store().layout().page_table_offset;
+    let page_table_offset = small_image(&path).inspect_store(|store| store.layout().page_table_offset);
     patch(&path, page_table_offset, &[9]);
     let mut flash = SimFlash::open_image(&path).expect("block table is fine");
     let error = read(&mut flash, PageAddress::new(0, 0, 0)).expect_err("corrupt page entry");

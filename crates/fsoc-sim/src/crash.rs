@@ -181,7 +181,7 @@ fn cut_run(device: &SimFlash, steps: &[Step], config: &CrashConfig, cut_after: u
         fs.close(fd)?;
         fs.transact()?;
         let flash = fs.unmount()?;
-        let mut again = FileSystem::mount(flash, fs_config(config))?;
+        let again = FileSystem::mount(flash, fs_config(config))?;
         again.stat(b"/liveness")?;
         Ok(())
     })();

@@ -35,16 +35,17 @@ use crate::address::{LogAddress, PagePointer};
 use crate::codec::DecodeError;
 
 /// The tree's only way to the flash. The segment log implements it; tests use a RAM store.
-pub trait NodeStore {
+/// Where a tree reads its node pages: shared by concurrent readers (`&self`).
+pub trait NodeReader {
     /// Bytes available for one node (the page data size).
     fn node_size_bytes(&self) -> usize;
     /// Reads the page at `address` into `out` (resized to `node_size_bytes`). Errors (I/O,
     /// uncorrectable ECC) come back as `TreeError::Io`.
-    fn read_page(
-        &mut self,
-        address: LogAddress,
-        out: &mut alloc::vec::Vec<u8>,
-    ) -> Result<(), TreeError>;
+    fn read_page(&self, address: LogAddress, out: &mut alloc::vec::Vec<u8>) -> Result<(), TreeError>;
+}
+
+/// Where a tree reads and writes its node pages (one writer at a time).
+pub trait NodeStore: NodeReader {
     /// Appends a node page to the log and returns where it went. `tag` goes in the page's spare
     /// area so the cleaner can tell what the page is.
     fn append_node(&mut self, bytes: &[u8], tag: NodeTag) -> Result<LogAddress, TreeError>;

@@ -5,7 +5,7 @@ use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
 use crate::address::LogAddress;
-use crate::btree::{NodeStore, NodeTag, TreeError};
+use crate::btree::{NodeReader, NodeStore, NodeTag, TreeError};
 
 pub(crate) struct RamNodeStore {
     node_size_bytes: usize,
@@ -18,7 +18,7 @@ pub(crate) struct RamNodeStore {
     live: BTreeSet<u32>,
     /// `live` at the last `commit`.
     committed: BTreeSet<u32>,
-    pub read_count: u64,
+    pub read_count: core::cell::Cell<u64>,
     pub append_count: u64,
     pub release_count: u64,
     /// Appends left before `NoSpace`; `None` is unlimited.
@@ -35,7 +35,7 @@ impl RamNodeStore {
             next_address: 100,
             live: BTreeSet::new(),
             committed: BTreeSet::new(),
-            read_count: 0,
+            read_count: core::cell::Cell::new(0),
             append_count: 0,
             release_count: 0,
             append_budget: None,
@@ -92,13 +92,13 @@ impl RamNodeStore {
     }
 }
 
-impl NodeStore for RamNodeStore {
+impl NodeReader for RamNodeStore {
     fn node_size_bytes(&self) -> usize {
         self.node_size_bytes
     }
 
-    fn read_page(&mut self, address: LogAddress, out: &mut Vec<u8>) -> Result<(), TreeError> {
-        self.read_count += 1;
+    fn read_page(&self, address: LogAddress, out: &mut Vec<u8>) -> Result<(), TreeError> {
+        self.read_count.set(self.read_count.get() + 1);
         let page = self.pages.get(&address.0).ok_or(TreeError::Io {
             address,
             reason: "page not written or erased",
@@ -107,7 +107,9 @@ impl NodeStore for RamNodeStore {
         out.extend_from_slice(page);
         Ok(())
     }
+}
 
+impl NodeStore for RamNodeStore {
     fn append_node(&mut self, bytes: &[u8], tag: NodeTag) -> Result<LogAddress, TreeError> {
         assert_eq!(
             bytes.len(),

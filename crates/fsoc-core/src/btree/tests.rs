@@ -12,6 +12,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::address::LogAddress;
+use crate::btree::NodeReader;
 use crate::btree::ram_store::RamNodeStore;
 use crate::btree::{
     Node, NodeStore, Tree, TreeConfig, TreeCounters, TreeError, TreeRoot, TreeStats,
@@ -402,11 +403,11 @@ fn empty_tree_is_one_empty_leaf() {
     // Flushing a clean tree writes nothing.
     assert_eq!(tree.flush(&mut store), Ok(root));
     assert_eq!(store.append_count, 1);
-    let mut reopened = Tree::open(config(8), root);
-    let reads_before = store.read_count;
+    let reopened = Tree::open(config(8), root);
+    let reads_before = store.read_count.get();
     assert_eq!(reopened.get(&mut store, b"x"), Ok(None));
     assert_eq!(
-        store.read_count - reads_before,
+        store.read_count.get() - reads_before,
         1,
         "one read for the root leaf"
     );
@@ -760,31 +761,31 @@ fn hundred_thousand_entries_stay_shallow() {
     let mut rng = Rng::new(7);
     for _ in 0..200 {
         let index = rng.below(count as usize) as u64;
-        let mut cold = Tree::open(config(0), root);
-        let reads_before = store.read_count;
+        let cold = Tree::open(config(0), root);
+        let reads_before = store.read_count.get();
         assert_eq!(
             cold.get(&mut store, &key_of(index)),
             Ok(Some(index.to_le_bytes().to_vec()))
         );
         assert_eq!(
-            store.read_count - reads_before,
+            store.read_count.get() - reads_before,
             u64::from(root.height),
             "cold get of {index}"
         );
     }
     // A warm cache holding the upper levels answers with one read (the leaf) or none.
-    let mut warm = Tree::open(config(256), root);
+    let warm = Tree::open(config(256), root);
     for index in 0..2000 {
         warm.get(&mut store, &key_of(index)).unwrap();
     }
-    let reads_before = store.read_count;
+    let reads_before = store.read_count.get();
     for index in 0..100 {
         warm.get(&mut store, &key_of(index + 50_000)).unwrap();
     }
     assert!(
-        store.read_count - reads_before <= 100,
+        store.read_count.get() - reads_before <= 100,
         "warm gets read {}",
-        store.read_count - reads_before
+        store.read_count.get() - reads_before
     );
 
     for index in 0..count - 1000 {
@@ -909,7 +910,7 @@ fn wrong_height_or_tree_id_is_corrupt() {
             "height {height}: {checked:?}"
         );
     }
-    let mut other_tree = Tree::open(
+    let other_tree = Tree::open(
         TreeConfig {
             tree_id: TREE_ID + 1,
             cache_nodes_max: 8,
@@ -951,7 +952,7 @@ fn read_errors_propagate() {
         Err(error)
     );
     let null_root = crate::address::PagePointer::NULL;
-    let mut tree = Tree::open(
+    let tree = Tree::open(
         config(8),
         TreeRoot {
             pointer: null_root,
@@ -1022,9 +1023,9 @@ fn relocate_if_live_moves_exactly_the_referenced_pages() {
         let address = LogAddress(address);
         let ours = store.tags[&address.0].tree_id == TREE_ID;
         let expected = ours && store.is_live(address);
-        let reads_before = store.read_count;
+        let reads_before = store.read_count.get();
         let got = tree.relocate_if_live(&mut store, address).unwrap();
-        reads_max = reads_max.max(store.read_count - reads_before);
+        reads_max = reads_max.max(store.read_count.get() - reads_before);
         assert_eq!(got, expected, "{address:?} (ours: {ours})");
         if got {
             assert!(!store.is_live(address), "relocated {address:?} still live");
@@ -1157,7 +1158,7 @@ fn no_space_propagates_and_flush_can_resume() {
 fn scans_with_a_tiny_cache_hold_few_nodes() {
     let mut store = RamNodeStore::new(2048);
     let (_, model, root) = build(&mut store, 2, 5000, 24);
-    let mut tree = Tree::open(config(2), root);
+    let tree = Tree::open(config(2), root);
     let mut next = tree.first_at_or_after(&mut store, &[]).unwrap();
     let mut count = 0;
     while let Some((key, _)) = next {

@@ -17,7 +17,9 @@ use crate::btree::node::{
     branch_bytes, leaf_entry_bytes, max_entry_bytes, Branch, Child, DirtyId, LeafEntry, Node,
     NodeEntries, NODE_HEADER_BYTES, NODE_SIZE_BYTES_MAX, NODE_SIZE_BYTES_MIN,
 };
-use crate::btree::{NodeStore, NodeTag, TreeConfig, TreeError, TreeRoot, TreeStats};
+use crate::btree::{NodeReader, NodeStore, NodeTag, TreeConfig, TreeError, TreeRoot, TreeStats};
+use fsoc_media::sync::Mutex;
+use portable_atomic::{AtomicU64, Ordering};
 
 /// An entry returned by the range queries: key, then value.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
@@ -200,10 +202,12 @@ pub struct Tree {
     /// Levels, 1 when the root is a leaf. Trusted: it comes from the metaroot or from this tree.
     height: u8,
     dirty: DirtyArena,
-    cache: NodeCache,
-    /// Reused for every page read, so a read allocates only the decoded node.
-    page_buffer: Vec<u8>,
+    /// Clean nodes, shared by concurrent readers (locked only to look up or insert, never
+    /// across a flash read).
+    cache: Mutex<NodeCache>,
     counters: TreeCounters,
+    /// Node pages read (kept apart from `counters` because readers count through `&self`).
+    pages_read: AtomicU64,
 }
 
 impl Tree {
@@ -216,9 +220,9 @@ impl Tree {
             root: RootRef::Dirty(root),
             height: 1,
             dirty,
-            cache: NodeCache::new(config.cache_nodes_max),
-            page_buffer: Vec::new(),
+            cache: Mutex::new(NodeCache::new(config.cache_nodes_max)),
             counters: TreeCounters::default(),
+            pages_read: AtomicU64::new(0),
         }
     }
 
@@ -229,9 +233,9 @@ impl Tree {
             root: RootRef::Clean(root.pointer),
             height: root.height,
             dirty: DirtyArena::default(),
-            cache: NodeCache::new(config.cache_nodes_max),
-            page_buffer: Vec::new(),
+            cache: Mutex::new(NodeCache::new(config.cache_nodes_max)),
             counters: TreeCounters::default(),
+            pages_read: AtomicU64::new(0),
         }
     }
 
@@ -257,12 +261,12 @@ impl Tree {
 
     /// What this tree has done since `new_empty` or `open`.
     pub fn counters(&self) -> TreeCounters {
-        self.counters
+        TreeCounters { pages_read: self.pages_read.load(Ordering::Relaxed), ..self.counters }
     }
 
     /// Clean decoded nodes held in memory (at most `cache_nodes_max`).
     pub fn cached_node_count(&self) -> usize {
-        self.cache.len()
+        self.cache.lock().len()
     }
 
     /// Whether anything changed since the last flush (equivalently: the root is dirty).
@@ -293,7 +297,7 @@ impl Tree {
     /// store's own accounting of released pages is the caller's to roll back.
     pub fn reset_to(&mut self, root: TreeRoot) {
         self.dirty.clear();
-        self.cache.clear();
+        self.cache.get_mut().clear();
         self.root = RootRef::Clean(root.pointer);
         self.height = root.height;
         assert_eq!(self.dirty_node_count(), 0, "reset left dirty nodes");
@@ -301,7 +305,7 @@ impl Tree {
 
     // ----- reading -------------------------------------------------------------------------
 
-    fn node_size_bytes(store: &dyn NodeStore) -> usize {
+    fn node_size_bytes(store: &dyn NodeReader) -> usize {
         let node_size_bytes = store.node_size_bytes();
         assert!(
             (NODE_SIZE_BYTES_MIN..=NODE_SIZE_BYTES_MAX).contains(&node_size_bytes),
@@ -339,10 +343,20 @@ impl Tree {
         }
     }
 
+    /// Reads the page at `address` into a fresh buffer (one node's worth), counting the read.
+    fn read_page(&self, store: &dyn NodeReader, address: LogAddress) -> Result<Vec<u8>, TreeError> {
+        let node_size_bytes = Self::node_size_bytes(store);
+        self.pages_read.fetch_add(1, Ordering::Relaxed);
+        let mut page = Vec::with_capacity(node_size_bytes);
+        store.read_page(address, &mut page)?;
+        assert_eq!(page.len(), node_size_bytes, "store returned a short page for {address:?}");
+        Ok(page)
+    }
+
     /// Reads and verifies the node `pointer` refers to, bypassing the cache.
     fn read_node(
-        &mut self,
-        store: &mut dyn NodeStore,
+        &self,
+        store: &dyn NodeReader,
         pointer: PagePointer,
         level: u8,
     ) -> Result<Node, TreeError> {
@@ -353,16 +367,9 @@ impl Tree {
                 reason: "null child pointer",
             });
         }
-        let node_size_bytes = Self::node_size_bytes(store);
-        self.counters.pages_read += 1;
-        store.read_page(address, &mut self.page_buffer)?;
-        assert_eq!(
-            self.page_buffer.len(),
-            node_size_bytes,
-            "store returned a short page for {address:?}"
-        );
-        let (node, checksum) = Node::decode(&self.page_buffer)
-            .map_err(|error| TreeError::from_decode(address, &error))?;
+        let page = self.read_page(store, address)?;
+        let (node, checksum) =
+            Node::decode(&page).map_err(|error| TreeError::from_decode(address, &error))?;
         if checksum != pointer.checksum {
             return Err(TreeError::Corrupt {
                 address,
@@ -384,30 +391,35 @@ impl Tree {
         Ok(node)
     }
 
-    /// The clean node `pointer` refers to, from the cache or from flash.
+    /// The clean node `pointer` refers to, from the cache or from flash. Two readers missing
+    /// the same node both read it; the second insert replaces the first with equal content.
     fn load(
-        &mut self,
-        store: &mut dyn NodeStore,
+        &self,
+        store: &dyn NodeReader,
         pointer: PagePointer,
         level: u8,
     ) -> Result<Arc<Node>, TreeError> {
-        if let Some((node, checksum)) = self.cache.get(pointer.address) {
-            if checksum == pointer.checksum
-                && node.level == level
-                && node.tree_id == self.config.tree_id
-            {
-                return Ok(node);
+        {
+            let mut cache = self.cache.lock();
+            if let Some((node, checksum)) = cache.get(pointer.address) {
+                if checksum == pointer.checksum
+                    && node.level == level
+                    && node.tree_id == self.config.tree_id
+                {
+                    return Ok(node);
+                }
+                // The cached copy disagrees with the pointer: let the flash decide.
+                cache.remove(pointer.address);
             }
-            // The cached copy disagrees with the pointer: let the flash decide.
-            self.cache.remove(pointer.address);
         }
         let node = Arc::new(self.read_node(store, pointer, level)?);
         self.cache
+            .lock()
             .insert(pointer.address, pointer.checksum, Arc::clone(&node));
         Ok(node)
     }
 
-    fn open_root(&mut self, store: &mut dyn NodeStore) -> Result<NodeHandle, TreeError> {
+    fn open_root(&self, store: &dyn NodeReader) -> Result<NodeHandle, TreeError> {
         let level = self.root_level()?;
         match self.root {
             RootRef::Dirty(id) => Ok(NodeHandle::Dirty(id)),
@@ -417,8 +429,8 @@ impl Tree {
 
     /// Opens child `child_index` of `parent`, one level down.
     fn open_child(
-        &mut self,
-        store: &mut dyn NodeStore,
+        &self,
+        store: &dyn NodeReader,
         parent: &NodeHandle,
         child_index: usize,
     ) -> Result<NodeHandle, TreeError> {
@@ -457,8 +469,8 @@ impl Tree {
     }
 
     pub fn get(
-        &mut self,
-        store: &mut dyn NodeStore,
+        &self,
+        store: &dyn NodeReader,
         key: &[u8],
     ) -> Result<Option<Vec<u8>>, TreeError> {
         let mut handle = self.open_root(store)?;
@@ -484,8 +496,8 @@ impl Tree {
 
     /// The first entry with key >= `key`.
     pub fn first_at_or_after(
-        &mut self,
-        store: &mut dyn NodeStore,
+        &self,
+        store: &dyn NodeReader,
         key: &[u8],
     ) -> Result<Option<KeyValue>, TreeError> {
         let root = self.open_root(store)?;
@@ -494,8 +506,8 @@ impl Tree {
 
     /// The first entry with key > `key`.
     pub fn first_after(
-        &mut self,
-        store: &mut dyn NodeStore,
+        &self,
+        store: &dyn NodeReader,
         key: &[u8],
     ) -> Result<Option<KeyValue>, TreeError> {
         let root = self.open_root(store)?;
@@ -504,8 +516,8 @@ impl Tree {
 
     /// The last entry with key <= `key`.
     pub fn last_at_or_before(
-        &mut self,
-        store: &mut dyn NodeStore,
+        &self,
+        store: &dyn NodeReader,
         key: &[u8],
     ) -> Result<Option<KeyValue>, TreeError> {
         let root = self.open_root(store)?;
@@ -514,8 +526,8 @@ impl Tree {
 
     /// First entry with key >= `key` (or > when not `inclusive`), searching from `root`.
     fn seek_forward(
-        &mut self,
-        store: &mut dyn NodeStore,
+        &self,
+        store: &dyn NodeReader,
         root: NodeHandle,
         key: &[u8],
         inclusive: bool,
@@ -525,8 +537,8 @@ impl Tree {
 
     /// Last entry with key <= `key`, searching from `root`.
     fn seek_backward(
-        &mut self,
-        store: &mut dyn NodeStore,
+        &self,
+        store: &dyn NodeReader,
         root: NodeHandle,
         key: &[u8],
     ) -> Result<Option<KeyValue>, TreeError> {
@@ -541,8 +553,8 @@ impl Tree {
     /// height of nodes is on a corrupt tree (a shared or misordered child), and is an error
     /// rather than a walk whose length crafted pointers could multiply.
     fn seek(
-        &mut self,
-        store: &mut dyn NodeStore,
+        &self,
+        store: &dyn NodeReader,
         root: NodeHandle,
         key: &[u8],
         direction: Seek,
@@ -625,7 +637,7 @@ impl Tree {
         let id = self.dirty.insert(node.clone());
         self.counters.nodes_copied += 1;
         // The page may be erased and rewritten once released; never serve it from the cache.
-        self.cache.remove(address);
+        self.cache.get_mut().remove(address);
         store.release(address);
         id
     }
@@ -1146,7 +1158,7 @@ impl Tree {
         let node = self.dirty.remove(id);
         self.counters.nodes_written += 1;
         // The fresh page is the likeliest to be read next, and costs nothing to keep.
-        self.cache.insert(address, encoded.checksum, Arc::new(node));
+        self.cache.get_mut().insert(address, encoded.checksum, Arc::new(node));
         Ok(PagePointer {
             address,
             checksum: encoded.checksum,
@@ -1177,15 +1189,8 @@ impl Tree {
                 return Ok(true);
             }
         }
-        let node_size_bytes = Self::node_size_bytes(store);
-        self.counters.pages_read += 1;
-        store.read_page(address, &mut self.page_buffer)?;
-        assert_eq!(
-            self.page_buffer.len(),
-            node_size_bytes,
-            "store returned a short page for {address:?}"
-        );
-        let Ok((node, _)) = Node::decode(&self.page_buffer) else {
+        let page = self.read_page(store, address)?;
+        let Ok((node, _)) = Node::decode(&page) else {
             return Ok(false);
         };
         if node.tree_id != self.config.tree_id || node.level.saturating_add(1) >= self.height {

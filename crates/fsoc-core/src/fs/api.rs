@@ -62,7 +62,7 @@ pub fn components(path: &[u8]) -> Result<Vec<&[u8]>, FsError> {
 }
 
 impl<F: Flash> FileSystem<F> {
-    fn walk(&mut self, parts: &[&[u8]]) -> Result<(u64, FileKind), FsError> {
+    fn walk(&self, parts: &[&[u8]]) -> Result<(u64, FileKind), FsError> {
         let mut current = (ROOT_INODE, FileKind::Directory);
         for name in parts {
             if current.1 != FileKind::Directory {
@@ -74,13 +74,13 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// Resolves a path to its inode (the final component is not followed).
-    pub fn resolve(&mut self, path: &[u8]) -> Result<(u64, FileKind), FsError> {
+    pub fn resolve(&self, path: &[u8]) -> Result<(u64, FileKind), FsError> {
         let parts = components(path)?;
         self.walk(&parts)
     }
 
     /// Resolves the parent directory of a path and returns it with the final name.
-    fn resolve_parent<'p>(&mut self, path: &'p [u8]) -> Result<(u64, &'p [u8]), FsError> {
+    fn resolve_parent<'p>(&self, path: &'p [u8]) -> Result<(u64, &'p [u8]), FsError> {
         let parts = components(path)?;
         let Some((name, parents)) = parts.split_last() else {
             return Err(FsError::Busy); // the root has no parent entry
@@ -153,7 +153,7 @@ impl<F: Flash> FileSystem<F> {
         self.release_inode(file.inode)
     }
 
-    pub fn pread(&mut self, fd: u32, offset: u64, length: usize) -> Result<Vec<u8>, FsError> {
+    pub fn pread(&self, fd: u32, offset: u64, length: usize) -> Result<Vec<u8>, FsError> {
         let file = self.descriptor(fd)?;
         if !file.flags.read {
             return Err(FsError::BadDescriptor);
@@ -226,12 +226,12 @@ impl<F: Flash> FileSystem<F> {
         self.fsync(file.inode)
     }
 
-    pub fn fstat(&mut self, fd: u32) -> Result<(u64, InodeRecord), FsError> {
+    pub fn fstat(&self, fd: u32) -> Result<(u64, InodeRecord), FsError> {
         let file = self.descriptor(fd)?;
         Ok((file.inode, self.getattr(file.inode)?))
     }
 
-    pub fn stat(&mut self, path: &[u8]) -> Result<(u64, InodeRecord), FsError> {
+    pub fn stat(&self, path: &[u8]) -> Result<(u64, InodeRecord), FsError> {
         let (inode, _) = self.resolve(path)?;
         Ok((inode, self.getattr(inode)?))
     }
@@ -278,7 +278,7 @@ impl<F: Flash> FileSystem<F> {
         }
     }
 
-    pub fn readdir_path(&mut self, path: &[u8]) -> Result<Vec<DirectoryEntry>, FsError> {
+    pub fn readdir_path(&self, path: &[u8]) -> Result<Vec<DirectoryEntry>, FsError> {
         let (inode, kind) = self.resolve(path)?;
         if kind != FileKind::Directory {
             return Err(FsError::NotDirectory);
@@ -309,7 +309,7 @@ impl<F: Flash> FileSystem<F> {
         self.create(parent, name, FileKind::Symlink, 0o777, 0, 0, Some(target))
     }
 
-    pub fn readlink_path(&mut self, path: &[u8]) -> Result<Vec<u8>, FsError> {
+    pub fn readlink_path(&self, path: &[u8]) -> Result<Vec<u8>, FsError> {
         let (inode, _) = self.resolve(path)?;
         self.readlink(inode)
     }

@@ -57,7 +57,7 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// The extent holding file page `page`, if any.
-    fn extent_at(&mut self, inode: u64, page: u64) -> Result<Option<Extent>, FsError> {
+    fn extent_at(&self, inode: u64, page: u64) -> Result<Option<Extent>, FsError> {
         let key = allocation_key(inode, RecordKind::Extent, page);
         let Some((found, value)) = self.tree_last_at_or_before(TreeId::Allocation, &key)? else {
             return Ok(None);
@@ -72,7 +72,7 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// Extents overlapping file pages [first, end), in order.
-    fn extents_in(&mut self, inode: u64, first: u64, end: u64) -> Result<Vec<Extent>, FsError> {
+    fn extents_in(&self, inode: u64, first: u64, end: u64) -> Result<Vec<Extent>, FsError> {
         let mut extents = Vec::new();
         if let Some(extent) = self.extent_at(inode, first)? {
             extents.push(extent);
@@ -93,7 +93,7 @@ impl<F: Flash> FileSystem<F> {
         Ok(extents)
     }
 
-    fn read_inline(&mut self, inode: u64, size: u64) -> Result<Vec<u8>, FsError> {
+    fn read_inline(&self, inode: u64, size: u64) -> Result<Vec<u8>, FsError> {
         // getattr checked size <= inline_bytes_max, which bounds this allocation.
         assert!(size <= self.inline_bytes_max() as u64, "inline size {size} not checked by getattr");
         let key = allocation_key(inode, RecordKind::Inline, 0);
@@ -103,7 +103,7 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// Reads up to `length` bytes at `offset`; short at end of file; holes read as zeros.
-    pub fn read(&mut self, inode: u64, offset: u64, length: usize) -> Result<Vec<u8>, FsError> {
+    pub fn read(&self, inode: u64, offset: u64, length: usize) -> Result<Vec<u8>, FsError> {
         let record = self.getattr(inode)?;
         match record.kind {
             FileKind::Directory => return Err(FsError::IsDirectory),
@@ -157,7 +157,7 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// Content of file page `page` as stored now (zeros for a hole).
-    fn page_content(&mut self, inode: u64, page: u64) -> Result<Vec<u8>, FsError> {
+    fn page_content(&self, inode: u64, page: u64) -> Result<Vec<u8>, FsError> {
         let mut buffer = vec![0u8; self.page_size() as usize];
         if let Some(extent) = self.extent_at(inode, page)? {
             self.volume.log.read(extent.address_of(page), &mut buffer)?;

@@ -28,7 +28,7 @@ use crate::fs::records::{
     allocation_key, directory_key, parse_directory_key, DirectoryValue, RecordKind, INODE_FLAG_INLINE,
     NAME_BYTES_MAX, ORPHAN_LIST_INODE, ROOT_INODE,
 };
-use crate::txn::store::LogNodeStore;
+use crate::txn::store::{LogNodeReader, LogNodeStore};
 use crate::txn::volume::{unwrap_tree_error, MountReport};
 use crate::txn::{TxnError, Volume, VolumeConfig};
 
@@ -340,11 +340,26 @@ impl<F: Flash> FileSystem<F> {
             TreeId::Directory => &mut volume.directory,
             TreeId::Allocation => &mut volume.allocation,
         };
-        operation(tree, &mut store).map_err(|error| FsError::from(unwrap_tree_error(error, &mut store)))
+        operation(tree, &mut store).map_err(|error| FsError::from(unwrap_tree_error(error, store.take_error())))
     }
 
-    fn tree_get(&mut self, which: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>, FsError> {
-        self.with_tree(which, |tree, store| tree.get(store, key))
+    /// A read of one tree through a shared borrow: several may run at once.
+    fn with_tree_read<T>(
+        &self,
+        which: TreeId,
+        operation: impl FnOnce(&Tree, &LogNodeReader<'_, F>) -> Result<T, TreeError>,
+    ) -> Result<T, FsError> {
+        let volume = &self.volume;
+        let reader = LogNodeReader::new(&volume.log);
+        let tree = match which {
+            TreeId::Directory => &volume.directory,
+            TreeId::Allocation => &volume.allocation,
+        };
+        operation(tree, &reader).map_err(|error| FsError::from(unwrap_tree_error(error, reader.take_error())))
+    }
+
+    fn tree_get(&self, which: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>, FsError> {
+        self.with_tree_read(which, |tree, reader| tree.get(reader, key))
     }
 
     /// Counts changes to the working state (tree edits, segment accounting), so `mutate` can
@@ -369,21 +384,21 @@ impl<F: Flash> FileSystem<F> {
         Ok(old)
     }
 
-    fn tree_first_after(&mut self, which: TreeId, key: &[u8]) -> Result<Option<KeyValue>, FsError> {
-        self.with_tree(which, |tree, store| tree.first_after(store, key))
+    fn tree_first_after(&self, which: TreeId, key: &[u8]) -> Result<Option<KeyValue>, FsError> {
+        self.with_tree_read(which, |tree, reader| tree.first_after(reader, key))
     }
 
-    fn tree_first_at_or_after(&mut self, which: TreeId, key: &[u8]) -> Result<Option<KeyValue>, FsError> {
-        self.with_tree(which, |tree, store| tree.first_at_or_after(store, key))
+    fn tree_first_at_or_after(&self, which: TreeId, key: &[u8]) -> Result<Option<KeyValue>, FsError> {
+        self.with_tree_read(which, |tree, reader| tree.first_at_or_after(reader, key))
     }
 
-    fn tree_last_at_or_before(&mut self, which: TreeId, key: &[u8]) -> Result<Option<KeyValue>, FsError> {
-        self.with_tree(which, |tree, store| tree.last_at_or_before(store, key))
+    fn tree_last_at_or_before(&self, which: TreeId, key: &[u8]) -> Result<Option<KeyValue>, FsError> {
+        self.with_tree_read(which, |tree, reader| tree.last_at_or_before(reader, key))
     }
 
     // ----- inode records ------------------------------------------------------------------
 
-    pub fn getattr(&mut self, inode: u64) -> Result<InodeRecord, FsError> {
+    pub fn getattr(&self, inode: u64) -> Result<InodeRecord, FsError> {
         let key = allocation_key(inode, RecordKind::Inode, 0);
         let bytes = self.tree_get(TreeId::Allocation, &key)?.ok_or(FsError::NotFound)?;
         let record = InodeRecord::decode(&bytes).map_err(|_| FsError::CorruptFile { inode, reason: "undecodable inode record" })?;
@@ -418,7 +433,7 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// Looks a name up in a directory.
-    pub fn lookup(&mut self, parent: u64, name: &[u8]) -> Result<(u64, FileKind), FsError> {
+    pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<(u64, FileKind), FsError> {
         if name.len() > NAME_BYTES_MAX {
             return Err(FsError::NameTooLong);
         }
@@ -441,7 +456,7 @@ impl<F: Flash> FileSystem<F> {
     /// Names are returned as stored: a caller that hands them on (to an OS, a host path) checks
     /// them with `validate_name` first, as an image may hold any bytes (fsck reports bad ones).
     /// An entry that does not decode is an error for this directory.
-    pub fn readdir(&mut self, directory: u64, after: Option<&[u8]>, count_max: usize) -> Result<Vec<DirectoryEntry>, FsError> {
+    pub fn readdir(&self, directory: u64, after: Option<&[u8]>, count_max: usize) -> Result<Vec<DirectoryEntry>, FsError> {
         if self.getattr(directory)?.kind != FileKind::Directory {
             return Err(FsError::NotDirectory);
         }
@@ -466,7 +481,7 @@ impl<F: Flash> FileSystem<F> {
         Ok(entries)
     }
 
-    fn directory_is_empty(&mut self, directory: u64) -> Result<bool, FsError> {
+    fn directory_is_empty(&self, directory: u64) -> Result<bool, FsError> {
         Ok(self.readdir(directory, None, 1)?.is_empty())
     }
 
@@ -542,7 +557,7 @@ impl<F: Flash> FileSystem<F> {
         target_bytes.div_ceil(self.symlink_chunk_bytes() as u64)
     }
 
-    pub fn readlink(&mut self, inode: u64) -> Result<Vec<u8>, FsError> {
+    pub fn readlink(&self, inode: u64) -> Result<Vec<u8>, FsError> {
         let record = self.getattr(inode)?;
         if record.kind != FileKind::Symlink {
             return Err(FsError::InvalidArgument("not a symbolic link"));
@@ -839,8 +854,18 @@ impl<F: Flash> FileSystem<F> {
 
     pub fn statfs(&mut self) -> Result<StatFs, FsError> {
         self.volume.ensure_table_loaded()?;
+        self.statfs_loaded().ok_or(FsError::Corrupt("segment table not loaded after loading it"))
+    }
+
+    /// `statfs` through a shared borrow, once the segment table is in memory (after the first
+    /// change or `statfs` since mount); `None` before, when only `statfs` (which loads the
+    /// table, a bounded number of page reads) can answer.
+    pub fn statfs_loaded(&self) -> Option<StatFs> {
+        if !self.volume.log.is_table_loaded() {
+            return None;
+        }
         let space = self.space_account();
-        Ok(StatFs {
+        Some(StatFs {
             block_size_bytes: self.volume.layout().geometry.page_data_bytes,
             total_blocks: space.capacity_pages,
             free_blocks: space.writable_pages,

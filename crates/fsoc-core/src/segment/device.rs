@@ -8,6 +8,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use fsoc_media::{Flash, NandError, Nanos, ReadStatus};
+use portable_atomic::{AtomicU64, Ordering};
 
 use crate::address::LogAddress;
 use crate::segment::layout::Layout;
@@ -83,10 +84,17 @@ impl PageTag {
 }
 
 /// Log-address I/O on the array with a virtual clock.
+///
+/// Reads take `&self` and may run on several threads at once: each is issued at the clock's
+/// current value and moves the clock forward to its completion (a maximum, so concurrent
+/// reads never move it back). Programs, erases and `barrier` take `&mut self`.
 pub struct Device<F: Flash> {
     pub flash: F,
     pub layout: Layout,
-    pub now_ns: Nanos,
+    now_ns: AtomicU64,
+    /// Page reads issued through this device, so a caller (mount, a benchmark) counts its own
+    /// reads without asking the flash for simulator statistics.
+    pages_read: AtomicU64,
     /// Programs and erases issued through this device (including ones that failed), so a
     /// simulation can tell at which flash operation a commit became durable.
     pub operations_issued: u64,
@@ -97,42 +105,53 @@ impl<F: Flash> Device<F> {
     pub fn new(flash: F) -> Self {
         let layout = Layout::new(flash.geometry(), flash.chip_count());
         let spare_buffer = vec![0u8; layout.spare_size_bytes()];
-        Device { flash, layout, now_ns: 0, operations_issued: 0, spare_buffer }
+        Device { flash, layout, now_ns: AtomicU64::new(0), pages_read: AtomicU64::new(0), operations_issued: 0, spare_buffer }
+    }
+
+    /// The volume's virtual clock: when everything waited for so far has completed.
+    pub fn now_ns(&self) -> Nanos {
+        self.now_ns.load(Ordering::Acquire)
+    }
+
+    /// Page reads issued through this device since it was opened.
+    pub fn pages_read(&self) -> u64 {
+        self.pages_read.load(Ordering::Relaxed)
+    }
+
+    fn advance_to(&self, done_ns: Nanos) {
+        self.now_ns.fetch_max(done_ns, Ordering::AcqRel);
+    }
+
+    fn read_page(&self, issue_ns: Nanos, address: LogAddress, data: &mut Vec<u8>, spare: &mut [u8]) -> Result<(ReadStatus, Nanos), NandError> {
+        data.resize(self.layout.page_size_bytes(), 0);
+        let page = self.layout.physical(address);
+        self.pages_read.fetch_add(1, Ordering::Relaxed);
+        let done = self.flash.read_page(issue_ns, page, data, spare)?;
+        Ok((done.value, done.done_ns))
     }
 
     /// Reads a page's data (resizing `data`) and returns the ECC status; waits for the read.
-    pub fn read(&mut self, address: LogAddress, data: &mut Vec<u8>) -> Result<ReadStatus, NandError> {
-        data.resize(self.layout.page_size_bytes(), 0);
-        let page = self.layout.physical(address);
-        let done = self.flash.read_page(self.now_ns, page, data, &mut self.spare_buffer)?;
-        self.now_ns = self.now_ns.max(done.done_ns);
-        Ok(done.value)
+    pub fn read(&self, address: LogAddress, data: &mut Vec<u8>) -> Result<ReadStatus, NandError> {
+        Ok(self.read_with_tag(address, data)?.0)
     }
 
     /// Reads a page's data and its spare tag.
-    pub fn read_with_tag(
-        &mut self,
-        address: LogAddress,
-        data: &mut Vec<u8>,
-    ) -> Result<(ReadStatus, Option<PageTag>), NandError> {
-        let status = self.read(address, data)?;
-        Ok((status, PageTag::decode(&self.spare_buffer)))
+    pub fn read_with_tag(&self, address: LogAddress, data: &mut Vec<u8>) -> Result<(ReadStatus, Option<PageTag>), NandError> {
+        let mut spare = vec![0u8; self.layout.spare_size_bytes()];
+        let (status, done_ns) = self.read_page(self.now_ns(), address, data, &mut spare)?;
+        self.advance_to(done_ns);
+        Ok((status, PageTag::decode(&spare)))
     }
 
     /// Issues reads of several pages at the same virtual time (they overlap across chips) and
     /// waits for all of them.
-    pub fn read_many(
-        &mut self,
-        addresses: &[LogAddress],
-        buffers: &mut [Vec<u8>],
-        statuses: &mut Vec<ReadStatus>,
-    ) -> Result<(), NandError> {
+    pub fn read_many(&self, addresses: &[LogAddress], buffers: &mut [Vec<u8>], statuses: &mut Vec<ReadStatus>) -> Result<(), NandError> {
         self.read_many_inner(addresses, buffers, statuses, None)
     }
 
     /// `read_many` that also decodes each page's spare tag (the cleaner reads a victim so).
     pub fn read_many_with_tags(
-        &mut self,
+        &self,
         addresses: &[LogAddress],
         buffers: &mut [Vec<u8>],
         statuses: &mut Vec<ReadStatus>,
@@ -143,7 +162,7 @@ impl<F: Flash> Device<F> {
     }
 
     fn read_many_inner(
-        &mut self,
+        &self,
         addresses: &[LogAddress],
         buffers: &mut [Vec<u8>],
         statuses: &mut Vec<ReadStatus>,
@@ -153,19 +172,18 @@ impl<F: Flash> Device<F> {
         statuses.clear();
         let pages: Vec<_> = addresses.iter().map(|address| self.layout.physical(*address)).collect();
         self.flash.prefetch(&pages);
-        let issue_ns = self.now_ns;
+        let mut spare = vec![0u8; self.layout.spare_size_bytes()];
+        let issue_ns = self.now_ns();
         let mut done_ns = issue_ns;
         for (address, data) in addresses.iter().zip(buffers.iter_mut()) {
-            data.resize(self.layout.page_size_bytes(), 0);
-            let page = self.layout.physical(*address);
-            let done = self.flash.read_page(issue_ns, page, data, &mut self.spare_buffer)?;
-            done_ns = done_ns.max(done.done_ns);
-            statuses.push(done.value);
+            let (status, page_done_ns) = self.read_page(issue_ns, *address, data, &mut spare)?;
+            done_ns = done_ns.max(page_done_ns);
+            statuses.push(status);
             if let Some(tags) = tags.as_deref_mut() {
-                tags.push(PageTag::decode(&self.spare_buffer));
+                tags.push(PageTag::decode(&spare));
             }
         }
-        self.now_ns = done_ns;
+        self.advance_to(done_ns);
         Ok(())
     }
 
@@ -175,22 +193,29 @@ impl<F: Flash> Device<F> {
         tag.encode(&mut self.spare_buffer);
         let page = self.layout.physical(address);
         self.operations_issued += 1;
-        self.flash.program_page(self.now_ns, page, data, &self.spare_buffer)?;
+        self.flash.program_page(self.now_ns(), page, data, &self.spare_buffer)?;
         Ok(())
     }
 
     /// Erases every block of a segment, issuing them together.
     pub fn erase_segment(&mut self, segment_index: u32) -> Result<(), NandError> {
+        let issue_ns = self.now_ns();
         for block in self.layout.blocks_of_segment(segment_index) {
             self.operations_issued += 1;
-            self.flash.erase_block(self.now_ns, block)?;
+            self.flash.erase_block(issue_ns, block)?;
         }
         Ok(())
     }
 
     /// Waits until every issued operation has completed.
     pub fn barrier(&mut self) {
-        self.now_ns = self.now_ns.max(self.flash.all_done_ns());
+        let all_done_ns = self.flash.all_done_ns();
+        self.advance_to(all_done_ns);
+    }
+
+    /// Sets the clock (a volume opened on a device that has already run, e.g. after format).
+    pub fn set_now_ns(&mut self, now_ns: Nanos) {
+        *self.now_ns.get_mut() = now_ns;
     }
 }
 

@@ -326,7 +326,7 @@ impl<F: Flash> SegmentLog<F> {
     }
 
     /// Reads a log page; an uncorrectable or erased page is an error.
-    pub fn read(&mut self, address: LogAddress, data: &mut Vec<u8>) -> Result<(), SegmentError> {
+    pub fn read(&self, address: LogAddress, data: &mut Vec<u8>) -> Result<(), SegmentError> {
         if !self.layout().contains(address) {
             return Err(SegmentError::Unreadable { address });
         }

@@ -281,7 +281,9 @@ impl<F: Flash> Volume<F> {
     /// metaroot search, nothing else. The trees and the segment table are read on demand.
     pub fn mount(flash: F, config: VolumeConfig) -> Result<Volume<F>, TxnError> {
         let mut device = Device::new(flash);
-        let reads_before = device.flash.counters().totals().reads;
+        // Counted by the device itself (every read of the volume goes through it), so the
+        // bound holds on any flash, not only on one that keeps statistics.
+        let reads_before = device.pages_read();
         let layout = device.layout;
         let (superblock, superblock_copy) = Self::read_superblock(&mut device)?;
         if superblock.geometry != layout.geometry {
@@ -330,7 +332,7 @@ impl<F: Flash> Volume<F> {
         };
         volume.may_have_orphans = volume.committed.may_have_orphans();
         volume.mount_report = MountReport {
-            page_reads: volume.log.device.flash.counters().totals().reads - reads_before,
+            page_reads: volume.log.device.pages_read() - reads_before,
             clean,
             commit_counter: volume.committed.commit_counter,
             damage,
@@ -491,8 +493,8 @@ impl<F: Flash> Volume<F> {
     /// Writes dirty tree nodes without committing, to keep within the dirty budget.
     pub fn flush_trees(&mut self) -> Result<(TreeRoot, TreeRoot), TxnError> {
         let mut store = LogNodeStore::new(&mut self.log);
-        let directory_root = self.directory.flush(&mut store).map_err(|error| unwrap_tree_error(error, &mut store))?;
-        let allocation_root = self.allocation.flush(&mut store).map_err(|error| unwrap_tree_error(error, &mut store))?;
+        let directory_root = self.directory.flush(&mut store).map_err(|error| unwrap_tree_error(error, store.take_error()))?;
+        let allocation_root = self.allocation.flush(&mut store).map_err(|error| unwrap_tree_error(error, store.take_error()))?;
         Ok((directory_root, allocation_root))
     }
 
@@ -648,9 +650,10 @@ impl<F: Flash> Volume<F> {
     }
 }
 
-/// Recovers the segment-layer error behind a tree error, so power loss stays power loss.
-pub fn unwrap_tree_error<F: Flash>(error: TreeError, store: &mut LogNodeStore<'_, F>) -> TxnError {
-    match store.error.take() {
+/// Recovers the segment-layer error behind a tree error (`segment_error`, from the store's
+/// `take_error`), so power loss stays power loss.
+pub fn unwrap_tree_error(error: TreeError, segment_error: Option<SegmentError>) -> TxnError {
+    match segment_error {
         Some(segment_error) if matches!(error, TreeError::Io { .. } | TreeError::NoSpace) => TxnError::Segment(segment_error),
         _ => TxnError::Tree(error),
     }
