@@ -61,10 +61,15 @@ pub struct MountArgs {
     /// with permissions checked as on any volume).
     #[arg(long)]
     private: bool,
-    /// Threads receiving kernel requests, 1 to 64 (calls on the volume are serialized
-    /// regardless).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    /// Threads receiving kernel requests, 1 to 64 (read-only requests run on them at once;
+    /// changes one at a time).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
+    /// Send every write to the volume as it is made, instead of letting the kernel's page
+    /// cache gather small writes into large ones (FUSE writeback_cache, on by default; fsync
+    /// and close mean the same either way).
+    #[arg(long)]
+    no_writeback_cache: bool,
     /// Print mount and unmount steps.
     #[arg(long, short = 'v')]
     verbose: bool,
@@ -195,6 +200,7 @@ fn serve(arguments: &MountArgs, reporter: &mut Reporter) -> Result<(), String> {
         allow_other: MountConfig::default().allow_other && !arguments.private,
         read_only: arguments.read_only,
         thread_count: usize::from(arguments.threads),
+        writeback_cache: !arguments.no_writeback_cache,
         // An array is named by its chip 0, which `fsoc umount` waits for like an image.
         source: files.primary_file().canonicalize().map_or_else(|_| fsoc_fuse::FS_NAME.into(), |file| fsoc_fuse::source_for(&file)),
     };

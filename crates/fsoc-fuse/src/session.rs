@@ -31,9 +31,14 @@ pub struct MountConfig {
     /// (`default_permissions`). Normally on when mounted by root.
     pub allow_other: bool,
     pub read_only: bool,
-    /// Threads receiving kernel requests. Calls on the volume are serialized regardless; more
-    /// than one lets requests queue in user space while another is served.
+    /// Threads receiving kernel requests. Read-only requests (lookups, attributes, reads,
+    /// listings) run on them at once; changes take the volume exclusively.
     pub thread_count: usize,
+    /// Let the kernel's page cache gather writes (FUSE `writeback_cache`): small writes reach
+    /// the volume as a few large ones, at writeback, fsync, close or unmount. fsync and close
+    /// keep their meaning (the kernel writes the file's dirty pages back before it sends
+    /// either); until then a write lives only in the kernel, as on any Linux file system.
+    pub writeback_cache: bool,
     /// What the mount table shows as the source: `fsoc`, or `fsoc:IMAGE` (see `source_for`).
     pub source: String,
     /// A transaction point this often when something changed (ext4's `commit=5`, Reliance
@@ -50,7 +55,8 @@ impl Default for MountConfig {
         MountConfig {
             allow_other: is_root(),
             read_only: false,
-            thread_count: 2,
+            thread_count: 4,
+            writeback_cache: true,
             source: FS_NAME.into(),
             commit_interval: Some(COMMIT_INTERVAL_DEFAULT),
         }
@@ -194,7 +200,7 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
     pub fn new(fs: FileSystem<F>, mount_point: &Path, config: &MountConfig) -> Result<Mount<F>, MountError> {
         let mount_point = check_mount_point(mount_point)?;
         let lock = Arc::new(VolumeLock::new(fs));
-        let session = Session::new(FsocFuse::new(lock.clone()), &mount_point, &fuser_config(config)).map_err(|source| {
+        let session = Session::new(FsocFuse::new(lock.clone(), config.writeback_cache), &mount_point, &fuser_config(config)).map_err(|source| {
             match source.raw_os_error() {
                 Some(libc::EBUSY) => MountError::MountPointBusy(mount_point.clone()),
                 Some(libc::ENOENT) if !Path::new(FUSE_DEVICE).exists() => MountError::FuseDeviceMissing,

@@ -165,8 +165,20 @@ impl<F: Flash> FileSystem<F> {
         Ok(buffer)
     }
 
-    /// Writes `data` at `offset`, extending the file as needed. Returns bytes written.
+    /// Writes `data` at `offset`, extending the file as needed, and sets the file's modification
+    /// and change times to now. Returns bytes written.
     pub fn write(&mut self, inode: u64, offset: u64, data: &[u8]) -> Result<usize, FsError> {
+        self.write_timed(inode, offset, data, true)
+    }
+
+    /// `write` that leaves the file's times as they are, for a caller that keeps them itself
+    /// and sets them with `setattr` (the FUSE mount with the kernel's write-back cache, where
+    /// a write reaches the volume later than the application made it).
+    pub fn write_keeping_times(&mut self, inode: u64, offset: u64, data: &[u8]) -> Result<usize, FsError> {
+        self.write_timed(inode, offset, data, false)
+    }
+
+    fn write_timed(&mut self, inode: u64, offset: u64, data: &[u8], set_times: bool) -> Result<usize, FsError> {
         if data.is_empty() {
             return Ok(0);
         }
@@ -192,8 +204,10 @@ impl<F: Flash> FileSystem<F> {
                     content[offset as usize..end as usize].copy_from_slice(data);
                     fs.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, 0), &content)?;
                     record.size = new_size;
-                    record.mtime_ns = fs.now_ns;
-                    record.ctime_ns = fs.now_ns;
+                    if set_times {
+                        record.mtime_ns = fs.now_ns;
+                        record.ctime_ns = fs.now_ns;
+                    }
                     return fs.put_inode(inode, &record).map(|()| data.len());
                 }
                 // Too big to stay inline: move the existing bytes into page 0 first.
@@ -206,8 +220,10 @@ impl<F: Flash> FileSystem<F> {
             }
             fs.write_pages(inode, offset, data, record.size)?;
             record.size = new_size;
-            record.mtime_ns = fs.now_ns;
-            record.ctime_ns = fs.now_ns;
+            if set_times {
+                record.mtime_ns = fs.now_ns;
+                record.ctime_ns = fs.now_ns;
+            }
             fs.put_inode(inode, &record)?;
             Ok(data.len())
         })
