@@ -13,11 +13,11 @@ use std::fmt;
 use std::path::PathBuf;
 
 use fsoc_media::image::ImageStore;
-use fsoc_media::store::{BlockMeta, PageMeta, PageStore, RamStore};
+use fsoc_media::store::{BlockMeta, ContentsFetch, PageMeta, PageStore, RamStore};
 use fsoc_media::{BlockAddress, Geometry, NandError, PageAddress};
 
 use crate::chip_files::ArrayError;
-use crate::worker::{ChipWorker, ReadReply, Request};
+use crate::worker::{wait_reply, ChipWorker, ReadReply, Request};
 
 /// Prefetched reads kept at once; beyond it, older ones are dropped (they are only hints).
 const PREFETCH_PAGES_MAX: usize = 4096;
@@ -124,6 +124,21 @@ impl ChipArrayStore {
     }
 }
 
+/// Splits a worker's reply (data then spare) into the caller's buffers.
+fn copy_contents(bytes: &[u8], data: &mut [u8], spare: &mut [u8]) -> Result<(), NandError> {
+    if bytes.len() != data.len() + spare.len() {
+        return Err(NandError::BufferSize {
+            what: "chip worker read",
+            expected_bytes: data.len() + spare.len(),
+            actual_bytes: bytes.len(),
+        });
+    }
+    let (stored_data, stored_spare) = bytes.split_at(data.len());
+    data.copy_from_slice(stored_data);
+    spare.copy_from_slice(stored_spare);
+    Ok(())
+}
+
 impl PageStore for ChipArrayStore {
     fn geometry(&self) -> Geometry {
         self.geometry
@@ -162,6 +177,23 @@ impl PageStore for ChipArrayStore {
         self.worker(page.chip).submit(Request::WriteContents { page: local_page(page), bytes, data_bytes: data.len() })
     }
 
+    /// The read goes to the chip's worker (or was prefetched); the caller waits for the bytes
+    /// without the simulator's lock, so reads of several threads overlap on the workers.
+    fn start_read_contents(&self, page: PageAddress) -> Option<ContentsFetch> {
+        let worker = self.workers.get(page.chip.0 as usize)?;
+        let pending = self.prefetched.borrow_mut().remove(&page);
+        let (data_bytes, spare_bytes) = (self.geometry.page_data_bytes as usize, self.geometry.spare_bytes as usize);
+        let reply = match pending {
+            Some(reply) => Ok(reply),
+            None => worker.read(local_page(page), data_bytes, spare_bytes),
+        };
+        let chip = page.chip.0;
+        Some(Box::new(move |data: &mut [u8], spare: &mut [u8]| {
+            let bytes = wait_reply(chip, &reply?)?;
+            copy_contents(&bytes, data, spare)
+        }))
+    }
+
     fn read_contents(&self, page: PageAddress, data: &mut [u8], spare: &mut [u8]) -> Result<(), NandError> {
         let worker = self.worker(page.chip);
         let pending = self.prefetched.borrow_mut().remove(&page);
@@ -170,17 +202,7 @@ impl PageStore for ChipArrayStore {
             None => worker.read(local_page(page), data.len(), spare.len())?,
         };
         let bytes = worker.wait(&reply)?;
-        if bytes.len() != data.len() + spare.len() {
-            return Err(NandError::BufferSize {
-                what: "chip worker read",
-                expected_bytes: data.len() + spare.len(),
-                actual_bytes: bytes.len(),
-            });
-        }
-        let (stored_data, stored_spare) = bytes.split_at(data.len());
-        data.copy_from_slice(stored_data);
-        spare.copy_from_slice(stored_spare);
-        Ok(())
+        copy_contents(&bytes, data, spare)
     }
 
     fn reset_block_pages(&mut self, block: BlockAddress) -> Result<(), NandError> {

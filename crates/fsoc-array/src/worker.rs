@@ -92,11 +92,7 @@ impl ChipWorker {
 
     /// Waits for a reply from this worker.
     pub fn wait<T>(&self, receiver: &Receiver<Result<T, String>>) -> Result<T, NandError> {
-        match receiver.recv() {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(message)) => Err(self.stopped(&message)),
-            Err(_) => Err(self.stopped("stopped before replying")),
-        }
+        wait_reply(self.chip, receiver)
     }
 
     pub fn load_metadata(&self) -> Result<ChipMetadata, NandError> {
@@ -119,6 +115,17 @@ impl ChipWorker {
             handle.join().map_err(|_| self.stopped("panicked"))?;
         }
         self.check()
+    }
+}
+
+/// Waits for a reply from chip `chip`'s worker (usable without the worker, e.g. by a read
+/// collected after the simulator's lock is released).
+pub(crate) fn wait_reply<T>(chip: u32, receiver: &Receiver<Result<T, String>>) -> Result<T, NandError> {
+    let stopped = |reason: &str| NandError::Image(format!("chip {chip} worker: {reason}"));
+    match receiver.recv() {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(message)) => Err(stopped(&message)),
+        Err(_) => Err(stopped("stopped before replying")),
     }
 }
 

@@ -161,4 +161,7 @@ pub enum BenchError {
     ContentMismatch { target: &'static str, path: String, expected_bytes: usize, actual_bytes: usize },
     #[error("invalid benchmark configuration: {reason}")]
     InvalidConfig { reason: String },
+    /// A step of a wall-clock benchmark failed (creating its files, a read or write).
+    #[error("benchmark: {0}")]
+    Setup(String),
 }

@@ -144,3 +144,43 @@ fn mount_chart(rows: &[MountRow]) -> String {
         height / 2.0
     )
 }
+
+pub fn readers(json: Option<&Path>, quick: bool, seed: u64) -> Result<(), String> {
+    let config = if quick { fsoc_bench::readers::ReadersConfig::quick(seed) } else { fsoc_bench::readers::ReadersConfig::full(seed) };
+    let shm = Path::new("/dev/shm");
+    let directory = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() }.join(format!("fsoc-readers-{}", std::process::id()));
+    std::fs::create_dir(&directory).map_err(|error| format!("{}: {error}", directory.display()))?;
+    let bar = spinner();
+    let report = fsoc_bench::readers::run(&config, &directory, &mut |line| bar.set_message(line.to_string()));
+    let _ = std::fs::remove_dir_all(&directory);
+    let report = report.map_err(|error| format!("readers benchmark: {error}"))?;
+    bar.finish_and_clear();
+    let throughput = &report["throughput"];
+    let latency = &report["latency"];
+    let number = |value: &Value| value.as_f64().unwrap_or(f64::NAN);
+    println!(
+        "parallel readers on a {}-chip array of chip files ({} CPUs; wall-clock time)",
+        report["config"]["chips"], report["config"]["cpus"]
+    );
+    println!(
+        "throughput: 1 reader {:.0} MB/s, 4 readers {:.0} MB/s: {:.2}x (target >= 3x)",
+        number(&throughput["one_reader_mb_s"]),
+        number(&throughput["four_readers_mb_s"]),
+        number(&throughput["ratio"])
+    );
+    println!(
+        "4 KiB read latency: idle median {:.1} us, p99 {:.1} us; with a writer streaming fsync'd 64 KiB writes ({} fsyncs) median {:.1} us, p99 {:.1} us: {:.2}x / {:.2}x (target <= 3x)",
+        number(&latency["idle_median_us"]),
+        number(&latency["idle_p99_us"]),
+        latency["writer_fsyncs"],
+        number(&latency["with_writer_median_us"]),
+        number(&latency["with_writer_p99_us"]),
+        number(&latency["median_ratio"]),
+        number(&latency["p99_ratio"])
+    );
+    if let Some(json) = json {
+        write_json(json, &report)?;
+        println!("wrote {}", json.display());
+    }
+    Ok(())
+}

@@ -196,6 +196,20 @@ enum BenchCommand {
         #[arg(long)]
         no_paired_page_guard: bool,
     },
+    /// Parallel readers (wall-clock time): on a 4-chip array of chip files, four threads reading
+    /// four files against one, and 4 KiB read latency idle and while a writer streams fsync'd
+    /// writes. Chip files go to /dev/shm when it exists, else the temporary directory.
+    Readers {
+        /// Also write the results here as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// 4 MiB files and 500 latency samples instead of 32 MiB and 4,000 (a smoke run).
+        #[arg(long)]
+        quick: bool,
+        /// Seed of the simulated chips and of the read offsets.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Seed 003's file benchmark (15 samples × 133 files: create, open, delete) for fsoc and
     /// littlefs on the same simulated MLC chip.
     Fsio {
@@ -332,6 +346,7 @@ fn main() -> ExitCode {
             scaling_cmd::run(&json, quick, seed, !no_paired_page_guard)
         }
         Command::Bench { command: BenchCommand::Fsio { json, seed } } => bench_cmd::fsio(&json, seed),
+        Command::Bench { command: BenchCommand::Readers { json, quick, seed } } => bench_cmd::readers(json.as_deref(), quick, seed),
         Command::Bench { command: BenchCommand::Mount { files, json, seed } } => bench_cmd::mount(&files, json.as_deref(), seed),
         Command::Array { command: ArrayCommand::Mkfs { base, profile, chips, blocks, seed, volume_id, force } } => {
             array_cmd::mkfs(&base, &profile, chips, blocks, seed, volume_id, force)

@@ -110,8 +110,6 @@ struct SimState<S: PageStore> {
     counters: FlashCounters,
     rng: SeededRng,
     fault_state: FaultState,
-    /// Reused buffer of error positions for one read, so reads do not allocate.
-    error_positions: Vec<u32>,
 }
 
 impl<S: PageStore> SimState<S> {
@@ -128,7 +126,6 @@ impl<S: PageStore> SimState<S> {
             counters: FlashCounters::new(chip_count, config.geometry.block_count),
             rng: SeededRng::new(config.seed ^ RNG_STREAM_SALT),
             fault_state: FaultState::new(chip_count, &config.faults),
-            error_positions: Vec::new(),
             config,
             store,
         })
@@ -375,114 +372,47 @@ impl<S: PageStore> SimState<S> {
         done_ns
     }
 
-    // ---- hash-derived patterns --------------------------------------------------------------
-
-    fn page_linear_index(&self, page: PageAddress) -> u64 {
-        let geometry = &self.config.geometry;
-        (u64::from(page.chip.0) * u64::from(geometry.block_count) + u64::from(page.block.0))
-            * u64::from(geometry.pages_per_block)
-            + u64::from(page.page_index)
-    }
-
-    /// Fills `mask` (data bytes then spare bytes) with a per-page pattern whose bits are set
-    /// with a page-specific probability in `1/256..=255/256`. Recomputable from the seed, the
-    /// address and the erase count, so torn and half-erased pages read the same every time
-    /// without storing the mask.
-    fn progress_mask(&self, page: PageAddress, erase_count: u32, level_salt: u64, mask_salt: u64, mask: &mut [u8]) {
-        let page_word = self.page_linear_index(page);
-        let level = (hash64(self.config.seed, page_word, u64::from(erase_count), level_salt) % 255 + 1) as u8;
-        let mask_seed = hash64(self.config.seed, page_word, u64::from(erase_count), mask_salt);
-        for (byte_index, byte) in mask.iter_mut().enumerate() {
-            let random = hash64(mask_seed, byte_index as u64, 0, 0).to_le_bytes();
-            *byte = random
-                .iter()
-                .enumerate()
-                .fold(0u8, |bits, (bit_index, &draw)| if draw < level { bits | (1 << bit_index) } else { bits });
-        }
-    }
-
     // ---- reads ------------------------------------------------------------------------------
 
-    fn read_page_inner(
-        &mut self,
-        page: PageAddress,
-        data: &mut [u8],
-        spare: &mut [u8],
-    ) -> Result<ReadStatus, NandError> {
+    /// Decides what a read of `page` finds (state, error positions, the one-shot drift of an
+    /// unstable tear), without its contents: the part of a read that needs the lock.
+    fn plan_read(&mut self, page: PageAddress) -> Result<ReadPlan, NandError> {
         let geometry = self.config.geometry;
         let correctable = self.config.ecc_correctable_bits_per_512;
         let meta = self.store.page_meta(page)?;
-        let block_meta = self.store.block_meta(page.block_address())?;
-        if meta.state.has_contents() {
-            self.store.read_contents(page, data, spare)?;
-        }
-        let mut positions = core::mem::take(&mut self.error_positions);
-        positions.clear();
+        let erase_count = self.store.block_meta(page.block_address())?.erase_count;
+        let mut positions = Vec::new();
         positions.extend_from_slice(meta.flips());
-        let status = match meta.state {
-            PageState::Erased => {
-                // Controllers check erased pages for a few stuck-at-0 bits and report the page
-                // as erased (returning all 0xFF) when each sector has at most t of them.
-                data.fill(0xFF);
-                spare.fill(0xFF);
-                match ecc::classify(&geometry, correctable, &positions) {
-                    _ if meta.excess_damage => self.corrupt(&positions, data, spare),
-                    ReadStatus::Uncorrectable => self.corrupt(&positions, data, spare),
-                    _ => ReadStatus::Erased,
-                }
-            }
+        match meta.state {
             PageState::Programmed => {
-                let rber = self.config.bit_errors.rber(block_meta.erase_count, self.config.endurance_cycles);
+                let rber = self.config.bit_errors.rber(erase_count, self.config.endurance_cycles);
                 self.config.bit_errors.sample_errors(&mut self.rng, &geometry, rber, correctable, &mut positions);
                 positions.sort_unstable();
                 positions.dedup();
-                match ecc::classify(&geometry, correctable, &positions) {
-                    _ if meta.excess_damage => self.corrupt(&positions, data, spare),
-                    ReadStatus::Uncorrectable => self.corrupt(&positions, data, spare),
-                    status => status,
-                }
             }
             PageState::TornUnstable => {
                 // The weakly programmed cells still sense on the right side of the threshold
                 // this once; they drift, so later reads see the tear.
                 let torn = PageMeta { state: PageState::Torn, ..meta };
                 self.store.set_page_meta(page, &torn)?;
-                ReadStatus::Clean
             }
-            PageState::Torn => {
-                let mut applied = vec![0u8; data.len() + spare.len()];
-                self.progress_mask(page, block_meta.erase_count, SALT_TEAR_LEVEL, SALT_TEAR_MASK, &mut applied);
-                // Bits that should have gone to 0 but were not reached stay 1.
-                let changed = overlay_ones(data, spare, &applied, true);
-                ecc::apply_bit_flips(&positions, data, spare);
-                if !changed && positions.is_empty() && !meta.excess_damage {
-                    ReadStatus::Clean
-                } else if is_all_ones(data) && is_all_ones(spare) {
-                    ReadStatus::Erased
-                } else {
-                    ReadStatus::Uncorrectable
-                }
-            }
-            PageState::Garbage => {
-                let mut erased = vec![0u8; data.len() + spare.len()];
-                self.progress_mask(page, block_meta.erase_count, SALT_ERASE_LEVEL, SALT_ERASE_MASK, &mut erased);
-                overlay_ones(data, spare, &erased, false);
-                ecc::apply_bit_flips(&positions, data, spare);
-                if is_all_ones(data) && is_all_ones(spare) {
-                    ReadStatus::Erased
-                } else {
-                    ReadStatus::Uncorrectable
-                }
-            }
-        };
-        self.error_positions = positions;
-        Ok(status)
+            PageState::Erased | PageState::Torn | PageState::Garbage => {}
+        }
+        Ok(ReadPlan { state: meta.state, positions, erase_count, excess_damage: meta.excess_damage })
     }
 
-    /// Returns the raw, wrong content of an uncorrectable read.
-    fn corrupt(&self, positions: &[u32], data: &mut [u8], spare: &mut [u8]) -> ReadStatus {
-        ecc::apply_bit_flips(positions, data, spare);
-        ReadStatus::Uncorrectable
+    /// The checks, the plan and the chip time of a read, all under the lock; the contents are
+    /// fetched after it (`SimFlash::read_page`).
+    fn begin_read(&mut self, issue_ns: Nanos, page: PageAddress, data_bytes: usize, spare_bytes: usize) -> Result<(ReadPlan, Nanos), NandError> {
+        if self.fault_state.power_is_lost() {
+            return Err(NandError::PowerLost);
+        }
+        self.check_page(page)?;
+        self.check_buffers(data_bytes, spare_bytes)?;
+        self.check_power_and_chip(page.chip)?;
+        let plan = self.plan_read(page)?;
+        let done_ns = self.run_on_chip(issue_ns, OperationKind::Read, page.block_address());
+        Ok((plan, done_ns))
     }
 
     // ---- programs ---------------------------------------------------------------------------
@@ -634,6 +564,98 @@ impl<S: PageStore> SimState<S> {
 /// ORs the bits of `mask` (data bytes then spare bytes) into data and spare. With
 /// `invert_mask`, ORs the complement instead (bits a torn program never reached stay 1).
 /// Returns whether any byte changed.
+/// What a read found in the model, decided under the lock; `finish_read` applies it to the
+/// page's contents once they are fetched.
+struct ReadPlan {
+    state: PageState,
+    /// Bit errors: persistent flips plus, for a programmed page, this read's sampled ones.
+    positions: Vec<u32>,
+    erase_count: u32,
+    excess_damage: bool,
+}
+
+/// Applies a read plan to the fetched contents (or, for a page without contents, to the
+/// caller's buffers) and returns what the ECC engine reports.
+fn finish_read(config: &SimConfig, page: PageAddress, plan: &ReadPlan, data: &mut [u8], spare: &mut [u8]) -> ReadStatus {
+    let geometry = config.geometry;
+    let correctable = config.ecc_correctable_bits_per_512;
+    let positions = &plan.positions;
+    let corrupt = |data: &mut [u8], spare: &mut [u8]| {
+        ecc::apply_bit_flips(positions, data, spare);
+        ReadStatus::Uncorrectable
+    };
+    match plan.state {
+        PageState::Erased => {
+            // Controllers check erased pages for a few stuck-at-0 bits and report the page
+            // as erased (returning all 0xFF) when each sector has at most t of them.
+            data.fill(0xFF);
+            spare.fill(0xFF);
+            match ecc::classify(&geometry, correctable, positions) {
+                _ if plan.excess_damage => corrupt(data, spare),
+                ReadStatus::Uncorrectable => corrupt(data, spare),
+                _ => ReadStatus::Erased,
+            }
+        }
+        PageState::Programmed => match ecc::classify(&geometry, correctable, positions) {
+            _ if plan.excess_damage => corrupt(data, spare),
+            ReadStatus::Uncorrectable => corrupt(data, spare),
+            status => status,
+        },
+        // Read once as programmed; `plan_read` recorded the drift.
+        PageState::TornUnstable => ReadStatus::Clean,
+        PageState::Torn => {
+            let mut applied = vec![0u8; data.len() + spare.len()];
+            progress_mask(config, page, plan.erase_count, SALT_TEAR_LEVEL, SALT_TEAR_MASK, &mut applied);
+            // Bits that should have gone to 0 but were not reached stay 1.
+            let changed = overlay_ones(data, spare, &applied, true);
+            ecc::apply_bit_flips(positions, data, spare);
+            if !changed && positions.is_empty() && !plan.excess_damage {
+                ReadStatus::Clean
+            } else if is_all_ones(data) && is_all_ones(spare) {
+                ReadStatus::Erased
+            } else {
+                ReadStatus::Uncorrectable
+            }
+        }
+        PageState::Garbage => {
+            let mut erased = vec![0u8; data.len() + spare.len()];
+            progress_mask(config, page, plan.erase_count, SALT_ERASE_LEVEL, SALT_ERASE_MASK, &mut erased);
+            overlay_ones(data, spare, &erased, false);
+            ecc::apply_bit_flips(positions, data, spare);
+            if is_all_ones(data) && is_all_ones(spare) {
+                ReadStatus::Erased
+            } else {
+                ReadStatus::Uncorrectable
+            }
+        }
+    }
+}
+
+fn page_linear_index(config: &SimConfig, page: PageAddress) -> u64 {
+    let geometry = &config.geometry;
+    (u64::from(page.chip.0) * u64::from(geometry.block_count) + u64::from(page.block.0))
+        * u64::from(geometry.pages_per_block)
+        + u64::from(page.page_index)
+}
+
+/// Fills `mask` (data bytes then spare bytes) with a per-page pattern whose bits are set
+/// with a page-specific probability in `1/256..=255/256`. Recomputable from the seed, the
+/// address and the erase count, so torn and half-erased pages read the same every time
+/// without storing the mask.
+fn progress_mask(config: &SimConfig, page: PageAddress, erase_count: u32, level_salt: u64, mask_salt: u64, mask: &mut [u8]) {
+    let page_word = page_linear_index(config, page);
+    let level = (hash64(config.seed, page_word, u64::from(erase_count), level_salt) % 255 + 1) as u8;
+    let mask_seed = hash64(config.seed, page_word, u64::from(erase_count), mask_salt);
+    for (byte_index, byte) in mask.iter_mut().enumerate() {
+        let random = hash64(mask_seed, byte_index as u64, 0, 0).to_le_bytes();
+        *byte = random
+            .iter()
+            .enumerate()
+            .fold(0u8, |bits, (bit_index, &draw)| if draw < level { bits | (1 << bit_index) } else { bits });
+    }
+}
+
+
 fn overlay_ones(data: &mut [u8], spare: &mut [u8], mask: &[u8], invert_mask: bool) -> bool {
     let mut changed = false;
     for (byte, &mask_byte) in data.iter_mut().chain(spare.iter_mut()).zip(mask) {
@@ -653,26 +675,6 @@ fn is_all_ones(bytes: &[u8]) -> bool {
 impl<S: PageStore> SimState<S> {
 
 
-
-    /// Reads of bad blocks are allowed: a controller may need to copy data out of a block that
-    /// just grew bad. Only programs and erases are refused there.
-    fn read_page(
-        &mut self,
-        issue_ns: Nanos,
-        page: PageAddress,
-        data: &mut [u8],
-        spare: &mut [u8],
-    ) -> Result<Completed<ReadStatus>, NandError> {
-        if self.fault_state.power_is_lost() {
-            return Err(NandError::PowerLost);
-        }
-        self.check_page(page)?;
-        self.check_buffers(data.len(), spare.len())?;
-        self.check_power_and_chip(page.chip)?;
-        let status = self.read_page_inner(page, data, spare)?;
-        let done_ns = self.run_on_chip(issue_ns, OperationKind::Read, page.block_address());
-        Ok(Completed { value: status, done_ns })
-    }
 
     fn program_page(
         &mut self,
@@ -902,7 +904,26 @@ impl<S: PageStore> Flash for SimFlash<S> {
         data: &mut [u8],
         spare: &mut [u8],
     ) -> Result<Completed<ReadStatus>, NandError> {
-        self.state.lock().read_page(issue_ns, page, data, spare)
+        let mut state = self.state.lock();
+        let (plan, done_ns) = state.begin_read(issue_ns, page, data.len(), spare.len())?;
+        if plan.state.has_contents() {
+            match state.store.start_read_contents(page) {
+                // A backend with its own I/O threads: collect the bytes without the lock, so
+                // reads from several threads overlap.
+                Some(fetch) => {
+                    drop(state);
+                    fetch(data, spare)?;
+                }
+                None => {
+                    state.store.read_contents(page, data, spare)?;
+                    drop(state);
+                }
+            }
+        } else {
+            drop(state);
+        }
+        let status = finish_read(&self.config, page, &plan, data, spare);
+        Ok(Completed { value: status, done_ns })
     }
 
     fn program_page(

@@ -171,6 +171,14 @@ pub trait PageStore {
     /// Reads the stored contents into `data` and `spare`. Pages never written read as 0xFF.
     fn read_contents(&self, page: PageAddress, data: &mut [u8], spare: &mut [u8]) -> Result<(), NandError>;
 
+    /// Starts reading the stored contents so that they can be collected without the
+    /// simulator's lock (a backend with its own I/O threads); `None`, the default, means
+    /// `read_contents` is called instead, under the lock.
+    fn start_read_contents(&self, page: PageAddress) -> Option<ContentsFetch> {
+        let _ = page;
+        None
+    }
+
     /// Returns every page of the block to pristine (erased, no flips) and may drop the stored
     /// contents. Block metadata is not touched.
     fn reset_block_pages(&mut self, block: BlockAddress) -> Result<(), NandError> {
@@ -187,6 +195,10 @@ pub trait PageStore {
         Ok(())
     }
 }
+
+/// Collects the contents of a read started by `PageStore::start_read_contents` into
+/// `(data, spare)`.
+pub type ContentsFetch = alloc::boxed::Box<dyn FnOnce(&mut [u8], &mut [u8]) -> Result<(), NandError> + Send>;
 
 /// One page of a `RamStore` that differs from pristine.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,222 @@
+//! Parallel readers on a threaded chip array (wall-clock time: this measures the engine's
+//! concurrency, not the simulated device).
+//!
+//! A 4-chip MLC array of chip files (`ThreadedFlash`, one worker thread per chip) holds four
+//! large files. Two measurements, each against its own baseline in the same run:
+//! - throughput: one thread reads one file end to end, then four threads each read a
+//!   different file at once (through one shared `&FileSystem`); the ratio of aggregate MB/s;
+//! - latency: 4 KiB reads at random offsets on an idle volume, then the same while a writer
+//!   thread streams 64 KiB writes each followed by a transaction point (fsync), holding the
+//!   volume exclusively only while it changes it; median and p99 of each, and their ratios.
+//!
+//! Readers hold a shared `RwLock` guard around each call, as the FUSE mount does.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use fsoc_array::ThreadedFlash;
+use fsoc_core::fs::FileKind;
+use fsoc_core::{FileSystem, FsConfig};
+use fsoc_media::rng::SeededRng;
+use fsoc_media::{Profile, SimConfig};
+use serde_json::{json, Value};
+
+use crate::target::BenchError;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct ReadersConfig {
+    pub chip_count: u32,
+    /// Erase blocks per chip.
+    pub block_count: u32,
+    /// Size of each of the four files.
+    pub file_bytes: usize,
+    /// Bytes per read call in the throughput runs.
+    pub read_bytes: usize,
+    /// Random 4 KiB reads per latency run.
+    pub latency_reads: usize,
+    pub seed: u64,
+}
+
+impl ReadersConfig {
+    /// Four 32 MiB files on four 256 MiB chips.
+    pub fn full(seed: u64) -> ReadersConfig {
+        ReadersConfig { chip_count: 4, block_count: 2048, file_bytes: 32 << 20, read_bytes: 1 << 20, latency_reads: 4000, seed }
+    }
+
+    /// A few seconds' worth, for a smoke run.
+    pub fn quick(seed: u64) -> ReadersConfig {
+        ReadersConfig { file_bytes: 4 << 20, latency_reads: 500, ..ReadersConfig::full(seed) }
+    }
+}
+
+const FILES: usize = 4;
+const LATENCY_READ_BYTES: usize = 4096;
+const WRITER_CHUNK_BYTES: usize = 64 << 10;
+
+fn bench_error(context: &str) -> impl Fn(String) -> BenchError + '_ {
+    move |reason| BenchError::Setup(format!("{context}: {reason}"))
+}
+
+fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * fraction).round() as usize;
+    sorted.get(index).copied().unwrap_or_default()
+}
+
+/// Reads `inodes[i]` end to end on thread i, all at once; returns aggregate MB/s.
+fn read_files(volume: &RwLock<FileSystem<ThreadedFlash>>, inodes: &[u64], config: &ReadersConfig) -> Result<f64, BenchError> {
+    let started = Instant::now();
+    let results: Vec<Result<usize, String>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = inodes
+            .iter()
+            .map(|&inode| {
+                scope.spawn(move || {
+                    let mut offset = 0usize;
+                    while offset < config.file_bytes {
+                        let guard = volume.read().map_err(|_| "lock poisoned".to_string())?;
+                        let bytes = guard.read(inode, offset as u64, config.read_bytes).map_err(|error| error.to_string())?;
+                        drop(guard);
+                        if bytes.is_empty() {
+                            return Err(format!("short file: {offset} bytes"));
+                        }
+                        offset += bytes.len();
+                    }
+                    Ok(offset)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|thread| thread.join().unwrap_or_else(|_| Err("reader panicked".into()))).collect()
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut total = 0usize;
+    for result in results {
+        total += result.map_err(bench_error("read"))?;
+    }
+    Ok(total as f64 / 1e6 / elapsed)
+}
+
+/// 4 KiB reads at seeded random offsets of `inode`; latencies sorted.
+fn read_latencies(volume: &RwLock<FileSystem<ThreadedFlash>>, inode: u64, config: &ReadersConfig, seed: u64) -> Result<Vec<Duration>, BenchError> {
+    let mut rng = SeededRng::new(seed);
+    let mut latencies = Vec::with_capacity(config.latency_reads);
+    let pages = (config.file_bytes / LATENCY_READ_BYTES) as u64;
+    for _ in 0..config.latency_reads {
+        let offset = rng.below(pages) * LATENCY_READ_BYTES as u64;
+        let started = Instant::now();
+        let guard = volume.read().map_err(|_| BenchError::Setup("lock poisoned".into()))?;
+        let bytes = guard.read(inode, offset, LATENCY_READ_BYTES).map_err(|error| BenchError::Setup(error.to_string()))?;
+        drop(guard);
+        latencies.push(started.elapsed());
+        if bytes.len() != LATENCY_READ_BYTES {
+            return Err(BenchError::Setup(format!("short read at {offset}")));
+        }
+    }
+    latencies.sort_unstable();
+    Ok(latencies)
+}
+
+fn microseconds(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
+/// Runs both measurements on chip files created under `directory` (removed afterwards).
+pub fn run(config: &ReadersConfig, directory: &Path, progress: &mut dyn FnMut(&str)) -> Result<Value, BenchError> {
+    let base = directory.join("readers-array");
+    let sim = SimConfig::new(Profile::Mlc, config.chip_count, config.block_count, config.seed);
+    let flash = ThreadedFlash::create(&base, sim).map_err(|error| BenchError::Setup(error.to_string()))?;
+    let paths = flash.paths().to_vec();
+    let result = measure(config, flash, progress);
+    for path in paths {
+        let _ = std::fs::remove_file(path);
+    }
+    result
+}
+
+fn measure(config: &ReadersConfig, flash: ThreadedFlash, progress: &mut dyn FnMut(&str)) -> Result<Value, BenchError> {
+    let setup = |error: fsoc_core::FsError| BenchError::Setup(error.to_string());
+    let mut fs = FileSystem::format(flash, FsConfig::default(), config.seed).map_err(setup)?;
+    progress("writing the files");
+    let mut inodes = Vec::new();
+    let chunk: Vec<u8> = (0..1usize << 20).map(|index| (index % 251) as u8).collect();
+    for index in 0..FILES {
+        let name = format!("file{index}");
+        let inode = fs.create(1, name.as_bytes(), FileKind::File, 0o644, 0, 0, None).map_err(setup)?;
+        let mut offset = 0;
+        while offset < config.file_bytes {
+            let length = chunk.len().min(config.file_bytes - offset);
+            fs.write(inode, offset as u64, &chunk[..length]).map_err(setup)?;
+            offset += length;
+        }
+        inodes.push(inode);
+    }
+    let writer_file = fs.create(1, b"stream", FileKind::File, 0o644, 0, 0, None).map_err(setup)?;
+    fs.commit_for_sync().map_err(setup)?;
+    let volume = RwLock::new(fs);
+
+    progress("throughput: one reader");
+    // Warm-up pass, so both runs start with the same cache state (the node cache holds the
+    // upper tree levels after it).
+    read_files(&volume, &inodes[..1], config)?;
+    let one = read_files(&volume, &inodes[..1], config)?;
+    progress("throughput: four readers");
+    let four = read_files(&volume, &inodes, config)?;
+
+    progress("latency: idle");
+    let idle = read_latencies(&volume, inodes[0], config, config.seed)?;
+    progress("latency: with a writer streaming fsync'd writes");
+    let stop = AtomicBool::new(false);
+    let (loaded, writes) = std::thread::scope(|scope| -> Result<(Vec<Duration>, u64), BenchError> {
+        let writer = scope.spawn(|| -> Result<u64, String> {
+            let data = vec![0x5au8; WRITER_CHUNK_BYTES];
+            let mut writes = 0u64;
+            let mut offset = 0u64;
+            while !stop.load(Ordering::Acquire) {
+                let mut fs = volume.write().map_err(|_| "lock poisoned".to_string())?;
+                fs.write(writer_file, offset, &data).map_err(|error| error.to_string())?;
+                fs.fsync(writer_file).map_err(|error| error.to_string())?;
+                drop(fs);
+                writes += 1;
+                // Rewrite the same 8 MiB so the volume does not fill.
+                offset = (offset + WRITER_CHUNK_BYTES as u64) % (8 << 20);
+            }
+            Ok(writes)
+        });
+        let loaded = read_latencies(&volume, inodes[0], config, config.seed ^ 1);
+        stop.store(true, Ordering::Release);
+        let writes = writer.join().unwrap_or_else(|_| Err("writer panicked".into())).map_err(bench_error("writer"))?;
+        Ok((loaded?, writes))
+    })?;
+
+    let cpus = std::thread::available_parallelism().map_or(1, |count| count.get());
+    let (idle_median, idle_p99) = (percentile(&idle, 0.5), percentile(&idle, 0.99));
+    let (loaded_median, loaded_p99) = (percentile(&loaded, 0.5), percentile(&loaded, 0.99));
+    Ok(json!({
+        "config": {
+            "chips": config.chip_count,
+            "profile": "mlc",
+            "file_mib": config.file_bytes >> 20,
+            "read_bytes": config.read_bytes,
+            "latency_reads": config.latency_reads,
+            "seed": config.seed,
+            "cpus": cpus,
+        },
+        "throughput": {
+            "one_reader_mb_s": one,
+            "four_readers_mb_s": four,
+            "ratio": four / one,
+            "target_ratio_min": 3.0,
+        },
+        "latency": {
+            "idle_median_us": microseconds(idle_median),
+            "idle_p99_us": microseconds(idle_p99),
+            "with_writer_median_us": microseconds(loaded_median),
+            "with_writer_p99_us": microseconds(loaded_p99),
+            "median_ratio": microseconds(loaded_median) / microseconds(idle_median).max(1e-9),
+            "p99_ratio": microseconds(loaded_p99) / microseconds(idle_p99).max(1e-9),
+            "writer_fsyncs": writes,
+            "target_ratio_max": 3.0,
+        },
+    }))
+}
