@@ -15,6 +15,6 @@ pub mod fs;
 pub mod segment;
 pub mod txn;
 
-pub use fs::api::{OpenFlags, Whence};
+pub use fs::api::{FileHandle, OpenFlags, Whence};
 pub use fs::{CommitTriggers, FileSystem, FsConfig, FsError};
 pub use txn::VolumeConfig;

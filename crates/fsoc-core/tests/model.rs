@@ -4,7 +4,7 @@
 
 mod common;
 
-use fsoc_core::fs::api::{OpenFlags, Whence};
+use fsoc_core::fs::api::{FileHandle, OpenFlags, Whence};
 use fsoc_core::fs::{FileKind, FsError, InodeRecord};
 use fsoc_core::{FileSystem, FsConfig};
 use fsoc_media::{Profile, SimFlash};
@@ -91,23 +91,23 @@ impl fsoc_model::FsUnderTest for FsocUnderTest {
         let fs = self.fs();
         fs.now_ns = now_ns;
         match operation {
-            Operation::Open { path, flags: open_flags, mode } => outcome(fs.open(path, flags(*open_flags), *mode), Output::Fd),
-            Operation::Read { fd, size_bytes } => outcome(fs.read_fd(*fd, *size_bytes as usize), Output::Bytes),
-            Operation::Write { fd, data } => outcome(fs.write_fd(*fd, data), |count| Output::Count(count as u64)),
-            Operation::Pread { fd, offset, size_bytes } => outcome(fs.pread(*fd, *offset, *size_bytes as usize), Output::Bytes),
-            Operation::Pwrite { fd, offset, data } => outcome(fs.pwrite(*fd, *offset, data), |count| Output::Count(count as u64)),
+            Operation::Open { path, flags: open_flags, mode } => outcome(fs.open(path, flags(*open_flags), *mode), |fd| Output::Fd(fd.number())),
+            Operation::Read { fd, size_bytes } => outcome(fs.read_fd(FileHandle::from_number(*fd), *size_bytes as usize), Output::Bytes),
+            Operation::Write { fd, data } => outcome(fs.write_fd(FileHandle::from_number(*fd), data), |count| Output::Count(count as u64)),
+            Operation::Pread { fd, offset, size_bytes } => outcome(fs.pread(FileHandle::from_number(*fd), *offset, *size_bytes as usize), Output::Bytes),
+            Operation::Pwrite { fd, offset, data } => outcome(fs.pwrite(FileHandle::from_number(*fd), *offset, data), |count| Output::Count(count as u64)),
             Operation::Seek { fd, offset, whence } => {
                 let whence = match whence {
                     fsoc_model::Whence::Set => Whence::Set,
                     fsoc_model::Whence::Current => Whence::Current,
                     fsoc_model::Whence::End => Whence::End,
                 };
-                outcome(fs.seek(*fd, *offset, whence), Output::Count)
+                outcome(fs.seek(FileHandle::from_number(*fd), *offset, whence), Output::Count)
             }
-            Operation::Ftruncate { fd, size_bytes } => outcome(fs.ftruncate(*fd, *size_bytes), |()| Output::Unit),
-            Operation::Fsync { fd } => outcome(fs.fsync_fd(*fd), |()| Output::Unit),
-            Operation::Close { fd } => outcome(fs.close(*fd), |()| Output::Unit),
-            Operation::Fstat { fd } => outcome(fs.fstat(*fd), |(inode, record)| attributes(inode, record)),
+            Operation::Ftruncate { fd, size_bytes } => outcome(fs.ftruncate(FileHandle::from_number(*fd), *size_bytes), |()| Output::Unit),
+            Operation::Fsync { fd } => outcome(fs.fsync_fd(FileHandle::from_number(*fd)), |()| Output::Unit),
+            Operation::Close { fd } => outcome(fs.close(FileHandle::from_number(*fd)), |()| Output::Unit),
+            Operation::Fstat { fd } => outcome(fs.fstat(FileHandle::from_number(*fd)), |(inode, record)| attributes(inode, record)),
             Operation::Stat { path } => outcome(fs.stat(path), |(inode, record)| attributes(inode, record)),
             Operation::Truncate { path, size_bytes } => outcome(fs.truncate_path(path, *size_bytes), |()| Output::Unit),
             Operation::Mkdir { path, mode } => outcome(fs.mkdir(path, *mode), |_| Output::Unit),

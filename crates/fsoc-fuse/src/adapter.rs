@@ -17,7 +17,7 @@ use fsoc_core::fs::{FileKind, FsError, InodeRecord};
 use fsoc_media::Flash;
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen,
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
@@ -129,6 +129,8 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         let _ = config.set_max_readahead(READAHEAD_BYTES_MAX).or_else(|granted| config.set_max_readahead(granted));
         // Lookups and creates in one directory may run at once (the volume lock orders them).
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // Listings with attributes when the kernel expects lookups to follow (`ls -l`).
+        let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
         if self.writeback_cache && config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).is_ok() {
             self.writeback.store(true, Ordering::Relaxed);
         }
@@ -333,10 +335,17 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.lock.read_on("read", Some(inode.0), |state| state.fs.read(inode.0, offset, size as usize).map_err(fs_error)) {
-            Ok(bytes) => reply.data(&bytes),
-            Err(error) => reply.error(error),
+        // Each receiving thread reuses one buffer (at most `max_write`/readahead in size).
+        thread_local! {
+            static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
+        READ_BUFFER.with_borrow_mut(|buffer| {
+            buffer.resize(size as usize, 0);
+            match self.lock.read_on("read", Some(inode.0), |state| state.fs.read_into(inode.0, offset, buffer).map_err(fs_error)) {
+                Ok(read) => reply.data(&buffer[..read]),
+                Err(error) => reply.error(error),
+            }
+        });
     }
 
     fn write(
@@ -435,6 +444,38 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                     reply.add(INodeNo(entry_inode), cookie, file_type(kind), OsStr::from_bytes(name))
                 })
                 .map_err(fs_error)
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    /// READDIRPLUS (the kernel asks for it when it expects a lookup of each entry, as `ls -l`
+    /// does): each entry comes with its attributes, saving a LOOKUP round trip per entry.
+    fn readdirplus(&self, _request: &Request, inode: INodeNo, handle: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let result = self.lock.read_on("readdirplus", Some(inode.0), |state| {
+            let stream = state.handles().directories.get(&handle.0).cloned().ok_or(Errno::EBADF)?;
+            let mut stream = stream.lock().unwrap_or_else(PoisonError::into_inner);
+            assert_eq!(stream.inode(), inode.0, "directory handle {} belongs to another inode", handle.0);
+            let page_size_bytes = page_size(state);
+            let mut entry_error = None;
+            stream
+                .read(&state.fs, offset, |entry_inode, cookie, _kind, name| match state.fs.getattr(entry_inode) {
+                    Ok(record) => {
+                        let attr = file_attr(entry_inode, &record, page_size_bytes);
+                        reply.add(INodeNo(entry_inode), cookie, OsStr::from_bytes(name), &CACHE_TTL, &attr, GENERATION)
+                    }
+                    Err(error) => {
+                        entry_error = Some(error);
+                        true // stop here; the error is the answer
+                    }
+                })
+                .map_err(fs_error)?;
+            match entry_error {
+                Some(error) => Err(fs_error(error)),
+                None => Ok(()),
+            }
         });
         match result {
             Ok(()) => reply.ok(),

@@ -3,7 +3,7 @@
 //! power-cut run perform exactly the same calls.
 
 use fsoc_core::fs::FsError;
-use fsoc_core::{FileSystem, OpenFlags};
+use fsoc_core::{FileHandle, FileSystem, OpenFlags};
 use fsoc_media::Flash;
 
 use crate::rng::SplitMix64;
@@ -242,7 +242,7 @@ fn with_file<F: Flash>(
     observer: &mut CallObserver<'_, F>,
     path: &str,
     flags: OpenFlags,
-    body: impl FnOnce(&mut FileSystem<F>, &mut CallObserver<'_, F>, u32) -> Result<(), FsError>,
+    body: impl FnOnce(&mut FileSystem<F>, &mut CallObserver<'_, F>, FileHandle) -> Result<(), FsError>,
 ) -> Result<(), FsError> {
     let fd = call(fs, observer, false, |fs| fs.open(path.as_bytes(), flags, 0o644))?;
     let result = body(fs, observer, fd);

@@ -42,6 +42,24 @@ pub struct OpenFile {
 /// Lowest descriptor number handed out (0–2 are stdio by convention).
 pub const FIRST_DESCRIPTOR: u32 = 3;
 
+/// An open file, as `open` returns it: only the calls that take one accept it, so an inode
+/// number, an offset or a count cannot be passed where a descriptor is meant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FileHandle(u32);
+
+impl FileHandle {
+    /// The descriptor number (for a C ABI, a log line, a wire protocol's handle).
+    pub fn number(self) -> u32 {
+        self.0
+    }
+
+    /// The handle with descriptor number `number` (from a C ABI or a wire protocol); a number
+    /// `open` did not hand out is refused by every call with `FsError::BadDescriptor`.
+    pub fn from_number(number: u32) -> FileHandle {
+        FileHandle(number)
+    }
+}
+
 /// Splits an absolute path into components.
 pub fn components(path: &[u8]) -> Result<Vec<&[u8]>, FsError> {
     let Some(rest) = path.strip_prefix(b"/") else {
@@ -92,11 +110,11 @@ impl<F: Flash> FileSystem<F> {
         Ok((parent, name))
     }
 
-    fn descriptor(&self, fd: u32) -> Result<OpenFile, FsError> {
-        self.descriptors.get(&fd).copied().ok_or(FsError::BadDescriptor)
+    fn descriptor(&self, fd: FileHandle) -> Result<OpenFile, FsError> {
+        self.descriptors.get(&fd.0).copied().ok_or(FsError::BadDescriptor)
     }
 
-    pub fn open(&mut self, path: &[u8], flags: OpenFlags, mode: u32) -> Result<u32, FsError> {
+    pub fn open(&mut self, path: &[u8], flags: OpenFlags, mode: u32) -> Result<FileHandle, FsError> {
         if !flags.read && !flags.write {
             return Err(FsError::InvalidArgument("open for neither reading nor writing"));
         }
@@ -145,15 +163,15 @@ impl<F: Flash> FileSystem<F> {
         self.open_inode(inode)?;
         let fd = (FIRST_DESCRIPTOR..).find(|fd| !self.descriptors.contains_key(fd)).expect("descriptor numbers are bounded by open_files_max");
         self.descriptors.insert(fd, OpenFile { inode, offset: 0, flags });
-        Ok(fd)
+        Ok(FileHandle(fd))
     }
 
-    pub fn close(&mut self, fd: u32) -> Result<(), FsError> {
-        let file = self.descriptors.remove(&fd).ok_or(FsError::BadDescriptor)?;
+    pub fn close(&mut self, fd: FileHandle) -> Result<(), FsError> {
+        let file = self.descriptors.remove(&fd.0).ok_or(FsError::BadDescriptor)?;
         self.release_inode(file.inode)
     }
 
-    pub fn pread(&self, fd: u32, offset: u64, length: usize) -> Result<Vec<u8>, FsError> {
+    pub fn pread(&self, fd: FileHandle, offset: u64, length: usize) -> Result<Vec<u8>, FsError> {
         let file = self.descriptor(fd)?;
         if !file.flags.read {
             return Err(FsError::BadDescriptor);
@@ -161,16 +179,25 @@ impl<F: Flash> FileSystem<F> {
         FileSystem::read(self, file.inode, offset, length)
     }
 
-    pub fn read_fd(&mut self, fd: u32, length: usize) -> Result<Vec<u8>, FsError> {
+    /// `pread` into a buffer of the caller's (see `FileSystem::read_into`).
+    pub fn pread_into(&self, fd: FileHandle, offset: u64, buffer: &mut [u8]) -> Result<usize, FsError> {
+        let file = self.descriptor(fd)?;
+        if !file.flags.read {
+            return Err(FsError::BadDescriptor);
+        }
+        self.read_into(file.inode, offset, buffer)
+    }
+
+    pub fn read_fd(&mut self, fd: FileHandle, length: usize) -> Result<Vec<u8>, FsError> {
         let file = self.descriptor(fd)?;
         let bytes = self.pread(fd, file.offset, length)?;
-        if let Some(open) = self.descriptors.get_mut(&fd) {
+        if let Some(open) = self.descriptors.get_mut(&fd.0) {
             open.offset += bytes.len() as u64;
         }
         Ok(bytes)
     }
 
-    pub fn pwrite(&mut self, fd: u32, offset: u64, data: &[u8]) -> Result<usize, FsError> {
+    pub fn pwrite(&mut self, fd: FileHandle, offset: u64, data: &[u8]) -> Result<usize, FsError> {
         let file = self.descriptor(fd)?;
         if !file.flags.write {
             return Err(FsError::BadDescriptor);
@@ -180,7 +207,7 @@ impl<F: Flash> FileSystem<F> {
         FileSystem::write(self, file.inode, offset, data)
     }
 
-    pub fn write_fd(&mut self, fd: u32, data: &[u8]) -> Result<usize, FsError> {
+    pub fn write_fd(&mut self, fd: FileHandle, data: &[u8]) -> Result<usize, FsError> {
         let file = self.descriptor(fd)?;
         if !file.flags.write {
             return Err(FsError::BadDescriptor);
@@ -190,13 +217,13 @@ impl<F: Flash> FileSystem<F> {
         }
         let offset = if file.flags.append { self.getattr(file.inode)?.size } else { file.offset };
         let written = FileSystem::write(self, file.inode, offset, data)?;
-        if let Some(open) = self.descriptors.get_mut(&fd) {
+        if let Some(open) = self.descriptors.get_mut(&fd.0) {
             open.offset = offset + written as u64;
         }
         Ok(written)
     }
 
-    pub fn seek(&mut self, fd: u32, offset: i64, whence: Whence) -> Result<u64, FsError> {
+    pub fn seek(&mut self, fd: FileHandle, offset: i64, whence: Whence) -> Result<u64, FsError> {
         let file = self.descriptor(fd)?;
         let base = match whence {
             Whence::Set => 0,
@@ -207,13 +234,13 @@ impl<F: Flash> FileSystem<F> {
         if target < 0 || target > self.file_bytes_max() as i128 {
             return Err(FsError::InvalidArgument("seek before the start of the file"));
         }
-        if let Some(open) = self.descriptors.get_mut(&fd) {
+        if let Some(open) = self.descriptors.get_mut(&fd.0) {
             open.offset = target as u64;
         }
         Ok(target as u64)
     }
 
-    pub fn ftruncate(&mut self, fd: u32, size: u64) -> Result<(), FsError> {
+    pub fn ftruncate(&mut self, fd: FileHandle, size: u64) -> Result<(), FsError> {
         let file = self.descriptor(fd)?;
         if !file.flags.write {
             return Err(FsError::InvalidArgument("descriptor not open for writing"));
@@ -221,12 +248,12 @@ impl<F: Flash> FileSystem<F> {
         self.truncate(file.inode, size)
     }
 
-    pub fn fsync_fd(&mut self, fd: u32) -> Result<(), FsError> {
+    pub fn fsync_fd(&mut self, fd: FileHandle) -> Result<(), FsError> {
         let file = self.descriptor(fd)?;
         self.fsync(file.inode)
     }
 
-    pub fn fstat(&self, fd: u32) -> Result<(u64, InodeRecord), FsError> {
+    pub fn fstat(&self, fd: FileHandle) -> Result<(u64, InodeRecord), FsError> {
         let file = self.descriptor(fd)?;
         Ok((file.inode, self.getattr(file.inode)?))
     }

@@ -102,27 +102,40 @@ impl<F: Flash> FileSystem<F> {
         Ok(bytes)
     }
 
-    /// Reads up to `length` bytes at `offset`; short at end of file; holes read as zeros.
+    /// Reads up to `length` bytes at `offset` into a new vector; short at end of file; holes
+    /// read as zeros. `read_into` fills a buffer of the caller's instead.
     pub fn read(&self, inode: u64, offset: u64, length: usize) -> Result<Vec<u8>, FsError> {
+        // Sized by what the file holds past `offset`, at most READ_BYTES_MAX.
+        let available = self.getattr(inode)?.size.saturating_sub(offset);
+        let mut out = vec![0u8; length.min(READ_BYTES_MAX).min(usize::try_from(available).unwrap_or(usize::MAX))];
+        let read = self.read_into(inode, offset, &mut out)?;
+        out.truncate(read);
+        Ok(out)
+    }
+
+    /// Reads into `buffer` at `offset` and returns the bytes read: fewer than the buffer holds
+    /// at end of file and beyond `READ_BYTES_MAX` (a short read, as POSIX allows); holes read
+    /// as zeros. The result needs no allocation of the caller's size.
+    pub fn read_into(&self, inode: u64, offset: u64, buffer: &mut [u8]) -> Result<usize, FsError> {
         let record = self.getattr(inode)?;
         match record.kind {
             FileKind::Directory => return Err(FsError::IsDirectory),
             FileKind::Symlink => return Err(FsError::InvalidArgument("read of a symbolic link")),
             FileKind::File => {}
         }
-        if offset >= record.size || length == 0 {
-            return Ok(Vec::new());
+        if offset >= record.size || buffer.is_empty() {
+            return Ok(0);
         }
-        // A read returns at most READ_BYTES_MAX (a short read, as POSIX allows), so no
-        // allocation is sized by a file size read from flash.
-        let length = length.min(READ_BYTES_MAX);
+        let length = buffer.len().min(READ_BYTES_MAX);
         let end = record.size.min(offset.saturating_add(length as u64));
+        let out = &mut buffer[..(end - offset) as usize];
         if record.is_inline() {
             let bytes = self.read_inline(inode, record.size)?;
-            return Ok(bytes[offset as usize..end as usize].to_vec());
+            out.copy_from_slice(&bytes[offset as usize..end as usize]);
+            return Ok(out.len());
         }
+        out.fill(0);
         let page_size = self.page_size();
-        let mut out = vec![0u8; (end - offset) as usize];
         let first_page = offset / page_size;
         let end_page = end.div_ceil(page_size);
         let extents = self.extents_in(inode, first_page, end_page)?;
@@ -141,19 +154,18 @@ impl<F: Flash> FileSystem<F> {
             let addresses: Vec<LogAddress> = chunk.iter().map(|(_, address)| *address).collect();
             buffers.resize(addresses.len(), Vec::new());
             self.volume.log.device.read_many(&addresses, &mut buffers[..addresses.len()], &mut statuses).map_err(crate::txn::TxnError::from)?;
-            for ((page, address), (buffer, status)) in chunk.iter().zip(buffers.iter().zip(statuses.iter())) {
+            for ((page, _address), (page_buffer, status)) in chunk.iter().zip(buffers.iter().zip(statuses.iter())) {
                 if matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased) {
-                    let _ = address;
                     return Err(FsError::CorruptFile { inode, reason: "file data page unreadable" });
                 }
                 let page_start = page * page_size;
                 let copy_start = page_start.max(offset);
                 let copy_end = (page_start + page_size).min(end);
                 out[(copy_start - offset) as usize..(copy_end - offset) as usize]
-                    .copy_from_slice(&buffer[(copy_start - page_start) as usize..(copy_end - page_start) as usize]);
+                    .copy_from_slice(&page_buffer[(copy_start - page_start) as usize..(copy_end - page_start) as usize]);
             }
         }
-        Ok(out)
+        Ok(out.len())
     }
 
     /// Content of file page `page` as stored now (zeros for a hole).
