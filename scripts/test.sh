@@ -7,6 +7,8 @@ echo "== one minimum Rust version"
 bash scripts/check-rust-version.sh
 # ... and no std API newer than it (clippy knows when each was stabilized).
 cargo clippy --quiet --release --workspace --all-targets -- -A clippy::all -A warnings -D clippy::incompatible_msrv
+echo "== clippy, warnings denied"
+cargo clippy --quiet --release --workspace --all-targets -- -D warnings
 echo "== no_std build of fsoc-core (links without std: a std dependency would clash on panic_impl)"
 cargo build --quiet --release --manifest-path ci/no-std-check/Cargo.toml
 echo "== workspace tests"

@@ -445,10 +445,10 @@ fn keep_going_extracts_around_an_uncorrectable_page() {
         let inode = inode_of(fs, "/x/b-worn");
         let volume = &mut fs.volume;
         let layout = volume.layout();
-        let mut store = LogNodeStore::new(&mut volume.log);
+        let store = LogNodeStore::new(&mut volume.log);
         let (key, value) = volume
             .allocation
-            .first_at_or_after(&mut store, &allocation_key(inode, RecordKind::Extent, 0))
+            .first_at_or_after(&store, &allocation_key(inode, RecordKind::Extent, 0))
             .expect("allocation tree")
             .expect("an extent record");
         assert_eq!(key, allocation_key(inode, RecordKind::Extent, 0), "the file's first extent");

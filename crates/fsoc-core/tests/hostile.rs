@@ -115,12 +115,12 @@ fn put_raw(fs: &mut FileSystem<SimFlash>, tree: Tree, key: &[u8], value: Option<
 
 fn get_raw(fs: &mut FileSystem<SimFlash>, tree: Tree, key: &[u8]) -> Option<Vec<u8>> {
     let volume = &mut fs.volume;
-    let mut store = LogNodeStore::new(&mut volume.log);
+    let store = LogNodeStore::new(&mut volume.log);
     let tree = match tree {
         Tree::Directory => &mut volume.directory,
         Tree::Allocation => &mut volume.allocation,
     };
-    tree.get(&mut store, key).expect("raw tree read")
+    tree.get(&store, key).expect("raw tree read")
 }
 
 /// Every record of a tree, in key order (a crafted volume has a few dozen).

@@ -177,7 +177,7 @@ mod tests {
         let _ = list(&mut fs, &mut stream, 50); // leaves only the last reply in `recent`
         let mut first = None;
         stream
-            .read(&mut fs, 2 + 10, |_, cookie, _, name| {
+            .read(&fs, 2 + 10, |_, cookie, _, name| {
                 first = Some((cookie, name.to_vec()));
                 true
             })
@@ -185,7 +185,7 @@ mod tests {
         // The closure refused the entry, so nothing is recorded; the entry offered is the 11th.
         assert_eq!(first, Some((13, names(300)[10].clone())));
         let mut past_end = 0;
-        stream.read(&mut fs, 2 + 300, |_, _, _, _| {
+        stream.read(&fs, 2 + 300, |_, _, _, _| {
             past_end += 1;
             false
         })
@@ -206,7 +206,7 @@ mod tests {
         loop {
             let mut reply = Vec::new();
             stream
-                .read(&mut fs, cookie, |_, next, _, name| {
+                .read(&fs, cookie, |_, next, _, name| {
                     if reply.len() == 40 {
                         return true;
                     }

@@ -254,7 +254,7 @@ fn run_workload(seed: u64, workload: Workload) -> TreeCounters {
                 assert_eq!(got, Ok(model.remove(&key)), "{context}: remove");
             }
             75..=84 => {
-                let got = tree.get(&mut store, &key);
+                let got = tree.get(&store, &key);
                 assert_eq!(got, Ok(model.get(&key).cloned()), "{context}: get");
             }
             _ => check_ranges(&mut tree, &mut store, &model, &key, &context),
@@ -384,9 +384,9 @@ fn empty_tree_is_one_empty_leaf() {
     assert!(tree.is_dirty());
     assert_eq!(tree.dirty_node_count(), 1);
     assert_eq!(tree.root(), None, "a dirty root has no address");
-    assert_eq!(tree.get(&mut store, b"x"), Ok(None));
-    assert_eq!(tree.first_at_or_after(&mut store, b""), Ok(None));
-    assert_eq!(tree.last_at_or_before(&mut store, b"\xff\xff"), Ok(None));
+    assert_eq!(tree.get(&store, b"x"), Ok(None));
+    assert_eq!(tree.first_at_or_after(&store, b""), Ok(None));
+    assert_eq!(tree.last_at_or_before(&store, b"\xff\xff"), Ok(None));
     assert_eq!(tree.remove(&mut store, b"x"), Ok(None));
     let root = flush_and_commit(&mut tree, &mut store, "empty");
     assert_eq!(root.height, 1);
@@ -405,7 +405,7 @@ fn empty_tree_is_one_empty_leaf() {
     assert_eq!(store.append_count, 1);
     let reopened = Tree::open(config(8), root);
     let reads_before = store.read_count.get();
-    assert_eq!(reopened.get(&mut store, b"x"), Ok(None));
+    assert_eq!(reopened.get(&store, b"x"), Ok(None));
     assert_eq!(
         store.read_count.get() - reads_before,
         1,
@@ -764,7 +764,7 @@ fn hundred_thousand_entries_stay_shallow() {
         let cold = Tree::open(config(0), root);
         let reads_before = store.read_count.get();
         assert_eq!(
-            cold.get(&mut store, &key_of(index)),
+            cold.get(&store, &key_of(index)),
             Ok(Some(index.to_le_bytes().to_vec()))
         );
         assert_eq!(
@@ -776,11 +776,11 @@ fn hundred_thousand_entries_stay_shallow() {
     // A warm cache holding the upper levels answers with one read (the leaf) or none.
     let warm = Tree::open(config(256), root);
     for index in 0..2000 {
-        warm.get(&mut store, &key_of(index)).unwrap();
+        warm.get(&store, &key_of(index)).unwrap();
     }
     let reads_before = store.read_count.get();
     for index in 0..100 {
-        warm.get(&mut store, &key_of(index + 50_000)).unwrap();
+        warm.get(&store, &key_of(index + 50_000)).unwrap();
     }
     assert!(
         store.read_count.get() - reads_before <= 100,
@@ -857,7 +857,7 @@ fn corrupting_any_reachable_node_is_detected() {
             store.flip_bit(address, bit_index);
         }
         let mut tree = Tree::open(config(64), root);
-        let got = tree.get(&mut store, key);
+        let got = tree.get(&store, key);
         assert!(
             matches!(got, Err(TreeError::Corrupt { address: reported, .. }) if reported == address),
             "round {round}: get through corrupt {address:?} gave {got:?}"
@@ -894,7 +894,7 @@ fn wrong_height_or_tree_id_is_corrupt() {
         );
         let key = 4u64.to_be_bytes();
         assert!(
-            matches!(tree.get(&mut store, &key), Err(TreeError::Corrupt { .. })),
+            matches!(tree.get(&store, &key), Err(TreeError::Corrupt { .. })),
             "height {height}"
         );
         assert!(
@@ -918,7 +918,7 @@ fn wrong_height_or_tree_id_is_corrupt() {
         root,
     );
     assert_eq!(
-        other_tree.get(&mut store, b"k"),
+        other_tree.get(&store, b"k"),
         Err(TreeError::Corrupt {
             address: root.pointer.address,
             reason: "node of another tree"
@@ -945,7 +945,7 @@ fn read_errors_propagate() {
         address: LogAddress(5),
         reason: "page not written or erased",
     };
-    assert_eq!(tree.get(&mut store, b"k"), Err(error.clone()));
+    assert_eq!(tree.get(&store, b"k"), Err(error.clone()));
     assert_eq!(tree.insert(&mut store, b"k", b"v"), Err(error.clone()));
     assert_eq!(
         tree.check(&mut store, &mut |_| {}, &mut |_, _| Ok(())),
@@ -960,7 +960,7 @@ fn read_errors_propagate() {
         },
     );
     assert!(matches!(
-        tree.get(&mut store, b"k"),
+        tree.get(&store, b"k"),
         Err(TreeError::Corrupt { .. })
     ));
 }
@@ -1100,7 +1100,7 @@ fn reset_to_returns_to_the_committed_state() {
     assert_eq!(tree.dirty_node_count(), 0);
     assert_eq!(tree.cached_node_count(), 0);
     assert_eq!(tree.root(), Some(root));
-    assert_eq!(tree.get(&mut store, b"uncommitted"), Ok(None));
+    assert_eq!(tree.get(&store, b"uncommitted"), Ok(None));
     check_tree(&mut tree, &mut store, &committed_model, "after reset");
     model = committed_model;
     tree.insert(&mut store, b"after reset", b"y").unwrap();
@@ -1159,17 +1159,17 @@ fn scans_with_a_tiny_cache_hold_few_nodes() {
     let mut store = RamNodeStore::new(2048);
     let (_, model, root) = build(&mut store, 2, 5000, 24);
     let tree = Tree::open(config(2), root);
-    let mut next = tree.first_at_or_after(&mut store, &[]).unwrap();
+    let mut next = tree.first_at_or_after(&store, &[]).unwrap();
     let mut count = 0;
     while let Some((key, _)) = next {
         assert!(tree.cached_node_count() <= 2);
         assert_eq!(tree.dirty_node_count(), 0);
         count += 1;
-        next = tree.first_after(&mut store, &key).unwrap();
+        next = tree.first_after(&store, &key).unwrap();
     }
     assert_eq!(count, model.len());
     let mut backwards = 0;
-    let mut previous = tree.last_at_or_before(&mut store, &[0xFF; 9]).unwrap();
+    let mut previous = tree.last_at_or_before(&store, &[0xFF; 9]).unwrap();
     while let Some((key, _)) = previous {
         backwards += 1;
         let mut below = key.clone();
@@ -1179,7 +1179,7 @@ fn scans_with_a_tiny_cache_hold_few_nodes() {
             break;
         }
         below = (value - 1).to_be_bytes().to_vec();
-        previous = tree.last_at_or_before(&mut store, &below).unwrap();
+        previous = tree.last_at_or_before(&store, &below).unwrap();
     }
     assert_eq!(backwards, model.len());
 }
@@ -1372,7 +1372,7 @@ fn semantically_corrupt_trees_give_errors_not_panics() {
                 let result = match rng.below(5) {
                     0 => tree.insert(&mut store, &key, &value).map(|_| ()),
                     1..=3 => tree.remove(&mut store, &key).map(|_| ()),
-                    _ => tree.first_after(&mut store, &key).map(|_| ()),
+                    _ => tree.first_after(&store, &key).map(|_| ()),
                 };
                 if step % 40 == 39 {
                     if let Err(error) = tree.flush(&mut store) {
