@@ -9,7 +9,10 @@ bash scripts/check-rust-version.sh
 cargo clippy --quiet --release --workspace --all-targets -- -A clippy::all -A warnings -D clippy::incompatible_msrv
 echo "== clippy, warnings denied"
 cargo clippy --quiet --release --workspace --all-targets -- -D warnings
-echo "== no_std build of fsoc-core (links without std: a std dependency would clash on panic_impl)"
+echo "== no_std build of fsoc-core (links without std: a std dependency would clash on panic_impl), and a run of it"
 cargo build --quiet --release --manifest-path ci/no-std-check/Cargo.toml
+# ... and runs: a C program calls the no_std library, which formats, writes, remounts, reads.
+gcc -O2 -Wall -Wextra -Werror ci/no-std-check/main.c ci/no-std-check/target/release/libfsoc_no_std_check.a -o ci/no-std-check/target/selftest
+ci/no-std-check/target/selftest
 echo "== workspace tests"
 cargo test --workspace --release 2>&1
