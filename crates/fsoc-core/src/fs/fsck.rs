@@ -170,6 +170,11 @@ impl<F: Flash> FileSystem<F> {
 
         if table_loaded {
             let table = self.volume.log.table();
+            // The totals and orderings the allocator, the cleaner and statfs use instead of
+            // scanning must equal a recount of the entries.
+            if let Some(mismatch) = table.index_mismatch() {
+                violations.push(format!("segment table: {mismatch}"));
+            }
             for pointer in &table.directory {
                 references.table_page(pointer.address);
             }

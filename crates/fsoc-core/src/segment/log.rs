@@ -217,10 +217,8 @@ impl<F: Flash> SegmentLog<F> {
     /// fails is retired and its blocks marked bad.
     fn open_fresh_segment(&mut self, head: LogHead) -> Result<(), SegmentError> {
         for _attempt in 0..RETRIES_MAX {
-            let table = self.table();
-            let chosen = (FIRST_LOG_SEGMENT..table.segment_count())
-                .filter(|&segment| table.is_free(segment) && !self.is_open(segment))
-                .min_by_key(|&segment| (table.entry(segment).erase_count, segment));
+            // The table keeps free segments ordered by (erase count, index): no scan.
+            let chosen = self.table().least_worn_free(|segment| !self.is_open(segment));
             let Some(segment_index) = chosen else {
                 return Err(SegmentError::NoFreeSegment);
             };
