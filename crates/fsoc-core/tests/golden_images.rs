@@ -38,13 +38,16 @@ fn check_contents(fs: &mut FileSystem<SimFlash<ImageStore>>, context: &str) {
 
 /// Reads a golden image read-only, then writable (a change, an unmount, a remount), checking
 /// the files and fsck each time. Returns the remounted volume.
-fn check_golden(packed: &[u8], label: &str) -> FileSystem<SimFlash<ImageStore>> {
+/// The volume keeps its format version: this build writes an older volume in that version's
+/// format, so the build that made it still reads it.
+fn check_golden(packed: &[u8], label: &str, format_version: u32) -> FileSystem<SimFlash<ImageStore>> {
     let directory = tempfile::tempdir().expect("temporary directory");
     let path = directory.path().join(format!("{label}.img"));
     unpack_sparse(packed, &path);
     let read_only = FsConfig { volume: VolumeConfig { read_only: true, ..VolumeConfig::default() }, ..FsConfig::default() };
     let mut fs = FileSystem::mount(SimFlash::open_image(&path).expect("open image"), read_only).expect("read-only mount");
     assert!(!fs.mount_report().clean, "{label}: the generator did not unmount");
+    assert_eq!(fs.volume.superblock.format_version, format_version, "{label}");
     check_contents(&mut fs, &format!("{label}, read-only"));
     assert_clean(&mut fs, &format!("{label}, read-only"));
     drop(fs);
@@ -59,6 +62,8 @@ fn check_golden(packed: &[u8], label: &str) -> FileSystem<SimFlash<ImageStore>> 
     check_contents(&mut fs, &format!("{label}, remounted"));
     assert_eq!(read_file(&mut fs, "/late/new.txt").expect("new file"), b"written by this build");
     assert_clean(&mut fs, &format!("{label}, remounted"));
+    assert_eq!(fs.volume.superblock.format_version, format_version, "{label}: the version changed");
+    assert_eq!(fs.volume.committed().shape.format_version, format_version, "{label}: metaroots of another version");
     fs
 }
 
@@ -66,5 +71,35 @@ fn check_golden(packed: &[u8], label: &str) -> FileSystem<SimFlash<ImageStore>> 
 /// tests/fixtures/README.md).
 #[test]
 fn golden_image_of_format_version_1_reads_back() {
-    check_golden(include_bytes!("fixtures/golden-v1.sparse"), "golden-v1");
+    check_golden(include_bytes!("fixtures/golden-v1.sparse"), "golden-v1", 1);
+}
+
+/// A volume of a format version this build does not know (the golden image's superblocks
+/// rewritten as version 3, with valid checksums) is refused by name, read-only or not: a typed
+/// error stating both versions, not a panic and not "corrupt".
+#[test]
+fn a_newer_format_version_is_refused_by_name() {
+    use fsoc_core::txn::{Superblock, TxnError};
+    use fsoc_core::FsError;
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let path = directory.path().join("future.img");
+    unpack_sparse(include_bytes!("fixtures/golden-v1.sparse"), &path);
+    let mut image = std::fs::read(&path).expect("read image");
+    // Image header (docs/FORMAT.md, "Image file"): data_offset at 72; a page slot holds data
+    // then spare. Superblock copies are pages 0 and 1 of block 0 of the one chip.
+    let data_offset = u64::from_le_bytes(image[72..80].try_into().expect("8 bytes")) as usize;
+    let (page_bytes, spare_bytes) = (2048, 64);
+    for page in 0..2 {
+        let slot = data_offset + page * (page_bytes + spare_bytes);
+        let mut superblock = Superblock::decode(&image[slot..slot + page_bytes]).expect("golden superblock");
+        superblock.format_version = 3;
+        image[slot..slot + page_bytes].copy_from_slice(&superblock.encode(page_bytes));
+    }
+    std::fs::write(&path, image).expect("write image");
+    for read_only in [true, false] {
+        let config = FsConfig { volume: VolumeConfig { read_only, ..VolumeConfig::default() }, ..FsConfig::default() };
+        let error = FileSystem::mount(SimFlash::open_image(&path).expect("open image"), config).err().expect("refused");
+        assert_eq!(error, FsError::Io(TxnError::UnsupportedVersion { found: 3, oldest: 1, newest: 2 }));
+        assert_eq!(error.to_string(), "I/O error: the volume has format version 3; this build reads format versions 1 to 2");
+    }
 }

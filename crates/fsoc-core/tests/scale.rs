@@ -38,16 +38,24 @@ fn fresh_volume_visits(chips: u32, blocks: u32) -> Vec<(&'static str, u64)> {
     visits
 }
 
-/// The same operations on a 1 GiB and a 16 GiB volume (4 MLC chips: 2,048 and 32,768
-/// segments) visit exactly the same number of segment entries, and few of them.
+/// The same operations on a 1 GiB and a 16 GiB volume (one MLC chip: 8,192 and 131,072
+/// segments; four chips: 2,048 and 32,768) visit the same segment entries, and few: the only
+/// difference is a full commit's index-page bookkeeping on the larger volumes, whose segment
+/// tables are indexed (one reservation and one release per index page rewritten).
 #[test]
 fn operations_visit_the_same_entries_on_a_volume_16_times_larger() {
-    let small = fresh_volume_visits(4, 2048);
-    let large = fresh_volume_visits(4, 32_768);
-    println!("entries visited per operation, 1 GiB / 16 GiB (4 chips): {small:?} / {large:?}");
-    assert_eq!(small, large, "per-operation cost follows the volume size");
-    for &(operation, visits) in &small {
-        assert!(visits <= 256, "{operation} visited {visits} entries");
+    for (chips, small_blocks) in [(1, 8192), (4, 2048)] {
+        let small = fresh_volume_visits(chips, small_blocks);
+        let large = fresh_volume_visits(chips, 16 * small_blocks);
+        println!("entries visited per operation, 1 GiB / 16 GiB ({chips} chips): {small:?} / {large:?}");
+        for (&(operation, small_visits), &(_, large_visits)) in small.iter().zip(&large) {
+            let allowance = if operation == "full commit" { 4 } else { 0 };
+            assert!(
+                large_visits <= small_visits + allowance,
+                "{chips} chips, {operation}: {large_visits} entries at 16 GiB vs {small_visits} at 1 GiB"
+            );
+            assert!(large_visits <= 256, "{chips} chips, {operation} visited {large_visits} entries");
+        }
     }
 }
 

@@ -125,10 +125,11 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// Pages a full commit made now would append to the metadata head: every dirty node, every
-    /// segment-table page (the fixpoint writes each at most once), and what the paired-page
-    /// guard then skips in both heads.
+    /// segment-table page and index page (the fixpoint writes each at most once), and what the
+    /// paired-page guard then skips in both heads.
     fn commit_cost_pages(&self) -> u64 {
-        let table_pages = u64::from(self.volume.log.table().page_count());
+        let table = self.volume.log.table();
+        let table_pages = u64::from(table.page_count()) + u64::from(table.index_page_count());
         self.volume.dirty_node_count() as u64 + table_pages + self.guard_pages()
     }
 

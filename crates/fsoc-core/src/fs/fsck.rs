@@ -175,7 +175,7 @@ impl<F: Flash> FileSystem<F> {
             if let Some(mismatch) = table.index_mismatch() {
                 violations.push(format!("segment table: {mismatch}"));
             }
-            for pointer in &table.directory {
+            for pointer in table.directory.iter().chain(&table.index_directory) {
                 references.table_page(pointer.address);
             }
             // Every referenced page once, and the table's valid counts exact. When a tree could

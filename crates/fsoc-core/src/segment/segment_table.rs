@@ -165,8 +165,14 @@ pub struct SegmentTable {
     freed_segments: Vec<u32>,
     /// Table pages whose entries changed since they were last written.
     dirty_pages: BTreeSet<u32>,
-    /// Where each table page is on flash (recorded in the metaroot).
+    /// Where each table page is on flash (recorded in the metaroot, or in the index pages).
     pub directory: Vec<PagePointer>,
+    /// Where each index page is on flash, when the table is indexed (docs/FORMAT.md, "Segment
+    /// table index page"): the metaroot names these, and index page j names table pages
+    /// `j × entries_per_page …`. Empty when the metaroot names the table pages directly.
+    pub index_directory: Vec<PagePointer>,
+    /// Index pages whose pointers changed since they were last written.
+    dirty_index_pages: BTreeSet<u32>,
     entries_per_page: u32,
     pages_per_segment: u32,
     /// Maintained with every change, so space checks cost O(1) instead of a scan of the
@@ -211,6 +217,8 @@ impl SegmentTable {
             freed_segments: Vec::new(),
             dirty_pages: (0..page_count).collect(),
             directory: vec![PagePointer::NULL; page_count as usize],
+            index_directory: Vec::new(),
+            dirty_index_pages: BTreeSet::new(),
             entries_per_page,
             pages_per_segment,
             free_segment_count: 0,
@@ -228,6 +236,86 @@ impl SegmentTable {
         };
         table.recount();
         table
+    }
+
+    /// Makes the table indexed with `index_page_count` index pages, all dirty (a new volume's
+    /// table; a loaded one gets its pointers from `decode_index_page`).
+    pub fn with_index_pages(mut self, index_page_count: u32) -> Self {
+        assert!(index_page_count > 0, "an indexed table has index pages");
+        assert_eq!(
+            self.page_count().div_ceil(self.entries_per_page),
+            index_page_count,
+            "index pages must cover the table pages exactly"
+        );
+        self.index_directory = vec![PagePointer::NULL; index_page_count as usize];
+        self.dirty_index_pages = (0..index_page_count).collect();
+        self
+    }
+
+    pub fn is_indexed(&self) -> bool {
+        !self.index_directory.is_empty()
+    }
+
+    pub fn index_page_count(&self) -> u32 {
+        self.index_directory.len() as u32
+    }
+
+    /// What the metaroot names: the index pages of an indexed table, else the table pages.
+    pub fn metaroot_directory(&self) -> Vec<PagePointer> {
+        if self.is_indexed() {
+            self.index_directory.clone()
+        } else {
+            self.directory.clone()
+        }
+    }
+
+    /// Table page `page_index` moved: the index page naming it must be rewritten.
+    pub fn table_page_moved(&mut self, page_index: u32, pointer: PagePointer) {
+        self.directory[page_index as usize] = pointer;
+        if self.is_indexed() {
+            self.dirty_index_pages.insert(page_index / self.entries_per_page);
+        }
+    }
+
+    pub fn mark_index_page_dirty(&mut self, index_page: u32) {
+        assert!(index_page < self.index_page_count(), "index page {index_page} out of range");
+        self.dirty_index_pages.insert(index_page);
+    }
+
+    pub fn first_dirty_index_page_not_in(&self, done: &BTreeSet<u32>) -> Option<u32> {
+        self.dirty_index_pages.iter().copied().find(|page| !done.contains(page))
+    }
+
+    /// Encodes index page `index_page` (docs/FORMAT.md, "Segment table index page"): the
+    /// pointers of the table pages it covers, then 0xFF to the end of the page.
+    pub fn encode_index_page(&self, index_page: u32, page_size_bytes: usize) -> Vec<u8> {
+        let first = (index_page * self.entries_per_page) as usize;
+        let last = (first + self.entries_per_page as usize).min(self.directory.len());
+        let mut writer = Writer::with_capacity(page_size_bytes);
+        for pointer in &self.directory[first..last] {
+            writer.pointer(*pointer);
+        }
+        let mut bytes = writer.bytes;
+        bytes.resize(page_size_bytes, 0xFF);
+        bytes
+    }
+
+    /// Loads the table-page pointers of index page `index_page` from untrusted bytes
+    /// (checksum already verified). Slots past the last table page must read as erased.
+    pub fn decode_index_page(&mut self, index_page: u32, bytes: &[u8]) -> Result<(), DecodeError> {
+        let first = (index_page * self.entries_per_page) as usize;
+        let last = (first + self.entries_per_page as usize).min(self.directory.len());
+        let mut reader = Reader::new("segment table index page", bytes);
+        for page_index in first..last {
+            self.directory[page_index] = reader.pointer()?;
+        }
+        for _slot in last..first + self.entries_per_page as usize {
+            let unused = reader.u64_le()?;
+            if unused != u64::MAX {
+                return Err(reader.invalid("unused pointer slot", unused));
+            }
+        }
+        Ok(())
     }
 
     fn membership(&self, segment_index: u32) -> Membership {
@@ -528,10 +616,12 @@ impl SegmentTable {
 
     pub fn clear_dirty(&mut self) {
         self.dirty_pages.clear();
+        self.dirty_index_pages.clear();
     }
 
+    /// Table or index pages wait to be written.
     pub fn has_dirty_pages(&self) -> bool {
-        !self.dirty_pages.is_empty()
+        !self.dirty_pages.is_empty() || !self.dirty_index_pages.is_empty()
     }
 
     /// Encodes table page `page_index` to exactly `page_size_bytes` (unused tail 0xFF).
