@@ -3,7 +3,10 @@
 //! not unmounted, as after a power cut that followed an fsync). Tests in
 //! `tests/golden_images.rs` read every golden image back with the current code.
 //!
-//! `cargo run --release -p fsoc-core --example golden_image -- OUT.sparse`
+//! `cargo run --release -p fsoc-core --example golden_image -- OUT.sparse [BLOCKS]`
+//!
+//! BLOCKS (default 16, a 2 MiB volume) sets the erase blocks of the one MLC chip; 16384 makes
+//! a 2 GiB volume whose segment table is indexed (format version 2).
 //!
 //! The output is the image file (`fsoc_media::image`, docs/FORMAT.md "Image file") stored
 //! sparsely: the 512-byte chunks that are not all zero, as `FSOCSPRS` (8 bytes), the file size
@@ -33,35 +36,49 @@ pub fn pattern() -> Vec<u8> {
     (0..40_000u32).map(|index| (index.wrapping_mul(31) % 251) as u8).collect()
 }
 
-fn pack_sparse(image: &[u8]) -> Vec<u8> {
+/// Packs the image file at `path` chunk by chunk (a large sparse image is never read whole).
+fn pack_sparse(path: &Path) -> Vec<u8> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).expect("open image");
+    let file_size_bytes = file.metadata().expect("metadata").len();
     let mut out = Vec::new();
     out.extend_from_slice(b"FSOCSPRS");
-    out.extend_from_slice(&(image.len() as u64).to_le_bytes());
-    let mut offset = 0;
-    while offset < image.len() {
-        let is_zero = |start: usize| image[start..(start + CHUNK_BYTES).min(image.len())].iter().all(|&byte| byte == 0);
-        if is_zero(offset) {
-            offset += CHUNK_BYTES;
-            continue;
+    out.extend_from_slice(&file_size_bytes.to_le_bytes());
+    // The record being built: its offset and bytes.
+    let mut run: Option<(u64, Vec<u8>)> = None;
+    let mut chunk = vec![0u8; CHUNK_BYTES];
+    let mut offset = 0u64;
+    while offset < file_size_bytes {
+        let length = (file_size_bytes - offset).min(CHUNK_BYTES as u64) as usize;
+        file.read_exact(&mut chunk[..length]).expect("read image");
+        let bytes = &chunk[..length];
+        if bytes.iter().all(|&byte| byte == 0) {
+            flush_run(&mut out, run.take());
+        } else {
+            run.get_or_insert_with(|| (offset, Vec::new())).1.extend_from_slice(bytes);
         }
-        let mut end = offset;
-        while end < image.len() && !is_zero(end) {
-            end = (end + CHUNK_BYTES).min(image.len());
-        }
-        out.extend_from_slice(&(offset as u64).to_le_bytes());
-        out.extend_from_slice(&((end - offset) as u32).to_le_bytes());
-        out.extend_from_slice(&image[offset..end]);
-        offset = end;
+        offset += length as u64;
     }
+    flush_run(&mut out, run.take());
     out
 }
 
+fn flush_run(out: &mut Vec<u8>, run: Option<(u64, Vec<u8>)>) {
+    if let Some((offset, bytes)) = run {
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(&bytes);
+    }
+}
+
 fn main() {
-    let out = std::env::args().nth(1).expect("usage: golden_image OUT.sparse");
+    let out = std::env::args().nth(1).expect("usage: golden_image OUT.sparse [BLOCKS]");
+    let blocks: u32 = std::env::args().nth(2).map_or(16, |text| text.parse().expect("BLOCKS is a number"));
     let directory = tempfile::tempdir().expect("temporary directory");
     let image = directory.path().join("golden.img");
-    // One MLC chip of 16 blocks (2 MiB): the smallest volume the format allows, paired pages on.
-    let flash = SimFlash::create_image(&image, SimConfig::new(Profile::Mlc, 1, 16, SEED)).expect("create image");
+    // One MLC chip (16 blocks, 2 MiB: about the smallest volume the format allows), paired
+    // pages on.
+    let flash = SimFlash::create_image(&image, SimConfig::new(Profile::Mlc, 1, blocks, SEED)).expect("create image");
     let mut fs = FileSystem::format_at(flash, FsConfig::default(), VOLUME_ID, NOW_NS).expect("format");
     fs.now_ns = NOW_NS;
     fs.mkdir(b"/docs", 0o755).expect("mkdir");
@@ -82,8 +99,8 @@ fn main() {
     assert!(!fs.volume.committed().delta.is_empty(), "the newest commit must be a delta commit");
     let flash = fs.into_flash_without_commit();
     drop(flash);
-    let bytes = std::fs::read(&image).expect("read image");
-    let packed = pack_sparse(&bytes);
+    let packed = pack_sparse(&image);
     std::fs::write(Path::new(&out), &packed).expect("write output");
-    println!("{out}: image of {} bytes stored in {} bytes", bytes.len(), packed.len());
+    let size = std::fs::metadata(&image).expect("metadata").len();
+    println!("{out}: image of {size} bytes stored in {} bytes", packed.len());
 }

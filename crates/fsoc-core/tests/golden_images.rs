@@ -74,6 +74,22 @@ fn golden_image_of_format_version_1_reads_back() {
     check_golden(include_bytes!("fixtures/golden-v1.sparse"), "golden-v1", 1);
 }
 
+/// Format version 2, the small volume: its segment table is named directly, as in version 1.
+#[test]
+fn golden_image_of_format_version_2_reads_back() {
+    let fs = check_golden(include_bytes!("fixtures/golden-v2.sparse"), "golden-v2", 2);
+    assert!(!fs.volume.committed().shape.is_indexed());
+}
+
+/// Format version 2, a 2 GiB volume (16,384 segments, 64 table pages): the metaroot names one
+/// index page, which names the table pages.
+#[test]
+fn golden_image_of_format_version_2_with_an_indexed_table_reads_back() {
+    let fs = check_golden(include_bytes!("fixtures/golden-v2-indexed.sparse"), "golden-v2-indexed", 2);
+    let shape = fs.volume.committed().shape;
+    assert_eq!((shape.table_page_count, shape.table_index_levels, shape.index_page_count), (64, 1, 1));
+}
+
 /// A volume of a format version this build does not know (the golden image's superblocks
 /// rewritten as version 3, with valid checksums) is refused by name, read-only or not: a typed
 /// error stating both versions, not a panic and not "corrupt".
