@@ -37,7 +37,7 @@ fn chip_counts_out_of_range_are_refused_with_the_range() {
 fn other_options_are_refused_with_their_range() {
     let refusals: [(&[&str], &str); 6] = [
         (&["crashtest", "--workload", "small-files", "--blocks", "0"], "give 4 to 16777216 erase blocks per chip"),
-        (&["crashtest", "--workload", "small-files", "--blocks", "10"], "must be 1.9M to 1.9T (15 to 62976 erase blocks"),
+        (&["crashtest", "--workload", "small-files", "--blocks", "10"], "must be 1.9M to 1.9T (15 to 16121856 erase blocks"),
         (&["flash", "create", "never.img", "--blocks", "3"], "give 4 to 16777216 erase blocks per chip"),
         (&["array", "mkfs", "never", "--chips", "65"], "give 1 to 64"),
         (&["mkfs", "never.img", "--profile", "qlc"], "give one of slc, mlc, tlc, mlc8k, mlc16k"),
