@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use fsoc_core::{FileSystem, FsConfig};
-use fsoc_media::{Flash, Profile, SimFlash};
+use fsoc_media::{Flash, Profile};
 
 struct Expected {
     profile: Profile,
