@@ -139,7 +139,7 @@ mod tests {
         let path = scratch_path("bad");
         let _ = std::fs::remove_file(&path);
         let error = create(&path, "qlc", 1, 8, 0).expect_err("unknown profile");
-        assert!(error.contains("slc, mlc, tlc, mlc8k"), "{error}");
+        assert!(error.contains("slc, mlc, tlc, mlc8k, mlc16k"), "{error}");
         assert!(create(&path, "slc", 1, 2, 0).is_err(), "too few blocks");
         assert!(info(&path).is_err(), "missing image");
     }

@@ -32,7 +32,8 @@ struct Cli {
 enum Command {
     /// Runs the simulator and file-system demo and prints a short report.
     Demo {
-        /// NAND profile: slc, mlc, tlc (seed 001 Table 1) or mlc8k (8 KiB pages).
+        /// NAND profile: slc, mlc, tlc (seed 001 Table 1), mlc8k (8 KiB pages) or mlc16k (16 KiB
+        /// pages, 4 MiB blocks).
         #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
         /// Chips in the array, 1 to 64.
@@ -53,7 +54,8 @@ enum Command {
     Mkfs {
         /// The image file to create.
         image: PathBuf,
-        /// NAND profile: slc, mlc, tlc (seed 001 Table 1) or mlc8k (8 KiB pages).
+        /// NAND profile: slc, mlc, tlc (seed 001 Table 1), mlc8k (8 KiB pages) or mlc16k (16 KiB
+        /// pages, 4 MiB blocks).
         #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
         /// Chips in the volume (striped), 1 to 64.
@@ -109,7 +111,7 @@ enum Command {
         /// Replay a single cut point (from a failure's replay line).
         #[arg(long)]
         cut_after: Option<u64>,
-        /// NAND profile: slc, mlc, tlc or mlc8k.
+        /// NAND profile: slc, mlc, tlc, mlc8k or mlc16k.
         #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
         /// Chips in the array, 1 to 64.
@@ -149,7 +151,7 @@ enum ArrayCommand {
     Mkfs {
         /// Chip files are BASE.chip0, BASE.chip1, …
         base: PathBuf,
-        /// NAND profile: slc, mlc, tlc or mlc8k.
+        /// NAND profile: slc, mlc, tlc, mlc8k or mlc16k.
         #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
         /// Chips (one file and one worker thread each), 1 to 64.
@@ -241,7 +243,7 @@ enum FlashCommand {
     Create {
         /// The image file to create.
         image: PathBuf,
-        /// NAND profile: slc, mlc, tlc or mlc8k.
+        /// NAND profile: slc, mlc, tlc, mlc8k or mlc16k.
         #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
         /// Chips, 1 to 64.

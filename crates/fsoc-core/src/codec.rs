@@ -37,6 +37,9 @@ pub enum DecodeError {
     BadMagic { structure: &'static str, found: u64 },
     #[error("{structure}: invalid {field} = {value}")]
     InvalidField { structure: &'static str, field: &'static str, value: u64 },
+    /// Well-formed (magic and checksum good) but of a format version this build does not read.
+    #[error("{structure}: format version {found}, this build reads versions {oldest} to {newest}")]
+    UnsupportedVersion { structure: &'static str, found: u32, oldest: u32, newest: u32 },
 }
 
 /// A cursor over untrusted bytes.

@@ -7,7 +7,7 @@ use fsoc_core::address::{LogAddress, PagePointer};
 use fsoc_core::btree::TreeRoot;
 use fsoc_core::fs::records::{DirectoryValue, Extent, FileKind, InodeRecord};
 use fsoc_core::segment::{PageTag, SegmentTable};
-use fsoc_core::txn::{Metaroot, Superblock};
+use fsoc_core::txn::{Metaroot, MetarootShape, Superblock};
 use fsoc_media::Geometry;
 
 struct SplitMix(fsoc_media::rng::SeededRng);
@@ -39,6 +39,7 @@ fn inputs(seed: u64, valid: &[u8], count: usize) -> Vec<Vec<u8>> {
 #[test]
 fn superblock_decoder() {
     let valid = Superblock {
+        format_version: 2,
         geometry: Geometry { page_data_bytes: 2048, spare_bytes: 64, pages_per_block: 64, block_count: 64 },
         chip_count: 1,
         chip_index: 0,
@@ -65,12 +66,35 @@ fn metaroot_decoder() {
         directory_root: root,
         allocation_root: root,
         segment_table: vec![PagePointer { address: LogAddress(5), checksum: 2 }; 2],
+        shape: MetarootShape { format_version: 2, table_page_count: 2, table_index_levels: 0, index_page_count: 0 },
         delta: Vec::new(),
     }
     .encode(2048);
     for input in inputs(2, &valid, 3000) {
-        if let Ok(decoded) = Metaroot::decode(&input, 2) {
-            assert_eq!(&decoded.encode(2048)[..96], &input[..96]);
+        for format_version in [1, 2] {
+            let shape = MetarootShape { format_version, table_page_count: 2, table_index_levels: 0, index_page_count: 0 };
+            if let Ok(decoded) = Metaroot::decode(&input, shape) {
+                assert_eq!(&decoded.encode(2048)[..96], &input[..96]);
+            }
+        }
+    }
+    // An indexed directory: two index pages naming 300 table pages.
+    let shape = MetarootShape { format_version: 2, table_page_count: 300, table_index_levels: 1, index_page_count: 2 };
+    let valid = Metaroot {
+        commit_counter: 3,
+        volume_id: 7,
+        flags: 0,
+        next_inode: 9,
+        directory_root: root,
+        allocation_root: root,
+        segment_table: vec![PagePointer { address: LogAddress(5), checksum: 2 }; 2],
+        shape,
+        delta: vec![1, 2, 3],
+    }
+    .encode(2048);
+    for input in inputs(8, &valid, 3000) {
+        if let Ok(decoded) = Metaroot::decode(&input, shape) {
+            assert_eq!(&decoded.encode(2048)[..99], &input[..99]);
         }
     }
 }
@@ -119,6 +143,16 @@ fn segment_table_and_tag_decoders() {
         let mut loaded = SegmentTable::new(200, 64, 2048);
         if loaded.decode_page(0, &input).is_ok() && input.len() >= 2048 {
             assert_eq!(loaded.encode_page(0, 2048)[..200 * 8], input[..200 * 8]);
+        }
+    }
+    // Index pages: 300 table pages of 2 KiB pages need two; the second holds 44 pointers.
+    let mut table = SegmentTable::new(300 * 256, 64, 2048).with_index_pages(2);
+    table.directory[260] = PagePointer { address: LogAddress(77), checksum: 5 };
+    let valid = table.encode_index_page(1, 2048);
+    for input in inputs(9, &valid, 1500) {
+        let mut loaded = SegmentTable::new(300 * 256, 64, 2048).with_index_pages(2);
+        if loaded.decode_index_page(1, &input).is_ok() {
+            assert_eq!(loaded.encode_index_page(1, 2048)[..], input[..2048], "an accepted index page re-encodes");
         }
     }
     let mut spare = vec![0xFF; 64];

@@ -2,6 +2,7 @@
 //! document cannot drift from the code.
 use fsoc_core::address::{LogAddress, PagePointer};
 use fsoc_core::btree::TreeRoot;
+use fsoc_core::txn::metaroot::MetarootShape;
 use fsoc_core::txn::{Metaroot, Superblock};
 use fsoc_media::Geometry;
 
@@ -20,6 +21,7 @@ fn example(marker: &str) -> Vec<u8> {
 
 fn superblock() -> Superblock {
     Superblock {
+        format_version: 2,
         geometry: Geometry { page_data_bytes: 2048, spare_bytes: 64, pages_per_block: 64, block_count: 1024 },
         chip_count: 2,
         chip_index: 1,
@@ -38,7 +40,25 @@ fn metaroot() -> Metaroot {
         directory_root: TreeRoot { pointer: PagePointer { address: LogAddress(0x0300), checksum: 0xAABB_CCDD }, height: 2 },
         allocation_root: TreeRoot { pointer: PagePointer { address: LogAddress(0x0301), checksum: 0x1122_3344 }, height: 3 },
         segment_table: vec![PagePointer { address: LogAddress(0x02FF), checksum: 0xCAFE_F00D }],
+        shape: SHAPE,
         delta: Vec::new(),
+    }
+}
+
+/// One table page named directly (1,024 segments of 2 KiB pages: 4 table pages would be the
+/// real count; the example keeps one pointer).
+const SHAPE: MetarootShape = MetarootShape { format_version: 2, table_page_count: 1, table_index_levels: 0, index_page_count: 0 };
+
+/// 65,536 segments of 2 KiB pages: 256 table pages, named through one index page.
+const INDEXED_SHAPE: MetarootShape = MetarootShape { format_version: 2, table_page_count: 256, table_index_levels: 1, index_page_count: 1 };
+
+fn indexed_metaroot() -> Metaroot {
+    Metaroot {
+        commit_counter: 7,
+        flags: 0,
+        segment_table: vec![PagePointer { address: LogAddress(0x1234), checksum: 0x0BAD_F00D }],
+        shape: INDEXED_SHAPE,
+        ..metaroot()
     }
 }
 
@@ -62,5 +82,16 @@ fn metaroot_example_decodes() {
     let bytes = example("<!-- example: metaroot -->");
     let mut page = bytes.clone();
     page.resize(2048, 0xFF);
-    assert_eq!(Metaroot::decode(&page, 1), Ok(metaroot()), "expected dump:\n{}", dump(&metaroot().encode(2048)[..88]));
+    assert_eq!(Metaroot::decode(&page, SHAPE), Ok(metaroot()), "expected dump:\n{}", dump(&metaroot().encode(2048)[..88]));
+}
+
+#[test]
+fn indexed_metaroot_example_decodes() {
+    let bytes = example("<!-- example: indexed metaroot -->");
+    let mut page = bytes.clone();
+    page.resize(2048, 0xFF);
+    let expected = indexed_metaroot();
+    assert_eq!(Metaroot::decode(&page, INDEXED_SHAPE), Ok(expected.clone()), "expected dump:\n{}", dump(&expected.encode(2048)[..88]));
+    assert_eq!(MetarootShape::for_volume(2, 65_536, 2048), INDEXED_SHAPE, "the example's shape is the rule's");
+    assert_eq!(MetarootShape::for_volume(1, 62_976, 2048).table_index_levels, 0, "version 1 never indexes");
 }

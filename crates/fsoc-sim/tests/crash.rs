@@ -118,3 +118,13 @@ fn paired_page_guard_on_four_chips() {
         run(&config, &Workload::ALL);
     }
 }
+
+/// A segment table named through an index page (format version 2: 16,384 segments of 2 KiB
+/// pages have 64 table pages, more than a metaroot names directly): cuts during commits that
+/// rewrite table pages and their index page, with paired pages on.
+#[test]
+fn indexed_segment_table_one_chip() {
+    let config = CrashConfig { block_count: 16_384, paired_pages: true, max_cuts: Some(250), ..CrashConfig::small(7) };
+    let cut_points = run(&config, &[Workload::SmallFiles, Workload::Overwrite, Workload::RenameStorm, Workload::DeepTree]);
+    assert!(cut_points > 200, "only {cut_points} cut points");
+}

@@ -125,6 +125,8 @@ impl TreeError {
             DecodeError::BadMagic { .. } => "bad node magic",
             // The decoder names the violated rule in `field`.
             DecodeError::InvalidField { field, .. } => field,
+            // Nodes carry no version; only the superblock decoder reports one.
+            DecodeError::UnsupportedVersion { .. } => "unsupported version",
         };
         TreeError::Corrupt { address, reason }
     }

@@ -94,18 +94,22 @@ impl<F: Flash> FileSystem<F> {
         let overhead = self.cleaning_overhead_pages();
         let table = log.table();
         // Dead pages the cleaner can recover (segments with at least `gain_min` of them), and
-        // those it cannot: they stay dead until more of their segment's pages die.
-        let (mut cleanable, mut stranded) = (0u64, 0u64);
-        for segment in FIRST_LOG_SEGMENT..table.segment_count() {
+        // those it cannot: they stay dead until more of their segment's pages die. From the
+        // table's histogram of used segments by valid count (no scan of the segments), less
+        // the open segments, which are not victims.
+        let split = table.dead_pages_split(gain_min);
+        let mut cleanable = split.dead_at_least - split.segments_at_least * overhead;
+        let mut stranded = split.dead_below;
+        for segment in LogHead::ALL.iter().filter_map(|&head| log.open_segment_index(head)) {
             let entry = table.entry(segment);
-            if entry.retired || entry.valid_pages == 0 || log.is_open(segment) {
+            if segment < FIRST_LOG_SEGMENT || entry.retired || entry.valid_pages == 0 {
                 continue;
             }
             let dead = u64::from(pages_per_segment - entry.valid_pages);
             if dead >= u64::from(gain_min) {
-                cleanable += dead - overhead;
+                cleanable -= dead - overhead;
             } else {
-                stranded += dead;
+                stranded -= dead;
             }
         }
         // What `ensure_space` lets a data write take: free segments above the reserve and above
@@ -121,10 +125,11 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// Pages a full commit made now would append to the metadata head: every dirty node, every
-    /// segment-table page (the fixpoint writes each at most once), and what the paired-page
-    /// guard then skips in both heads.
+    /// segment-table page and index page (the fixpoint writes each at most once), and what the
+    /// paired-page guard then skips in both heads.
     fn commit_cost_pages(&self) -> u64 {
-        let table_pages = u64::from(self.volume.log.table().page_count());
+        let table = self.volume.log.table();
+        let table_pages = u64::from(table.page_count()) + u64::from(table.index_page_count());
         self.volume.dirty_node_count() as u64 + table_pages + self.guard_pages()
     }
 
@@ -238,12 +243,18 @@ impl<F: Flash> FileSystem<F> {
     /// Segments that hold no valid page but were dropped from since the last full commit: a
     /// commit makes them free.
     fn reclaimable_segment_count(&self) -> u32 {
-        let table = self.volume.log.table();
-        (FIRST_LOG_SEGMENT..table.segment_count())
+        let log = &self.volume.log;
+        let table = log.table();
+        // Maintained by the table; the open segments are not made free by a commit.
+        let open_and_reclaimable = LogHead::ALL
+            .iter()
+            .filter_map(|&head| log.open_segment_index(head))
             .filter(|&segment| {
-                table.freed_this_transaction(segment) > 0 && table.entry(segment).valid_pages == 0 && !self.volume.log.is_open(segment)
+                let entry = table.entry(segment);
+                segment >= FIRST_LOG_SEGMENT && !entry.retired && entry.valid_pages == 0 && table.freed_this_transaction(segment) > 0
             })
-            .count() as u32
+            .count() as u32;
+        table.reclaimable_segment_count() - open_and_reclaimable
     }
 
     /// Pages relocating `victim` may append: its live pages, and for each a rewritten path of
@@ -255,27 +266,28 @@ impl<F: Flash> FileSystem<F> {
         valid * (1 + height)
     }
 
+    /// The victim: the used segment with the fewest valid pages (ties: lowest index), if
+    /// cleaning it gains at least `gain_min` pages; or, when erase counts spread more than
+    /// `WEAR_SPREAD_MAX`, the least-worn used segment. From the table's ordered sets: a few
+    /// entries looked at (the open segments are skipped), not a scan.
     fn choose_victim(&self) -> Option<u32> {
-        let table = self.volume.log.table();
+        let log = &self.volume.log;
+        let table = log.table();
         let pages_per_segment = self.volume.layout().pages_per_segment();
-        let candidates: Vec<u32> = (FIRST_LOG_SEGMENT..table.segment_count())
-            .filter(|&segment| !self.volume.log.is_open(segment) && !table.entry(segment).retired && table.entry(segment).valid_pages > 0)
-            .collect();
         let (erase_min, erase_max) = table.erase_count_range();
         if erase_max - erase_min > WEAR_SPREAD_MAX {
-            if let Some(coldest) = candidates.iter().copied().min_by_key(|&segment| table.entry(segment).erase_count) {
+            if let Some(coldest) = table.coldest_used(|segment| !log.is_open(segment)) {
                 if table.entry(coldest).erase_count + WEAR_SPREAD_MAX < erase_max {
                     return Some(coldest);
                 }
             }
         }
         // Cleaning must gain more than it costs: relocating a nearly full segment and committing
-        // can consume more pages than it frees.
+        // can consume more pages than it frees. The emptiest candidate is the best one.
         let gain_min = self.gain_min_pages();
-        candidates
-            .into_iter()
+        table
+            .emptiest_used(|segment| !log.is_open(segment))
             .filter(|&segment| table.entry(segment).valid_pages + gain_min <= pages_per_segment)
-            .min_by_key(|&segment| (table.entry(segment).valid_pages, segment))
     }
 
     /// Relocates every live page of `victim`; after the next commit it holds none.

@@ -170,7 +170,12 @@ impl<F: Flash> FileSystem<F> {
 
         if table_loaded {
             let table = self.volume.log.table();
-            for pointer in &table.directory {
+            // The totals and orderings the allocator, the cleaner and statfs use instead of
+            // scanning must equal a recount of the entries.
+            if let Some(mismatch) = table.index_mismatch() {
+                violations.push(format!("segment table: {mismatch}"));
+            }
+            for pointer in table.directory.iter().chain(&table.index_directory) {
                 references.table_page(pointer.address);
             }
             // Every referenced page once, and the table's valid counts exact. When a tree could

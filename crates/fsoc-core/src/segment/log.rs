@@ -81,6 +81,13 @@ impl OpenSegment {
     }
 }
 
+/// A page `write_table` writes: a table page or an index page (by number).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TablePage {
+    Table(u32),
+    Index(u32),
+}
+
 /// Tries when a fresh segment's erase or a program fails (each failure retires a segment).
 const RETRIES_MAX: u32 = 8;
 
@@ -108,34 +115,60 @@ impl<F: Flash> SegmentLog<F> {
         self.table.is_some()
     }
 
-    /// Reads the segment table pages named by `directory` (each checked against its pointer's
+    /// Reads the segment table named by `directory`: its pages, or, when `index_page_count` is
+    /// non-zero, the index pages naming them first (each page checked against its pointer's
     /// checksum). Mount does not call this, so mount cost does not grow with volume size; the
     /// first write or statfs does.
-    pub fn load_table(&mut self, directory: &[PagePointer]) -> Result<(), SegmentError> {
+    pub fn load_table(&mut self, directory: &[PagePointer], index_page_count: u32) -> Result<(), SegmentError> {
         let layout = self.layout();
         let mut table = SegmentTable::new(layout.segment_count(), layout.pages_per_segment(), layout.page_size_bytes());
-        assert_eq!(table.page_count() as usize, directory.len(), "directory size checked by the metaroot decoder");
         let mut buffer = Vec::new();
-        for (page_index, pointer) in directory.iter().enumerate() {
-            let page_index = page_index as u32;
+        if index_page_count > 0 {
+            table = table.with_index_pages(index_page_count);
+            assert_eq!(table.index_page_count() as usize, directory.len(), "directory size checked by the metaroot decoder");
+            let table_page_count = table.page_count();
+            for (index_page, pointer) in directory.iter().enumerate() {
+                let index_page = index_page as u32;
+                // Index pages are numbered after the table pages (as in their spare tags).
+                let corrupt = |reason| SegmentError::CorruptTable { page_index: table_page_count + index_page, address: pointer.address, reason };
+                if let Some(reason) = self.read_checked(pointer, &mut buffer)? {
+                    return Err(corrupt(reason));
+                }
+                table.decode_index_page(index_page, &buffer).map_err(|_| corrupt("invalid pointer slot"))?;
+            }
+            table.index_directory = directory.to_vec();
+        } else {
+            assert_eq!(table.page_count() as usize, directory.len(), "directory size checked by the metaroot decoder");
+            table.directory = directory.to_vec();
+        }
+        for page_index in 0..table.page_count() {
+            let pointer = table.directory[page_index as usize];
             let corrupt = |reason| SegmentError::CorruptTable { page_index, address: pointer.address, reason };
-            if !layout.contains(pointer.address) {
-                return Err(corrupt("address outside the volume"));
-            }
-            let status = self.device.read(pointer.address, &mut buffer)?;
-            if matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased) {
-                return Err(corrupt("page unreadable or erased"));
-            }
-            if crc32c(&buffer) != pointer.checksum {
-                return Err(corrupt("checksum differs from the metaroot's pointer"));
+            if let Some(reason) = self.read_checked(&pointer, &mut buffer)? {
+                return Err(corrupt(reason));
             }
             table.decode_page(page_index, &buffer).map_err(|_| corrupt("invalid entry"))?;
         }
         table.recount();
-        table.directory = directory.to_vec();
         table.clear_dirty();
         self.table = Some(table);
         Ok(())
+    }
+
+    /// Reads the page `pointer` names into `buffer` and checks it against the pointer's
+    /// checksum: `Some(reason)` when the page is not what the pointer promises.
+    fn read_checked(&mut self, pointer: &PagePointer, buffer: &mut Vec<u8>) -> Result<Option<&'static str>, SegmentError> {
+        if !self.layout().contains(pointer.address) {
+            return Ok(Some("address outside the volume"));
+        }
+        let status = self.device.read(pointer.address, buffer)?;
+        if matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased) {
+            return Ok(Some("page unreadable or erased"));
+        }
+        if crc32c(buffer) != pointer.checksum {
+            return Ok(Some("checksum differs from the metaroot's pointer"));
+        }
+        Ok(None)
     }
 
     pub fn install_table(&mut self, table: SegmentTable) {
@@ -217,10 +250,8 @@ impl<F: Flash> SegmentLog<F> {
     /// fails is retired and its blocks marked bad.
     fn open_fresh_segment(&mut self, head: LogHead) -> Result<(), SegmentError> {
         for _attempt in 0..RETRIES_MAX {
-            let table = self.table();
-            let chosen = (FIRST_LOG_SEGMENT..table.segment_count())
-                .filter(|&segment| table.is_free(segment) && !self.is_open(segment))
-                .min_by_key(|&segment| (table.entry(segment).erase_count, segment));
+            // The table keeps free segments ordered by (erase count, index): no scan.
+            let chosen = self.table().least_worn_free(|segment| !self.is_open(segment));
             let Some(segment_index) = chosen else {
                 return Err(SegmentError::NoFreeSegment);
             };
@@ -336,35 +367,81 @@ impl<F: Flash> SegmentLog<F> {
         }
     }
 
-    /// Writes every dirty segment-table page. Writing a table page changes counts (its new
-    /// page is valid, its old one released), which may dirty further pages, so addresses are
-    /// reserved until a fixpoint, and only then are the final contents programmed.
+    /// Writes every dirty segment-table page, and the index pages naming any that moved.
+    /// Writing a page changes counts (its new page is valid, its old one released), which may
+    /// dirty further table pages, and a moved table page dirties its index page; so addresses
+    /// are reserved until a fixpoint (each page at most once), and only then are the final
+    /// contents computed — table pages first, whose checksums the index pages hold — and
+    /// programmed in address order.
     pub fn write_table(&mut self) -> Result<(), SegmentError> {
-        let mut reserved: Vec<(u32, LogAddress)> = Vec::new();
-        let mut done = BTreeSet::new();
-        while let Some(page_index) = self.table().first_dirty_page_not_in(&done) {
+        let mut reserved: Vec<(TablePage, LogAddress)> = Vec::new();
+        let (mut done, mut done_index) = (BTreeSet::new(), BTreeSet::new());
+        loop {
+            let page = match self.table().first_dirty_page_not_in(&done) {
+                Some(page_index) => TablePage::Table(page_index),
+                None => match self.table().first_dirty_index_page_not_in(&done_index) {
+                    Some(index_page) => TablePage::Index(index_page),
+                    None => break,
+                },
+            };
             let address = self.reserve_address(LogHead::Metadata)?;
-            let old = self.table().directory[page_index as usize];
+            let old = match page {
+                TablePage::Table(page_index) => {
+                    done.insert(page_index);
+                    let old = self.table().directory[page_index as usize];
+                    // Its pointer changes: the index page naming it is rewritten too.
+                    self.table_mut().table_page_moved(page_index, PagePointer { address, checksum: 0 });
+                    old
+                }
+                TablePage::Index(index_page) => {
+                    done_index.insert(index_page);
+                    self.table().index_directory[index_page as usize]
+                }
+            };
             if !old.address.is_null() {
                 self.release(old.address);
             }
-            done.insert(page_index);
-            reserved.push((page_index, address));
+            reserved.push((page, address));
         }
+        // Contents are final now (nothing below changes a count). Table pages' checksums go
+        // into their pointers before the index pages are encoded from them.
         let page_size_bytes = self.layout().page_size_bytes();
-        for (page_index, address) in reserved {
-            let bytes = self.table().encode_page(page_index, page_size_bytes);
-            self.program_reserved(address, &bytes, PageTag::SegmentTable { page_index })?;
-            let checksum = crc32c(&bytes);
-            self.table_mut().directory[page_index as usize] = PagePointer { address, checksum };
+        for &(page, address) in &reserved {
+            if let TablePage::Table(page_index) = page {
+                let checksum = crc32c(&self.table().encode_page(page_index, page_size_bytes));
+                self.table_mut().directory[page_index as usize] = PagePointer { address, checksum };
+            }
+        }
+        let table_page_count = self.table().page_count();
+        for (page, address) in reserved {
+            let (bytes, tag_index) = match page {
+                TablePage::Table(page_index) => (self.table().encode_page(page_index, page_size_bytes), page_index),
+                TablePage::Index(index_page) => {
+                    let bytes = self.table().encode_index_page(index_page, page_size_bytes);
+                    let checksum = crc32c(&bytes);
+                    self.table_mut().index_directory[index_page as usize] = PagePointer { address, checksum };
+                    (bytes, table_page_count + index_page)
+                }
+            };
+            self.program_reserved(address, &bytes, PageTag::SegmentTable { page_index: tag_index })?;
         }
         self.table_mut().clear_dirty();
         Ok(())
     }
 
-    /// Cleaner: if table page `page_index` lives at `address`, mark it for rewriting.
+    /// Cleaner: if table page `page_index` lives at `address`, mark it for rewriting. Index
+    /// pages are tagged with numbers after the table pages' (`page_count + index page`).
     pub fn mark_table_page_dirty_if_at(&mut self, page_index: u32, address: LogAddress) -> bool {
         let table = self.table_mut();
+        let table_page_count = table.page_count();
+        if page_index >= table_page_count {
+            let index_page = page_index - table_page_count;
+            let live = table.index_directory.get(index_page as usize).is_some_and(|pointer| pointer.address == address);
+            if live {
+                table.mark_index_page_dirty(index_page);
+            }
+            return live;
+        }
         let live = table.directory.get(page_index as usize).is_some_and(|pointer| pointer.address == address);
         if live {
             table.mark_page_dirty(page_index);

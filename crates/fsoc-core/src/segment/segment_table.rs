@@ -5,10 +5,19 @@
 //! working state; `freed_this_transaction[s]` counts pages of s the working state dropped since
 //! the last commit (the committed state may still reference them), so a segment is reusable
 //! only when both are zero.
+//!
+//! Invariant: no query scans the entries. Totals and the orderings the allocator and the cleaner
+//! need (free segments by wear, used segments by valid count and by wear, a histogram of used
+//! segments by valid count) are kept in step with every change, in O(log segments) each;
+//! `index_mismatch` recounts them from the entries (debug builds after every transaction, tests,
+//! fsck), and `entries_visited` counts the entries an operation looked at.
 
-use alloc::collections::BTreeSet;
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::format;
+use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::address::PagePointer;
 use crate::codec::{DecodeError, Reader, Writer};
@@ -27,14 +36,143 @@ pub struct SegmentEntry {
     pub retired: bool,
 }
 
+/// Counts segment entries looked at (every accessor call, every element a search passes, every
+/// entry of a full pass), so tests can check that an operation's cost does not follow the
+/// segment count. Atomic so that `&self` queries can count without giving up `Sync`.
+#[derive(Debug, Default)]
+struct VisitCounter(AtomicU64);
+
+impl VisitCounter {
+    fn add(&self, entries: u64) {
+        self.0.fetch_add(entries, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl Clone for VisitCounter {
+    fn clone(&self) -> Self {
+        VisitCounter(AtomicU64::new(self.get()))
+    }
+}
+
+/// Prefix sums over valid-page counts 1..=pages_per_segment (a Fenwick tree): O(log pages per
+/// segment) to change one count or to sum a prefix, whatever the number of segments.
+#[derive(Clone, Debug)]
+struct PrefixSums {
+    sums: Vec<u64>,
+}
+
+impl PrefixSums {
+    fn new(max_index: u32) -> Self {
+        PrefixSums { sums: vec![0; max_index as usize + 1] }
+    }
+
+    /// Adds `delta` (two's complement for a decrease) at `index` (1-based).
+    fn add(&mut self, index: u32, delta: u64) {
+        assert!(index >= 1, "prefix sums are 1-based");
+        let mut position = index as usize;
+        while position < self.sums.len() {
+            self.sums[position] = self.sums[position].wrapping_add(delta);
+            position += position & position.wrapping_neg();
+        }
+    }
+
+    /// Sum of the values at 1..=index (index clamped to the last).
+    fn prefix(&self, index: u32) -> u64 {
+        let mut position = (index as usize).min(self.sums.len() - 1);
+        let mut sum = 0u64;
+        while position > 0 {
+            sum = sum.wrapping_add(self.sums[position]);
+            position &= position - 1;
+        }
+        sum
+    }
+}
+
+/// Totals and indexes rebuilt from the entries (by `recount`, and by `index_mismatch` to compare
+/// with the maintained ones).
+struct Indexes {
+    free_segment_count: u32,
+    retired_segment_count: u32,
+    total_valid_pages: u64,
+    reclaimable_segment_count: u32,
+    free_by_wear: BTreeSet<(u32, u32)>,
+    used_by_valid: BTreeSet<(u32, u32)>,
+    used_by_wear: BTreeSet<(u32, u32)>,
+    erase_counts: BTreeMap<u32, u32>,
+    /// Used segments per valid count.
+    histogram: Vec<u64>,
+}
+
+impl Indexes {
+    fn add(&mut self, segment_index: u32, membership: Membership) {
+        if membership.free {
+            self.free_segment_count += 1;
+            self.free_by_wear.insert((membership.erase_count, segment_index));
+        }
+        if membership.reclaimable {
+            self.reclaimable_segment_count += 1;
+        }
+        if membership.used {
+            self.used_by_valid.insert((membership.valid_pages, segment_index));
+            self.used_by_wear.insert((membership.erase_count, segment_index));
+            self.histogram[membership.valid_pages as usize] += 1;
+        }
+        if membership.tracked {
+            *self.erase_counts.entry(membership.erase_count).or_insert(0) += 1;
+        }
+    }
+}
+
+/// Which maintained structures a segment belongs to, and under which keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Membership {
+    /// `is_free`: in `free_by_wear`.
+    free: bool,
+    /// A log segment, not retired, with valid pages: in `used_by_valid`, `used_by_wear` and the
+    /// histogram (cleaner victims).
+    used: bool,
+    /// A log segment, not retired: in `erase_counts` (the wear spread).
+    tracked: bool,
+    /// A log segment, not retired, with no valid page but pages dropped this transaction: a
+    /// commit makes it free.
+    reclaimable: bool,
+    valid_pages: u32,
+    erase_count: u32,
+}
+
+/// Dead pages of used segments (log segments, not retired, holding valid pages), split at a
+/// threshold: `SegmentTable::dead_pages_split`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeadPages {
+    /// Segments with at least the threshold of dead pages, and their dead pages.
+    pub segments_at_least: u64,
+    pub dead_at_least: u64,
+    /// Segments below the threshold, and their dead pages.
+    pub segments_below: u64,
+    pub dead_below: u64,
+}
+
 #[derive(Clone, Debug)]
 pub struct SegmentTable {
     entries: Vec<SegmentEntry>,
     freed_this_transaction: Vec<u32>,
+    /// Segments whose `freed_this_transaction` is non-zero, so the end of a transaction resets
+    /// only those.
+    freed_segments: Vec<u32>,
     /// Table pages whose entries changed since they were last written.
     dirty_pages: BTreeSet<u32>,
-    /// Where each table page is on flash (recorded in the metaroot).
+    /// Where each table page is on flash (recorded in the metaroot, or in the index pages).
     pub directory: Vec<PagePointer>,
+    /// Where each index page is on flash, when the table is indexed (docs/FORMAT.md, "Segment
+    /// table index page"): the metaroot names these, and index page j names table pages
+    /// `j × entries_per_page …`. Empty when the metaroot names the table pages directly.
+    pub index_directory: Vec<PagePointer>,
+    /// Index pages whose pointers changed since they were last written.
+    dirty_index_pages: BTreeSet<u32>,
     entries_per_page: u32,
     pages_per_segment: u32,
     /// Maintained with every change, so space checks cost O(1) instead of a scan of the
@@ -42,8 +180,22 @@ pub struct SegmentTable {
     free_segment_count: u32,
     retired_segment_count: u32,
     total_valid_pages: u64,
+    reclaimable_segment_count: u32,
+    /// Free segments by (erase count, index): the allocator takes the first.
+    free_by_wear: BTreeSet<(u32, u32)>,
+    /// Used segments by (valid pages, index): the cleaner's victims, emptiest first.
+    used_by_valid: BTreeSet<(u32, u32)>,
+    /// Used segments by (erase count, index): static wear levelling takes the coldest.
+    used_by_wear: BTreeSet<(u32, u32)>,
+    /// Log segments not retired, per erase count: the wear spread.
+    erase_counts: BTreeMap<u32, u32>,
+    /// Used segments per valid count (`histogram_segments`) and their valid pages
+    /// (`histogram_valid_pages`), as prefix sums over valid counts.
+    histogram_segments: PrefixSums,
+    histogram_valid_pages: PrefixSums,
     /// Entry changes made, so a caller can tell whether an operation changed the accounting.
     change_count: u64,
+    entries_visited: VisitCounter,
 }
 
 impl SegmentTable {
@@ -62,50 +214,295 @@ impl SegmentTable {
         let mut table = SegmentTable {
             entries: vec![SegmentEntry::default(); segment_count as usize],
             freed_this_transaction: vec![0; segment_count as usize],
+            freed_segments: Vec::new(),
             dirty_pages: (0..page_count).collect(),
             directory: vec![PagePointer::NULL; page_count as usize],
+            index_directory: Vec::new(),
+            dirty_index_pages: BTreeSet::new(),
             entries_per_page,
             pages_per_segment,
             free_segment_count: 0,
             retired_segment_count: 0,
             total_valid_pages: 0,
+            reclaimable_segment_count: 0,
+            free_by_wear: BTreeSet::new(),
+            used_by_valid: BTreeSet::new(),
+            used_by_wear: BTreeSet::new(),
+            erase_counts: BTreeMap::new(),
+            histogram_segments: PrefixSums::new(pages_per_segment),
+            histogram_valid_pages: PrefixSums::new(pages_per_segment),
             change_count: 0,
+            entries_visited: VisitCounter::default(),
         };
         table.recount();
         table
     }
 
-    /// Recomputes the maintained totals from the entries (after loading pages with
-    /// `decode_page`, and at the end of a transaction).
-    pub(crate) fn recount(&mut self) {
-        self.free_segment_count = (0..self.segment_count()).filter(|&segment| self.is_free(segment)).count() as u32;
-        self.retired_segment_count = self.entries.iter().filter(|entry| entry.retired).count() as u32;
-        self.total_valid_pages = self.entries.iter().map(|entry| u64::from(entry.valid_pages)).sum();
+    /// Makes the table indexed with `index_page_count` index pages, all dirty (a new volume's
+    /// table; a loaded one gets its pointers from `decode_index_page`).
+    pub fn with_index_pages(mut self, index_page_count: u32) -> Self {
+        assert!(index_page_count > 0, "an indexed table has index pages");
+        assert_eq!(
+            self.page_count().div_ceil(self.entries_per_page),
+            index_page_count,
+            "index pages must cover the table pages exactly"
+        );
+        self.index_directory = vec![PagePointer::NULL; index_page_count as usize];
+        self.dirty_index_pages = (0..index_page_count).collect();
+        self
     }
 
-    /// Panics if a maintained total differs from a recount (tests, fsck, debug builds).
-    pub fn check_totals(&self) {
-        let free = (0..self.segment_count()).filter(|&segment| self.is_free(segment)).count() as u32;
+    pub fn is_indexed(&self) -> bool {
+        !self.index_directory.is_empty()
+    }
+
+    pub fn index_page_count(&self) -> u32 {
+        self.index_directory.len() as u32
+    }
+
+    /// What the metaroot names: the index pages of an indexed table, else the table pages.
+    pub fn metaroot_directory(&self) -> Vec<PagePointer> {
+        if self.is_indexed() {
+            self.index_directory.clone()
+        } else {
+            self.directory.clone()
+        }
+    }
+
+    /// Table page `page_index` moved: the index page naming it must be rewritten.
+    pub fn table_page_moved(&mut self, page_index: u32, pointer: PagePointer) {
+        self.directory[page_index as usize] = pointer;
+        if self.is_indexed() {
+            self.dirty_index_pages.insert(page_index / self.entries_per_page);
+        }
+    }
+
+    pub fn mark_index_page_dirty(&mut self, index_page: u32) {
+        assert!(index_page < self.index_page_count(), "index page {index_page} out of range");
+        self.dirty_index_pages.insert(index_page);
+    }
+
+    pub fn first_dirty_index_page_not_in(&self, done: &BTreeSet<u32>) -> Option<u32> {
+        self.dirty_index_pages.iter().copied().find(|page| !done.contains(page))
+    }
+
+    /// Encodes index page `index_page` (docs/FORMAT.md, "Segment table index page"): the
+    /// pointers of the table pages it covers, then 0xFF to the end of the page.
+    pub fn encode_index_page(&self, index_page: u32, page_size_bytes: usize) -> Vec<u8> {
+        let first = (index_page * self.entries_per_page) as usize;
+        let last = (first + self.entries_per_page as usize).min(self.directory.len());
+        let mut writer = Writer::with_capacity(page_size_bytes);
+        for pointer in &self.directory[first..last] {
+            writer.pointer(*pointer);
+        }
+        let mut bytes = writer.bytes;
+        bytes.resize(page_size_bytes, 0xFF);
+        bytes
+    }
+
+    /// Loads the table-page pointers of index page `index_page` from untrusted bytes
+    /// (checksum already verified). Slots past the last table page must read as erased.
+    pub fn decode_index_page(&mut self, index_page: u32, bytes: &[u8]) -> Result<(), DecodeError> {
+        let first = (index_page * self.entries_per_page) as usize;
+        let last = (first + self.entries_per_page as usize).min(self.directory.len());
+        let mut reader = Reader::new("segment table index page", bytes);
+        for page_index in first..last {
+            self.directory[page_index] = reader.pointer()?;
+        }
+        for _slot in last..first + self.entries_per_page as usize {
+            let unused = reader.u64_le()?;
+            if unused != u64::MAX {
+                return Err(reader.invalid("unused pointer slot", unused));
+            }
+        }
+        Ok(())
+    }
+
+    fn membership(&self, segment_index: u32) -> Membership {
+        let index = segment_index as usize;
+        let entry = self.entries[index];
+        let freed = self.freed_this_transaction[index];
+        let log = segment_index >= FIRST_LOG_SEGMENT;
+        let tracked = log && !entry.retired;
+        Membership {
+            free: tracked && entry.valid_pages == 0 && freed == 0,
+            used: tracked && entry.valid_pages > 0,
+            tracked,
+            reclaimable: tracked && entry.valid_pages == 0 && freed > 0,
+            valid_pages: entry.valid_pages,
+            erase_count: entry.erase_count,
+        }
+    }
+
+    /// Moves `segment_index` from the structures and keys of `before` to those of `after`,
+    /// touching only what differs.
+    fn reindex(&mut self, segment_index: u32, before: Membership, after: Membership) {
+        let s = segment_index;
+        if (before.free, before.erase_count) != (after.free, after.erase_count) {
+            if before.free {
+                assert!(self.free_by_wear.remove(&(before.erase_count, s)), "segment {s} missing from the free set");
+            }
+            if after.free {
+                self.free_by_wear.insert((after.erase_count, s));
+            }
+        }
+        self.free_segment_count = self.free_segment_count + u32::from(after.free) - u32::from(before.free);
+        self.reclaimable_segment_count =
+            self.reclaimable_segment_count + u32::from(after.reclaimable) - u32::from(before.reclaimable);
+        if (before.used, before.valid_pages) != (after.used, after.valid_pages) {
+            if before.used {
+                assert!(self.used_by_valid.remove(&(before.valid_pages, s)), "segment {s} missing from the victim set");
+                self.histogram_segments.add(before.valid_pages, u64::MAX);
+                self.histogram_valid_pages.add(before.valid_pages, u64::from(before.valid_pages).wrapping_neg());
+            }
+            if after.used {
+                self.used_by_valid.insert((after.valid_pages, s));
+                self.histogram_segments.add(after.valid_pages, 1);
+                self.histogram_valid_pages.add(after.valid_pages, u64::from(after.valid_pages));
+            }
+        }
+        if (before.used, before.erase_count) != (after.used, after.erase_count) {
+            if before.used {
+                assert!(self.used_by_wear.remove(&(before.erase_count, s)), "segment {s} missing from the wear set");
+            }
+            if after.used {
+                self.used_by_wear.insert((after.erase_count, s));
+            }
+        }
+        if (before.tracked, before.erase_count) != (after.tracked, after.erase_count) {
+            if before.tracked {
+                let count = self.erase_counts.get_mut(&before.erase_count).expect("erase count tracked");
+                *count -= 1;
+                if *count == 0 {
+                    self.erase_counts.remove(&before.erase_count);
+                }
+            }
+            if after.tracked {
+                *self.erase_counts.entry(after.erase_count).or_insert(0) += 1;
+            }
+        }
+    }
+
+    /// Rebuilds every maintained total and index from the entries (after loading pages with
+    /// `decode_page`): one pass over the table.
+    pub(crate) fn recount(&mut self) {
+        let mut fresh = Self::empty_indexes(self.pages_per_segment);
+        self.entries_visited.add(u64::from(self.segment_count()));
+        for segment_index in 0..self.segment_count() {
+            let membership = self.membership(segment_index);
+            fresh.add(segment_index, membership);
+        }
+        fresh.retired_segment_count = self.entries.iter().filter(|entry| entry.retired).count() as u32;
+        fresh.total_valid_pages = self.entries.iter().map(|entry| u64::from(entry.valid_pages)).sum();
+        self.install(fresh);
+        self.freed_segments = (0..self.segment_count()).filter(|&s| self.freed_this_transaction[s as usize] > 0).collect();
+    }
+
+    fn empty_indexes(pages_per_segment: u32) -> Indexes {
+        Indexes {
+            free_segment_count: 0,
+            retired_segment_count: 0,
+            total_valid_pages: 0,
+            reclaimable_segment_count: 0,
+            free_by_wear: BTreeSet::new(),
+            used_by_valid: BTreeSet::new(),
+            used_by_wear: BTreeSet::new(),
+            erase_counts: BTreeMap::new(),
+            histogram: vec![0; pages_per_segment as usize + 1],
+        }
+    }
+
+    fn install(&mut self, fresh: Indexes) {
+        self.free_segment_count = fresh.free_segment_count;
+        self.retired_segment_count = fresh.retired_segment_count;
+        self.total_valid_pages = fresh.total_valid_pages;
+        self.reclaimable_segment_count = fresh.reclaimable_segment_count;
+        self.free_by_wear = fresh.free_by_wear;
+        self.used_by_valid = fresh.used_by_valid;
+        self.used_by_wear = fresh.used_by_wear;
+        self.erase_counts = fresh.erase_counts;
+        self.histogram_segments = PrefixSums::new(self.pages_per_segment);
+        self.histogram_valid_pages = PrefixSums::new(self.pages_per_segment);
+        for (valid_pages, &count) in fresh.histogram.iter().enumerate().skip(1) {
+            if count > 0 {
+                self.histogram_segments.add(valid_pages as u32, count);
+                self.histogram_valid_pages.add(valid_pages as u32, count * valid_pages as u64);
+            }
+        }
+    }
+
+    /// The first maintained total or index that differs from a recount of the entries, if any
+    /// (fsck reports it as a violation; `check_totals` panics). One pass over the table; not
+    /// counted in `entries_visited`.
+    pub fn index_mismatch(&self) -> Option<String> {
+        let mut fresh = Self::empty_indexes(self.pages_per_segment);
+        for segment_index in 0..self.segment_count() {
+            fresh.add(segment_index, self.membership(segment_index));
+        }
         let retired = self.entries.iter().filter(|entry| entry.retired).count() as u32;
         let valid: u64 = self.entries.iter().map(|entry| u64::from(entry.valid_pages)).sum();
-        assert_eq!(self.free_segment_count, free, "maintained free segment count");
-        assert_eq!(self.retired_segment_count, retired, "maintained retired segment count");
-        assert_eq!(self.total_valid_pages, valid, "maintained valid page total");
+        let freed: Vec<u32> = (0..self.segment_count()).filter(|&s| self.freed_this_transaction[s as usize] > 0).collect();
+        let mut listed = self.freed_segments.clone();
+        listed.sort_unstable();
+        let histogram_differs = (1..=self.pages_per_segment).find(|&valid_pages| {
+            let count = |sums: &PrefixSums| sums.prefix(valid_pages).wrapping_sub(sums.prefix(valid_pages - 1));
+            count(&self.histogram_segments) != fresh.histogram[valid_pages as usize]
+                || count(&self.histogram_valid_pages) != fresh.histogram[valid_pages as usize] * u64::from(valid_pages)
+        });
+        let differences = [
+            (self.free_segment_count != fresh.free_segment_count, "free segment count", format!("{} vs {}", self.free_segment_count, fresh.free_segment_count)),
+            (self.retired_segment_count != retired, "retired segment count", format!("{} vs {retired}", self.retired_segment_count)),
+            (self.total_valid_pages != valid, "valid page total", format!("{} vs {valid}", self.total_valid_pages)),
+            (
+                self.reclaimable_segment_count != fresh.reclaimable_segment_count,
+                "reclaimable segment count",
+                format!("{} vs {}", self.reclaimable_segment_count, fresh.reclaimable_segment_count),
+            ),
+            (self.free_by_wear != fresh.free_by_wear, "free segments by wear", format!("{} vs {} entries", self.free_by_wear.len(), fresh.free_by_wear.len())),
+            (self.used_by_valid != fresh.used_by_valid, "used segments by valid count", format!("{} vs {} entries", self.used_by_valid.len(), fresh.used_by_valid.len())),
+            (self.used_by_wear != fresh.used_by_wear, "used segments by wear", format!("{} vs {} entries", self.used_by_wear.len(), fresh.used_by_wear.len())),
+            (self.erase_counts != fresh.erase_counts, "erase-count census", format!("{:?} vs {:?}", self.erase_counts.first_key_value(), fresh.erase_counts.first_key_value())),
+            (histogram_differs.is_some(), "valid-count histogram", format!("first difference at {histogram_differs:?} valid pages")),
+            (listed != freed, "segments with dropped pages", format!("{} listed vs {} found", listed.len(), freed.len())),
+        ];
+        differences
+            .into_iter()
+            .find(|(differs, _, _)| *differs)
+            .map(|(_, what, detail)| format!("maintained {what} differs from a recount: {detail}"))
+    }
+
+    /// Panics if a maintained total or index differs from a recount (tests, debug builds).
+    pub fn check_totals(&self) {
+        if let Some(mismatch) = self.index_mismatch() {
+            panic!("segment table: {mismatch}");
+        }
     }
 
     /// Applies `change` to one segment's entry and freed count, keeping the totals in step.
     fn update(&mut self, segment_index: u32, change: impl FnOnce(&mut SegmentEntry, &mut u32)) {
         self.change_count += 1;
-        let was_free = self.is_free(segment_index);
-        let before = self.entries[segment_index as usize];
-        let index = segment_index as usize;
-        change(&mut self.entries[index], &mut self.freed_this_transaction[index]);
-        let after = self.entries[index];
-        let is_free = self.is_free(segment_index);
-        self.free_segment_count = self.free_segment_count + u32::from(is_free) - u32::from(was_free);
-        self.retired_segment_count = self.retired_segment_count + u32::from(after.retired) - u32::from(before.retired);
-        self.total_valid_pages = self.total_valid_pages + u64::from(after.valid_pages) - u64::from(before.valid_pages);
+        self.apply(segment_index, change);
         self.touch(segment_index);
+    }
+
+    /// `update` without marking the table page dirty (for state that is not stored).
+    fn apply(&mut self, segment_index: u32, change: impl FnOnce(&mut SegmentEntry, &mut u32)) {
+        self.entries_visited.add(1);
+        let index = segment_index as usize;
+        let before_entry = self.entries[index];
+        let before_freed = self.freed_this_transaction[index];
+        let before = self.membership(segment_index);
+        change(&mut self.entries[index], &mut self.freed_this_transaction[index]);
+        let after_entry = self.entries[index];
+        let after = self.membership(segment_index);
+        if before != after {
+            self.reindex(segment_index, before, after);
+        }
+        if before_freed == 0 && self.freed_this_transaction[index] > 0 {
+            self.freed_segments.push(segment_index);
+        }
+        self.retired_segment_count = self.retired_segment_count + u32::from(after_entry.retired) - u32::from(before_entry.retired);
+        self.total_valid_pages = self.total_valid_pages + u64::from(after_entry.valid_pages) - u64::from(before_entry.valid_pages);
     }
 
     pub fn segment_count(&self) -> u32 {
@@ -117,10 +514,12 @@ impl SegmentTable {
     }
 
     pub fn entry(&self, segment_index: u32) -> SegmentEntry {
+        self.entries_visited.add(1);
         self.entries[segment_index as usize]
     }
 
     pub fn freed_this_transaction(&self, segment_index: u32) -> u32 {
+        self.entries_visited.add(1);
         self.freed_this_transaction[segment_index as usize]
     }
 
@@ -187,6 +586,7 @@ impl SegmentTable {
 
     /// Reusable: a log segment that neither the working nor the committed state references.
     pub fn is_free(&self, segment_index: u32) -> bool {
+        self.entries_visited.add(1);
         let entry = self.entries[segment_index as usize];
         segment_index >= FIRST_LOG_SEGMENT
             && !entry.retired
@@ -195,9 +595,13 @@ impl SegmentTable {
     }
 
     /// Called once the transaction's metaroot is durable: what it dropped is now unreferenced.
+    /// Resets only the segments that dropped pages (not a pass over the table).
     pub fn end_transaction(&mut self) {
-        self.freed_this_transaction.fill(0);
-        self.recount();
+        for segment_index in core::mem::take(&mut self.freed_segments) {
+            self.apply(segment_index, |_, freed| *freed = 0);
+        }
+        assert!(self.freed_segments.is_empty(), "a reset listed a segment again");
+        assert_eq!(self.reclaimable_segment_count, 0, "a segment is reclaimable after its transaction ended");
         #[cfg(debug_assertions)]
         self.check_totals();
     }
@@ -212,10 +616,12 @@ impl SegmentTable {
 
     pub fn clear_dirty(&mut self) {
         self.dirty_pages.clear();
+        self.dirty_index_pages.clear();
     }
 
+    /// Table or index pages wait to be written.
     pub fn has_dirty_pages(&self) -> bool {
-        !self.dirty_pages.is_empty()
+        !self.dirty_pages.is_empty() || !self.dirty_index_pages.is_empty()
     }
 
     /// Encodes table page `page_index` to exactly `page_size_bytes` (unused tail 0xFF).
@@ -272,18 +678,71 @@ impl SegmentTable {
         self.retired_segment_count
     }
 
-    /// (min, max) erase count over log segments that are not retired.
+    /// (min, max) erase count over log segments that are not retired. O(log segments).
     pub fn erase_count_range(&self) -> (u32, u32) {
-        let mut range = (u32::MAX, 0);
-        for entry in self.entries.iter().skip(FIRST_LOG_SEGMENT as usize).filter(|e| !e.retired) {
-            range.0 = range.0.min(entry.erase_count);
-            range.1 = range.1.max(entry.erase_count);
+        match (self.erase_counts.first_key_value(), self.erase_counts.last_key_value()) {
+            (Some((&min, _)), Some((&max, _))) => (min, max),
+            _ => (0, 0),
         }
-        if range.0 == u32::MAX {
-            (0, 0)
-        } else {
-            range
+    }
+
+    /// Log segments, not retired, with no valid page but pages dropped this transaction: the
+    /// next commit makes them free. O(1).
+    pub fn reclaimable_segment_count(&self) -> u32 {
+        self.reclaimable_segment_count
+    }
+
+    /// The least-worn free segment (ties: lowest index) that `accept` takes; `accept` is asked
+    /// only until it says yes (callers skip the open segments, at most two).
+    pub fn least_worn_free(&self, accept: impl Fn(u32) -> bool) -> Option<u32> {
+        self.first_accepted(&self.free_by_wear, accept)
+    }
+
+    /// The used segment (a log segment, not retired, holding valid pages) with the fewest valid
+    /// pages (ties: lowest index) that `accept` takes.
+    pub fn emptiest_used(&self, accept: impl Fn(u32) -> bool) -> Option<u32> {
+        self.first_accepted(&self.used_by_valid, accept)
+    }
+
+    /// The least-worn used segment (ties: lowest index) that `accept` takes.
+    pub fn coldest_used(&self, accept: impl Fn(u32) -> bool) -> Option<u32> {
+        self.first_accepted(&self.used_by_wear, accept)
+    }
+
+    fn first_accepted(&self, ordered: &BTreeSet<(u32, u32)>, accept: impl Fn(u32) -> bool) -> Option<u32> {
+        for &(_, segment_index) in ordered {
+            self.entries_visited.add(1);
+            if accept(segment_index) {
+                return Some(segment_index);
+            }
         }
+        None
+    }
+
+    /// Dead pages (pages_per_segment - valid) of the used segments, split into those with at
+    /// least `dead_min` dead pages and those with fewer: O(log pages_per_segment) from the
+    /// histogram, whatever the number of segments.
+    pub fn dead_pages_split(&self, dead_min: u32) -> DeadPages {
+        let pages_per_segment = u64::from(self.pages_per_segment);
+        // At least `dead_min` dead pages <=> at most `pages_per_segment - dead_min` valid ones.
+        let valid_max = self.pages_per_segment.saturating_sub(dead_min);
+        let all = self.pages_per_segment;
+        let (segments_low, valid_low) = (self.histogram_segments.prefix(valid_max), self.histogram_valid_pages.prefix(valid_max));
+        let (segments_all, valid_all) = (self.histogram_segments.prefix(all), self.histogram_valid_pages.prefix(all));
+        let segments_high = segments_all - segments_low;
+        let valid_high = valid_all - valid_low;
+        DeadPages {
+            segments_at_least: segments_low,
+            dead_at_least: segments_low * pages_per_segment - valid_low,
+            segments_below: segments_high,
+            dead_below: segments_high * pages_per_segment - valid_high,
+        }
+    }
+
+    /// Segment entries looked at since the table was made (accessors, searches, full passes;
+    /// not `index_mismatch`). Tests compare it across volume sizes.
+    pub fn entries_visited(&self) -> u64 {
+        self.entries_visited.get()
     }
 }
 
@@ -311,6 +770,69 @@ mod tests {
         let mut too_many = bytes;
         too_many[0..4].copy_from_slice(&65u32.to_le_bytes());
         assert!(loaded.decode_page(1, &too_many).is_err());
+    }
+
+    /// The queries, answered by brute force over the entries.
+    fn brute_force(table: &SegmentTable, dead_min: u32) -> (Option<u32>, Option<u32>, Option<u32>, DeadPages, u32) {
+        let log = FIRST_LOG_SEGMENT..table.segment_count();
+        let entry = |s: u32| table.entries[s as usize];
+        let used = |s: &u32| !entry(*s).retired && entry(*s).valid_pages > 0;
+        let free = log.clone().filter(|&s| table.is_free(s)).min_by_key(|&s| (entry(s).erase_count, s));
+        let emptiest = log.clone().filter(used).min_by_key(|&s| (entry(s).valid_pages, s));
+        let coldest = log.clone().filter(used).min_by_key(|&s| (entry(s).erase_count, s));
+        let mut dead = DeadPages::default();
+        for s in log.clone().filter(used) {
+            let pages = u64::from(table.pages_per_segment - entry(s).valid_pages);
+            if pages >= u64::from(dead_min) {
+                dead.segments_at_least += 1;
+                dead.dead_at_least += pages;
+            } else {
+                dead.segments_below += 1;
+                dead.dead_below += pages;
+            }
+        }
+        let reclaimable = log
+            .filter(|&s| !entry(s).retired && entry(s).valid_pages == 0 && table.freed_this_transaction[s as usize] > 0)
+            .count() as u32;
+        (free, emptiest, coldest, dead, reclaimable)
+    }
+
+    // Seeded random changes (appends, releases, erases, retirements, delta replays, transaction
+    // ends); after each, every maintained index equals a recount and every query equals its
+    // brute-force answer.
+    #[test]
+    fn maintained_indexes_agree_with_brute_force() {
+        let mut rng = fsoc_media::rng::SeededRng::new(42);
+        let pages_per_segment = 16;
+        let mut table = SegmentTable::new(40, pages_per_segment, 2048);
+        for step in 0..20_000 {
+            let segment = FIRST_LOG_SEGMENT + rng.below(36) as u32;
+            let entry = table.entries[segment as usize];
+            match rng.below(100) {
+                0..=44 if !entry.retired && entry.valid_pages < pages_per_segment => table.add_valid(segment),
+                45..=79 if entry.valid_pages > 0 => table.remove_valid(segment),
+                80..=87 if table.is_free(segment) => table.record_erase(segment),
+                88 if rng.below(10) == 0 => table.retire(segment),
+                89..=92 => {
+                    let allocated = rng.below(4) as u32;
+                    let released = rng.below(u64::from(entry.valid_pages + allocated).min(3) + 1) as u32;
+                    let _ = table.apply_delta(segment, allocated, released);
+                }
+                93..=99 => table.end_transaction(),
+                _ => {}
+            }
+            table.check_totals();
+            let dead_min = rng.below(u64::from(pages_per_segment) + 2) as u32;
+            let expected = brute_force(&table, dead_min);
+            let found = (
+                table.least_worn_free(|_| true),
+                table.emptiest_used(|_| true),
+                table.coldest_used(|_| true),
+                table.dead_pages_split(dead_min),
+                table.reclaimable_segment_count(),
+            );
+            assert_eq!(found, expected, "step {step}");
+        }
     }
 
     #[test]

@@ -15,7 +15,8 @@ use crate::btree::TreeRoot;
 use crate::codec::{crc32c_excluding, DecodeError, Reader, Writer};
 
 pub const METAROOT_MAGIC: u64 = u64::from_le_bytes(*b"FSOCMETA");
-pub const METAROOT_VERSION: u32 = 1;
+/// The version field of a metaroot equals its volume's format version (the superblock's).
+pub const METAROOT_VERSION: u32 = crate::txn::superblock::FORMAT_VERSION;
 pub const METAROOT_HEADER_BYTES: usize = 80;
 const CHECKSUM_OFFSET: usize = 12;
 /// Flag: written by a clean unmount (nothing was in flight after it).
@@ -26,6 +27,50 @@ pub const FLAG_ORPHANS: u32 = 2;
 /// the page before it. Lets mount tell a lost copy (damage) from a later session's torn commit.
 pub const FLAG_CLEAN_TWIN: u32 = 4;
 
+/// What a reader must know, from the superblock, to decode a volume's metaroots: the format
+/// version and the shape of the segment table's directory (docs/FORMAT.md, "Metaroot").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetarootShape {
+    pub format_version: u32,
+    /// Segment-table pages: `ceil(block_count / (page_data_bytes / 8))`.
+    pub table_page_count: u32,
+    /// 0: the metaroot names the table pages; 1: it names index pages, each naming
+    /// `page_data_bytes / 8` table pages (format version 2 and later, for large tables).
+    pub table_index_levels: u8,
+    /// Index pages: `ceil(table_page_count / (page_data_bytes / 8))` when indexed, else 0.
+    pub index_page_count: u32,
+}
+
+impl MetarootShape {
+    /// The shape every metaroot of a volume has: version 1 always names the table pages;
+    /// later versions name them directly only while they take at most a quarter of the page
+    /// (`Metaroot::direct_table_pages_max`), so the rest stays free for delta payloads.
+    pub fn for_volume(format_version: u32, segment_count: u32, page_size_bytes: usize) -> MetarootShape {
+        let table_page_count = crate::segment::SegmentTable::page_count_for(segment_count, page_size_bytes);
+        let indexed = format_version >= 2 && table_page_count as usize > Metaroot::direct_table_pages_max(page_size_bytes);
+        let pointers_per_page = (page_size_bytes / PagePointer::ENCODED_BYTES) as u32;
+        MetarootShape {
+            format_version,
+            table_page_count,
+            table_index_levels: u8::from(indexed),
+            index_page_count: if indexed { table_page_count.div_ceil(pointers_per_page) } else { 0 },
+        }
+    }
+
+    pub fn is_indexed(&self) -> bool {
+        self.table_index_levels > 0
+    }
+
+    /// Page pointers the metaroot's directory holds: index pages, or else table pages.
+    pub fn directory_len(&self) -> usize {
+        if self.is_indexed() {
+            self.index_page_count as usize
+        } else {
+            self.table_page_count as usize
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Metaroot {
     pub commit_counter: u64,
@@ -34,16 +79,26 @@ pub struct Metaroot {
     pub next_inode: u64,
     pub directory_root: TreeRoot,
     pub allocation_root: TreeRoot,
+    /// The segment table's directory as stored: pointers to the table pages, or to the index
+    /// pages when `shape` says the table is indexed.
     pub segment_table: Vec<PagePointer>,
+    /// Format version and directory shape, fixed for the volume (from its superblock).
+    pub shape: MetarootShape,
     /// Delta commit payload: the logical changes since the full commit whose roots this record
     /// names (opaque here; encoded and replayed by `fs::delta`). Empty for a full commit.
     pub delta: Vec<u8>,
 }
 
 impl Metaroot {
-    /// The most table pages a metaroot of this page size can name.
+    /// The most page pointers a metaroot of this page size can hold in its directory.
     pub fn table_pages_max(page_size_bytes: usize) -> usize {
         (page_size_bytes - METAROOT_HEADER_BYTES) / PagePointer::ENCODED_BYTES
+    }
+
+    /// The most table pages a version-2 metaroot names directly: a quarter of what fits, so at
+    /// least three quarters of the page stay for a delta payload (a larger table is indexed).
+    pub fn direct_table_pages_max(page_size_bytes: usize) -> usize {
+        Self::table_pages_max(page_size_bytes) / 4
     }
 
     /// Bytes left for a delta payload in a page of this size with `table_pages` table pages.
@@ -60,6 +115,12 @@ impl Metaroot {
     }
 
     pub fn encode(&self, page_size_bytes: usize) -> Vec<u8> {
+        assert_eq!(
+            self.segment_table.len(),
+            self.shape.directory_len(),
+            "metaroot directory length differs from its shape {:?}",
+            self.shape
+        );
         assert!(
             self.segment_table.len() <= Self::table_pages_max(page_size_bytes),
             "segment table of {} pages does not fit a metaroot",
@@ -70,10 +131,11 @@ impl Metaroot {
             "delta of {} bytes does not fit a metaroot",
             self.delta.len()
         );
+        assert!(self.shape.format_version >= 2 || !self.shape.is_indexed(), "version 1 has no table index");
         let record_bytes = METAROOT_HEADER_BYTES + self.segment_table.len() * PagePointer::ENCODED_BYTES + self.delta.len();
         let mut writer = Writer::with_capacity(page_size_bytes);
         writer.u64_le(METAROOT_MAGIC);
-        writer.u32_le(METAROOT_VERSION);
+        writer.u32_le(self.shape.format_version);
         writer.u32_le(0); // checksum placeholder at CHECKSUM_OFFSET
         writer.u32_le(record_bytes as u32);
         writer.u32_le(self.flags);
@@ -84,8 +146,9 @@ impl Metaroot {
         writer.pointer(self.allocation_root.pointer);
         writer.u8(self.directory_root.height);
         writer.u8(self.allocation_root.height);
-        writer.u16_le(0);
-        writer.u32_le(self.segment_table.len() as u32);
+        writer.u8(self.shape.table_index_levels); // version 1: reserved, 0
+        writer.u8(0); // reserved
+        writer.u32_le(self.shape.table_page_count);
         writer.u32_le(self.delta.len() as u32);
         writer.u32_le(0); // reserved
         assert_eq!(writer.bytes.len(), METAROOT_HEADER_BYTES, "metaroot header drifted from FORMAT.md");
@@ -100,19 +163,21 @@ impl Metaroot {
         bytes
     }
 
-    pub fn decode(bytes: &[u8], table_page_count: usize) -> Result<Metaroot, DecodeError> {
+    /// Decodes a metaroot of a volume whose metaroots have `shape` (from its superblock).
+    pub fn decode(bytes: &[u8], shape: MetarootShape) -> Result<Metaroot, DecodeError> {
         let mut reader = Reader::new("metaroot", bytes);
         let magic = reader.u64_le()?;
         if magic != METAROOT_MAGIC {
             return Err(DecodeError::BadMagic { structure: "metaroot", found: magic });
         }
         let version = reader.u32_le()?;
-        if version != METAROOT_VERSION {
+        if version != shape.format_version {
             return Err(reader.invalid("version", u64::from(version)));
         }
+        let directory_len = shape.directory_len();
         let stored = reader.u32_le()?;
         let record_bytes = reader.u32_le()? as usize;
-        let table_bytes = METAROOT_HEADER_BYTES + table_page_count * PagePointer::ENCODED_BYTES;
+        let table_bytes = METAROOT_HEADER_BYTES + directory_len * PagePointer::ENCODED_BYTES;
         if record_bytes < table_bytes || record_bytes > bytes.len() {
             return Err(reader.invalid("record_bytes", record_bytes as u64));
         }
@@ -133,12 +198,17 @@ impl Metaroot {
         let allocation_pointer = reader.pointer()?;
         let directory_height = reader.u8()?;
         let allocation_height = reader.u8()?;
-        let _reserved = reader.u16_le()?;
-        let page_count = reader.u32_le()? as usize;
+        // Version 1: a reserved byte, ignored; version 2: the table's index levels.
+        let index_levels = reader.u8()?;
+        let _reserved = reader.u8()?;
+        let page_count = reader.u32_le()?;
         let delta_bytes = reader.u32_le()? as usize;
         let _reserved = reader.u32_le()?;
-        if page_count != table_page_count {
-            return Err(reader.invalid("table_page_count", page_count as u64));
+        if shape.format_version >= 2 && index_levels != shape.table_index_levels {
+            return Err(reader.invalid("table_index_levels", u64::from(index_levels)));
+        }
+        if page_count != shape.table_page_count {
+            return Err(reader.invalid("table_page_count", u64::from(page_count)));
         }
         if table_bytes + delta_bytes != record_bytes {
             return Err(reader.invalid("delta_bytes", delta_bytes as u64));
@@ -146,8 +216,8 @@ impl Metaroot {
         if directory_height == 0 || allocation_height == 0 || directory_height > 32 || allocation_height > 32 {
             return Err(reader.invalid("tree height", u64::from(directory_height.max(allocation_height))));
         }
-        let mut segment_table = Vec::with_capacity(page_count);
-        for _ in 0..page_count {
+        let mut segment_table = Vec::with_capacity(directory_len);
+        for _ in 0..directory_len {
             segment_table.push(reader.pointer()?);
         }
         let delta = reader.bytes(delta_bytes)?.to_vec();
@@ -159,6 +229,7 @@ impl Metaroot {
             directory_root: TreeRoot { pointer: directory_pointer, height: directory_height },
             allocation_root: TreeRoot { pointer: allocation_pointer, height: allocation_height },
             segment_table,
+            shape,
             delta,
         })
     }

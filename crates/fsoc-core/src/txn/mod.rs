@@ -8,6 +8,6 @@ pub mod superblock;
 pub mod volume;
 
 pub use chip_set::ChipSetError;
-pub use metaroot::Metaroot;
+pub use metaroot::{Metaroot, MetarootShape};
 pub use superblock::Superblock;
 pub use volume::{TxnError, Volume, VolumeConfig};

@@ -9,7 +9,11 @@ use fsoc_media::Geometry;
 use crate::codec::{crc32c_excluding, DecodeError, Reader, Writer};
 
 pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"FSOCVOL\0");
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this build writes (docs/FORMAT.md lists what each version added).
+/// Version 2: a segment table too large for the metaroot is named through index pages.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this build reads (and keeps writing in that version's format).
+pub const FORMAT_VERSION_OLDEST: u32 = 1;
 pub const SUPERBLOCK_BYTES: usize = 64;
 const CHECKSUM_OFFSET: usize = 60;
 
@@ -18,6 +22,9 @@ pub const CHIP_COUNT_MAX: u32 = 64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Superblock {
+    /// The volume's format version, fixed at format: a volume written by an older build keeps
+    /// its version (and that version's structures) when a newer build writes to it.
+    pub format_version: u32,
     pub geometry: Geometry,
     pub chip_count: u32,
     pub chip_index: u32,
@@ -30,7 +37,7 @@ impl Superblock {
     pub fn encode(&self, page_size_bytes: usize) -> Vec<u8> {
         let mut writer = Writer::with_capacity(page_size_bytes);
         writer.u64_le(SUPERBLOCK_MAGIC);
-        writer.u32_le(FORMAT_VERSION);
+        writer.u32_le(self.format_version);
         writer.u32_le(self.geometry.page_data_bytes);
         writer.u32_le(self.geometry.spare_bytes);
         writer.u32_le(self.geometry.pages_per_block);
@@ -62,10 +69,10 @@ impl Superblock {
         if magic != SUPERBLOCK_MAGIC {
             return Err(DecodeError::BadMagic { structure: "superblock", found: magic });
         }
-        let version = reader.u32_le()?;
-        if version != FORMAT_VERSION {
-            return Err(reader.invalid("format_version", u64::from(version)));
-        }
+        // Every version keeps the magic, the version and the checksum rule (CRC-32C of bytes
+        // 0..64 at offset 60) where version 1 put them, so a newer volume is recognised and
+        // refused by name rather than called corrupt.
+        let format_version = reader.u32_le()?;
         let geometry = Geometry {
             page_data_bytes: reader.u32_le()?,
             spare_bytes: reader.u32_le()?,
@@ -83,6 +90,14 @@ impl Superblock {
         if stored != computed {
             return Err(DecodeError::ChecksumMismatch { structure: "superblock", stored, computed });
         }
+        if !(FORMAT_VERSION_OLDEST..=FORMAT_VERSION).contains(&format_version) {
+            return Err(DecodeError::UnsupportedVersion {
+                structure: "superblock",
+                found: format_version,
+                oldest: FORMAT_VERSION_OLDEST,
+                newest: FORMAT_VERSION,
+            });
+        }
         if geometry.validate().is_err() {
             return Err(DecodeError::InvalidField { structure: "superblock", field: "geometry", value: 0 });
         }
@@ -92,7 +107,7 @@ impl Superblock {
         if metaroot_area_count != 3 || first_log_segment != 4 {
             return Err(DecodeError::InvalidField { structure: "superblock", field: "first_log_segment", value: u64::from(first_log_segment) });
         }
-        Ok(Superblock { geometry, chip_count, chip_index, volume_id, metaroot_area_count, first_log_segment })
+        Ok(Superblock { format_version, geometry, chip_count, chip_index, volume_id, metaroot_area_count, first_log_segment })
     }
 }
 
@@ -103,6 +118,7 @@ mod tests {
 
     fn example() -> Superblock {
         Superblock {
+            format_version: FORMAT_VERSION,
             geometry: Geometry { page_data_bytes: 2048, spare_bytes: 64, pages_per_block: 64, block_count: 128 },
             chip_count: 2,
             chip_index: 1,
@@ -122,5 +138,20 @@ mod tests {
             assert!(Superblock::decode(&flipped).is_err(), "flip of bit {bit} accepted");
         }
         assert!(Superblock::decode(&bytes[..10]).is_err());
+    }
+
+    // A well-formed superblock of a version this build does not read is refused by name, with
+    // the versions it does read; an older supported version decodes.
+    #[test]
+    fn unknown_versions_are_refused_by_name() {
+        for version in [0, FORMAT_VERSION + 1, u32::MAX] {
+            let bytes = Superblock { format_version: version, ..example() }.encode(2048);
+            assert_eq!(
+                Superblock::decode(&bytes),
+                Err(DecodeError::UnsupportedVersion { structure: "superblock", found: version, oldest: 1, newest: FORMAT_VERSION })
+            );
+        }
+        let old = Superblock { format_version: 1, ..example() };
+        assert_eq!(Superblock::decode(&old.encode(2048)), Ok(old));
     }
 }

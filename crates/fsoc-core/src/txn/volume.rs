@@ -15,9 +15,9 @@ use crate::btree::{Tree, TreeConfig, TreeError, TreeRoot};
 use crate::codec::DecodeError;
 use crate::segment::layout::{FIRST_LOG_SEGMENT, METAROOT_SEGMENTS, SUPERBLOCK_SEGMENT};
 use crate::segment::{Device, Layout, PageTag, SegmentError, SegmentLog, SegmentTable};
-use crate::txn::metaroot::{Metaroot, FLAG_CLEAN, FLAG_CLEAN_TWIN, FLAG_ORPHANS};
+use crate::txn::metaroot::{Metaroot, MetarootShape, FLAG_CLEAN, FLAG_CLEAN_TWIN, FLAG_ORPHANS};
 use crate::txn::store::LogNodeStore;
-use crate::txn::superblock::Superblock;
+use crate::txn::superblock::{Superblock, FORMAT_VERSION};
 
 pub const DIRECTORY_TREE_ID: u8 = 1;
 pub const ALLOCATION_TREE_ID: u8 = 2;
@@ -57,6 +57,9 @@ pub enum TxnError {
     Decode { structure: &'static str, source: DecodeError },
     #[error("not an fsoc volume: {reason}")]
     NotAVolume { reason: &'static str },
+    /// A well-formed volume of a format version this build does not read (docs/FORMAT.md).
+    #[error("the volume has format version {found}; this build reads format versions {oldest} to {newest}")]
+    UnsupportedVersion { found: u32, oldest: u32, newest: u32 },
     #[error("the flash does not match the volume: {reason}")]
     WrongDevice { reason: &'static str },
     #[error("chip set: {0}")]
@@ -160,27 +163,37 @@ impl<F: Flash> Volume<F> {
     }
 
     /// Default reserve: enough free segments for the cleaner to relocate one victim and for a
-    /// commit to rewrite every dirty node and table page.
+    /// commit to rewrite every dirty node, table page and index page (of a volume formatted
+    /// by this build).
     pub fn reserve_segments_for(layout: &Layout, config: &VolumeConfig) -> u32 {
+        Self::reserve_segments_for_shape(layout, config, &Self::shape_for(layout, FORMAT_VERSION))
+    }
+
+    fn reserve_segments_for_shape(layout: &Layout, config: &VolumeConfig, shape: &MetarootShape) -> u32 {
         if config.reserve_segments > 0 {
             return config.reserve_segments;
         }
         let pages_per_segment = layout.pages_per_segment() as usize;
-        let table_pages = SegmentTable::page_count_for(layout.segment_count(), layout.page_size_bytes()) as usize;
+        let table_pages = shape.table_page_count as usize + shape.index_page_count as usize;
         let commit_pages = config.dirty_nodes_max + table_pages + 16;
         let commit_segments = commit_pages.div_ceil(pages_per_segment) as u32;
         (2 + commit_segments).max(layout.log_segment_count() / 20)
     }
 
+    /// The metaroot shape of a volume of this layout and format version.
+    pub fn shape_for(layout: &Layout, format_version: u32) -> MetarootShape {
+        MetarootShape::for_volume(format_version, layout.segment_count(), layout.page_size_bytes())
+    }
+
     /// Why a volume of this layout cannot be formatted, if it cannot (so tools can find the
     /// smallest and largest sizes before they create anything).
     pub fn format_refusal(layout: &Layout, config: &VolumeConfig) -> Option<&'static str> {
-        let table_pages = SegmentTable::page_count_for(layout.segment_count(), layout.page_size_bytes()) as usize;
+        let shape = Self::shape_for(layout, FORMAT_VERSION);
         if layout.chip_count == 0 || layout.chip_count > crate::txn::superblock::CHIP_COUNT_MAX {
             return Some("chip count outside 1..=64");
         }
-        if table_pages > Metaroot::table_pages_max(layout.page_size_bytes()) {
-            return Some("too many blocks: the segment table does not fit a metaroot");
+        if shape.directory_len() > Metaroot::table_pages_max(layout.page_size_bytes()) {
+            return Some("too many blocks: the segment table's index does not fit a metaroot");
         }
         let reserve = Self::reserve_segments_for(layout, config);
         if layout.log_segment_count() < reserve + 4 {
@@ -210,6 +223,7 @@ impl<F: Flash> Volume<F> {
         device.barrier();
         for chip_index in 0..layout.chip_count {
             let superblock = Superblock {
+                format_version: FORMAT_VERSION,
                 geometry,
                 chip_count: layout.chip_count,
                 chip_index,
@@ -225,7 +239,11 @@ impl<F: Flash> Volume<F> {
                 device.program(address, &bytes, PageTag::Superblock)?;
             }
         }
+        let shape = Self::shape_for(&layout, FORMAT_VERSION);
         let mut table = SegmentTable::new(layout.segment_count(), layout.pages_per_segment(), layout.page_size_bytes());
+        if shape.is_indexed() {
+            table = table.with_index_pages(shape.index_page_count);
+        }
         for segment_index in FIRST_LOG_SEGMENT..layout.segment_count() {
             for block in layout.blocks_of_segment(segment_index) {
                 if device.flash.is_bad_block(block)? {
@@ -234,6 +252,7 @@ impl<F: Flash> Volume<F> {
             }
         }
         let superblock = Superblock::decode(&Superblock {
+            format_version: FORMAT_VERSION,
             geometry,
             chip_count: layout.chip_count,
             chip_index: 0,
@@ -252,7 +271,9 @@ impl<F: Flash> Volume<F> {
             next_inode: 2,
             directory_root: empty_root,
             allocation_root: empty_root,
+            // Never encoded: the first commit below writes the table and names it.
             segment_table: Vec::new(),
+            shape,
             delta: Vec::new(),
         };
         log.close_open_segments();
@@ -291,10 +312,12 @@ impl<F: Flash> Volume<F> {
         }
         // Every chip's superblock, read together: p page reads, one read time.
         crate::txn::chip_set::check_chip_set(&mut device, &superblock)?;
-        let table_pages = SegmentTable::page_count_for(layout.segment_count(), layout.page_size_bytes()) as usize;
-        let found = Self::find_newest_metaroot(&mut device, &superblock, table_pages)?;
+        // The superblock's version fixes the metaroots' shape: a version-1 volume keeps naming
+        // its table pages directly, whichever build writes to it.
+        let shape = Self::shape_for(&layout, superblock.format_version);
+        let found = Self::find_newest_metaroot(&mut device, &superblock, shape)?;
         let mut config = config;
-        config.reserve_segments = Self::reserve_segments_for(&layout, &config);
+        config.reserve_segments = Self::reserve_segments_for_shape(&layout, &config, &shape);
         let committed = found.metaroot;
         let unreadable_after = found.last_programmed_page - found.page_index;
         // Only a record with nothing programmed after it ended a session; anything else is
@@ -366,6 +389,10 @@ impl<F: Flash> Volume<F> {
             }
             match Superblock::decode(&buffer) {
                 Ok(superblock) => return Ok((superblock, copy)),
+                Err(DecodeError::UnsupportedVersion { found, oldest, newest, .. }) => {
+                    // Not damage: a newer (or unknown) format, refused by name.
+                    return Err(TxnError::UnsupportedVersion { found, oldest, newest });
+                }
                 Err(DecodeError::BadMagic { .. }) => {
                     first_error = TxnError::NotAVolume { reason: "superblock magic missing" }
                 }
@@ -380,19 +407,19 @@ impl<F: Flash> Volume<F> {
         address: LogAddress,
         buffer: &mut Vec<u8>,
         superblock: &Superblock,
-        table_pages: usize,
+        shape: MetarootShape,
     ) -> Result<Option<Metaroot>, TxnError> {
         match device.read(address, buffer)? {
             ReadStatus::Erased | ReadStatus::Uncorrectable => return Ok(None),
             ReadStatus::Clean | ReadStatus::Corrected { .. } => {}
         }
-        Ok(Metaroot::decode(buffer, table_pages).ok().filter(|metaroot| metaroot.volume_id == superblock.volume_id))
+        Ok(Metaroot::decode(buffer, shape).ok().filter(|metaroot| metaroot.volume_id == superblock.volume_id))
     }
 
     fn find_newest_metaroot(
         device: &mut Device<F>,
         superblock: &Superblock,
-        table_pages: usize,
+        shape: MetarootShape,
     ) -> Result<FoundMetaroot, TxnError> {
         let layout = device.layout;
         let pages_per_segment = layout.pages_per_segment();
@@ -404,7 +431,7 @@ impl<F: Flash> Volume<F> {
         for (slot, segment_index) in METAROOT_SEGMENTS.iter().enumerate() {
             for page_index in 0..2 {
                 let address = layout.address(*segment_index, page_index);
-                head[slot][page_index as usize] = Self::read_metaroot_page(device, address, &mut buffer, superblock, table_pages)?;
+                head[slot][page_index as usize] = Self::read_metaroot_page(device, address, &mut buffer, superblock, shape)?;
             }
         }
         let counters = |slot: usize| head[slot].iter().flatten().map(|metaroot| metaroot.commit_counter);
@@ -435,7 +462,7 @@ impl<F: Flash> Volume<F> {
             let address = layout.address(segment_index, page_index);
             let metaroot = match page_index {
                 0 | 1 => head[area_slot][page_index as usize].clone(),
-                _ => Self::read_metaroot_page(device, address, &mut buffer, superblock, table_pages)?,
+                _ => Self::read_metaroot_page(device, address, &mut buffer, superblock, shape)?,
             };
             if let Some(metaroot) = metaroot.filter(|m| m.commit_counter >= floor_counter) {
                 return Ok(FoundMetaroot { metaroot, area_slot, page_index, last_programmed_page, area_counters });
@@ -475,7 +502,8 @@ impl<F: Flash> Volume<F> {
     pub fn ensure_table_loaded(&mut self) -> Result<(), TxnError> {
         if !self.log.is_table_loaded() {
             let directory = self.committed.segment_table.clone();
-            self.log.load_table(&directory).inspect_err(|_| self.poisoned = true)?;
+            let index_page_count = self.committed.shape.index_page_count;
+            self.log.load_table(&directory, index_page_count).inspect_err(|_| self.poisoned = true)?;
         }
         Ok(())
     }
@@ -532,7 +560,8 @@ impl<F: Flash> Volume<F> {
             next_inode: self.next_inode,
             directory_root,
             allocation_root,
-            segment_table: self.log.table().directory.clone(),
+            segment_table: self.log.table().metaroot_directory(),
+            shape: self.committed.shape,
             delta: Vec::new(),
         };
         // Every node and table page the metaroot names must be on flash before it is.
@@ -570,9 +599,7 @@ impl<F: Flash> Volume<F> {
 
     /// The most delta bytes a delta commit can carry on this volume.
     pub fn delta_bytes_max(&self) -> usize {
-        let layout = self.log.layout();
-        let table_pages = SegmentTable::page_count_for(layout.segment_count(), layout.page_size_bytes()) as usize;
-        Metaroot::delta_bytes_max(layout.page_size_bytes(), table_pages)
+        Metaroot::delta_bytes_max(self.log.layout().page_size_bytes(), self.committed.shape.directory_len())
     }
 
     /// A delta commit: one metaroot page naming the last full commit's roots plus `delta`, the

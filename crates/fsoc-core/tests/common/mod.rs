@@ -45,3 +45,22 @@ pub fn assert_clean<F: Flash>(fs: &mut FileSystem<F>, context: &str) {
     let report = fs.fsck(false).expect("fsck runs");
     assert!(report.is_clean(), "{context}: fsck violations: {:?}", report.violations);
 }
+
+/// Rebuilds an image file stored sparsely by `examples/golden_image.rs` (`FSOCSPRS`, the file
+/// size, then `offset u64, length u32, bytes` records) into `path`, writing only the records
+/// (the file stays sparse).
+pub fn unpack_sparse(packed: &[u8], path: &std::path::Path) {
+    use std::os::unix::fs::FileExt;
+    let (magic, rest) = packed.split_at(8);
+    assert_eq!(magic, b"FSOCSPRS", "not a sparse golden image");
+    let (size, mut rest) = rest.split_at(8);
+    let file_size_bytes = u64::from_le_bytes(size.try_into().expect("8 bytes"));
+    let file = std::fs::File::create(path).expect("create unpacked image");
+    file.set_len(file_size_bytes).expect("size unpacked image");
+    while !rest.is_empty() {
+        let offset = u64::from_le_bytes(rest[..8].try_into().expect("8 bytes"));
+        let length = u32::from_le_bytes(rest[8..12].try_into().expect("4 bytes")) as usize;
+        file.write_all_at(&rest[12..12 + length], offset).expect("write unpacked image");
+        rest = &rest[12 + length..];
+    }
+}

@@ -1,0 +1,106 @@
+//! Writes a golden image: a small volume in the current on-disk format holding a few files and
+//! directories, whose newest metaroot is a delta commit on top of a full commit (the volume was
+//! not unmounted, as after a power cut that followed an fsync). Tests in
+//! `tests/golden_images.rs` read every golden image back with the current code.
+//!
+//! `cargo run --release -p fsoc-core --example golden_image -- OUT.sparse [BLOCKS]`
+//!
+//! BLOCKS (default 16, a 2 MiB volume) sets the erase blocks of the one MLC chip; 16384 makes
+//! a 2 GiB volume whose segment table is indexed (format version 2).
+//!
+//! The output is the image file (`fsoc_media::image`, docs/FORMAT.md "Image file") stored
+//! sparsely: the 512-byte chunks that are not all zero, as `FSOCSPRS` (8 bytes), the file size
+//! (u64 LE), then records of `offset u64 LE, length u32 LE, bytes`, to the end of the file.
+//! `tests/common/mod.rs` (`unpack_sparse`) rebuilds the image.
+
+use std::path::Path;
+
+use fsoc_core::{FileSystem, FsConfig, OpenFlags};
+use fsoc_media::{Profile, SimConfig, SimFlash};
+
+const CHUNK_BYTES: usize = 512;
+/// Fixed so every run writes the same bytes.
+const VOLUME_ID: u64 = 0x0123_4567_89AB_CDEF;
+const SEED: u64 = 11;
+const NOW_NS: u64 = 1_700_000_000_000_000_000;
+
+fn write_file(fs: &mut FileSystem<SimFlash<fsoc_media::image::ImageStore>>, path: &str, data: &[u8]) {
+    let flags = OpenFlags { write: true, create: true, truncate: true, ..OpenFlags::default() };
+    let fd = fs.open(path.as_bytes(), flags, 0o644).unwrap_or_else(|error| panic!("open {path}: {error}"));
+    fs.pwrite(fd, 0, data).unwrap_or_else(|error| panic!("write {path}: {error}"));
+    fs.close(fd).unwrap_or_else(|error| panic!("close {path}: {error}"));
+}
+
+/// Contents of `/data/pattern.bin`: 40,000 bytes, several data pages in extents.
+pub fn pattern() -> Vec<u8> {
+    (0..40_000u32).map(|index| (index.wrapping_mul(31) % 251) as u8).collect()
+}
+
+/// Packs the image file at `path` chunk by chunk (a large sparse image is never read whole).
+fn pack_sparse(path: &Path) -> Vec<u8> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).expect("open image");
+    let file_size_bytes = file.metadata().expect("metadata").len();
+    let mut out = Vec::new();
+    out.extend_from_slice(b"FSOCSPRS");
+    out.extend_from_slice(&file_size_bytes.to_le_bytes());
+    // The record being built: its offset and bytes.
+    let mut run: Option<(u64, Vec<u8>)> = None;
+    let mut chunk = vec![0u8; CHUNK_BYTES];
+    let mut offset = 0u64;
+    while offset < file_size_bytes {
+        let length = (file_size_bytes - offset).min(CHUNK_BYTES as u64) as usize;
+        file.read_exact(&mut chunk[..length]).expect("read image");
+        let bytes = &chunk[..length];
+        if bytes.iter().all(|&byte| byte == 0) {
+            flush_run(&mut out, run.take());
+        } else {
+            run.get_or_insert_with(|| (offset, Vec::new())).1.extend_from_slice(bytes);
+        }
+        offset += length as u64;
+    }
+    flush_run(&mut out, run.take());
+    out
+}
+
+fn flush_run(out: &mut Vec<u8>, run: Option<(u64, Vec<u8>)>) {
+    if let Some((offset, bytes)) = run {
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(&bytes);
+    }
+}
+
+fn main() {
+    let out = std::env::args().nth(1).expect("usage: golden_image OUT.sparse [BLOCKS]");
+    let blocks: u32 = std::env::args().nth(2).map_or(16, |text| text.parse().expect("BLOCKS is a number"));
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let image = directory.path().join("golden.img");
+    // One MLC chip (16 blocks, 2 MiB: about the smallest volume the format allows), paired
+    // pages on.
+    let flash = SimFlash::create_image(&image, SimConfig::new(Profile::Mlc, 1, blocks, SEED)).expect("create image");
+    let mut fs = FileSystem::format_at(flash, FsConfig::default(), VOLUME_ID, NOW_NS).expect("format");
+    fs.now_ns = NOW_NS;
+    fs.mkdir(b"/docs", 0o755).expect("mkdir");
+    fs.mkdir(b"/docs/notes", 0o700).expect("mkdir");
+    fs.mkdir(b"/data", 0o755).expect("mkdir");
+    write_file(&mut fs, "/hello.txt", b"hello, golden image\n");
+    write_file(&mut fs, "/docs/readme.md", &b"# fsoc golden image\n".repeat(200));
+    write_file(&mut fs, "/data/pattern.bin", &pattern());
+    fs.symlink_path(b"docs/readme.md", b"/readme-link").expect("symlink");
+    fs.commit().expect("full commit");
+    // After the full commit: changes made durable by a delta commit only.
+    fs.now_ns = NOW_NS + 1_000_000_000;
+    write_file(&mut fs, "/docs/notes/after-full-commit.txt", b"written after the full commit\n");
+    write_file(&mut fs, "/hello.txt", b"hello again, changed by a delta commit\n");
+    fs.mkdir(b"/late", 0o755).expect("mkdir");
+    fs.unlink(b"/docs/readme.md").expect("unlink");
+    fs.transact().expect("delta commit");
+    assert!(!fs.volume.committed().delta.is_empty(), "the newest commit must be a delta commit");
+    let flash = fs.into_flash_without_commit();
+    drop(flash);
+    let packed = pack_sparse(&image);
+    std::fs::write(Path::new(&out), &packed).expect("write output");
+    let size = std::fs::metadata(&image).expect("metadata").len();
+    println!("{out}: image of {size} bytes stored in {} bytes", packed.len());
+}

@@ -1,0 +1,121 @@
+//! Every build must read the golden images in tests/fixtures (docs/FORMAT.md; how they were made:
+//! tests/fixtures/README.md). Each image holds the same files, written by
+//! `examples/golden_image.rs` in the format of its version: a full commit, then changes made
+//! durable by a delta commit, and no unmount (mount replays the delta and re-anchors).
+mod common;
+use common::*;
+use fsoc_core::fs::FileKind;
+use fsoc_core::{FileSystem, FsConfig, VolumeConfig};
+use fsoc_media::image::ImageStore;
+use fsoc_media::SimFlash;
+
+fn pattern() -> Vec<u8> {
+    (0..40_000u32).map(|index| (index.wrapping_mul(31) % 251) as u8).collect()
+}
+
+fn names(fs: &mut FileSystem<SimFlash<ImageStore>>, path: &str) -> Vec<(String, FileKind)> {
+    let entries = fs.readdir_path(path.as_bytes()).unwrap_or_else(|error| panic!("readdir {path}: {error}"));
+    entries.into_iter().map(|entry| (String::from_utf8(entry.name).expect("utf-8 name"), entry.kind)).collect()
+}
+
+/// The files the generator wrote, as the newest (delta) commit left them.
+fn check_contents(fs: &mut FileSystem<SimFlash<ImageStore>>, context: &str) {
+    use FileKind::{Directory, File, Symlink};
+    let owned = |list: &[(&str, FileKind)]| list.iter().map(|&(name, kind)| (name.to_string(), kind)).collect::<Vec<_>>();
+    assert_eq!(
+        names(fs, "/"),
+        owned(&[("data", Directory), ("docs", Directory), ("hello.txt", File), ("late", Directory), ("readme-link", Symlink)]),
+        "{context}: root listing"
+    );
+    assert_eq!(names(fs, "/docs"), owned(&[("notes", Directory)]), "{context}: /docs");
+    assert_eq!(names(fs, "/docs/notes"), owned(&[("after-full-commit.txt", File)]), "{context}: /docs/notes");
+    assert_eq!(names(fs, "/data"), owned(&[("pattern.bin", File)]), "{context}: /data");
+    assert_eq!(read_file(fs, "/hello.txt").expect("hello"), b"hello again, changed by a delta commit\n", "{context}");
+    assert_eq!(read_file(fs, "/docs/notes/after-full-commit.txt").expect("note"), b"written after the full commit\n", "{context}");
+    assert_eq!(read_file(fs, "/data/pattern.bin").expect("pattern"), pattern(), "{context}: /data/pattern.bin");
+    assert_eq!(fs.readlink_path(b"/readme-link").expect("readlink"), b"docs/readme.md", "{context}");
+}
+
+/// Reads a golden image read-only, then writable (a change, an unmount, a remount), checking
+/// the files and fsck each time. Returns the remounted volume.
+/// The volume keeps its format version: this build writes an older volume in that version's
+/// format, so the build that made it still reads it.
+fn check_golden(packed: &[u8], label: &str, format_version: u32) -> FileSystem<SimFlash<ImageStore>> {
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let path = directory.path().join(format!("{label}.img"));
+    unpack_sparse(packed, &path);
+    let read_only = FsConfig { volume: VolumeConfig { read_only: true, ..VolumeConfig::default() }, ..FsConfig::default() };
+    let mut fs = FileSystem::mount(SimFlash::open_image(&path).expect("open image"), read_only).expect("read-only mount");
+    assert!(!fs.mount_report().clean, "{label}: the generator did not unmount");
+    assert_eq!(fs.volume.superblock.format_version, format_version, "{label}");
+    check_contents(&mut fs, &format!("{label}, read-only"));
+    assert_clean(&mut fs, &format!("{label}, read-only"));
+    drop(fs);
+
+    let mut fs = FileSystem::mount(SimFlash::open_image(&path).expect("open image"), FsConfig::default()).expect("mount");
+    check_contents(&mut fs, &format!("{label}, writable"));
+    write_file(&mut fs, "/late/new.txt", b"written by this build").expect("write");
+    assert_clean(&mut fs, &format!("{label}, after a write"));
+    fs.unmount().expect("unmount");
+    let mut fs = FileSystem::mount(SimFlash::open_image(&path).expect("open image"), FsConfig::default()).expect("remount");
+    assert!(fs.mount_report().clean, "{label}: remount after a clean unmount");
+    check_contents(&mut fs, &format!("{label}, remounted"));
+    assert_eq!(read_file(&mut fs, "/late/new.txt").expect("new file"), b"written by this build");
+    assert_clean(&mut fs, &format!("{label}, remounted"));
+    assert_eq!(fs.volume.superblock.format_version, format_version, "{label}: the version changed");
+    assert_eq!(fs.volume.committed().shape.format_version, format_version, "{label}: metaroots of another version");
+    fs
+}
+
+/// Format version 1, written by the code before the indexed segment table (commit noted in
+/// tests/fixtures/README.md).
+#[test]
+fn golden_image_of_format_version_1_reads_back() {
+    check_golden(include_bytes!("fixtures/golden-v1.sparse"), "golden-v1", 1);
+}
+
+/// Format version 2, the small volume: its segment table is named directly, as in version 1.
+#[test]
+fn golden_image_of_format_version_2_reads_back() {
+    let fs = check_golden(include_bytes!("fixtures/golden-v2.sparse"), "golden-v2", 2);
+    assert!(!fs.volume.committed().shape.is_indexed());
+}
+
+/// Format version 2, a 2 GiB volume (16,384 segments, 64 table pages): the metaroot names one
+/// index page, which names the table pages.
+#[test]
+fn golden_image_of_format_version_2_with_an_indexed_table_reads_back() {
+    let fs = check_golden(include_bytes!("fixtures/golden-v2-indexed.sparse"), "golden-v2-indexed", 2);
+    let shape = fs.volume.committed().shape;
+    assert_eq!((shape.table_page_count, shape.table_index_levels, shape.index_page_count), (64, 1, 1));
+}
+
+/// A volume of a format version this build does not know (the golden image's superblocks
+/// rewritten as version 3, with valid checksums) is refused by name, read-only or not: a typed
+/// error stating both versions, not a panic and not "corrupt".
+#[test]
+fn a_newer_format_version_is_refused_by_name() {
+    use fsoc_core::txn::{Superblock, TxnError};
+    use fsoc_core::FsError;
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let path = directory.path().join("future.img");
+    unpack_sparse(include_bytes!("fixtures/golden-v1.sparse"), &path);
+    let mut image = std::fs::read(&path).expect("read image");
+    // Image header (docs/FORMAT.md, "Image file"): data_offset at 72; a page slot holds data
+    // then spare. Superblock copies are pages 0 and 1 of block 0 of the one chip.
+    let data_offset = u64::from_le_bytes(image[72..80].try_into().expect("8 bytes")) as usize;
+    let (page_bytes, spare_bytes) = (2048, 64);
+    for page in 0..2 {
+        let slot = data_offset + page * (page_bytes + spare_bytes);
+        let mut superblock = Superblock::decode(&image[slot..slot + page_bytes]).expect("golden superblock");
+        superblock.format_version = 3;
+        image[slot..slot + page_bytes].copy_from_slice(&superblock.encode(page_bytes));
+    }
+    std::fs::write(&path, image).expect("write image");
+    for read_only in [true, false] {
+        let config = FsConfig { volume: VolumeConfig { read_only, ..VolumeConfig::default() }, ..FsConfig::default() };
+        let error = FileSystem::mount(SimFlash::open_image(&path).expect("open image"), config).err().expect("refused");
+        assert_eq!(error, FsError::Io(TxnError::UnsupportedVersion { found: 3, oldest: 1, newest: 2 }));
+        assert_eq!(error.to_string(), "I/O error: the volume has format version 3; this build reads format versions 1 to 2");
+    }
+}
