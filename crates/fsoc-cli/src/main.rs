@@ -7,6 +7,7 @@ mod fuse_cmd;
 mod image_walk;
 mod names;
 mod scaling_cmd;
+mod svg_chart;
 mod tools_cmd;
 mod volume_cmd;
 mod volume_files;
