@@ -200,6 +200,8 @@ fn free_bytes(path: &Path) -> Option<u64> {
     if unsafe { libc::statvfs(name.as_ptr(), &mut stats) } != 0 {
         return None;
     }
+    // fsblkcnt_t and the block size are narrower than u64 on some targets.
+    #[allow(clippy::useless_conversion)]
     Some(u64::from(stats.f_bavail).saturating_mul(u64::from(stats.f_frsize)))
 }
 

@@ -131,7 +131,8 @@ enum Command {
         #[arg(long)]
         paired_pages: bool,
     },
-    /// Benchmarks (simulated device time; results as JSON plus an SVG chart beside it).
+    /// Benchmarks (simulated device time, except `bench fuse`: wall time on this machine;
+    /// results as JSON plus an SVG chart beside it).
     Bench {
         #[command(subcommand)]
         command: BenchCommand,
