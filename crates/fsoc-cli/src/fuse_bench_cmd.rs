@@ -121,6 +121,10 @@ struct Machine {
     cpu_model: String,
     cpu_count: usize,
     memory_mib: u64,
+    /// /proc/loadavg's 1-minute figure when the run started and when it ended: other work on
+    /// the machine slows both file systems (they alternate, so the ratios suffer less).
+    load_average_start: f64,
+    load_average_end: f64,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -358,7 +362,13 @@ fn format_figure(value: Option<f64>) -> String {
     }
 }
 
-fn machine() -> Machine {
+/// The 1-minute load average.
+fn load_average() -> f64 {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().next().and_then(|figure| figure.parse().ok()).unwrap_or(f64::NAN)
+}
+
+fn machine(load_average_start: f64) -> Machine {
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
     let cpu_model = read("/proc/cpuinfo")
         .lines()
@@ -376,6 +386,8 @@ fn machine() -> Machine {
         cpu_model,
         cpu_count: std::thread::available_parallelism().map_or(0, |count| count.get()),
         memory_mib: memory_kib >> 10,
+        load_average_start,
+        load_average_end: load_average(),
     }
 }
 
@@ -498,6 +510,7 @@ pub fn run(options: &FuseBenchOptions) -> Result<(), String> {
         tools: &tools,
     };
     let started = Instant::now();
+    let load_average_start = load_average();
     let bar = ProgressBar::new_spinner();
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     let mut samples = Vec::new();
@@ -555,7 +568,7 @@ pub fn run(options: &FuseBenchOptions) -> Result<(), String> {
             order: "per repetition, per workload: fsoc then ext4, each on a fresh volume",
             scale,
         },
-        machine: machine(),
+        machine: machine(load_average_start),
         skipped,
         targets: check_targets(&summaries),
         workloads: summaries,
@@ -577,12 +590,16 @@ pub fn run(options: &FuseBenchOptions) -> Result<(), String> {
 
 fn print_summary(report: &Report, runnable: &[Workload]) {
     println!(
-        "\nfsoc (FUSE, {} profile) vs ext4 (loop device), {} MiB volumes in {IMAGE_DIRECTORY}; medians of {} repetition{}{}",
+        "\nfsoc (FUSE, {} profile) vs ext4 (loop device), {} MiB volumes in {IMAGE_DIRECTORY}; medians of {} repetition{}{}; \
+         load average {:.1} at the start, {:.1} at the end ({} CPUs)",
         report.config.fsoc_profile,
         report.config.volume_size_bytes >> 20,
         report.repetitions,
         if report.repetitions == 1 { "" } else { "s" },
-        if report.quick { " (--quick: scaled-down workloads)" } else { "" }
+        if report.quick { " (--quick: scaled-down workloads)" } else { "" },
+        report.machine.load_average_start,
+        report.machine.load_average_end,
+        report.machine.cpu_count
     );
     println!("{:<15} {:<24} {:>6} {:>10} {:>10} {:>10}  {:<7} reading", "workload", "metric", "unit", "fsoc", "ext4", "fsoc/ext4", "better");
     for &workload in runnable {
@@ -876,7 +893,7 @@ mod tests {
                     order: "",
                     scale: Scale::quick(),
                 },
-                machine: machine(),
+                machine: machine(0.0),
                 skipped: Vec::new(),
                 workloads: summaries.clone(),
                 targets,
