@@ -3,10 +3,14 @@
 mod array_cmd;
 mod bench_cmd;
 mod flash_cmd;
+mod fuse_bench_cmd;
+mod fuse_bench_mounts;
+mod fuse_bench_workloads;
 mod fuse_cmd;
 mod image_walk;
 mod names;
 mod scaling_cmd;
+mod svg_chart;
 mod tools_cmd;
 mod volume_cmd;
 mod volume_files;
@@ -129,7 +133,8 @@ enum Command {
         #[arg(long)]
         paired_pages: bool,
     },
-    /// Benchmarks (simulated device time; results as JSON plus an SVG chart beside it).
+    /// Benchmarks (simulated device time, except `bench fuse`: wall time on this machine;
+    /// results as JSON plus an SVG chart beside it).
     Bench {
         #[command(subcommand)]
         command: BenchCommand,
@@ -221,6 +226,34 @@ enum BenchCommand {
         /// Seed of the simulated chip.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+    },
+    /// fsoc through FUSE against ext4 on a loop device, on this machine (wall time): PostMark
+    /// (seed 004), dbench, fio and a metadata storm, each on a fresh fsoc mount and a fresh ext4
+    /// mount in turn. Needs root, /dev/fuse and a loop device; prints a table and writes JSON
+    /// plus an SVG chart beside it.
+    Fuse {
+        /// Where to write every sample, the medians and the fsoc/ext4 ratios as JSON (the chart
+        /// goes beside it, as .svg).
+        #[arg(long)]
+        json: PathBuf,
+        /// Repetitions of every workload on each file system, 1 to 100 (default 3; 1 with
+        /// --quick).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+        reps: Option<u32>,
+        /// Scaled-down workloads and one repetition: a smoke run of well under a minute.
+        #[arg(long)]
+        quick: bool,
+        /// Size of each volume (the fsoc image and the ext4 image alike), with a K, M, G or T
+        /// suffix.
+        #[arg(long, default_value = "1G")]
+        size: String,
+        /// NAND profile of the fsoc image: slc, mlc, tlc or mlc8k.
+        #[arg(long, default_value = "mlc", value_parser = profile_name)]
+        profile: String,
+        /// Comma-separated workloads to run: postmark, dbench, fio, metadata_storm (default:
+        /// all four).
+        #[arg(long, value_delimiter = ',')]
+        workloads: Vec<String>,
     },
     /// Mount cost (page reads, simulated time) against the number of files, fsoc beside
     /// littlefs; prints both and their ratio.
@@ -350,6 +383,9 @@ fn main() -> ExitCode {
         Command::Bench { command: BenchCommand::Fsio { json, seed } } => bench_cmd::fsio(&json, seed),
         Command::Bench { command: BenchCommand::Readers { json, quick, seed } } => bench_cmd::readers(json.as_deref(), quick, seed),
         Command::Bench { command: BenchCommand::Mount { files, json, seed } } => bench_cmd::mount(&files, json.as_deref(), seed),
+        Command::Bench { command: BenchCommand::Fuse { json, reps, quick, size, profile, workloads } } => {
+            fuse_bench_cmd::run(&fuse_bench_cmd::FuseBenchOptions { json, reps, quick, size, profile, workloads })
+        }
         Command::Array { command: ArrayCommand::Mkfs { base, profile, chips, blocks, seed, volume_id, force } } => {
             array_cmd::mkfs(&base, &profile, chips, blocks, seed, volume_id, force)
         }

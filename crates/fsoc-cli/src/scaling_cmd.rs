@@ -19,6 +19,8 @@ use fsoc_media::rng::SeededRng;
 use fsoc_media::{Flash, Profile, SimConfig, SimFlash};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::svg_chart::{self, LogScale};
+
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 const NANOS_PER_SECOND: f64 = 1e9;
@@ -556,11 +558,7 @@ pub fn render_svg(sweep: &SweepConfig, rows: &[Row]) -> String {
     let width = MARGIN_LEFT + columns as f64 * (PANEL_WIDTH + GAP_X) + 40.0;
     let height = MARGIN_TOP + panel_rows as f64 * (PANEL_HEIGHT + GAP_Y) + 40.0;
     let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    svg_chart::begin(&mut svg, width, height);
     let _ = writeln!(
         svg,
         r#"<text x="{MARGIN_LEFT}" y="22" font-size="15">fsoc scaling sweep: synced record I/O on p chips (simulated time); dashed = physical limit</text>"#
@@ -588,7 +586,7 @@ pub fn render_svg(sweep: &SweepConfig, rows: &[Row]) -> String {
                 rows.iter().filter(|row| row.op == operation.name() && row.profile == profile.name()).collect();
             let value_max = panel.iter().map(|row| row.raw_mib_per_s.max(row.mib_per_s)).fold(1.0f64, f64::max);
             let value_min = panel.iter().map(|row| row.mib_per_s).fold(value_max, f64::min).max(0.01);
-            let (log_low, log_high) = (value_min.log10().floor(), (value_max * 1.2).log10().ceil());
+            let scale = LogScale::new(value_min, value_max * 1.2, top, PANEL_HEIGHT);
             let x_of = |record: f64| {
                 if record_max > record_min {
                     left + (record / record_min).log2() / (record_max / record_min).log2() * PANEL_WIDTH
@@ -596,11 +594,7 @@ pub fn render_svg(sweep: &SweepConfig, rows: &[Row]) -> String {
                     left + PANEL_WIDTH / 2.0
                 }
             };
-            let y_of = |value: f64| top + PANEL_HEIGHT - (value.max(1e-9).log10() - log_low) / (log_high - log_low) * PANEL_HEIGHT;
-            let _ = writeln!(
-                svg,
-                r##"<rect x="{left}" y="{top}" width="{PANEL_WIDTH}" height="{PANEL_HEIGHT}" fill="none" stroke="#888"/>"##
-            );
+            svg_chart::frame(&mut svg, left, top, PANEL_WIDTH, PANEL_HEIGHT);
             let _ = writeln!(
                 svg,
                 r#"<text x="{left}" y="{}" font-size="12">{} — {}</text>"#,
@@ -609,19 +603,7 @@ pub fn render_svg(sweep: &SweepConfig, rows: &[Row]) -> String {
                 operation.name()
             );
             // Decade grid lines on the value axis.
-            let mut decade = log_low;
-            while decade <= log_high {
-                let y = y_of(10f64.powf(decade));
-                let _ = writeln!(
-                    svg,
-                    r##"<line x1="{left}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-                    left + PANEL_WIDTH,
-                    left - 4.0,
-                    y + 4.0,
-                    format_value(10f64.powf(decade))
-                );
-                decade += 1.0;
-            }
+            scale.grid(&mut svg, left, PANEL_WIDTH);
             // Every record size gets a tick; labels skip every other one when they would crowd.
             let label_step = if sweep.record_sizes_bytes.len() > 7 { 2 } else { 1 };
             for (index, &record) in sweep.record_sizes_bytes.iter().enumerate() {
@@ -653,7 +635,7 @@ pub fn render_svg(sweep: &SweepConfig, rows: &[Row]) -> String {
                 let color = CHIP_COLORS[chip_index % CHIP_COLORS.len()];
                 let series: Vec<&&Row> = panel.iter().filter(|row| row.chips == chips).collect();
                 if let Some(first) = series.first() {
-                    let y = y_of(first.raw_mib_per_s);
+                    let y = scale.y(first.raw_mib_per_s);
                     let _ = writeln!(
                         svg,
                         r#"<line x1="{left}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="{color}" stroke-dasharray="4 3"/>"#,
@@ -662,7 +644,7 @@ pub fn render_svg(sweep: &SweepConfig, rows: &[Row]) -> String {
                 }
                 let points: Vec<String> = series
                     .iter()
-                    .map(|row| format!("{:.1},{:.1}", x_of(row.record_bytes as f64), y_of(row.mib_per_s)))
+                    .map(|row| format!("{:.1},{:.1}", x_of(row.record_bytes as f64), scale.y(row.mib_per_s)))
                     .collect();
                 let _ = writeln!(
                     svg,
@@ -676,16 +658,8 @@ pub fn render_svg(sweep: &SweepConfig, rows: &[Row]) -> String {
             }
         }
     }
-    svg.push_str("</svg>\n");
+    svg_chart::end(&mut svg);
     svg
-}
-
-fn format_value(value: f64) -> String {
-    if value >= 1.0 {
-        format!("{value:.0}")
-    } else {
-        format!("{value}")
-    }
 }
 
 #[cfg(test)]
