@@ -247,7 +247,7 @@ enum BenchCommand {
         /// suffix.
         #[arg(long, default_value = "1G")]
         size: String,
-        /// NAND profile of the fsoc image: slc, mlc, tlc or mlc8k.
+        /// NAND profile of the fsoc image: slc, mlc, tlc, mlc8k or mlc16k.
         #[arg(long, default_value = "mlc", value_parser = profile_name)]
         profile: String,
         /// Comma-separated workloads to run: postmark, dbench, fio, metadata_storm (default:
