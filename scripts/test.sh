@@ -7,6 +7,12 @@ echo "== one minimum Rust version"
 bash scripts/check-rust-version.sh
 # ... and no std API newer than it (clippy knows when each was stabilized).
 cargo clippy --quiet --release --workspace --all-targets -- -A clippy::all -A warnings -D clippy::incompatible_msrv
+echo "== the fsoc command without the lab (no littlefs peer, so no libclang)"
+if cargo tree -p fsoc-cli --no-default-features -e normal | grep -q littlefs; then
+    echo "fsoc-cli reaches littlefs without the lab feature" >&2
+    exit 1
+fi
+cargo check --quiet --release -p fsoc-cli --no-default-features
 echo "== clippy, warnings denied"
 cargo clippy --quiet --release --workspace --all-targets -- -D warnings
 echo "== no_std build of fsoc-core (links without std: a std dependency would clash on panic_impl), and a run of it"

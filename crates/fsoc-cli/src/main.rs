@@ -1,6 +1,7 @@
 //! The `fsoc` command: simulator demo, image tools, checker, crash test and benchmarks.
 
 mod array_cmd;
+#[cfg(feature = "lab")]
 mod bench_cmd;
 mod flash_cmd;
 mod fuse_bench_cmd;
@@ -203,6 +204,7 @@ enum BenchCommand {
         #[arg(long)]
         no_paired_page_guard: bool,
     },
+    #[cfg(feature = "lab")]
     /// Parallel readers (wall-clock time): on a 4-chip array of chip files, four threads reading
     /// four files against one, and 4 KiB read latency idle and while a writer streams fsync'd
     /// writes. Chip files go to /dev/shm when it exists, else the temporary directory.
@@ -217,6 +219,7 @@ enum BenchCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    #[cfg(feature = "lab")]
     /// Seed 003's file benchmark (15 samples × 133 files: create, open, delete) for fsoc and
     /// littlefs on the same simulated MLC chip.
     Fsio {
@@ -255,6 +258,7 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',')]
         workloads: Vec<String>,
     },
+    #[cfg(feature = "lab")]
     /// Mount cost (page reads, simulated time) against the number of files, fsoc beside
     /// littlefs; prints both and their ratio.
     Mount {
@@ -380,8 +384,11 @@ fn main() -> ExitCode {
         Command::Bench { command: BenchCommand::Scaling { json, quick, seed, no_paired_page_guard } } => {
             scaling_cmd::run(&json, quick, seed, !no_paired_page_guard)
         }
+        #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Fsio { json, seed } } => bench_cmd::fsio(&json, seed),
+        #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Readers { json, quick, seed } } => bench_cmd::readers(json.as_deref(), quick, seed),
+        #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Mount { files, json, seed } } => bench_cmd::mount(&files, json.as_deref(), seed),
         Command::Bench { command: BenchCommand::Fuse { json, reps, quick, size, profile, workloads } } => {
             fuse_bench_cmd::run(&fuse_bench_cmd::FuseBenchOptions { json, reps, quick, size, profile, workloads })
