@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""The layer rule, checked from `cargo metadata`: a crate's normal dependencies among the
+workspace's crates are only crates of lower layers (ARCHITECTURE.md's codemap), and no product
+crate depends on a lab crate (test oracle, simulation harness, peer benchmarks) except where
+listed below with the reason. Dev-dependencies (tests) may use anything."""
+import json
+import subprocess
+import sys
+
+# Layer of each crate: a crate may depend on crates of a strictly lower layer.
+LAYERS = {
+    "fsoc-media": 1,   # NAND model and the Flash trait
+    "fsoc-array": 2,   # chips in parallel
+    "fsoc-core": 3,    # segment log, B+trees, transactions, file system (one no_std crate)
+    "fsoc-model": 3,   # lab: the POSIX model (depends on nothing of ours)
+    "fsoc-sim": 4,     # lab: crash workloads over fsoc-core
+    "fsoc-bench": 4,   # lab: peer benchmarks over fsoc-core and fsoc-array
+    "fsoc-fuse": 7,    # FUSE mount over fsoc-core
+    "fsoc-cli": 8,     # the command
+}
+LAB = {"fsoc-model", "fsoc-sim", "fsoc-bench"}
+# Product crates that may use a lab crate, and how.
+ALLOWED_LAB = {
+    # `fsoc crashtest` is a user-facing command (power cuts at every operation of a workload).
+    ("fsoc-cli", "fsoc-sim"): "always",
+    # The peer benchmarks only with the `lab` feature (littlefs needs libclang).
+    ("fsoc-cli", "fsoc-bench"): "optional",
+}
+
+metadata = json.loads(subprocess.run(
+    ["cargo", "metadata", "--format-version", "1", "--no-deps"], check=True, capture_output=True, text=True).stdout)
+problems = []
+for package in metadata["packages"]:
+    name = package["name"]
+    if name not in LAYERS:
+        problems.append(f"{name}: not in the layer table of scripts/check-layers.py (add it with its layer)")
+        continue
+    for dependency in package["dependencies"]:
+        target = dependency["name"]
+        if dependency["kind"] is not None or target not in LAYERS:
+            continue
+        if LAYERS[target] >= LAYERS[name]:
+            problems.append(f"{name} (layer {LAYERS[name]}) depends on {target} (layer {LAYERS[target]}): not below it")
+        if target in LAB and name not in LAB:
+            allowed = ALLOWED_LAB.get((name, target))
+            if allowed is None or (allowed == "optional" and not dependency["optional"]):
+                problems.append(f"product crate {name} depends on lab crate {target}")
+if problems:
+    print("layer rule broken:\n  " + "\n  ".join(problems), file=sys.stderr)
+    sys.exit(1)
+print(f"layer rule holds for {len(metadata['packages'])} crates")
