@@ -7,6 +7,8 @@ echo "== one minimum Rust version"
 bash scripts/check-rust-version.sh
 # ... and no std API newer than it (clippy knows when each was stabilized).
 cargo clippy --quiet --release --workspace --all-targets -- -A clippy::all -A warnings -D clippy::incompatible_msrv
+echo "== formatting (rustfmt.toml)"
+cargo fmt --check
 echo "== layer rule (no crate depends on a crate of its own or a higher layer)"
 python3 scripts/check-layers.py
 echo "== the fsoc command without the lab (no littlefs peer, so no libclang)"

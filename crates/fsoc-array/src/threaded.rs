@@ -11,7 +11,9 @@ use fsoc_media::{
     SimConfig, SimFlash, Timing,
 };
 
-use crate::chip_files::{chip_file_path, chip_file_paths, create_chip_files, open_chip_files, ArrayError, CHIP_COUNT_MAX};
+use crate::chip_files::{
+    chip_file_path, chip_file_paths, create_chip_files, open_chip_files, ArrayError, CHIP_COUNT_MAX,
+};
 use crate::store::ChipArrayStore;
 
 /// Settings of the array layer (not of the chips).

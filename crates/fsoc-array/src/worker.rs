@@ -31,13 +31,34 @@ pub(crate) struct ChipMetadata {
 
 /// A storage request for one chip. Addresses are the chip file's own (chip 0).
 pub(crate) enum Request {
-    WriteContents { page: PageAddress, bytes: PageBytes, data_bytes: usize },
-    SetPageMeta { page: PageAddress, meta: PageMeta },
-    SetBlockMeta { block: BlockAddress, meta: BlockMeta },
-    ResetBlockPages { block: BlockAddress },
-    ReadContents { page: PageAddress, data_bytes: usize, spare_bytes: usize, reply: SyncSender<Result<PageBytes, String>> },
-    LoadMetadata { reply: SyncSender<Result<ChipMetadata, String>> },
-    Flush { reply: SyncSender<Result<(), String>> },
+    WriteContents {
+        page: PageAddress,
+        bytes: PageBytes,
+        data_bytes: usize,
+    },
+    SetPageMeta {
+        page: PageAddress,
+        meta: PageMeta,
+    },
+    SetBlockMeta {
+        block: BlockAddress,
+        meta: BlockMeta,
+    },
+    ResetBlockPages {
+        block: BlockAddress,
+    },
+    ReadContents {
+        page: PageAddress,
+        data_bytes: usize,
+        spare_bytes: usize,
+        reply: SyncSender<Result<PageBytes, String>>,
+    },
+    LoadMetadata {
+        reply: SyncSender<Result<ChipMetadata, String>>,
+    },
+    Flush {
+        reply: SyncSender<Result<(), String>>,
+    },
 }
 
 pub(crate) struct ChipWorker {
@@ -202,7 +223,8 @@ fn load_metadata(store: &ImageStore) -> Result<ChipMetadata, String> {
         let block = BlockAddress::new(0, block_index);
         metadata.blocks.push(store.block_meta(block).map_err(|error| error.to_string())?);
         for page_index in 0..geometry.pages_per_block {
-            let meta = store.page_meta(PageAddress::new(0, block_index, page_index)).map_err(|error| error.to_string())?;
+            let meta =
+                store.page_meta(PageAddress::new(0, block_index, page_index)).map_err(|error| error.to_string())?;
             if !meta.is_pristine() {
                 metadata.pages.push((block_index, page_index, meta));
             }

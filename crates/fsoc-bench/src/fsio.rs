@@ -89,7 +89,8 @@ impl FsioConfig {
 
     /// Deterministic contents of one file, different for every file and seed.
     fn contents(&self, sample_index: u32, file_index: u32) -> Vec<u8> {
-        let mut state = self.device.seed ^ (u64::from(sample_index) << 32 | u64::from(file_index)) ^ 0x9e37_79b9_7f4a_7c15;
+        let mut state =
+            self.device.seed ^ (u64::from(sample_index) << 32 | u64::from(file_index)) ^ 0x9e37_79b9_7f4a_7c15;
         (0..self.file_size_bytes)
             .map(|_| {
                 // xorshift64*: cheap, seeded, and enough to defeat any compression or dedup.
@@ -284,7 +285,8 @@ pub fn markdown_table(report: &Value) -> String {
     let seconds = |fs: &str, operation: &str| {
         report["summary"]["totals"][fs][operation]["sim_us"].as_u64().map_or(f64::NAN, |us| us as f64 / 1e6)
     };
-    let mut table = format!("| {title} | fsoc (s) | littlefs (s) | fsoc/littlefs | limit (s) |\n|---|---|---|---|---|\n");
+    let mut table =
+        format!("| {title} | fsoc (s) | littlefs (s) | fsoc/littlefs | limit (s) |\n|---|---|---|---|---|\n");
     for operation in FsioOperation::ALL {
         let ratio = report["summary"]["ratio_fsoc_over_littlefs"][operation.name()]["sim_us"].as_f64();
         let limit = match operation {

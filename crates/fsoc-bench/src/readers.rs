@@ -43,7 +43,14 @@ pub struct ReadersConfig {
 impl ReadersConfig {
     /// Four 32 MiB files on four 256 MiB chips.
     pub fn full(seed: u64) -> ReadersConfig {
-        ReadersConfig { chip_count: 4, block_count: 2048, file_bytes: 32 << 20, read_bytes: 1 << 20, latency_reads: 4000, seed }
+        ReadersConfig {
+            chip_count: 4,
+            block_count: 2048,
+            file_bytes: 32 << 20,
+            read_bytes: 1 << 20,
+            latency_reads: 4000,
+            seed,
+        }
     }
 
     /// A few seconds' worth, for a smoke run.
@@ -66,7 +73,11 @@ fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
 }
 
 /// Reads `inodes[i]` end to end on thread i, all at once; returns aggregate MB/s.
-fn read_files(volume: &RwLock<FileSystem<ThreadedFlash>>, inodes: &[u64], config: &ReadersConfig) -> Result<f64, BenchError> {
+fn read_files(
+    volume: &RwLock<FileSystem<ThreadedFlash>>,
+    inodes: &[u64],
+    config: &ReadersConfig,
+) -> Result<f64, BenchError> {
     let started = Instant::now();
     let results: Vec<Result<usize, String>> = std::thread::scope(|scope| {
         let threads: Vec<_> = inodes
@@ -76,7 +87,8 @@ fn read_files(volume: &RwLock<FileSystem<ThreadedFlash>>, inodes: &[u64], config
                     let mut offset = 0usize;
                     while offset < config.file_bytes {
                         let guard = volume.read().map_err(|_| "lock poisoned".to_string())?;
-                        let bytes = guard.read(inode, offset as u64, config.read_bytes).map_err(|error| error.to_string())?;
+                        let bytes =
+                            guard.read(inode, offset as u64, config.read_bytes).map_err(|error| error.to_string())?;
                         drop(guard);
                         if bytes.is_empty() {
                             return Err(format!("short file: {offset} bytes"));
@@ -98,7 +110,12 @@ fn read_files(volume: &RwLock<FileSystem<ThreadedFlash>>, inodes: &[u64], config
 }
 
 /// 4 KiB reads at seeded random offsets of `inode`; latencies sorted.
-fn read_latencies(volume: &RwLock<FileSystem<ThreadedFlash>>, inode: u64, config: &ReadersConfig, seed: u64) -> Result<Vec<Duration>, BenchError> {
+fn read_latencies(
+    volume: &RwLock<FileSystem<ThreadedFlash>>,
+    inode: u64,
+    config: &ReadersConfig,
+    seed: u64,
+) -> Result<Vec<Duration>, BenchError> {
     let mut rng = SeededRng::new(seed);
     let mut latencies = Vec::with_capacity(config.latency_reads);
     let pages = (config.file_bytes / LATENCY_READ_BYTES) as u64;
@@ -106,7 +123,8 @@ fn read_latencies(volume: &RwLock<FileSystem<ThreadedFlash>>, inode: u64, config
         let offset = rng.below(pages) * LATENCY_READ_BYTES as u64;
         let started = Instant::now();
         let guard = volume.read().map_err(|_| BenchError::Setup("lock poisoned".into()))?;
-        let bytes = guard.read(inode, offset, LATENCY_READ_BYTES).map_err(|error| BenchError::Setup(error.to_string()))?;
+        let bytes =
+            guard.read(inode, offset, LATENCY_READ_BYTES).map_err(|error| BenchError::Setup(error.to_string()))?;
         drop(guard);
         latencies.push(started.elapsed());
         if bytes.len() != LATENCY_READ_BYTES {

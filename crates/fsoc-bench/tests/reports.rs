@@ -48,7 +48,8 @@ fn fsio_report_shape_and_counts() {
             }
         }
         // Every create is at least one page program (the commit).
-        let programs: u64 = report["fs"][fs]["create"].as_array().expect("create").iter().map(|s| field(s, "programs")).sum();
+        let programs: u64 =
+            report["fs"][fs]["create"].as_array().expect("create").iter().map(|s| field(s, "programs")).sum();
         assert!(programs >= 20, "{fs}: {programs} programs for 20 durable creates");
     }
     assert_eq!(report["config"]["device"]["profile"], "mlc");

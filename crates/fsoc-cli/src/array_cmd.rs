@@ -12,7 +12,15 @@ use fsoc_media::{Flash, Profile, SimConfig};
 /// beside them and renamed into place only once the volume is complete and closed, so a
 /// failure leaves no chip files behind and never damages an existing array; `--force` refuses
 /// an array that is mounted or in use.
-pub fn mkfs(base: &Path, profile: &str, chips: u32, blocks: u32, seed: u64, volume_id: Option<u64>, force: bool) -> Result<(), String> {
+pub fn mkfs(
+    base: &Path,
+    profile: &str,
+    chips: u32,
+    blocks: u32,
+    seed: u64,
+    volume_id: Option<u64>,
+    force: bool,
+) -> Result<(), String> {
     let profile = Profile::from_name(profile).ok_or_else(|| format!("unknown profile {profile:?}"))?;
     if let Some(refusal) = crate::volume_cmd::volume_size_refusal(profile, chips, blocks) {
         return Err(format!("{}: {refusal}", base.display()));
@@ -24,12 +32,14 @@ pub fn mkfs(base: &Path, profile: &str, chips: u32, blocks: u32, seed: u64, volu
     let _locks = existing.iter().map(|path| crate::tools_cmd::lock_image(path, true)).collect::<Result<Vec<_>, _>>()?;
     let volume_id = crate::volume_cmd::new_volume_id(volume_id, seed)?;
     let final_paths: Vec<PathBuf> = (0..chips).map(|chip| chip_file_path(base, chip)).collect();
-    let temporary_paths: Vec<PathBuf> = final_paths.iter().map(|path| temporary_path(path)).collect::<Result<_, _>>()?;
+    let temporary_paths: Vec<PathBuf> =
+        final_paths.iter().map(|path| temporary_path(path)).collect::<Result<_, _>>()?;
     let formatted = (|| {
         let config = SimConfig::new(profile, chips, blocks, seed);
         let flash = ThreadedFlash::create_files(&temporary_paths, config, ArrayConfig::default())
             .map_err(|error| format!("{}: {error}", base.display()))?;
-        let fs = FileSystem::format(flash, FsConfig::default(), volume_id).map_err(|error| format!("format: {error}"))?;
+        let fs =
+            FileSystem::format(flash, FsConfig::default(), volume_id).map_err(|error| format!("format: {error}"))?;
         let flash = fs.unmount().map_err(|error| format!("unmount: {error}"))?;
         flash.close().map_err(|error| format!("close: {error}"))
     })();
@@ -72,7 +82,10 @@ pub fn info(base: Option<&Path>, chip_files: &[PathBuf]) -> Result<(), String> {
         _ => return Err("give BASE or --chip-file (repeated, in chip order), not both".into()),
     };
     if paths.is_empty() {
-        return Err(format!("no chip files {}.chip0, … found", base.map(|b| b.display().to_string()).unwrap_or_default()));
+        return Err(format!(
+            "no chip files {}.chip0, … found",
+            base.map(|b| b.display().to_string()).unwrap_or_default()
+        ));
     }
     // The one rule for mounted volumes: refused (the server locks every chip file).
     let _locks = paths.iter().map(|path| crate::tools_cmd::lock_image(path, false)).collect::<Result<Vec<_>, _>>()?;

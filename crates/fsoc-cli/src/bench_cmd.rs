@@ -32,7 +32,10 @@ pub fn fsio(json: &Path, seed: u64) -> Result<(), String> {
     for op in ["create", "open", "delete"] {
         let fsoc = sum(&report, "fsoc", op, "sim_us") / 1e6;
         let littlefs = sum(&report, "littlefs", op, "sim_us") / 1e6;
-        println!("{op:>8} {fsoc:>14.3} {littlefs:>14.3} {:>14.4}", if littlefs > 0.0 { fsoc / littlefs } else { f64::NAN });
+        println!(
+            "{op:>8} {fsoc:>14.3} {littlefs:>14.3} {:>14.4}",
+            if littlefs > 0.0 { fsoc / littlefs } else { f64::NAN }
+        );
     }
     println!("{}", fsoc_bench::fsio::markdown_table(&report));
     println!("wrote {}", json.display());
@@ -49,12 +52,20 @@ pub fn mount(files: &[u64], json: Option<&Path>, seed: u64) -> Result<(), String
     bar.finish_and_clear();
     let rows = mount_rows(&report);
     println!("mount after N empty files (seed {seed}; simulated MLC chip): page reads and simulated time");
-    println!("{:>9} {:>12} {:>12} {:>14} {:>12} {:>12}", "files", "fsoc reads", "fsoc ms", "littlefs reads", "littlefs ms", "reads ratio");
+    println!(
+        "{:>9} {:>12} {:>12} {:>14} {:>12} {:>12}",
+        "files", "fsoc reads", "fsoc ms", "littlefs reads", "littlefs ms", "reads ratio"
+    );
     for row in &rows {
         let littlefs_reads = row.littlefs.map_or("-".to_string(), |(reads, _)| reads.to_string());
         let littlefs_ms = row.littlefs.map_or("-".to_string(), |(_, ms)| format!("{ms:.3}"));
-        let ratio = row.littlefs.map_or("-".to_string(), |(reads, _)| format!("{:.3}", row.fsoc.0 as f64 / reads.max(1) as f64));
-        println!("{:>9} {:>12} {:>12.3} {:>14} {:>12} {:>12}", row.files, row.fsoc.0, row.fsoc.1, littlefs_reads, littlefs_ms, ratio);
+        let ratio = row
+            .littlefs
+            .map_or("-".to_string(), |(reads, _)| format!("{:.3}", row.fsoc.0 as f64 / reads.max(1) as f64));
+        println!(
+            "{:>9} {:>12} {:>12.3} {:>14} {:>12} {:>12}",
+            row.files, row.fsoc.0, row.fsoc.1, littlefs_reads, littlefs_ms, ratio
+        );
     }
     if let Some(skipped) = report["littlefs_skipped_above"].as_u64() {
         if rows.iter().any(|row| row.files > skipped) {
@@ -78,7 +89,8 @@ struct MountRow {
 }
 
 fn mount_rows(report: &Value) -> Vec<MountRow> {
-    let measurement = |value: &Value| (value["page_reads"].as_u64().unwrap_or(0), value["sim_us"].as_f64().unwrap_or(0.0) / 1e3);
+    let measurement =
+        |value: &Value| (value["page_reads"].as_u64().unwrap_or(0), value["sim_us"].as_f64().unwrap_or(0.0) / 1e3);
     let littlefs: Vec<&Value> = report["littlefs"].as_array().map(|rows| rows.iter().collect()).unwrap_or_default();
     report["mounts"]
         .as_array()
@@ -86,7 +98,10 @@ fn mount_rows(report: &Value) -> Vec<MountRow> {
             rows.iter()
                 .map(|row| {
                     let files = row["files"].as_u64().unwrap_or(0);
-                    let peer = littlefs.iter().find(|peer| peer["files"].as_u64() == Some(files)).map(|peer| measurement(peer));
+                    let peer = littlefs
+                        .iter()
+                        .find(|peer| peer["files"].as_u64() == Some(files))
+                        .map(|peer| measurement(peer));
                     MountRow { files, fsoc: measurement(row), littlefs: peer }
                 })
                 .collect()
@@ -108,7 +123,8 @@ fn mount_chart(rows: &[MountRow]) -> String {
     let x = |files: u64| margin + (files.max(1) as f64).log10() / files_max.log10() * (width - 2.0 * margin);
     let y = |reads: u64| height - margin - (reads.max(1) as f64).log10() / reads_max.log10() * (height - 2.0 * margin);
     let line = |points: Vec<(u64, u64)>, colour: &str, label: &str, label_y: f64| {
-        let path: Vec<String> = points.iter().map(|&(files, reads)| format!("{:.1},{:.1}", x(files), y(reads))).collect();
+        let path: Vec<String> =
+            points.iter().map(|&(files, reads)| format!("{:.1},{:.1}", x(files), y(reads))).collect();
         let dots: String = points
             .iter()
             .map(|&(files, reads)| format!("<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{reads}</text>", x(files), y(reads), x(files) + 5.0, y(reads) - 5.0))
@@ -120,10 +136,22 @@ fn mount_chart(rows: &[MountRow]) -> String {
         )
     };
     let fsoc = line(rows.iter().map(|row| (row.files, row.fsoc.0)).collect(), "#1f77b4", "fsoc", margin);
-    let littlefs = line(rows.iter().filter_map(|row| row.littlefs.map(|(reads, _)| (row.files, reads))).collect(), "#d62728", "littlefs", margin + 18.0);
+    let littlefs = line(
+        rows.iter().filter_map(|row| row.littlefs.map(|(reads, _)| (row.files, reads))).collect(),
+        "#d62728",
+        "littlefs",
+        margin + 18.0,
+    );
     let ticks: String = rows
         .iter()
-        .map(|row| format!("<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{}</text>", x(row.files), height - margin + 18.0, row.files))
+        .map(|row| {
+            format!(
+                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
+                x(row.files),
+                height - margin + 18.0,
+                row.files
+            )
+        })
         .collect();
     format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\">\
@@ -146,9 +174,14 @@ fn mount_chart(rows: &[MountRow]) -> String {
 }
 
 pub fn readers(json: Option<&Path>, quick: bool, seed: u64) -> Result<(), String> {
-    let config = if quick { fsoc_bench::readers::ReadersConfig::quick(seed) } else { fsoc_bench::readers::ReadersConfig::full(seed) };
+    let config = if quick {
+        fsoc_bench::readers::ReadersConfig::quick(seed)
+    } else {
+        fsoc_bench::readers::ReadersConfig::full(seed)
+    };
     let shm = Path::new("/dev/shm");
-    let directory = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() }.join(format!("fsoc-readers-{}", std::process::id()));
+    let directory = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() }
+        .join(format!("fsoc-readers-{}", std::process::id()));
     std::fs::create_dir(&directory).map_err(|error| format!("{}: {error}", directory.display()))?;
     let bar = spinner();
     let report = fsoc_bench::readers::run(&config, &directory, &mut |line| bar.set_message(line.to_string()));

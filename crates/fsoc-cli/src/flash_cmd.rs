@@ -17,8 +17,7 @@ pub fn create(image: &Path, profile: &str, chips: u32, blocks: u32, seed: u64) -
         format!("unknown profile {profile:?}; expected one of {}", names.join(", "))
     })?;
     let config = SimConfig::new(profile, chips, blocks, seed);
-    let mut flash =
-        SimFlash::create_image(image, config).map_err(|error| format!("{}: {error}", image.display()))?;
+    let mut flash = SimFlash::create_image(image, config).map_err(|error| format!("{}: {error}", image.display()))?;
     flash.flush().map_err(|error| format!("{}: {error}", image.display()))?;
     drop(flash);
     let description = info(image)?;
@@ -46,7 +45,10 @@ pub fn info(image: &Path) -> Result<String, String> {
         format!("profile:   {}", header.profile.name()),
         format!(
             "geometry:  {} chip(s) x {} blocks x {} pages x ({} + {} spare) bytes",
-            header.chip_count, geometry.block_count, geometry.pages_per_block, geometry.page_data_bytes,
+            header.chip_count,
+            geometry.block_count,
+            geometry.pages_per_block,
+            geometry.page_data_bytes,
             geometry.spare_bytes
         ),
         format!(

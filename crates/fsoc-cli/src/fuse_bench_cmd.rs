@@ -216,13 +216,21 @@ fn host_problems(host: &Host, size_bytes: u64) -> Vec<String> {
         problems.push("root (it mounts ext4 on a loop device and drops the page cache): run it as root".to_string());
     }
     if !host.dev_fuse {
-        problems.push("/dev/fuse (FUSE is not available: load the fuse module, or give a container the device)".to_string());
+        problems.push(
+            "/dev/fuse (FUSE is not available: load the fuse module, or give a container the device)".to_string(),
+        );
     }
     if !host.programs_missing.is_empty() {
-        problems.push(format!("{} (install fuse3, e2fsprogs, mount: bash scripts/setup.sh)", host.programs_missing.join(", ")));
+        problems.push(format!(
+            "{} (install fuse3, e2fsprogs, mount: bash scripts/setup.sh)",
+            host.programs_missing.join(", ")
+        ));
     }
     if !host.loop_control {
-        problems.push("a loop device: /dev/loop-control is missing (load the loop module, or give a container the device)".to_string());
+        problems.push(
+            "a loop device: /dev/loop-control is missing (load the loop module, or give a container the device)"
+                .to_string(),
+        );
     } else if host.root && !host.free_loop_device {
         problems.push("a free loop device (`losetup --find` found none)".to_string());
     }
@@ -270,10 +278,12 @@ fn verdict(ratio: f64, better: Better) -> String {
 }
 
 fn summarize(workload: Workload, samples: &[Sample]) -> WorkloadSummary {
-    let of = |fs: FsKind| samples.iter().filter(move |sample| sample.workload == workload.name() && sample.fs == fs.name());
+    let of =
+        |fs: FsKind| samples.iter().filter(move |sample| sample.workload == workload.name() && sample.fs == fs.name());
     let mut metrics = BTreeMap::new();
     for metric in workload.metrics() {
-        let values = |fs: FsKind| -> Vec<f64> { of(fs).filter_map(|sample| sample.metrics.get(metric.name).copied()).collect() };
+        let values =
+            |fs: FsKind| -> Vec<f64> { of(fs).filter_map(|sample| sample.metrics.get(metric.name).copied()).collect() };
         let (fsoc_samples, ext4_samples) = (values(FsKind::Fsoc), values(FsKind::Ext4));
         let (fsoc_median, ext4_median) = (median(&fsoc_samples), median(&ext4_samples));
         let ratio = match (fsoc_median, ext4_median) {
@@ -301,9 +311,13 @@ fn summarize(workload: Workload, samples: &[Sample]) -> WorkloadSummary {
     let peak_rss_kib_samples: Vec<u64> = usages.iter().map(|usage| usage.peak_rss_kib).collect();
     let rss_as_float: Vec<f64> = peak_rss_kib_samples.iter().map(|&kib| kib as f64).collect();
     let fsoc_server = match (median(&cpu_seconds_samples), median(&rss_as_float), peak_rss_kib_samples.iter().max()) {
-        (Some(cpu_seconds_median), Some(peak_rss_kib_median), Some(&peak_rss_kib_max)) => {
-            Some(ServerSummary { cpu_seconds_median, peak_rss_kib_median, peak_rss_kib_max, cpu_seconds_samples, peak_rss_kib_samples })
-        }
+        (Some(cpu_seconds_median), Some(peak_rss_kib_median), Some(&peak_rss_kib_max)) => Some(ServerSummary {
+            cpu_seconds_median,
+            peak_rss_kib_median,
+            peak_rss_kib_max,
+            cpu_seconds_samples,
+            peak_rss_kib_samples,
+        }),
         _ => None,
     };
     WorkloadSummary { metrics, fsoc_server }
@@ -408,14 +422,16 @@ fn measure(fs: FsKind, workload: Workload, context: &Context<'_>) -> Result<(Vec
     match fs {
         FsKind::Fsoc => {
             let mount = FsocMount::create(context.fsoc, context.scratch, context.size, context.profile)?;
-            let values = workloads::run(workload, &mount.root().join("bench"), context.scratch, context.scale, context.tools)?;
+            let values =
+                workloads::run(workload, &mount.root().join("bench"), context.scratch, context.scale, context.tools)?;
             let usage = mount.server_usage()?;
             mount.unmount()?;
             Ok((values, Some(usage)))
         }
         FsKind::Ext4 => {
             let mount = Ext4Mount::create(context.scratch, context.size_bytes)?;
-            let values = workloads::run(workload, &mount.root().join("bench"), context.scratch, context.scale, context.tools)?;
+            let values =
+                workloads::run(workload, &mount.root().join("bench"), context.scratch, context.scale, context.tools)?;
             mount.unmount()?;
             Ok((values, None))
         }
@@ -434,7 +450,12 @@ fn sample_line(sample: &Sample, workload: Workload) -> String {
                 let _ = write!(line, "  {} {} {}", metric.name, format_figure(value), metric.unit);
             }
             if let Some(usage) = sample.fsoc_server {
-                let _ = write!(line, "  (server {:.2} CPU s, {:.1} MiB peak)", usage.cpu_seconds, usage.peak_rss_kib as f64 / 1024.0);
+                let _ = write!(
+                    line,
+                    "  (server {:.2} CPU s, {:.1} MiB peak)",
+                    usage.cpu_seconds,
+                    usage.peak_rss_kib as f64 / 1024.0
+                );
             }
         }
     }
@@ -469,7 +490,11 @@ pub fn run(options: &FuseBenchOptions) -> Result<(), String> {
     // The volume must hold fio's file with room to spare (and PostMark's ~61 MB).
     let size_min_bytes = (2 * scale.fio_sequential_bytes).max(64 << 20);
     if size_bytes < size_min_bytes {
-        return Err(format!("--size {} is too small for these workloads: give at least {}M", options.size, size_min_bytes >> 20));
+        return Err(format!(
+            "--size {} is too small for these workloads: give at least {}M",
+            options.size,
+            size_min_bytes >> 20
+        ));
     }
     if options.json.extension().is_some_and(|extension| extension == "svg") {
         return Err(format!("{}: give the JSON file's name; the chart goes beside it as .svg", options.json.display()));
@@ -478,7 +503,8 @@ pub fn run(options: &FuseBenchOptions) -> Result<(), String> {
     if !problems.is_empty() {
         return Err(format!("bench fuse cannot run here; it needs:\n  - {}", problems.join("\n  - ")));
     }
-    let tools = Tools { dbench_loadfile: workloads::DBENCH_LOADFILES.iter().map(PathBuf::from).find(|path| path.is_file()) };
+    let tools =
+        Tools { dbench_loadfile: workloads::DBENCH_LOADFILES.iter().map(PathBuf::from).find(|path| path.is_file()) };
     let mut skipped = Vec::new();
     let mut runnable = Vec::new();
     for workload in selected {
@@ -579,11 +605,15 @@ pub fn run(options: &FuseBenchOptions) -> Result<(), String> {
     let text = serde_json::to_string_pretty(&report).map_err(|error| format!("json: {error}"))?;
     std::fs::write(&options.json, text + "\n").map_err(|error| format!("{}: {error}", options.json.display()))?;
     let chart = options.json.with_extension("svg");
-    std::fs::write(&chart, render_chart(&report, &runnable)).map_err(|error| format!("{}: {error}", chart.display()))?;
+    std::fs::write(&chart, render_chart(&report, &runnable))
+        .map_err(|error| format!("{}: {error}", chart.display()))?;
     print_summary(&report, &runnable);
     println!("wrote {} and {}", options.json.display(), chart.display());
     if failed_samples > 0 {
-        return Err(format!("{failed_samples} of {} runs failed (see FAILED above, and \"error\" in the JSON)", report.samples.len()));
+        return Err(format!(
+            "{failed_samples} of {} runs failed (see FAILED above, and \"error\" in the JSON)",
+            report.samples.len()
+        ));
     }
     Ok(())
 }
@@ -601,7 +631,10 @@ fn print_summary(report: &Report, runnable: &[Workload]) {
         report.machine.load_average_end,
         report.machine.cpu_count
     );
-    println!("{:<15} {:<24} {:>6} {:>10} {:>10} {:>10}  {:<7} reading", "workload", "metric", "unit", "fsoc", "ext4", "fsoc/ext4", "better");
+    println!(
+        "{:<15} {:<24} {:>6} {:>10} {:>10} {:>10}  {:<7} reading",
+        "workload", "metric", "unit", "fsoc", "ext4", "fsoc/ext4", "better"
+    );
     for &workload in runnable {
         let Some(summary) = report.workloads.get(workload.name()) else { continue };
         for metric in workload.metrics() {
@@ -655,7 +688,10 @@ fn markdown_table(report: &Report, runnable: &[Workload]) -> String {
         for (index, metric) in workload.metrics().iter().enumerate() {
             let Some(row) = summary.metrics.get(metric.name) else { continue };
             let (cpu, rss) = match (&summary.fsoc_server, index) {
-                (Some(server), 0) => (format!("{:.2}", server.cpu_seconds_median), format!("{:.1} MiB", server.peak_rss_kib_max as f64 / 1024.0)),
+                (Some(server), 0) => (
+                    format!("{:.2}", server.cpu_seconds_median),
+                    format!("{:.1} MiB", server.peak_rss_kib_max as f64 / 1024.0),
+                ),
                 (None, 0) => ("–".into(), "–".into()),
                 _ => (String::new(), String::new()),
             };
@@ -700,15 +736,33 @@ fn render_chart(report: &Report, runnable: &[Workload]) -> String {
     let mut bars = Vec::new();
     for &workload in runnable {
         for metric in workload.metrics() {
-            let ratio = report.workloads.get(workload.name()).and_then(|summary| summary.metrics.get(metric.name)?.ratio_fsoc_over_ext4);
-            let target = TARGETS.iter().find(|target| target.0 == workload && target.1 == metric.name).map(|target| match target.2 {
-                Bound::AtMost(limit) | Bound::AtLeast(limit) => limit,
+            let ratio = report
+                .workloads
+                .get(workload.name())
+                .and_then(|summary| summary.metrics.get(metric.name)?.ratio_fsoc_over_ext4);
+            let target =
+                TARGETS.iter().find(|target| target.0 == workload && target.1 == metric.name).map(
+                    |target| match target.2 {
+                        Bound::AtMost(limit) | Bound::AtLeast(limit) => limit,
+                    },
+                );
+            bars.push(Bar {
+                label: format!("{} {}", workload.name(), metric.label),
+                better: metric.better,
+                ratio,
+                target,
             });
-            bars.push(Bar { label: format!("{} {}", workload.name(), metric.label), better: metric.better, ratio, target });
         }
     }
-    let values: Vec<f64> = bars.iter().flat_map(|bar| [bar.ratio, bar.target]).flatten().filter(|value| *value > 0.0).chain([1.0]).collect();
-    let (value_min, value_max) = (values.iter().copied().fold(1.0, f64::min), values.iter().copied().fold(1.0, f64::max));
+    let values: Vec<f64> = bars
+        .iter()
+        .flat_map(|bar| [bar.ratio, bar.target])
+        .flatten()
+        .filter(|value| *value > 0.0)
+        .chain([1.0])
+        .collect();
+    let (value_min, value_max) =
+        (values.iter().copied().fold(1.0, f64::min), values.iter().copied().fold(1.0, f64::max));
     let panel_width = SLOT_WIDTH * bars.len().max(1) as f64;
     let width = (MARGIN_LEFT + panel_width + 40.0).max(WIDTH_MIN);
     let height = MARGIN_TOP + PANEL_HEIGHT + MARGIN_BOTTOM;
@@ -744,7 +798,11 @@ fn render_chart(report: &Report, runnable: &[Workload]) -> String {
     svg_chart::frame(&mut svg, MARGIN_LEFT, MARGIN_TOP, panel_width, PANEL_HEIGHT);
     scale.grid(&mut svg, MARGIN_LEFT, panel_width);
     let parity_y = scale.y(1.0);
-    let _ = writeln!(svg, r#"<line x1="{MARGIN_LEFT}" y1="{parity_y:.1}" x2="{:.1}" y2="{parity_y:.1}" stroke="black"/>"#, MARGIN_LEFT + panel_width);
+    let _ = writeln!(
+        svg,
+        r#"<line x1="{MARGIN_LEFT}" y1="{parity_y:.1}" x2="{:.1}" y2="{parity_y:.1}" stroke="black"/>"#,
+        MARGIN_LEFT + panel_width
+    );
     for (index, bar) in bars.iter().enumerate() {
         let center = MARGIN_LEFT + (index as f64 + 0.5) * SLOT_WIDTH;
         if let Some(ratio) = bar.ratio.filter(|ratio| *ratio > 0.0) {
@@ -762,9 +820,14 @@ fn render_chart(report: &Report, runnable: &[Workload]) -> String {
                 (y - parity_y).abs().max(1.0)
             );
             let label_y = if y < parity_y { y - 4.0 } else { y + 12.0 };
-            let _ = writeln!(svg, r#"<text x="{center:.1}" y="{label_y:.1}" text-anchor="middle">{}</text>"#, format_figure(Some(ratio)));
+            let _ = writeln!(
+                svg,
+                r#"<text x="{center:.1}" y="{label_y:.1}" text-anchor="middle">{}</text>"#,
+                format_figure(Some(ratio))
+            );
         } else {
-            let _ = writeln!(svg, r#"<text x="{center:.1}" y="{:.1}" text-anchor="middle">not run</text>"#, parity_y - 4.0);
+            let _ =
+                writeln!(svg, r#"<text x="{center:.1}" y="{:.1}" text-anchor="middle">not run</text>"#, parity_y - 4.0);
         }
         if let Some(target) = bar.target {
             let y = scale.y(target);
@@ -866,10 +929,15 @@ mod tests {
         let mut failed = sample(FsKind::Fsoc, Workload::Dbench, &[]);
         failed.error = Some("boom".into());
         samples.push(failed);
-        let summaries: BTreeMap<_, _> =
-            [Workload::Postmark, Workload::Dbench].map(|workload| (workload.name(), summarize(workload, &samples))).into_iter().collect();
+        let summaries: BTreeMap<_, _> = [Workload::Postmark, Workload::Dbench]
+            .map(|workload| (workload.name(), summarize(workload, &samples)))
+            .into_iter()
+            .collect();
         let postmark = &summaries["postmark"].metrics["wall_s"];
-        assert_eq!((postmark.fsoc_median, postmark.ext4_median, postmark.ratio_fsoc_over_ext4), (Some(10.0), Some(2.0), Some(5.0)));
+        assert_eq!(
+            (postmark.fsoc_median, postmark.ext4_median, postmark.ratio_fsoc_over_ext4),
+            (Some(10.0), Some(2.0), Some(5.0))
+        );
         assert_eq!(summaries["dbench"].metrics["throughput_mb_s"].fsoc_samples, vec![50.0]);
         assert_eq!(summaries["postmark"].fsoc_server.as_ref().map(|server| server.peak_rss_kib_max), Some(8192));
         let targets = check_targets(&summaries);
@@ -903,7 +971,10 @@ mod tests {
             },
             &runnable,
         );
-        assert!(table.contains("| postmark wall time (s) | 10.0 | 2.00 | 5.00 | fsoc 5.00× slower | 2.00 | 8.0 MiB |"), "{table}");
+        assert!(
+            table.contains("| postmark wall time (s) | 10.0 | 2.00 | 5.00 | fsoc 5.00× slower | 2.00 | 8.0 MiB |"),
+            "{table}"
+        );
     }
 
     #[test]
@@ -911,6 +982,8 @@ mod tests {
         assert_eq!(selected_workloads(&[]).expect("all"), Workload::ALL.to_vec());
         let names = ["fio".to_string(), "postmark".to_string(), "fio".to_string()];
         assert_eq!(selected_workloads(&names).expect("two"), vec![Workload::Postmark, Workload::Fio]);
-        assert!(selected_workloads(&["tar".to_string()]).unwrap_err().contains("postmark, dbench, fio, metadata_storm"));
+        assert!(selected_workloads(&["tar".to_string()])
+            .unwrap_err()
+            .contains("postmark, dbench, fio, metadata_storm"));
     }
 }

@@ -78,7 +78,12 @@ fn tail(text: &str) -> String {
 /// Runs `command` to completion within `timeout`, its output collected in files under
 /// `scratch` (never on the volume measured). Its stdout is discarded if `keep_stdout` is false.
 /// A program that overruns, or the user's Ctrl-C, kills it (it is our own child).
-pub fn run_program(command: &mut Command, scratch: &Path, timeout: Duration, keep_stdout: bool) -> Result<ProgramOutput, String> {
+pub fn run_program(
+    command: &mut Command,
+    scratch: &Path,
+    timeout: Duration,
+    keep_stdout: bool,
+) -> Result<ProgramOutput, String> {
     let description = describe_command(command);
     let (stdout_path, stderr_path) = (scratch.join("program.stdout"), scratch.join("program.stderr"));
     let stdout = if keep_stdout {
@@ -96,8 +101,14 @@ pub fn run_program(command: &mut Command, scratch: &Path, timeout: Duration, kee
         .map_err(|error| format!("cannot start {description}: {error}"))?;
     let status = wait_with_timeout(&mut child, timeout);
     let wall = started.elapsed();
-    let read = |path: &Path| fs::read(path).map(|bytes| String::from_utf8_lossy(&bytes).into_owned()).unwrap_or_default();
-    let output = ProgramOutput { status: status?, stdout: if keep_stdout { read(&stdout_path) } else { String::new() }, stderr: read(&stderr_path), wall };
+    let read =
+        |path: &Path| fs::read(path).map(|bytes| String::from_utf8_lossy(&bytes).into_owned()).unwrap_or_default();
+    let output = ProgramOutput {
+        status: status?,
+        stdout: if keep_stdout { read(&stdout_path) } else { String::new() },
+        stderr: read(&stderr_path),
+        wall,
+    };
     let _ = fs::remove_file(&stdout_path);
     let _ = fs::remove_file(&stderr_path);
     Ok(output)
@@ -132,7 +143,11 @@ fn wait_with_timeout(child: &mut Child, timeout: Duration) -> Result<ExitStatus,
         if overran || interrupted() {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(if overran { format!("did not finish within {} s", timeout.as_secs()) } else { "interrupted".into() });
+            return Err(if overran {
+                format!("did not finish within {} s", timeout.as_secs())
+            } else {
+                "interrupted".into()
+            });
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -239,7 +254,9 @@ impl ServerProcess {
     /// Whether it still runs (a zombie no one reaps counts as gone).
     fn is_running(&self) -> bool {
         match stat_fields(self.pid) {
-            Some(fields) => stat_field(&fields, 22) == Some(self.start_ticks) && fields.first().map(String::as_str) != Some("Z"),
+            Some(fields) => {
+                stat_field(&fields, 22) == Some(self.start_ticks) && fields.first().map(String::as_str) != Some("Z")
+            }
             None => false,
         }
     }
@@ -256,7 +273,8 @@ impl ServerProcess {
         if ticks_per_second <= 0 {
             return Err("sysconf(_SC_CLK_TCK) failed".into());
         }
-        let status = fs::read_to_string(format!("/proc/{}/status", self.pid)).map_err(|error| format!("/proc/{}/status: {error}", self.pid))?;
+        let status = fs::read_to_string(format!("/proc/{}/status", self.pid))
+            .map_err(|error| format!("/proc/{}/status: {error}", self.pid))?;
         let peak_rss_kib = parse_vm_hwm_kib(&status).ok_or_else(|| format!("/proc/{}/status: no VmHWM", self.pid))?;
         Ok(ServerUsage { pid: self.pid, cpu_seconds: (user + system) as f64 / ticks_per_second as f64, peak_rss_kib })
     }
@@ -313,7 +331,13 @@ impl FsocMount {
         step(Command::new(fsoc).arg("mkfs").arg(&mount.image).args(["--size", size, "--profile", profile]), scratch)?;
         let log = scratch.join("fsoc-mount.log");
         let output = run_program_ok(
-            Command::new(fsoc).arg("mount").arg(&mount.image).arg(&mount.mount_point).arg("--daemon").arg("--log").arg(&log),
+            Command::new(fsoc)
+                .arg("mount")
+                .arg(&mount.image)
+                .arg(&mount.mount_point)
+                .arg("--daemon")
+                .arg("--log")
+                .arg(&log),
             scratch,
             MOUNT_TIMEOUT,
         )?;
@@ -350,7 +374,10 @@ impl FsocMount {
         if let Some(server) = self.server.take() {
             if !server.wait_for_exit(MOUNT_TIMEOUT) {
                 self.server = Some(server);
-                return Err(format!("the mount server did not exit within {} s of its unmount", MOUNT_TIMEOUT.as_secs()));
+                return Err(format!(
+                    "the mount server did not exit within {} s of its unmount",
+                    MOUNT_TIMEOUT.as_secs()
+                ));
             }
         }
         Ok(())
@@ -361,7 +388,12 @@ impl Drop for FsocMount {
     fn drop(&mut self) {
         if fsoc_fuse::is_mount_point(&self.mount_point) {
             // Detach now; the server commits and exits once nothing uses the mount.
-            let _ = run_program(Command::new("fusermount3").arg("-u").arg("-z").arg(&self.mount_point), &self.scratch, MOUNT_TIMEOUT, false);
+            let _ = run_program(
+                Command::new("fusermount3").arg("-u").arg("-z").arg(&self.mount_point),
+                &self.scratch,
+                MOUNT_TIMEOUT,
+                false,
+            );
         }
         if let Some(server) = self.server.take() {
             if !server.wait_for_exit(Duration::from_secs(10)) {
@@ -401,7 +433,8 @@ impl Ext4Mount {
         file.set_len(size_bytes).map_err(|error| format!("{}: {error}", mount.image.display()))?;
         drop(file);
         step(Command::new("mkfs.ext4").args(["-q", "-F", "-E", MKFS_EXT4_EXTENDED]).arg(&mount.image), scratch)?;
-        let device = step(Command::new("losetup").args(["--find", "--show"]).arg(&mount.image), scratch)?.trim().to_string();
+        let device =
+            step(Command::new("losetup").args(["--find", "--show"]).arg(&mount.image), scratch)?.trim().to_string();
         if !device.starts_with("/dev/") {
             return Err(format!("losetup --find --show printed {device:?}, not a device"));
         }
@@ -439,7 +472,12 @@ impl Drop for Ext4Mount {
         if self.mounted {
             let done = run_program(Command::new("umount").arg(&self.mount_point), &self.scratch, MOUNT_TIMEOUT, false);
             if !done.is_ok_and(|output| output.status.success()) {
-                let _ = run_program(Command::new("umount").arg("-l").arg(&self.mount_point), &self.scratch, MOUNT_TIMEOUT, false);
+                let _ = run_program(
+                    Command::new("umount").arg("-l").arg(&self.mount_point),
+                    &self.scratch,
+                    MOUNT_TIMEOUT,
+                    false,
+                );
             }
         }
         if let Some(device) = self.loop_device.take() {

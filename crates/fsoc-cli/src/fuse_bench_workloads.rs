@@ -195,9 +195,9 @@ pub struct Tools {
 pub fn find_program(program: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let paths = std::env::var_os("PATH")?;
-    std::env::split_paths(&paths)
-        .map(|directory| directory.join(program))
-        .find(|path| fs::metadata(path).is_ok_and(|metadata| metadata.is_file() && metadata.permissions().mode() & 0o111 != 0))
+    std::env::split_paths(&paths).map(|directory| directory.join(program)).find(|path| {
+        fs::metadata(path).is_ok_and(|metadata| metadata.is_file() && metadata.permissions().mode() & 0o111 != 0)
+    })
 }
 
 /// Why `workload` cannot run here, if it cannot.
@@ -213,7 +213,13 @@ pub fn missing_tool(workload: Workload, tools: &Tools) -> Option<String> {
 
 /// Runs `workload` in `directory` (on the volume measured); program output goes to `scratch`.
 /// Returns each of `workload.metrics()` in order.
-pub fn run(workload: Workload, directory: &Path, scratch: &Path, scale: &Scale, tools: &Tools) -> Result<Vec<f64>, String> {
+pub fn run(
+    workload: Workload,
+    directory: &Path,
+    scratch: &Path,
+    scale: &Scale,
+    tools: &Tools,
+) -> Result<Vec<f64>, String> {
     fs::create_dir(directory).map_err(|error| format!("{}: {error}", directory.display()))?;
     let values = match workload {
         Workload::Postmark => postmark(directory, scratch, scale)?,
@@ -257,8 +263,8 @@ fn dbench(directory: &Path, scratch: &Path, scale: &Scale, tools: &Tools) -> Res
         scratch,
         scale.timeout(),
     )?;
-    let throughput =
-        parse_dbench_throughput(&output.stdout).ok_or_else(|| format!("dbench printed no throughput: {}", output.describe()))?;
+    let throughput = parse_dbench_throughput(&output.stdout)
+        .ok_or_else(|| format!("dbench printed no throughput: {}", output.describe()))?;
     Ok(vec![throughput])
 }
 
@@ -266,13 +272,15 @@ fn dbench(directory: &Path, scratch: &Path, scale: &Scale, tools: &Tools) -> Res
 pub fn parse_fio_json(stdout: &str, direction: &str) -> Result<(f64, f64), String> {
     // fio may print notes before the JSON document.
     let start = stdout.find('{').ok_or("fio printed no JSON")?;
-    let report: serde_json::Value = serde_json::from_str(&stdout[start..]).map_err(|error| format!("fio's JSON: {error}"))?;
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout[start..]).map_err(|error| format!("fio's JSON: {error}"))?;
     let job = report["jobs"].get(0).ok_or("fio's JSON has no job")?;
     if let Some(error) = job["error"].as_i64().filter(|&error| error != 0) {
         return Err(format!("fio job failed with error {error}"));
     }
     let side = &job[direction];
-    let bytes_per_second = side["bw_bytes"].as_f64().ok_or_else(|| format!("fio's JSON has no {direction}.bw_bytes"))?;
+    let bytes_per_second =
+        side["bw_bytes"].as_f64().ok_or_else(|| format!("fio's JSON has no {direction}.bw_bytes"))?;
     let iops = side["iops"].as_f64().ok_or_else(|| format!("fio's JSON has no {direction}.iops"))?;
     if side["io_bytes"].as_u64() == Some(0) {
         return Err(format!("fio moved no bytes ({direction})"));
@@ -305,10 +313,12 @@ fn fio(directory: &Path, scratch: &Path, scale: &Scale) -> Result<Vec<f64>, Stri
             .args(extra);
         Ok(run_program_ok(&mut command, scratch, scale.timeout())?.stdout)
     };
-    let (write_bytes_per_second, _) = parse_fio_json(&job("seq_write", &["--rw=write", "--bs=1M", "--end_fsync=1"])?, "write")?;
+    let (write_bytes_per_second, _) =
+        parse_fio_json(&job("seq_write", &["--rw=write", "--bs=1M", "--end_fsync=1"])?, "write")?;
     drop_caches()?;
     let (read_bytes_per_second, _) = parse_fio_json(&job("seq_read", &["--rw=read", "--bs=1M"])?, "read")?;
-    let (_, write_iops) = parse_fio_json(&job("rand_write", &["--rw=randwrite", "--bs=4k", "--fsync=1", &runtime])?, "write")?;
+    let (_, write_iops) =
+        parse_fio_json(&job("rand_write", &["--rw=randwrite", "--bs=4k", "--fsync=1", &runtime])?, "write")?;
     drop_caches()?;
     let (_, read_iops) = parse_fio_json(&job("rand_read", &["--rw=randread", "--bs=4k", &runtime])?, "read")?;
     fs::remove_file(&file).map_err(|error| format!("{}: {error}", file.display()))?;

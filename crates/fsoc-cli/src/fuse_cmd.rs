@@ -136,14 +136,22 @@ fn spawn_daemon(log: Option<&Path>, mount_point: &Path) -> Result<(), String> {
     let (mut reader, writer) = unsafe { (File::from_raw_fd(read_fd), File::from_raw_fd(write_fd)) };
     // SAFETY: fcntl on a descriptor we own; the child must not inherit the read end.
     unsafe { libc::fcntl(read_fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    let arguments: Vec<std::ffi::OsString> = std::env::args_os().skip(1).filter(|argument| argument != "--daemon").collect();
+    let arguments: Vec<std::ffi::OsString> =
+        std::env::args_os().skip(1).filter(|argument| argument != "--daemon").collect();
     let log_file = log
-        .map(|path| File::options().create(true).append(true).open(path).map_err(|error| format!("{}: {error}", path.display())))
+        .map(|path| {
+            File::options().create(true).append(true).open(path).map_err(|error| format!("{}: {error}", path.display()))
+        })
         .transpose()?;
     let stderr = log_file.map_or_else(Stdio::null, Stdio::from);
     let executable = std::env::current_exe().map_err(|error| format!("cannot find the fsoc executable: {error}"))?;
     let mut command = Command::new(executable);
-    command.args(arguments).env(READY_FD_VARIABLE, write_fd.to_string()).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+    command
+        .args(arguments)
+        .env(READY_FD_VARIABLE, write_fd.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr);
     // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
     unsafe {
         command.pre_exec(|| {
@@ -157,7 +165,11 @@ fn spawn_daemon(log: Option<&Path>, mount_point: &Path) -> Result<(), String> {
     reader.read_to_string(&mut report).map_err(|error| format!("reading the daemon's report: {error}"))?;
     match report.trim_end() {
         line if line == READY_LINE => {
-            eprintln!("fsoc: mounted in the background (pid {}); unmount with `fsoc umount {}`", child.id(), mount_point.display());
+            eprintln!(
+                "fsoc: mounted in the background (pid {}); unmount with `fsoc umount {}`",
+                child.id(),
+                mount_point.display()
+            );
             Ok(())
         }
         "" => Err("the mount daemon exited before mounting (run without --daemon to see why)".into()),
@@ -186,23 +198,32 @@ fn serve(arguments: &MountArgs, reporter: &mut Reporter) -> Result<(), String> {
     let mount_point = fsoc_fuse::check_mount_point(&arguments.mount_point).map_err(|error| error.to_string())?;
     if let Ok(canonical_image) = image.canonicalize() {
         if canonical_image.starts_with(&mount_point) {
-            return Err(format!("{}: the image lies inside the mount point {}", image.display(), mount_point.display()));
+            return Err(format!(
+                "{}: the image lies inside the mount point {}",
+                image.display(),
+                mount_point.display()
+            ));
         }
     }
     // Every file of the volume locked exclusively (even read-only: a tool must not change
     // what the mount serves), then opened.
-    let crate::volume_files::OpenVolume { files, fs, locks } = crate::volume_files::open(image, arguments.read_only, true)?;
+    let crate::volume_files::OpenVolume { files, fs, locks } =
+        crate::volume_files::open(image, arguments.read_only, true)?;
     if let Some(damage) = fs.mount_report().damage {
         log::warn!("{}: {damage}; run `fsoc fsck {}` after unmounting", image.display(), image.display());
     }
     let config = MountConfig {
-        commit_interval: (arguments.commit_interval > 0).then(|| std::time::Duration::from_secs(arguments.commit_interval)),
+        commit_interval: (arguments.commit_interval > 0)
+            .then(|| std::time::Duration::from_secs(arguments.commit_interval)),
         allow_other: MountConfig::default().allow_other && !arguments.private,
         read_only: arguments.read_only,
         thread_count: usize::from(arguments.threads),
         writeback_cache: !arguments.no_writeback_cache,
         // An array is named by its chip 0, which `fsoc umount` waits for like an image.
-        source: files.primary_file().canonicalize().map_or_else(|_| fsoc_fuse::FS_NAME.into(), |file| fsoc_fuse::source_for(&file)),
+        source: files
+            .primary_file()
+            .canonicalize()
+            .map_or_else(|_| fsoc_fuse::FS_NAME.into(), |file| fsoc_fuse::source_for(&file)),
     };
     // Block the termination signals before any thread starts, so they reach only `sigwait`.
     let signals = termination_signals();
@@ -261,7 +282,8 @@ fn serve(arguments: &MountArgs, reporter: &mut Reporter) -> Result<(), String> {
 fn unmount(mount_point: &Path, lazy: bool, timeout: std::time::Duration) -> Result<(), String> {
     // A mount whose server died answers ENOTCONN: canonicalize would fail on it, so look the
     // path up as given first.
-    let server_dead = std::fs::metadata(mount_point).err().and_then(|error| error.raw_os_error()) == Some(libc::ENOTCONN);
+    let server_dead =
+        std::fs::metadata(mount_point).err().and_then(|error| error.raw_os_error()) == Some(libc::ENOTCONN);
     let canonical = if server_dead {
         std::path::absolute(mount_point).map_err(|error| format!("{}: {error}", mount_point.display()))?
     } else {
@@ -273,7 +295,8 @@ fn unmount(mount_point: &Path, lazy: bool, timeout: std::time::Duration) -> Resu
     if lazy {
         command.arg("-z");
     }
-    let output = command.arg("--").arg(&canonical).output().map_err(|error| format!("cannot run fusermount3: {error}"))?;
+    let output =
+        command.arg("--").arg(&canonical).output().map_err(|error| format!("cannot run fusermount3: {error}"))?;
     if !output.status.success() {
         let detail = String::from_utf8_lossy(&output.stderr).trim().to_string();
         let hint = if detail.contains("busy") { " (close the files open on it, or use --lazy)" } else { "" };
@@ -305,7 +328,10 @@ fn unmount(mount_point: &Path, lazy: bool, timeout: std::time::Duration) -> Resu
         None if server_dead => {
             return Err(format!("unmounted {}, but its server had died before its final commit", canonical.display()));
         }
-        None => eprintln!("fsoc: unmounted {} (its image name is unknown, so the final commit may still be running)", canonical.display()),
+        None => eprintln!(
+            "fsoc: unmounted {} (its image name is unknown, so the final commit may still be running)",
+            canonical.display()
+        ),
     }
     Ok(())
 }

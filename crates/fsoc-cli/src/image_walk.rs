@@ -108,7 +108,8 @@ impl Walk {
     /// A walk of the directory `inode`, called `path` in messages; at most `depth_max` levels
     /// (the start directory is level 1).
     pub fn new(inode: u64, path: &[u8], depth_max: usize) -> Walk {
-        let frame = Frame { inode, path_len: path.len(), after: None, batch: VecDeque::new(), batch_bytes: 0, listed: false };
+        let frame =
+            Frame { inode, path_len: path.len(), after: None, batch: VecDeque::new(), batch_bytes: 0, listed: false };
         Walk {
             frames: vec![frame],
             path: path.to_vec(),
@@ -191,7 +192,10 @@ impl Walk {
     pub fn enter<F: Flash>(&mut self, fs: &mut FileSystem<F>, entry: &DirectoryEntry) -> Result<(), EnterError> {
         debug_assert_eq!(entry.kind, FileKind::Directory, "only directories are entered");
         if let Some(ancestor) = self.frames.iter().find(|frame| frame.inode == entry.inode) {
-            return Err(EnterError::Cycle { inode: entry.inode, ancestor_path: self.path[..ancestor.path_len].to_vec() });
+            return Err(EnterError::Cycle {
+                inode: entry.inode,
+                ancestor_path: self.path[..ancestor.path_len].to_vec(),
+            });
         }
         if self.frames.len() >= self.depth_max {
             return Err(EnterError::TooDeep { depth_max: self.depth_max });
@@ -235,7 +239,11 @@ mod tests {
     use fsoc_media::{Profile, SimConfig, SimFlash};
 
     /// Every path a walk steps over, entering every directory, in order; or the first refusal.
-    fn walk_paths<F: Flash>(fs: &mut FileSystem<F>, buffer_bytes_max: usize, depth_max: usize) -> Result<Vec<String>, String> {
+    fn walk_paths<F: Flash>(
+        fs: &mut FileSystem<F>,
+        buffer_bytes_max: usize,
+        depth_max: usize,
+    ) -> Result<Vec<String>, String> {
         let mut walk = Walk::new(1, b"/", depth_max);
         walk.buffer_bytes_max = buffer_bytes_max;
         let mut paths = Vec::new();
@@ -248,7 +256,8 @@ mod tests {
                     let path = walk.entry_path(&entry.name);
                     paths.push(String::from_utf8(path.clone()).expect("utf-8"));
                     if entry.kind == FileKind::Directory {
-                        walk.enter(fs, &entry).map_err(|error| format!("{}: {}", String::from_utf8_lossy(&path), error.describe()))?;
+                        walk.enter(fs, &entry)
+                            .map_err(|error| format!("{}: {}", String::from_utf8_lossy(&path), error.describe()))?;
                     }
                 }
             }
@@ -270,7 +279,8 @@ mod tests {
             if index % 7 == 0 {
                 let inode = fs.create(1, name.as_bytes(), FileKind::Directory, 0o755, 0, 0, None).expect("mkdir");
                 for inner in 0..3u32 {
-                    fs.create(inode, format!("f{inner}").as_bytes(), FileKind::File, 0o644, 0, 0, None).expect("create");
+                    fs.create(inode, format!("f{inner}").as_bytes(), FileKind::File, 0o644, 0, 0, None)
+                        .expect("create");
                 }
             } else {
                 fs.create(1, name.as_bytes(), FileKind::File, 0o644, 0, 0, None).expect("create");
@@ -280,7 +290,11 @@ mod tests {
         let re_read = walk_paths(&mut fs, 0, DEPTH_MAX).expect("walk");
         assert_eq!(buffered.len(), 600 + 86 * 3);
         assert_eq!(buffered, re_read, "a walk that drops its batches steps over the same entries");
-        assert_eq!(buffered[..5], ["/e000", "/e000/f0", "/e000/f1", "/e000/f2", "/e001"], "each directory's entries follow it");
+        assert_eq!(
+            buffered[..5],
+            ["/e000", "/e000/f0", "/e000/f1", "/e000/f2", "/e001"],
+            "each directory's entries follow it"
+        );
     }
 
     #[test]

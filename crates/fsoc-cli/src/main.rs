@@ -336,7 +336,11 @@ fn block_count(text: &str) -> Result<u32, String> {
     let (min, max) = (BLOCK_COUNT_MIN, BLOCK_COUNT_MAX);
     // The same range as the simulator's own rule, checked on both ends.
     for (blocks, valid) in [(min - 1, false), (min, true), (max, true), (max + 1, false)] {
-        assert_eq!(Profile::Mlc.geometry(blocks).validate().is_ok(), valid, "block range drifted from Geometry::validate at {blocks}");
+        assert_eq!(
+            Profile::Mlc.geometry(blocks).validate().is_ok(),
+            valid,
+            "block range drifted from Geometry::validate at {blocks}"
+        );
     }
     match text.parse::<u32>() {
         Ok(count) if (min..=max).contains(&count) => Ok(count),
@@ -364,7 +368,9 @@ fn main() -> ExitCode {
         Command::Flash { command: FlashCommand::Create { image, profile, chips, blocks, seed } } => {
             flash_cmd::create(&image, &profile, chips, blocks, seed).map(|text| println!("{text}"))
         }
-        Command::Flash { command: FlashCommand::Info { image } } => flash_cmd::info(&image).map(|text| println!("{text}")),
+        Command::Flash { command: FlashCommand::Info { image } } => {
+            flash_cmd::info(&image).map(|text| println!("{text}"))
+        }
         Command::Mkfs { image, profile, chips, blocks, size, seed, volume_id, force } => {
             volume_cmd::mkfs(&image, &volume_cmd::MkfsOptions { profile, chips, blocks, size, seed, volume_id, force })
         }
@@ -374,8 +380,30 @@ fn main() -> ExitCode {
             Ok(false) => return ExitCode::from(1),
             Err(error) => Err(error),
         },
-        Command::Crashtest { workload, seed, json, max_cuts, cut_after, profile, chips, blocks, unstable_bits, paired_pages } => {
-            match volume_cmd::crashtest(&workload, seed, json.as_deref(), max_cuts, cut_after, &profile, chips, blocks, unstable_bits, paired_pages) {
+        Command::Crashtest {
+            workload,
+            seed,
+            json,
+            max_cuts,
+            cut_after,
+            profile,
+            chips,
+            blocks,
+            unstable_bits,
+            paired_pages,
+        } => {
+            match volume_cmd::crashtest(
+                &workload,
+                seed,
+                json.as_deref(),
+                max_cuts,
+                cut_after,
+                &profile,
+                chips,
+                blocks,
+                unstable_bits,
+                paired_pages,
+            ) {
                 Ok(0) => Ok(()),
                 Ok(_) => return ExitCode::from(1),
                 Err(error) => Err(error),
@@ -387,16 +415,22 @@ fn main() -> ExitCode {
         #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Fsio { json, seed } } => bench_cmd::fsio(&json, seed),
         #[cfg(feature = "lab")]
-        Command::Bench { command: BenchCommand::Readers { json, quick, seed } } => bench_cmd::readers(json.as_deref(), quick, seed),
+        Command::Bench { command: BenchCommand::Readers { json, quick, seed } } => {
+            bench_cmd::readers(json.as_deref(), quick, seed)
+        }
         #[cfg(feature = "lab")]
-        Command::Bench { command: BenchCommand::Mount { files, json, seed } } => bench_cmd::mount(&files, json.as_deref(), seed),
+        Command::Bench { command: BenchCommand::Mount { files, json, seed } } => {
+            bench_cmd::mount(&files, json.as_deref(), seed)
+        }
         Command::Bench { command: BenchCommand::Fuse { json, reps, quick, size, profile, workloads } } => {
             fuse_bench_cmd::run(&fuse_bench_cmd::FuseBenchOptions { json, reps, quick, size, profile, workloads })
         }
         Command::Array { command: ArrayCommand::Mkfs { base, profile, chips, blocks, seed, volume_id, force } } => {
             array_cmd::mkfs(&base, &profile, chips, blocks, seed, volume_id, force)
         }
-        Command::Array { command: ArrayCommand::Info { base, chip_files } } => array_cmd::info(base.as_deref(), &chip_files),
+        Command::Array { command: ArrayCommand::Info { base, chip_files } } => {
+            array_cmd::info(base.as_deref(), &chip_files)
+        }
         Command::Mount(command) => fuse_cmd::run(command),
         Command::Tool(command) => tools_cmd::run(command),
     };

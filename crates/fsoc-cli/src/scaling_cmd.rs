@@ -178,9 +178,8 @@ fn fs_error(context: &str) -> impl Fn(fsoc_core::FsError) -> String + '_ {
 /// Physical limit of the array for one operation, in MiB/s.
 pub fn raw_mib_per_s(config: &SimConfig, operation: Operation) -> f64 {
     let busy_ns = if operation.is_write() { config.program_busy_ns() } else { config.read_busy_ns() };
-    let bytes_per_second = f64::from(config.chip_count) * f64::from(config.geometry.page_data_bytes)
-        * NANOS_PER_SECOND
-        / busy_ns as f64;
+    let bytes_per_second =
+        f64::from(config.chip_count) * f64::from(config.geometry.page_data_bytes) * NANOS_PER_SECOND / busy_ns as f64;
     bytes_per_second / MIB as f64
 }
 
@@ -189,7 +188,8 @@ pub fn limit_with_erases_mib_per_s(config: &SimConfig, operation: Operation) -> 
     if !operation.is_write() {
         return raw_mib_per_s(config, operation);
     }
-    let busy_ns = config.program_busy_ns() as f64 + config.erase_busy_ns() as f64 / f64::from(config.geometry.pages_per_block);
+    let busy_ns =
+        config.program_busy_ns() as f64 + config.erase_busy_ns() as f64 / f64::from(config.geometry.pages_per_block);
     f64::from(config.chip_count) * f64::from(config.geometry.page_data_bytes) * NANOS_PER_SECOND / busy_ns / MIB as f64
 }
 
@@ -355,7 +355,8 @@ pub fn run_sweep(sweep: &SweepConfig, progress: &mut dyn FnMut(&str)) -> Result<
 }
 
 fn find<'r>(rows: &'r [Row], profile: &str, chips: u32, op: &str, record_bytes: u64) -> Option<&'r Row> {
-    rows.iter().find(|row| row.profile == profile && row.chips == chips && row.op == op && row.record_bytes == record_bytes)
+    rows.iter()
+        .find(|row| row.profile == profile && row.chips == chips && row.op == op && row.record_bytes == record_bytes)
 }
 
 /// Evaluates the targets against the measured rows.
@@ -368,7 +369,9 @@ pub fn check_targets(sweep: &SweepConfig, rows: &[Row], mounts: &[MountRow]) -> 
             let failing: Vec<String> = candidates
                 .iter()
                 .filter(|row| row.efficiency < 0.90)
-                .map(|row| format!("{} ×{} {}: {:.4}", row.profile, row.chips, size_label(row.record_bytes), row.efficiency))
+                .map(|row| {
+                    format!("{} ×{} {}: {:.4}", row.profile, row.chips, size_label(row.record_bytes), row.efficiency)
+                })
                 .collect();
             let erase_bounds: Vec<String> = sweep
                 .profiles
@@ -407,7 +410,11 @@ pub fn check_targets(sweep: &SweepConfig, rows: &[Row], mounts: &[MountRow]) -> 
                 if let (Some(base), Some(row)) = (base, find(rows, profile.name(), chips, op, largest)) {
                     let ratio = row.mib_per_s / base.mib_per_s;
                     checks.push(TargetCheck {
-                        target: format!("{} {op} {}: {chips} chips >= {factor}x one chip", profile.name(), size_label(largest)),
+                        target: format!(
+                            "{} {op} {}: {chips} chips >= {factor}x one chip",
+                            profile.name(),
+                            size_label(largest)
+                        ),
                         measured: format!("{ratio:.2}x ({:.1} vs {:.1} MiB/s)", row.mib_per_s, base.mib_per_s),
                         met: ratio >= factor,
                     });
@@ -424,7 +431,8 @@ pub fn check_targets(sweep: &SweepConfig, rows: &[Row], mounts: &[MountRow]) -> 
                 continue;
             }
             let monotone = series.windows(2).all(|pair| pair[1].mib_per_s >= pair[0].mib_per_s * 0.999);
-            let figures: Vec<String> = series.iter().map(|row| format!("×{} {:.2}", row.chips, row.mib_per_s)).collect();
+            let figures: Vec<String> =
+                series.iter().map(|row| format!("×{} {:.2}", row.chips, row.mib_per_s)).collect();
             checks.push(TargetCheck {
                 target: format!("{} 4 KiB synced {op}: not slower as p grows", profile.name()),
                 measured: format!("{} MiB/s", figures.join(", ")),
@@ -442,7 +450,10 @@ pub fn check_targets(sweep: &SweepConfig, rows: &[Row], mounts: &[MountRow]) -> 
             let figures: Vec<String> =
                 series.iter().map(|row| format!("×{} {}", row.chips, row.mount_page_reads_max)).collect();
             checks.push(TargetCheck {
-                target: format!("{} mount page reads: at most a small constant (<= 2) more per added chip", profile.name()),
+                target: format!(
+                    "{} mount page reads: at most a small constant (<= 2) more per added chip",
+                    profile.name()
+                ),
                 measured: format!("max reads {} ({per_chip:.2} per added chip)", figures.join(", ")),
                 met: per_chip <= 2.0,
             });

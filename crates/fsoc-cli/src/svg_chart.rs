@@ -22,7 +22,8 @@ pub fn end(svg: &mut String) {
 
 /// A grey frame around a panel.
 pub fn frame(svg: &mut String, left: f64, top: f64, width: f64, height: f64) {
-    let _ = writeln!(svg, r##"<rect x="{left}" y="{top}" width="{width}" height="{height}" fill="none" stroke="#888"/>"##);
+    let _ =
+        writeln!(svg, r##"<rect x="{left}" y="{top}" width="{width}" height="{height}" fill="none" stroke="#888"/>"##);
 }
 
 /// Escapes text for an SVG text node or attribute.

@@ -11,8 +11,8 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::MetadataExt;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
@@ -189,7 +189,8 @@ pub fn describe_mount_error(image: &Path, error: &FsError) -> String {
         }
         // fsck cannot say more: it needs a mounted volume too. Say what is known.
         FsError::Io(fsoc_core::txn::TxnError::NoMetaroot) => {
-            "no readable metaroot (transaction record): the volume cannot be recovered by fsoc; restore it from a copy".to_string()
+            "no readable metaroot (transaction record): the volume cannot be recovered by fsoc; restore it from a copy"
+                .to_string()
         }
         FsError::Io(fsoc_core::txn::TxnError::ChipSet(_)) => {
             "these chip files do not form one volume: put back the volume's own chip files, named \
@@ -213,7 +214,8 @@ pub fn volume_config(read_only: bool) -> FsConfig {
 pub fn open_volume(image: &Path, read_only: bool) -> Result<FileSystem<ImageFlash>, String> {
     crate::volume_cmd::refuse_array_chip(image)?;
     let flash = SimFlash::open_image(image).map_err(|error| describe_image_error(image, &error))?;
-    let mut fs = FileSystem::mount(flash, volume_config(read_only)).map_err(|error| describe_mount_error(image, &error))?;
+    let mut fs =
+        FileSystem::mount(flash, volume_config(read_only)).map_err(|error| describe_mount_error(image, &error))?;
     fs.now_ns = now_ns();
     Ok(fs)
 }
@@ -297,7 +299,11 @@ fn parse_targets(texts: &[String]) -> Result<(PathBuf, Vec<Vec<u8>>), String> {
         let (this_image, path) = parse_target(text)?;
         match &image {
             Some(first) if first != &this_image => {
-                return Err(format!("all paths must be in one image ({} and {})", first.display(), this_image.display()))
+                return Err(format!(
+                    "all paths must be in one image ({} and {})",
+                    first.display(),
+                    this_image.display()
+                ))
             }
             _ => image = Some(this_image),
         }
@@ -389,7 +395,14 @@ impl<W: Write> Listing<W> {
 }
 
 /// A directory entry whose name cannot be used: an error, or a warning and a skip.
-fn bad_name(image: &Path, directory: &[u8], name: &[u8], reason: &str, skip: bool, command: &str) -> Result<(), String> {
+fn bad_name(
+    image: &Path,
+    directory: &[u8],
+    name: &[u8],
+    reason: &str,
+    skip: bool,
+    command: &str,
+) -> Result<(), String> {
     let message = format!("{}:{}: entry \"{}\": {reason}", image.display(), shown(directory), escaped(name));
     if skip {
         eprintln!("fsoc {command}: skipping {message}");
@@ -446,7 +459,8 @@ fn list_tree(
         let shown_name = if recursive { &entry_path } else { &entry.name };
         print_entry(&mut session.fs, out, shown_name, entry.inode, &record, long)?;
         if recursive && entry.kind == FileKind::Directory {
-            walk.enter(&mut session.fs, &entry).map_err(|error| format!("{}:{}: {}", image.display(), shown(&entry_path), error.describe()))?;
+            walk.enter(&mut session.fs, &entry)
+                .map_err(|error| format!("{}:{}: {}", image.display(), shown(&entry_path), error.describe()))?;
         }
     }
     Ok(())
@@ -670,7 +684,12 @@ fn put_tree(session: &mut Session, source: &Path, target: &[u8], bar: &ProgressB
 
 /// Copies one local file or link, or creates (or reuses) one directory: then returns its
 /// inode and local metadata, for its entries to be copied into it.
-fn put_one(session: &mut Session, source: &Path, target: &[u8], bar: &ProgressBar) -> Result<Option<(u64, std::fs::Metadata)>, String> {
+fn put_one(
+    session: &mut Session,
+    source: &Path,
+    target: &[u8],
+    bar: &ProgressBar,
+) -> Result<Option<(u64, std::fs::Metadata)>, String> {
     let metadata = std::fs::symlink_metadata(source).map_err(|error| format!("{}: {error}", source.display()))?;
     let (uid, gid) = copied_owner(&metadata);
     let mode = metadata.mode() & 0o7777;
@@ -690,14 +709,20 @@ fn put_one(session: &mut Session, source: &Path, target: &[u8], bar: &ProgressBa
             session.fs.remove(parent, name, false).map_err(|error| session.error(target, error))?;
         }
         let link = link.as_os_str().as_bytes();
-        session.fs.create(parent, name, FileKind::Symlink, 0o777, uid, gid, Some(link)).map_err(|error| session.error(target, error))?;
+        session
+            .fs
+            .create(parent, name, FileKind::Symlink, 0o777, uid, gid, Some(link))
+            .map_err(|error| session.error(target, error))?;
         return Ok(None);
     }
     if file_type.is_dir() {
         let inode = match existing {
             Some((inode, FileKind::Directory)) => inode,
             Some(_) => return Err(session.error(target, FsError::Exists)),
-            None => session.fs.create(parent, name, FileKind::Directory, mode, uid, gid, None).map_err(|error| session.error(target, error))?,
+            None => session
+                .fs
+                .create(parent, name, FileKind::Directory, mode, uid, gid, None)
+                .map_err(|error| session.error(target, error))?,
         };
         return Ok(Some((inode, metadata)));
     }
@@ -713,9 +738,15 @@ fn put_one(session: &mut Session, source: &Path, target: &[u8], bar: &ProgressBa
         Some((_, FileKind::Directory)) => return Err(session.error(target, FsError::IsDirectory)),
         Some((_, FileKind::Symlink)) => {
             session.fs.remove(parent, name, false).map_err(|error| session.error(target, error))?;
-            session.fs.create(parent, name, FileKind::File, mode, uid, gid, None).map_err(|error| session.error(target, error))?
+            session
+                .fs
+                .create(parent, name, FileKind::File, mode, uid, gid, None)
+                .map_err(|error| session.error(target, error))?
         }
-        None => session.fs.create(parent, name, FileKind::File, mode, uid, gid, None).map_err(|error| session.error(target, error))?,
+        None => session
+            .fs
+            .create(parent, name, FileKind::File, mode, uid, gid, None)
+            .map_err(|error| session.error(target, error))?,
     };
     let mut file = File::open(source).map_err(|error| format!("{}: {error}", source.display()))?;
     let mut buffer = vec![0u8; COPY_CHUNK_BYTES];
@@ -734,10 +765,15 @@ fn put_one(session: &mut Session, source: &Path, target: &[u8], bar: &ProgressBa
 }
 
 fn set_times(session: &mut Session, inode: u64, metadata: &std::fs::Metadata, target: &[u8]) -> Result<(), String> {
-    let nanos = |seconds: i64, nanoseconds: i64| (seconds.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(nanoseconds.max(0) as u64);
+    let nanos = |seconds: i64, nanoseconds: i64| {
+        (seconds.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(nanoseconds.max(0) as u64)
+    };
     let atime_ns = nanos(metadata.atime(), metadata.atime_nsec());
     let mtime_ns = nanos(metadata.mtime(), metadata.mtime_nsec());
-    session.fs.setattr(inode, None, None, None, Some(atime_ns), Some(mtime_ns)).map_err(|error| session.error(target, error))?;
+    session
+        .fs
+        .setattr(inode, None, None, None, Some(atime_ns), Some(mtime_ns))
+        .map_err(|error| session.error(target, error))?;
     Ok(())
 }
 
@@ -773,7 +809,8 @@ fn get(source_text: &str, destination: &Path, options: GetOptions) -> Result<(),
         let parent = destination.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
         (parent.to_path_buf(), name.as_bytes().to_vec())
     };
-    let parent_fd = open_directory(None, parent.as_os_str().as_bytes(), true).map_err(|error| format!("{}: {error}", parent.display()))?;
+    let parent_fd = open_directory(None, parent.as_os_str().as_bytes(), true)
+        .map_err(|error| format!("{}: {error}", parent.display()))?;
     let bar = progress_bar(0, "get");
     if !bar.is_hidden() {
         // A second walk of the tree only to size the bar: skipped when nobody sees the bar.
@@ -788,8 +825,14 @@ fn get(source_text: &str, destination: &Path, options: GetOptions) -> Result<(),
     session.finish()?;
     match failures {
         0 => Ok(()),
-        1 => Err(format!("1 entry of {} could not be extracted and was skipped (named above); everything else was", image.display())),
-        _ => Err(format!("{failures} entries of {} could not be extracted and were skipped (named above); everything else was", image.display())),
+        1 => Err(format!(
+            "1 entry of {} could not be extracted and was skipped (named above); everything else was",
+            image.display()
+        )),
+        _ => Err(format!(
+            "{failures} entries of {} could not be extracted and were skipped (named above); everything else was",
+            image.display()
+        )),
     }
 }
 
@@ -867,7 +910,14 @@ impl Extraction<'_> {
     }
 
     /// Extracts `source` (inode `inode`) as `name` inside the local directory `parent`.
-    fn extract(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8], inode: u64, kind: FileKind) -> Result<(), String> {
+    fn extract(
+        &mut self,
+        parent: &OwnedFd,
+        name: &[u8],
+        source: &[u8],
+        inode: u64,
+        kind: FileKind,
+    ) -> Result<(), String> {
         match kind {
             FileKind::File => self.extract_file(parent, name, source, inode).or_else(|error| self.failed(error)),
             FileKind::Symlink => self.extract_symlink(parent, name, source, inode).or_else(|error| self.failed(error)),
@@ -881,7 +931,9 @@ impl Extraction<'_> {
     /// with O_NOFOLLOW: so nothing is ever written outside the destination.
     fn extract_tree(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8], inode: u64) -> Result<(), String> {
         // The start directory is fatal either way: without it there is nothing to extract.
-        let record = self.directory_record(source, inode).map_err(|(ExtractError::Image(message) | ExtractError::Local(message))| message)?;
+        let record = self
+            .directory_record(source, inode)
+            .map_err(|(ExtractError::Image(message) | ExtractError::Local(message))| message)?;
         // The open local directories, one per level of the walk, with the image's record of
         // each (applied when it is left).
         let mut directories = vec![(self.open_new_directory(parent, name, source)?, record)];
@@ -897,13 +949,21 @@ impl Extraction<'_> {
                 Step::Leave => {
                     let (fd, record) = directories.pop().expect("one open directory per level of the walk");
                     // Permissions last, so a read-only directory could still be filled.
-                    set_fd_mode_and_times(&fd, &record).map_err(|error| format!("{}: {error}", shown(walk.directory_path())))?;
+                    set_fd_mode_and_times(&fd, &record)
+                        .map_err(|error| format!("{}: {error}", shown(walk.directory_path())))?;
                     continue;
                 }
                 Step::Entry(entry) => entry,
             };
             if let Some(reason) = invalid_name_reason(&entry.name) {
-                bad_name(&self.session.image, walk.directory_path(), &entry.name, reason, self.options.skip_bad_names, "get")?;
+                bad_name(
+                    &self.session.image,
+                    walk.directory_path(),
+                    &entry.name,
+                    reason,
+                    self.options.skip_bad_names,
+                    "get",
+                )?;
                 continue;
             }
             let child_source = walk.entry_path(&entry.name);
@@ -921,7 +981,8 @@ impl Extraction<'_> {
             };
             if let Err(error) = walk.enter(&mut self.session.fs, &entry) {
                 // Not followed either way; --keep-going extracts the rest of the tree.
-                let message = format!("{}:{}: {}", self.session.image.display(), shown(&child_source), error.describe());
+                let message =
+                    format!("{}:{}: {}", self.session.image.display(), shown(&child_source), error.describe());
                 self.failed(ExtractError::Image(message))?;
                 continue;
             }
@@ -1003,11 +1064,18 @@ impl Extraction<'_> {
         set_fd_mode_and_times(&fd, &record).map_err(local)
     }
 
-    fn extract_symlink(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8], inode: u64) -> Result<(), ExtractError> {
+    fn extract_symlink(
+        &mut self,
+        parent: &OwnedFd,
+        name: &[u8],
+        source: &[u8],
+        inode: u64,
+    ) -> Result<(), ExtractError> {
         let target = self.session.fs.readlink(inode).map_err(|error| self.image_error(source, error))?;
         let local = |error: std::io::Error| ExtractError::Local(format!("{}: {error}", shown(source)));
         let c_name = c_name(name).map_err(ExtractError::Local)?;
-        let c_target = std::ffi::CString::new(target).map_err(|_| ExtractError::Image(format!("{}: link target contains NUL", shown(source))))?;
+        let c_target = std::ffi::CString::new(target)
+            .map_err(|_| ExtractError::Image(format!("{}: link target contains NUL", shown(source))))?;
         // The link is created, never followed: its target may point anywhere, harmlessly.
         // SAFETY: a valid directory descriptor and NUL-terminated strings.
         let mut made = unsafe { libc::symlinkat(c_target.as_ptr(), parent.as_raw_fd(), c_name.as_ptr()) };
@@ -1108,7 +1176,12 @@ fn check_removable(session: &mut Session, path: &[u8], directory: u64) -> Result
                 }
                 if entry.kind == FileKind::Directory {
                     walk.enter(&mut session.fs, &entry).map_err(|error| {
-                        format!("{}:{}: {}; nothing was removed", session.image.display(), shown(&walk.entry_path(&entry.name)), error.describe())
+                        format!(
+                            "{}:{}: {}; nothing was removed",
+                            session.image.display(),
+                            shown(&walk.entry_path(&entry.name)),
+                            error.describe()
+                        )
                     })?;
                 }
             }
@@ -1133,9 +1206,14 @@ fn remove_contents(session: &mut Session, path: &[u8], directory: u64) -> Result
             Step::Entry(entry) => {
                 let entry_path = walk.entry_path(&entry.name);
                 if entry.kind == FileKind::Directory {
-                    walk.enter(&mut session.fs, &entry).map_err(|error| format!("{}:{}: {}", session.image.display(), shown(&entry_path), error.describe()))?;
+                    walk.enter(&mut session.fs, &entry).map_err(|error| {
+                        format!("{}:{}: {}", session.image.display(), shown(&entry_path), error.describe())
+                    })?;
                 } else {
-                    session.fs.remove(walk.directory(), &entry.name, false).map_err(|error| session.error(&entry_path, error))?;
+                    session
+                        .fs
+                        .remove(walk.directory(), &entry.name, false)
+                        .map_err(|error| session.error(&entry_path, error))?;
                 }
             }
         }
@@ -1164,7 +1242,10 @@ fn mkdir(targets: &[String], parents: bool) -> Result<(), String> {
             }
         } else {
             let (parent, name) = resolve_parent(&mut session.fs, path).map_err(|error| session.error(path, error))?;
-            session.fs.create(parent, name, FileKind::Directory, 0o755, uid, gid, None).map_err(|error| session.error(path, error))?;
+            session
+                .fs
+                .create(parent, name, FileKind::Directory, 0o755, uid, gid, None)
+                .map_err(|error| session.error(path, error))?;
         }
     }
     session.finish()
@@ -1174,14 +1255,19 @@ fn mv(source_text: &str, destination_text: &str) -> Result<(), String> {
     let (image, paths) = parse_targets(&[source_text.to_string(), destination_text.to_string()])?;
     let [source, destination] = &paths[..] else { unreachable!("two targets parsed into two paths") };
     let mut session = Session::open(&image, true)?;
-    let (source_parent, source_name) = resolve_parent(&mut session.fs, source).map_err(|error| session.error(source, error))?;
+    let (source_parent, source_name) =
+        resolve_parent(&mut session.fs, source).map_err(|error| session.error(source, error))?;
     let destination = match resolve(&mut session.fs, destination) {
         // Like mv(1): moving onto a directory moves into it.
         Ok((_, FileKind::Directory)) => join(destination, source_name),
         _ => destination.clone(),
     };
-    let (target_parent, target_name) = resolve_parent(&mut session.fs, &destination).map_err(|error| session.error(&destination, error))?;
-    session.fs.rename(source_parent, source_name, target_parent, target_name).map_err(|error| session.error(source, error))?;
+    let (target_parent, target_name) =
+        resolve_parent(&mut session.fs, &destination).map_err(|error| session.error(&destination, error))?;
+    session
+        .fs
+        .rename(source_parent, source_name, target_parent, target_name)
+        .map_err(|error| session.error(source, error))?;
     session.finish()
 }
 

@@ -83,7 +83,11 @@ fn block_count_range(profile: Profile, chips: u32) -> (u32, u32) {
     let refused = |blocks: u32| {
         let geometry = profile.geometry(blocks);
         geometry.validate().is_err()
-            || fsoc_core::txn::Volume::<ImageFlash>::format_refusal(&fsoc_core::segment::Layout::new(geometry, chips), &config).is_some()
+            || fsoc_core::txn::Volume::<ImageFlash>::format_refusal(
+                &fsoc_core::segment::Layout::new(geometry, chips),
+                &config,
+            )
+            .is_some()
     };
     let smallest = (4..4096).find(|&blocks| !refused(blocks)).unwrap_or(4096);
     // Above the smallest, only the segment table's size limits: refusals are monotone.
@@ -149,7 +153,9 @@ pub fn new_volume_id(given: Option<u64>, seed: u64) -> Result<u64, String> {
 /// SOURCE_DATE_EPOCH (reproducible builds), if set.
 fn source_date_epoch() -> Result<Option<u64>, String> {
     match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(text) => text.trim().parse().map(Some).map_err(|_| format!("SOURCE_DATE_EPOCH={text:?} is not a number of seconds")),
+        Ok(text) => {
+            text.trim().parse().map(Some).map_err(|_| format!("SOURCE_DATE_EPOCH={text:?} is not a number of seconds"))
+        }
         Err(_) => Ok(None),
     }
 }
@@ -183,15 +189,19 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
     let volume_id = new_volume_id(options.volume_id, options.seed)?;
     let now_ns = match source_date_epoch()? {
         Some(epoch) => epoch.saturating_mul(1_000_000_000),
-        None => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64),
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos() as u64),
     };
     let file_name = image.file_name().ok_or_else(|| format!("{}: not a file name", image.display()))?;
     let temporary = image.with_file_name(format!(".{}.mkfs-{}", file_name.to_string_lossy(), std::process::id()));
     let bar = spinner("formatting");
     let result = (|| {
         let config = SimConfig::new(profile, chips, blocks, options.seed);
-        let flash = SimFlash::create_image(&temporary, config).map_err(|error| format!("{}: {error}", image.display()))?;
-        let fs = FileSystem::format_at(flash, FsConfig::default(), volume_id, now_ns).map_err(|error| format!("format: {error}"))?;
+        let flash =
+            SimFlash::create_image(&temporary, config).map_err(|error| format!("{}: {error}", image.display()))?;
+        let fs = FileSystem::format_at(flash, FsConfig::default(), volume_id, now_ns)
+            .map_err(|error| format!("format: {error}"))?;
         let mut flash = fs.unmount().map_err(|error| format!("unmount: {error}"))?;
         flash.flush().map_err(|error| format!("flush: {error}"))?;
         drop(flash);
@@ -238,7 +248,12 @@ pub fn info(image: &Path) -> Result<(), String> {
         layout.geometry.page_data_bytes,
         layout.geometry.spare_bytes
     );
-    println!("segments          {} ({} pages each), {} retired", layout.segment_count(), layout.pages_per_segment(), table.retired_segment_count());
+    println!(
+        "segments          {} ({} pages each), {} retired",
+        layout.segment_count(),
+        layout.pages_per_segment(),
+        table.retired_segment_count()
+    );
     println!("commit counter    {}", report.commit_counter);
     println!("last unmount      {}", if report.clean { "clean" } else { "unclean (recovered at mount)" });
     if let Some(damage) = report.damage {
@@ -305,7 +320,8 @@ pub fn crashtest(
         Workload::ALL.to_vec()
     } else {
         let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
-        vec![Workload::from_name(workload).ok_or_else(|| format!("unknown workload {workload:?}; expected all or one of {}", names.join(", ")))?]
+        vec![Workload::from_name(workload)
+            .ok_or_else(|| format!("unknown workload {workload:?}; expected all or one of {}", names.join(", ")))?]
     };
     if let Some(refusal) = volume_size_refusal(parse_profile(profile)?, chips, blocks) {
         return Err(format!("--blocks {blocks}: {refusal}"));
@@ -332,7 +348,11 @@ pub fn crashtest(
     let mut reports = Vec::new();
     for workload in workloads {
         let bar = ProgressBar::new(0);
-        bar.set_style(ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} cuts ({eta})").expect("valid template").progress_chars("=> "));
+        bar.set_style(
+            ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} cuts ({eta})")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
         bar.set_message(workload.name());
         if bar.is_hidden() {
             // No terminal for the bar: a line per workload still shows the run is moving.
@@ -355,7 +375,13 @@ pub fn crashtest(
     let cut_points: u64 = reports.iter().map(|report| report.cut_points).sum();
     let failures: u64 = reports.iter().map(|report| report.failures).sum();
     println!("cut points: {cut_points}, failures: {failures}");
-    println!("(seed {seed}, {} {} chip(s) × {} blocks, {:.1} s)", profile, chips, blocks, started.elapsed().as_secs_f64());
+    println!(
+        "(seed {seed}, {} {} chip(s) × {} blocks, {:.1} s)",
+        profile,
+        chips,
+        blocks,
+        started.elapsed().as_secs_f64()
+    );
     if let Some(path) = json {
         let value = serde_json::json!({
             "cut_points": cut_points,
@@ -366,7 +392,8 @@ pub fn crashtest(
             "blocks": blocks,
             "workloads": reports,
         });
-        std::fs::write(path, serde_json::to_string_pretty(&value).expect("serializable")).map_err(|error| format!("{}: {error}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&value).expect("serializable"))
+            .map_err(|error| format!("{}: {error}", path.display()))?;
     }
     Ok(failures)
 }
@@ -401,9 +428,14 @@ pub fn demo(profile: &str, chips: u32, seed: u64) -> Result<(), String> {
     let start = flash.all_done_ns();
     let mut done_ns = start;
     for chip in 0..chips {
-        done_ns = done_ns.max(flash.program_page(start, PageAddress::new(chip, 9, 0), &page, &spare).map_err(|e| e.to_string())?.done_ns);
+        done_ns = done_ns.max(
+            flash.program_page(start, PageAddress::new(chip, 9, 0), &page, &spare).map_err(|e| e.to_string())?.done_ns,
+        );
     }
-    println!("{chips} pages on {chips} chips issued together: {:.0} us (one page: program + transfer)", (done_ns - start) as f64 / 1000.0);
+    println!(
+        "{chips} pages on {chips} chips issued together: {:.0} us (one page: program + transfer)",
+        (done_ns - start) as f64 / 1000.0
+    );
 
     // The file system on a fresh array.
     let flash = SimFlash::create(SimConfig::new(profile, chips, 256, seed)).map_err(|e| e.to_string())?;
@@ -434,7 +466,9 @@ pub fn demo(profile: &str, chips: u32, seed: u64) -> Result<(), String> {
     let elapsed_ns = fs.volume.log.device.now_ns() - clock_before;
     io(fs.close(fd))?;
     let raw_mib_per_s = f64::from(chips) * f64::from(geometry.page_data_bytes)
-        / ((timing.program_latency_ns + timing.bus_ns_per_byte * u64::from(geometry.page_data_bytes + geometry.spare_bytes)) as f64 / 1e9)
+        / ((timing.program_latency_ns
+            + timing.bus_ns_per_byte * u64::from(geometry.page_data_bytes + geometry.spare_bytes)) as f64
+            / 1e9)
         / (1 << 20) as f64;
     println!(
         "8 MiB sequential write + fsync: {:.1} MiB/s simulated (array limit {:.1} MiB/s)",

@@ -14,8 +14,8 @@ use fsoc_array::{chip_file_path, chip_file_paths, ArrayConfig, ThreadedFlash, CH
 use fsoc_core::FileSystem;
 use fsoc_media::image::ImageStore;
 use fsoc_media::{
-    BlockAddress, ChipIndex, Completed, Flash, FlashCounters, Geometry, NandError, Nanos, PageAddress, ReadStatus, SimFlash,
-    Timing,
+    BlockAddress, ChipIndex, Completed, Flash, FlashCounters, Geometry, NandError, Nanos, PageAddress, ReadStatus,
+    SimFlash, Timing,
 };
 
 use crate::tools_cmd::{describe_image_error, describe_mount_error, lock_image, volume_config, ImageLock};
@@ -75,7 +75,9 @@ pub fn array_base(path: &Path) -> Option<PathBuf> {
     let name = path.file_name()?.to_string_lossy().into_owned();
     let chip_base = name
         .rsplit_once(CHIP_FILE_SUFFIX)
-        .filter(|(base, index)| !base.is_empty() && !index.is_empty() && index.bytes().all(|byte| byte.is_ascii_digit()))
+        .filter(|(base, index)| {
+            !base.is_empty() && !index.is_empty() && index.bytes().all(|byte| byte.is_ascii_digit())
+        })
         .map(|(base, _)| path.with_file_name(base))
         .filter(|base| chip_file_path(base, 0).exists());
     chip_base.or_else(|| (!path.exists() && chip_file_path(path, 0).exists()).then(|| path.to_path_buf()))
@@ -131,7 +133,13 @@ impl Flash for VolumeFlash {
         forward!(self, flash => flash.read_page(issue_ns, page, data, spare))
     }
 
-    fn program_page(&mut self, issue_ns: Nanos, page: PageAddress, data: &[u8], spare: &[u8]) -> Result<Completed<()>, NandError> {
+    fn program_page(
+        &mut self,
+        issue_ns: Nanos,
+        page: PageAddress,
+        data: &[u8],
+        spare: &[u8],
+    ) -> Result<Completed<()>, NandError> {
         forward!(self, flash => flash.program_page(issue_ns, page, data, spare))
     }
 
@@ -196,10 +204,11 @@ pub fn open(path: &Path, read_only: bool, exclusive: bool) -> Result<OpenVolume,
         VolumeFiles::Image(image) => {
             VolumeFlash::Image(SimFlash::open_image(image).map_err(|error| describe_image_error(image, &error))?)
         }
-        VolumeFiles::Array { base, chips } => VolumeFlash::Array(
-            ThreadedFlash::open_files(chips, ArrayConfig::default())
-                .map_err(|error| format!("{}: {error} (an array volume of {} chip files)", base.display(), chips.len()))?,
-        ),
+        VolumeFiles::Array { base, chips } => {
+            VolumeFlash::Array(ThreadedFlash::open_files(chips, ArrayConfig::default()).map_err(|error| {
+                format!("{}: {error} (an array volume of {} chip files)", base.display(), chips.len())
+            })?)
+        }
     };
     let fs = mount(flash, files.name(), read_only)?;
     Ok(OpenVolume { files, fs, locks })
@@ -207,8 +216,10 @@ pub fn open(path: &Path, read_only: bool, exclusive: bool) -> Result<OpenVolume,
 
 /// Mounts the volume on `flash` with the tools' configuration and the wall clock.
 pub fn mount<F: Flash>(flash: F, name: &Path, read_only: bool) -> Result<FileSystem<F>, String> {
-    let mut fs = FileSystem::mount(flash, volume_config(read_only)).map_err(|error| describe_mount_error(name, &error))?;
-    fs.now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64);
+    let mut fs =
+        FileSystem::mount(flash, volume_config(read_only)).map_err(|error| describe_mount_error(name, &error))?;
+    fs.now_ns =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64);
     Ok(fs)
 }
 
@@ -232,7 +243,8 @@ mod tests {
         for path in [chip_file_path(&base, 0), chip_file_path(&base, 1), image.clone()] {
             std::fs::write(path, b"").expect("write");
         }
-        let array = VolumeFiles::Array { base: base.clone(), chips: vec![chip_file_path(&base, 0), chip_file_path(&base, 1)] };
+        let array =
+            VolumeFiles::Array { base: base.clone(), chips: vec![chip_file_path(&base, 0), chip_file_path(&base, 1)] };
         assert_eq!(VolumeFiles::locate(&base), array);
         assert_eq!(VolumeFiles::locate(&chip_file_path(&base, 1)), array);
         assert_eq!(VolumeFiles::locate(&image), VolumeFiles::Image(image.clone()));

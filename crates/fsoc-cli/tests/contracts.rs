@@ -4,7 +4,11 @@ use std::process::Command;
 
 fn fsoc(arguments: &[&str]) -> (bool, String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_fsoc")).args(arguments).output().expect("run fsoc");
-    (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
 
 fn json(path: &std::path::Path) -> serde_json::Value {
@@ -15,7 +19,8 @@ fn json(path: &std::path::Path) -> serde_json::Value {
 fn crashtest_writes_the_agreed_keys_and_summary_line() {
     let directory = tempfile::tempdir().expect("temporary directory");
     let out = directory.path().join("crash.json");
-    let (ok, stdout, stderr) = fsoc(&["crashtest", "--workload", "deep-tree", "--seed", "3", "--json", out.to_str().expect("utf-8")]);
+    let (ok, stdout, stderr) =
+        fsoc(&["crashtest", "--workload", "deep-tree", "--seed", "3", "--json", out.to_str().expect("utf-8")]);
     assert!(ok, "crashtest failed: {stdout}{stderr}");
     let value = json(&out);
     let cut_points = value["cut_points"].as_u64().expect("cut_points");
@@ -29,7 +34,8 @@ fn crashtest_writes_the_agreed_keys_and_summary_line() {
 fn crashtest_max_cuts_bounds_the_run() {
     let directory = tempfile::tempdir().expect("temporary directory");
     let out = directory.path().join("crash.json");
-    let (ok, stdout, stderr) = fsoc(&["crashtest", "--workload", "overwrite", "--max-cuts", "7", "--json", out.to_str().expect("utf-8")]);
+    let (ok, stdout, stderr) =
+        fsoc(&["crashtest", "--workload", "overwrite", "--max-cuts", "7", "--json", out.to_str().expect("utf-8")]);
     assert!(ok, "{stdout}{stderr}");
     assert!(json(&out)["cut_points"].as_u64().expect("cut_points") <= 7);
 }

@@ -39,13 +39,17 @@ fn a_full_volume_empties_through_the_mount() {
     loop {
         let available = available_bytes(mounted.root());
         let path = directory.join(written.to_string());
-        let result = File::create(&path).and_then(|mut file| file.write_all(&contents(written)).and_then(|()| file.sync_all()));
+        let result =
+            File::create(&path).and_then(|mut file| file.write_all(&contents(written)).and_then(|()| file.sync_all()));
         match result {
             Ok(()) => written += 1,
             Err(error) if error.raw_os_error() == Some(libc::ENOSPC) => {
                 // O3: no ENOSPC while a segment (64 pages of 2 KiB) or more is reported free
                 // beyond what this file needed.
-                assert!(available < 6144 + 64 * 2048, "ENOSPC after {written} files while df reported {available} bytes free");
+                assert!(
+                    available < 6144 + 64 * 2048,
+                    "ENOSPC after {written} files while df reported {available} bytes free"
+                );
                 let _ = fs::remove_file(&path);
                 break;
             }
@@ -63,12 +67,17 @@ fn a_full_volume_empties_through_the_mount() {
             continue;
         }
         let step = match index % 5 {
-            0 => fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).and_then(|()| fs::remove_file(&path)),
+            0 => fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .and_then(|()| fs::remove_file(&path)),
             1 => {
                 let renamed = directory.join(format!("{index}.renamed"));
                 fs::rename(&path, &renamed).and_then(|()| fs::remove_file(&renamed))
             }
-            2 => File::options().write(true).open(&path).and_then(|file| file.set_len(0)).and_then(|()| fs::remove_file(&path)),
+            2 => File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|file| file.set_len(0))
+                .and_then(|()| fs::remove_file(&path)),
             3 => File::options()
                 .write(true)
                 .open(&path)

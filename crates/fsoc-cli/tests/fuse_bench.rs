@@ -30,7 +30,10 @@ const QUICK_RUN_TIMEOUT: Duration = Duration::from_secs(120);
 /// exists beside it.
 #[test]
 fn quick_run_measures_every_workload_on_both_file_systems() {
-    assert!(Path::new("/dev/fuse").exists(), "/dev/fuse is missing: bench fuse needs it (CI runs as root with /dev/fuse)");
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "/dev/fuse is missing: bench fuse needs it (CI runs as root with /dev/fuse)"
+    );
     assert!(Path::new("/dev/loop-control").exists(), "/dev/loop-control is missing: bench fuse needs a loop device");
     for program in ["fusermount3", "mkfs.ext4", "losetup", "mount", "umount", "postmark", "dbench", "fio", "ls"] {
         require(program);
@@ -50,7 +53,11 @@ fn quick_run_measures_every_workload_on_both_file_systems() {
     assert_eq!(report["repetitions"], 1, "--quick runs one repetition");
     assert_eq!(report["failed_samples"], 0, "{}", output.text());
     assert_eq!(report["skipped"].as_array().map(Vec::len), Some(0), "nothing skipped: {}", report["skipped"]);
-    assert_eq!(report["samples"].as_array().map(Vec::len), Some(2 * WORKLOADS.len()), "one sample per workload and file system");
+    assert_eq!(
+        report["samples"].as_array().map(Vec::len),
+        Some(2 * WORKLOADS.len()),
+        "one sample per workload and file system"
+    );
     for (workload, metrics) in WORKLOADS {
         let summary = &report["workloads"][workload];
         for metric in metrics {
@@ -61,11 +68,20 @@ fn quick_run_measures_every_workload_on_both_file_systems() {
             assert!(fsoc.is_some_and(|value| value > 0.0), "{workload} {metric}: fsoc median {row}");
             assert!(ext4.is_some_and(|value| value > 0.0), "{workload} {metric}: ext4 median {row}");
             let (fsoc, ext4, ratio) = (fsoc.unwrap_or(0.0), ext4.unwrap_or(1.0), ratio.unwrap_or(-1.0));
-            assert!((ratio - fsoc / ext4).abs() <= 1e-9 * ratio.abs(), "{workload} {metric}: ratio is fsoc/ext4: {row}");
-            assert!(["lower", "higher"].contains(&row["better"].as_str().unwrap_or("")), "{workload} {metric}: direction {row}");
+            assert!(
+                (ratio - fsoc / ext4).abs() <= 1e-9 * ratio.abs(),
+                "{workload} {metric}: ratio is fsoc/ext4: {row}"
+            );
+            assert!(
+                ["lower", "higher"].contains(&row["better"].as_str().unwrap_or("")),
+                "{workload} {metric}: direction {row}"
+            );
         }
         let server = &summary["fsoc_server"];
-        assert!(server["cpu_seconds_median"].as_f64().is_some_and(|seconds| seconds > 0.0), "{workload}: server CPU {server}");
+        assert!(
+            server["cpu_seconds_median"].as_f64().is_some_and(|seconds| seconds > 0.0),
+            "{workload}: server CPU {server}"
+        );
         assert!(server["peak_rss_kib_max"].as_u64().is_some_and(|kib| kib > 0), "{workload}: server RSS {server}");
     }
     let targets = report["targets"].as_array().expect("targets");

@@ -36,7 +36,9 @@ fn cp_diff_and_tar_round_trip_a_source_tree() {
     fs::create_dir(mounted.path("extracted")).expect("mkdir");
     run_ok(Command::new("tar").arg("-xpf").arg(mounted.path("tree.tar")).arg("-C").arg(mounted.path("extracted")));
     run_ok(Command::new("diff").arg("-r").arg(&source).arg(mounted.path("extracted")));
-    run_ok(Command::new("tar").arg("-cf").arg(mounted.path("again.tar")).arg("-C").arg(mounted.path("extracted")).arg("."));
+    run_ok(
+        Command::new("tar").arg("-cf").arg(mounted.path("again.tar")).arg("-C").arg(mounted.path("extracted")).arg("."),
+    );
     let list = |archive: &Path| {
         let output = run_ok(Command::new("tar").arg("-tvf").arg(archive));
         let mut lines: Vec<String> = output.stdout.lines().map(str::to_owned).collect();
@@ -89,7 +91,14 @@ fn git_commits_and_checks_a_repository_on_the_mount() {
     let git = |arguments: &[&str]| {
         run_ok(
             Command::new("git")
-                .args(["-c", "user.name=fsoc test", "-c", "user.email=test@fsoc.invalid", "-c", "init.defaultBranch=main"])
+                .args([
+                    "-c",
+                    "user.name=fsoc test",
+                    "-c",
+                    "user.email=test@fsoc.invalid",
+                    "-c",
+                    "init.defaultBranch=main",
+                ])
                 // No detached background maintenance: it would keep the mount busy.
                 .args(["-c", "gc.autoDetach=false", "-c", "maintenance.autoDetach=false", "-c", "gc.auto=0"])
                 .args(arguments)
@@ -132,7 +141,11 @@ fn sqlite3_creates_and_queries_a_database() {
     assert_eq!(answer.lines().next(), Some("4286|10715715|7142143.5"));
     assert!(answer.contains("ok"), "integrity_check: {answer}");
     let mounted = check_round_trip(mounted);
-    assert_eq!(run_ok(Command::new("sqlite3").arg(mounted.path("test.db")).arg(query)).stdout, answer, "same answers after remount");
+    assert_eq!(
+        run_ok(Command::new("sqlite3").arg(mounted.path("test.db")).arg(query)).stdout,
+        answer,
+        "same answers after remount"
+    );
     mounted.unmount();
     volume.fsck();
 }
@@ -144,7 +157,9 @@ fn fio_sequential_and_random_writes_with_fsync_verify() {
     let mounted = volume.mount();
     fs::create_dir(mounted.path("fio")).expect("mkdir");
     let directory = mounted.path("fio");
-    for (name, pattern, block, size, fsync) in [("sequential", "write", "64k", "8M", "4"), ("random", "randwrite", "4k", "4M", "16")] {
+    for (name, pattern, block, size, fsync) in
+        [("sequential", "write", "64k", "8M", "4"), ("random", "randwrite", "4k", "4M", "16")]
+    {
         let output = run_ok(Command::new("fio").args([
             &format!("--name={name}"),
             &format!("--directory={}", directory.display()),
@@ -188,7 +203,12 @@ fn postmark_and_dbench_run_their_workloads() {
     assert!(output.stdout.contains("deleted"), "postmark ran to its clean-up:\n{}", output.text());
     assert_eq!(fs::read_dir(mounted.path("postmark")).expect("readdir").count(), 0, "postmark removed its files");
     fs::create_dir(mounted.path("dbench")).expect("mkdir");
-    let output = run_ok(Command::new("dbench").args(["-t", "4", "-c", "/usr/share/dbench/client.txt", "-D"]).arg(mounted.path("dbench")).arg("2"));
+    let output = run_ok(
+        Command::new("dbench")
+            .args(["-t", "4", "-c", "/usr/share/dbench/client.txt", "-D"])
+            .arg(mounted.path("dbench"))
+            .arg("2"),
+    );
     assert!(output.stdout.contains("Throughput"), "dbench finished its run:\n{}", output.text());
     let mounted = check_round_trip(mounted);
     mounted.unmount();
@@ -205,7 +225,8 @@ fn sigkill_mid_copy_keeps_every_fsynced_file() {
     let source = volume.directory.path().join("bulk");
     fs::create_dir(&source).expect("mkdir");
     for index in 0..48u32 {
-        let content: Vec<u8> = (0..(2u32 << 20)).map(|byte| (byte.wrapping_mul(2_654_435_761) >> 13) as u8 ^ index as u8).collect();
+        let content: Vec<u8> =
+            (0..(2u32 << 20)).map(|byte| (byte.wrapping_mul(2_654_435_761) >> 13) as u8 ^ index as u8).collect();
         fs::write(source.join(format!("part{index:02}")), content).expect("write source");
     }
     let mounted = volume.mount();
@@ -220,16 +241,29 @@ fn sigkill_mid_copy_keeps_every_fsynced_file() {
     fs::create_dir(mounted.path("synced")).expect("mkdir");
     for index in 0..20 {
         let name = format!("synced/before{index:02}");
-        write_synced(name.clone(), format!("before {index}\n").repeat(1000 + index * 97).into_bytes(), &mounted.path(&name)).expect("fsync'd write");
+        write_synced(
+            name.clone(),
+            format!("before {index}\n").repeat(1000 + index * 97).into_bytes(),
+            &mounted.path(&name),
+        )
+        .expect("fsync'd write");
     }
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        let copier = scope.spawn(|| run(Command::new("cp").arg("-a").arg(&source).arg(mounted.path("copy")), Duration::from_secs(60)));
+        let copier = scope.spawn(|| {
+            run(Command::new("cp").arg("-a").arg(&source).arg(mounted.path("copy")), Duration::from_secs(60))
+        });
         let writer = scope.spawn(|| {
             let mut index = 0;
             while !stop.load(Ordering::SeqCst) {
                 let name = format!("synced/during{index:04}");
-                if write_synced(name.clone(), format!("during {index}\n").repeat(200 + index % 50).into_bytes(), &mounted.path(&name)).is_err() {
+                if write_synced(
+                    name.clone(),
+                    format!("during {index}\n").repeat(200 + index % 50).into_bytes(),
+                    &mounted.path(&name),
+                )
+                .is_err()
+                {
                     break; // the server is gone
                 }
                 index += 1;
@@ -331,7 +365,11 @@ fn bad_input_is_refused_with_a_clear_message() {
     };
     // Garbage, truncated, raw flash without a volume, a damaged volume.
     let garbage = directory.join("garbage.img");
-    fs::write(&garbage, (0..1_000_000u32).map(|index| (index.wrapping_mul(2_654_435_761) >> 24) as u8).collect::<Vec<_>>()).expect("write");
+    fs::write(
+        &garbage,
+        (0..1_000_000u32).map(|index| (index.wrapping_mul(2_654_435_761) >> 24) as u8).collect::<Vec<_>>(),
+    )
+    .expect("write");
     refuse(&["mount", garbage.to_str().expect("utf-8"), mount_point], "not an fsoc image");
     let truncated = directory.join("truncated.img");
     fs::copy(&volume.image, &truncated).expect("copy");
@@ -366,7 +404,8 @@ fn bad_input_is_refused_with_a_clear_message() {
 }
 
 fn is_zombie(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| stat.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_or(true, |stat| stat.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
 }
 
 /// Overwrites the three metaroot areas (segments 1-3 of a one-chip image) with noise, leaving
@@ -380,7 +419,8 @@ fn damage_metaroots(image: &Path) {
     let (header, layout) = fsoc_media::image::ImageHeader::decode(&header, length).expect("valid header");
     assert_eq!(header.chip_count, 1, "one chip: segment k is erase block k");
     let pages_per_block = u64::from(header.geometry.pages_per_block);
-    let noise: Vec<u8> = (0..header.geometry.page_data_bytes).map(|index| (index.wrapping_mul(2_246_822_519) >> 11) as u8).collect();
+    let noise: Vec<u8> =
+        (0..header.geometry.page_data_bytes).map(|index| (index.wrapping_mul(2_246_822_519) >> 11) as u8).collect();
     for page in pages_per_block..4 * pages_per_block {
         file.write_all_at(&noise, layout.data_offset + page * layout.page_slot_bytes).expect("write noise");
     }
@@ -400,7 +440,10 @@ fn image_tools_copy_trees_in_and_out_without_mounting() {
     ok(&["mkdir", "-p", &image("/imported/deep/er")]);
     ok(&["put", "-r", source.to_str().expect("utf-8"), &image("/imported")]);
     ok(&["put", source.join("fsoc-cli/Cargo.toml").to_str().expect("utf-8"), &image("/single.toml")]);
-    assert_eq!(ok(&["cat", &image("/single.toml")]).stdout, fs::read_to_string(source.join("fsoc-cli/Cargo.toml")).expect("read"));
+    assert_eq!(
+        ok(&["cat", &image("/single.toml")]).stdout,
+        fs::read_to_string(source.join("fsoc-cli/Cargo.toml")).expect("read")
+    );
     assert_eq!(ok(&["ls", &image("/")]).stdout, "imported/\nsingle.toml\n");
     let recursive = ok(&["ls", "-r", &image("/imported/source")]).stdout;
     assert!(recursive.lines().any(|line| line == "/imported/source/fsoc-cli/src/tools_cmd.rs"), "{recursive}");

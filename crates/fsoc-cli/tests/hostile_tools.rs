@@ -9,8 +9,8 @@
 mod support;
 
 use std::fs;
-use std::path::{Path, PathBuf};
 use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -60,7 +60,9 @@ impl Crafted {
 }
 
 fn write(fs: &mut FileSystem<impl fsoc_media::Flash>, path: &str, data: &[u8]) {
-    let fd = fs.open(path.as_bytes(), OpenFlags { write: true, create: true, truncate: true, ..Default::default() }, 0o644).expect("create");
+    let fd = fs
+        .open(path.as_bytes(), OpenFlags { write: true, create: true, truncate: true, ..Default::default() }, 0o644)
+        .expect("create");
     fs.pwrite(fd, 0, data).expect("write");
     fs.close(fd).expect("close");
 }
@@ -110,8 +112,11 @@ fn fsoc_measured(arguments: &[&str], timeout: Duration) -> (support::Output, u64
             .env("FSOC_MEASURE_TIMEOUT_SECONDS", timeout.as_secs().to_string()),
         timeout + Duration::from_secs(60),
     );
-    let report = fs::read_to_string(&report).unwrap_or_else(|_| panic!("measure_helper wrote no report:\n{}", helper.text()));
-    let [status, peak_kib] = report.split_whitespace().map(|field| field.parse::<i64>().expect("number")).collect::<Vec<_>>()[..] else {
+    let report =
+        fs::read_to_string(&report).unwrap_or_else(|_| panic!("measure_helper wrote no report:\n{}", helper.text()));
+    let [status, peak_kib] =
+        report.split_whitespace().map(|field| field.parse::<i64>().expect("number")).collect::<Vec<_>>()[..]
+    else {
         panic!("measure_helper report {report:?}")
     };
     assert!(status >= 0, "fsoc {arguments:?} did not finish within {timeout:?}");
@@ -179,7 +184,12 @@ fn remove_deep(path: &Path) {
 
 fn assert_failed_cleanly(output: &support::Output, context: &str) {
     assert!(!output.status.success(), "{context}: exit 0\n{}", output.text());
-    assert_eq!(output.status.code(), Some(2), "{context}: killed or crashed instead of a clean error\n{}", output.text());
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{context}: killed or crashed instead of a clean error\n{}",
+        output.text()
+    );
 }
 
 /// S1: hostile names in a directory: `get -r` refuses (exit 2) and writes nothing outside
@@ -187,7 +197,8 @@ fn assert_failed_cleanly(output: &support::Output, context: &str) {
 #[test]
 fn hostile_names_never_lead_outside_the_destination() {
     let long = "n".repeat(256);
-    let names: [&[u8]; 8] = [b"..", b".", b"", b"a/b", b"/etc/escaped", b"../../../../tmp/escaped", b"nul\0byte", long.as_bytes()];
+    let names: [&[u8]; 8] =
+        [b"..", b".", b"", b"a/b", b"/etc/escaped", b"../../../../tmp/escaped", b"nul\0byte", long.as_bytes()];
     for name in names {
         let crafted = Crafted::new();
         crafted.craft(|fs| {
@@ -204,18 +215,27 @@ fn hostile_names_never_lead_outside_the_destination() {
         let before = tree(crafted.directory.path());
         let output = fsoc(&["get", "-r", &crafted.arg("/x"), destination.to_str().expect("utf-8")]);
         assert_failed_cleanly(&output, &context);
-        assert!(output.stderr.contains("--skip-bad-names"), "{context}: the message does not say how to go on\n{}", output.text());
+        assert!(
+            output.stderr.contains("--skip-bad-names"),
+            "{context}: the message does not say how to go on\n{}",
+            output.text()
+        );
         let after = tree(crafted.directory.path());
-        let outside: Vec<&String> = after.iter().filter(|path| !before.contains(path) && !path.starts_with("sentinel/dest")).collect();
+        let outside: Vec<&String> =
+            after.iter().filter(|path| !before.contains(path) && !path.starts_with("sentinel/dest")).collect();
         assert!(outside.is_empty(), "{context}: created outside DEST: {outside:?}");
-        assert!(!Path::new("/tmp/escaped").exists() && !Path::new("/etc/escaped").exists(), "{context}: escaped to an absolute path");
+        assert!(
+            !Path::new("/tmp/escaped").exists() && !Path::new("/etc/escaped").exists(),
+            "{context}: escaped to an absolute path"
+        );
 
         let output = fsoc(&["get", "-r", "--skip-bad-names", &crafted.arg("/x"), destination.to_str().expect("utf-8")]);
         assert!(output.status.success(), "{context}: --skip-bad-names\n{}", output.text());
         assert!(output.stderr.contains("skipping"), "{context}: no warning\n{}", output.text());
         assert_eq!(fs::read(destination.join("x/plain")).expect("the rest is extracted"), b"an ordinary file");
         let after = tree(crafted.directory.path());
-        let outside: Vec<&String> = after.iter().filter(|path| !before.contains(path) && !path.starts_with("sentinel/dest")).collect();
+        let outside: Vec<&String> =
+            after.iter().filter(|path| !before.contains(path) && !path.starts_with("sentinel/dest")).collect();
         assert!(outside.is_empty(), "{context}: created outside DEST with --skip-bad-names: {outside:?}");
         let _ = sentinel;
 
@@ -253,7 +273,11 @@ fn extraction_creates_links_and_never_follows_them() {
     assert_eq!(fs::read(&outside).expect("outside"), b"untouched", "a planted link was written through");
     assert_eq!(fs::read(destination.join("x/file")).expect("file"), b"new contents");
     assert_eq!(fs::read_link(destination.join("x/link")).expect("link"), PathBuf::from("/etc/passwd"));
-    assert_eq!(fs::read_link(destination.join("x/escape")).expect("link"), outside_directory, "the link is created as a link");
+    assert_eq!(
+        fs::read_link(destination.join("x/escape")).expect("link"),
+        outside_directory,
+        "the link is created as a link"
+    );
 
     // A second image where `escape` is a directory with a file in it, extracted over the first.
     let second = Crafted::new();
@@ -265,7 +289,11 @@ fn extraction_creates_links_and_never_follows_them() {
     let output = fsoc(&["get", "-r", &second.arg("/x"), destination.to_str().expect("utf-8")]);
     assert_failed_cleanly(&output, "a directory over an extracted link");
     assert!(output.stderr.contains("/x/escape: a symbolic link or a file is in the way"), "{}", output.text());
-    assert_eq!(fs::read_dir(&outside_directory).expect("outside directory").count(), 0, "written through an extracted link");
+    assert_eq!(
+        fs::read_dir(&outside_directory).expect("outside directory").count(),
+        0,
+        "written through an extracted link"
+    );
 }
 
 /// S2: directory entries pointing back at the root, at an ancestor, at the directory itself,
@@ -295,15 +323,35 @@ fn directory_cycles_are_reported() {
         let timeout = Duration::from_secs(60);
         let output = run(Command::new(FSOC).args(["ls", "-r", &crafted.arg("/")]), timeout);
         assert_failed_cleanly(&output, &context);
-        assert!(output.stderr.contains("/x/sub/loop: directory cycle") && output.stderr.contains(expected), "{context}: {}", output.text());
+        assert!(
+            output.stderr.contains("/x/sub/loop: directory cycle") && output.stderr.contains(expected),
+            "{context}: {}",
+            output.text()
+        );
         let (_, destination) = crafted.destination();
-        let output = run(Command::new(FSOC).args(["get", "-r", &crafted.arg("/"), destination.to_str().expect("utf-8")]), timeout);
+        let output = run(
+            Command::new(FSOC).args(["get", "-r", &crafted.arg("/"), destination.to_str().expect("utf-8")]),
+            timeout,
+        );
         assert_failed_cleanly(&output, &context);
         assert!(output.stderr.contains("/x/sub/loop: directory cycle"), "{context}: {}", output.text());
 
-        let output = run(Command::new(FSOC).args(["get", "-r", "--keep-going", &crafted.arg("/"), destination.to_str().expect("utf-8")]), timeout);
+        let output = run(
+            Command::new(FSOC).args([
+                "get",
+                "-r",
+                "--keep-going",
+                &crafted.arg("/"),
+                destination.to_str().expect("utf-8"),
+            ]),
+            timeout,
+        );
         assert_failed_cleanly(&output, &format!("get --keep-going, {context}"));
-        assert!(output.stderr.contains("skipped") && output.stderr.contains("1 entry of"), "{context}: {}", output.text());
+        assert!(
+            output.stderr.contains("skipped") && output.stderr.contains("1 entry of"),
+            "{context}: {}",
+            output.text()
+        );
         assert_eq!(fs::read(destination.join("root/x/sub/inner")).expect("inner extracted"), b"inner");
         assert_eq!(fs::read(destination.join("root/a/other")).expect("other extracted"), b"other");
         assert!(!destination.join("root/x/sub/loop/x").exists(), "{context}: the cycle was followed");
@@ -335,17 +383,25 @@ fn over_deep_trees_stop_at_the_depth_limit() {
     assert_eq!(output.stdout.lines().count(), 4096, "ls -r lists down to the limit");
 
     let (_, destination) = crafted.destination();
-    let (output, get_peak_kib) = fsoc_measured(&["get", "-r", &crafted.arg("/d"), destination.to_str().expect("utf-8")], timeout);
+    let (output, get_peak_kib) =
+        fsoc_measured(&["get", "-r", &crafted.arg("/d"), destination.to_str().expect("utf-8")], timeout);
     remove_deep(&destination.join("d"));
     assert_failed_cleanly(&output, "get -r");
     assert!(output.stderr.contains("nested directories; not followed"), "{}", output.status);
 
     let output = run(Command::new(FSOC).args(["rm", "-r", &crafted.arg("/d")]), timeout);
     assert_failed_cleanly(&output, "rm -r");
-    assert!(output.stderr.contains("more than 4096 nested directories; not followed; nothing was removed"), "{}", output.status);
+    assert!(
+        output.stderr.contains("more than 4096 nested directories; not followed; nothing was removed"),
+        "{}",
+        output.status
+    );
     assert_eq!(fsoc(&["ls", &crafted.arg("/d/d/d")]).stdout, "d/\n", "rm -r removed part of the tree");
     println!("4,100-level chain: peak resident set ls -r {ls_peak_kib} KiB, get -r {get_peak_kib} KiB");
-    assert!(ls_peak_kib < PEAK_KIB_MAX && get_peak_kib < PEAK_KIB_MAX, "ls -r {ls_peak_kib} KiB, get -r {get_peak_kib} KiB");
+    assert!(
+        ls_peak_kib < PEAK_KIB_MAX && get_peak_kib < PEAK_KIB_MAX,
+        "ls -r {ls_peak_kib} KiB, get -r {get_peak_kib} KiB"
+    );
 }
 
 /// Unprintable names are listed with C escapes (ls -b style), never raw.
@@ -389,7 +445,10 @@ fn a_closed_pipe_ends_ls_quietly() {
         }
     });
     for options in ["-l", "-r"] {
-        let script = format!("'{FSOC}' ls {options} '{}' | head -1 >/dev/null; echo \"status ${{PIPESTATUS[0]}}\"", crafted.arg("/"));
+        let script = format!(
+            "'{FSOC}' ls {options} '{}' | head -1 >/dev/null; echo \"status ${{PIPESTATUS[0]}}\"",
+            crafted.arg("/")
+        );
         let output = run(Command::new("bash").arg("-c").arg(script), Duration::from_secs(60));
         assert!(output.stdout.contains("status 0"), "ls {options}: {}", output.text());
         assert!(output.stderr.is_empty(), "ls {options}: {}", output.text());
@@ -412,7 +471,10 @@ fn keep_going_extracts_around_unreadable_files() {
         let mut store = LogNodeStore::new(&mut volume.log);
         let mut value = 0xFFFF_FF00u32.to_le_bytes().to_vec();
         value.extend_from_slice(&4u32.to_le_bytes());
-        volume.allocation.insert(&mut store, &allocation_key(inode, RecordKind::Extent, 0), &value).expect("raw extent");
+        volume
+            .allocation
+            .insert(&mut store, &allocation_key(inode, RecordKind::Extent, 0), &value)
+            .expect("raw extent");
     });
     let (_, destination) = crafted.destination();
     let output = fsoc(&["get", "-r", &crafted.arg("/x"), destination.to_str().expect("utf-8")]);
@@ -422,7 +484,11 @@ fn keep_going_extracts_around_unreadable_files() {
     let output = fsoc(&["get", "-r", "--keep-going", &crafted.arg("/x"), destination.to_str().expect("utf-8")]);
     assert_failed_cleanly(&output, "get --keep-going");
     assert!(output.stderr.contains("skipped") && output.stderr.contains("b-broken"), "{}", output.text());
-    assert!(output.stderr.contains("1 entry of") && output.stderr.contains("could not be extracted"), "{}", output.text());
+    assert!(
+        output.stderr.contains("1 entry of") && output.stderr.contains("could not be extracted"),
+        "{}",
+        output.text()
+    );
     assert_eq!(fs::read(destination.join("x/a-first")).expect("first"), b"readable");
     assert_eq!(fs::read(destination.join("x/c-last")).expect("last"), b"readable too");
     assert!(!destination.join("x/b-broken").exists(), "a half-copied file was left behind");
@@ -467,7 +533,11 @@ fn keep_going_extracts_around_an_uncorrectable_page() {
     let output = fsoc(&["get", "-r", "--keep-going", &crafted.arg("/x"), destination.to_str().expect("utf-8")]);
     assert_failed_cleanly(&output, "get --keep-going");
     assert!(output.stderr.contains("fsoc get: skipped ") && output.stderr.contains("/x/b-worn: "), "{}", output.text());
-    assert!(output.stderr.contains("1 entry of") && output.stderr.contains("could not be extracted"), "{}", output.text());
+    assert!(
+        output.stderr.contains("1 entry of") && output.stderr.contains("could not be extracted"),
+        "{}",
+        output.text()
+    );
     assert_eq!(fs::read(destination.join("x/a-first")).expect("first"), b"readable");
     assert_eq!(fs::read(destination.join("x/sub/c-last")).expect("last"), b"readable too");
     assert!(!destination.join("x/b-worn").exists(), "a half-copied file was left behind");
@@ -521,10 +591,14 @@ fn tools_run_in_bounded_memory() {
         assert!(output.status.success(), "{label}: {}", output.text());
         assert_eq!(output.stdout.lines().count(), entries, "{label}");
         let (_, destination) = crafted.destination();
-        let (output, get_peak_kib) = fsoc_measured(&["get", "-r", &crafted.arg("/"), destination.to_str().expect("utf-8")], timeout);
+        let (output, get_peak_kib) =
+            fsoc_measured(&["get", "-r", &crafted.arg("/"), destination.to_str().expect("utf-8")], timeout);
         assert!(output.status.success(), "{label}: {}", output.text());
         figures.push(format!("{label}: ls -r {ls_peak_kib} KiB, get -r {get_peak_kib} KiB"));
-        assert!(ls_peak_kib < PEAK_KIB_MAX && get_peak_kib < PEAK_KIB_MAX, "{label}: ls -r {ls_peak_kib} KiB, get -r {get_peak_kib} KiB");
+        assert!(
+            ls_peak_kib < PEAK_KIB_MAX && get_peak_kib < PEAK_KIB_MAX,
+            "{label}: ls -r {ls_peak_kib} KiB, get -r {get_peak_kib} KiB"
+        );
     }
     println!("peak resident set: {}", figures.join("; "));
 }

@@ -23,7 +23,11 @@ fn text(output: &support::Output) -> String {
 /// run into a corrupt superblock.
 #[test]
 fn chip_counts_out_of_range_are_refused_with_the_range() {
-    for command in [&["demo", "--chips", "65"][..], &["crashtest", "--chips", "65", "--workload", "small-files"], &["mkfs", "x.img", "--chips", "0"]] {
+    for command in [
+        &["demo", "--chips", "65"][..],
+        &["crashtest", "--chips", "65", "--workload", "small-files"],
+        &["mkfs", "x.img", "--chips", "0"],
+    ] {
         let output = fsoc(command);
         assert_eq!(output.status.code(), Some(2), "{command:?}: {}", text(&output));
         assert!(output.stderr.contains("1 to 64"), "{command:?}: {}", text(&output));
@@ -37,7 +41,10 @@ fn chip_counts_out_of_range_are_refused_with_the_range() {
 fn other_options_are_refused_with_their_range() {
     let refusals: [(&[&str], &str); 6] = [
         (&["crashtest", "--workload", "small-files", "--blocks", "0"], "give 4 to 16777216 erase blocks per chip"),
-        (&["crashtest", "--workload", "small-files", "--blocks", "10"], "must be 1.9M to 1.9T (15 to 16121856 erase blocks"),
+        (
+            &["crashtest", "--workload", "small-files", "--blocks", "10"],
+            "must be 1.9M to 1.9T (15 to 16121856 erase blocks",
+        ),
         (&["flash", "create", "never.img", "--blocks", "3"], "give 4 to 16777216 erase blocks per chip"),
         (&["array", "mkfs", "never", "--chips", "65"], "give 1 to 64"),
         (&["mkfs", "never.img", "--profile", "qlc"], "give one of slc, mlc, tlc, mlc8k, mlc16k"),
@@ -132,10 +139,20 @@ fn array_volumes_are_mounted_and_checked() {
     assert!(output.stderr.contains(&format!("{base_arg} is committed and closed")), "{}", text(&output));
 
     let output = fsoc(&["fsck", &chip(2)]);
-    assert!(output.status.success() && output.stdout.contains("1 files") && output.stdout.contains("clean"), "{}", text(&output));
+    assert!(
+        output.status.success() && output.stdout.contains("1 files") && output.stdout.contains("clean"),
+        "{}",
+        text(&output)
+    );
     let output = fsoc(&["info", base_arg]);
-    assert!(output.status.success() && output.stdout.contains("chip 2") && output.stdout.contains("3 chips"), "{}", text(&output));
-    for command in [vec!["ls".to_string(), format!("{base_arg}:/")], vec!["cat".to_string(), format!("{}:/striped", chip(0))]] {
+    assert!(
+        output.status.success() && output.stdout.contains("chip 2") && output.stdout.contains("3 chips"),
+        "{}",
+        text(&output)
+    );
+    for command in
+        [vec!["ls".to_string(), format!("{base_arg}:/")], vec!["cat".to_string(), format!("{}:/striped", chip(0))]]
+    {
         let output = fsoc(&command.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(output.status.code(), Some(2), "{command:?}: {}", text(&output));
         assert!(output.stderr.contains(&format!("fsoc mount {base_arg} MOUNTPOINT")), "{command:?}: {}", text(&output));
@@ -148,7 +165,9 @@ fn array_volumes_are_mounted_and_checked() {
     // A chip of another array made with the same seed has another volume id, so the mixed
     // set is refused rather than mounted as one volume.
     let other = directory.path().join("other");
-    assert!(fsoc(&["array", "mkfs", other.to_str().expect("utf-8"), "--chips", "3", "--blocks", "32"]).status.success());
+    assert!(fsoc(&["array", "mkfs", other.to_str().expect("utf-8"), "--chips", "3", "--blocks", "32"])
+        .status
+        .success());
     fs::copy(format!("{}.chip1", other.display()), chip(1)).expect("swap a chip");
     let output = fsoc(&["fsck", base_arg]);
     assert_eq!(output.status.code(), Some(2), "{}", text(&output));
@@ -238,7 +257,13 @@ fn daemon_periodic_commit_and_a_dead_server() {
     let log = volume.directory.path().join("mount.log");
     let mount_point = volume.mount_point.to_str().expect("utf-8");
     let daemon = |extra: &[&str]| {
-        let output = fsoc(&[&["mount", "--daemon", "--log", log.to_str().expect("utf-8"), volume.image_arg(), mount_point][..], extra].concat());
+        let output = fsoc(
+            &[
+                &["mount", "--daemon", "--log", log.to_str().expect("utf-8"), volume.image_arg(), mount_point][..],
+                extra,
+            ]
+            .concat(),
+        );
         assert!(output.status.success(), "{}", text(&output));
         output
     };
@@ -251,7 +276,12 @@ fn daemon_periodic_commit_and_a_dead_server() {
     assert!(!logged.contains("Failed to umount"), "a clean unmount logged:\n{logged}");
 
     let output = daemon(&["--commit-interval", "1"]);
-    let pid: i32 = output.stderr.split("(pid ").nth(1).and_then(|rest| rest.split(')').next()).and_then(|pid| pid.parse().ok())
+    let pid: i32 = output
+        .stderr
+        .split("(pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|pid| pid.parse().ok())
         .unwrap_or_else(|| panic!("no pid in {}", text(&output)));
     fs::write(volume.mount_point.join("left-alone"), b"written, never fsynced").expect("write");
     std::thread::sleep(Duration::from_millis(2500));
@@ -263,7 +293,12 @@ fn daemon_periodic_commit_and_a_dead_server() {
     assert!(output.stderr.contains("died"), "{}", text(&output));
     assert!(!output.stderr.contains("committed and closed"), "{}", text(&output));
     let output = fsoc(&["cat", &format!("{}:/left-alone", volume.image_arg())]);
-    assert_eq!(output.stdout, "written, never fsynced", "the periodic commit did not make it durable: {}", text(&output));
+    assert_eq!(
+        output.stdout,
+        "written, never fsynced",
+        "the periodic commit did not make it durable: {}",
+        text(&output)
+    );
     assert!(Path::new(&volume.image).exists());
 }
 
@@ -283,7 +318,10 @@ fn eio_is_logged_with_its_cause() {
     let mut store = LogNodeStore::new(&mut volume_state.log);
     let mut extent = 0xFFFF_FF00u32.to_le_bytes().to_vec();
     extent.extend_from_slice(&4u32.to_le_bytes());
-    volume_state.allocation.insert(&mut store, &allocation_key(inode, RecordKind::Extent, 0), &extent).expect("raw extent");
+    volume_state
+        .allocation
+        .insert(&mut store, &allocation_key(inode, RecordKind::Extent, 0), &extent)
+        .expect("raw extent");
     fs.commit().expect("commit");
     let mut flash = fs.unmount().expect("unmount");
     fsoc_media::Flash::flush(&mut flash).expect("flush");

@@ -53,11 +53,7 @@ impl<'a> Reader<'a> {
         Reader { structure, remaining: bytes }
     }
     fn truncated(&self, needed_bytes: usize) -> DecodeError {
-        DecodeError::Truncated {
-            structure: self.structure,
-            needed_bytes,
-            actual_bytes: self.remaining.len(),
-        }
+        DecodeError::Truncated { structure: self.structure, needed_bytes, actual_bytes: self.remaining.len() }
     }
     pub fn remaining_bytes(&self) -> usize {
         self.remaining.len()

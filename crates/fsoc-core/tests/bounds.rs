@@ -51,7 +51,8 @@ fn mount_page_reads_do_not_depend_on_file_count() {
 }
 
 fn small_fsync_programs(fs: &mut FileSystem<SimFlash>, path: &str) -> (u64, u64) {
-    let fd = fs.open(path.as_bytes(), OpenFlags { write: true, create: true, ..Default::default() }, 0o644).expect("open");
+    let fd =
+        fs.open(path.as_bytes(), OpenFlags { write: true, create: true, ..Default::default() }, 0o644).expect("open");
     fs.transact().expect("settle");
     let before = fs.volume.log.device.flash.counters().totals();
     fs.pwrite(fd, 10, b"a small change").expect("write");

@@ -105,7 +105,12 @@ fn check(shared: &Shared, rng: &mut SeededRng) -> Result<u64, String> {
     };
     let parent = directory_inode(fs, directory).map_err(|error| format!("directory lookup: {error:?}"))?;
     // The listing, in name order, exactly the model's names.
-    let listed: Vec<Vec<u8>> = fs.readdir(parent, None, usize::MAX).map_err(|error| format!("readdir: {error:?}"))?.into_iter().map(|entry| entry.name).collect();
+    let listed: Vec<Vec<u8>> = fs
+        .readdir(parent, None, usize::MAX)
+        .map_err(|error| format!("readdir: {error:?}"))?
+        .into_iter()
+        .map(|entry| entry.name)
+        .collect();
     let expected: Vec<Vec<u8>> = files.keys().cloned().collect();
     if listed != expected {
         return Err(format!("readdir of {:?}: {listed:?}, model {expected:?}", String::from_utf8_lossy(directory)));
@@ -127,7 +132,9 @@ fn check(shared: &Shared, rng: &mut SeededRng) -> Result<u64, String> {
             }
             Ok(4)
         }
-        (found, model_has) => Err(format!("lookup {:?}: {found:?}, model has it: {}", String::from_utf8_lossy(name), model_has.is_some())),
+        (found, model_has) => {
+            Err(format!("lookup {:?}: {found:?}, model has it: {}", String::from_utf8_lossy(name), model_has.is_some()))
+        }
     }
 }
 
@@ -142,7 +149,8 @@ fn run(seed: u64, steps: u64, readers: usize) {
     let start = Barrier::new(readers + 1);
     std::thread::scope(|scope| {
         for reader in 0..readers {
-            let (shared, done, failure, compared, inside, overlap_max, start) = (&shared, &done, &failure, &compared, &inside, &overlap_max, &start);
+            let (shared, done, failure, compared, inside, overlap_max, start) =
+                (&shared, &done, &failure, &compared, &inside, &overlap_max, &start);
             scope.spawn(move || {
                 let mut rng = SeededRng::new(seed ^ (0x1000 + reader as u64));
                 start.wait();
@@ -183,7 +191,10 @@ fn run(seed: u64, steps: u64, readers: usize) {
     let mut shared = shared.into_inner().expect("lock");
     assert_clean(&mut shared.fs, &format!("seed {seed}"));
     let compared = compared.into_inner();
-    println!("seed {seed}: {steps} changes, {compared} answers compared, at most {} readers at once", overlap_max.into_inner());
+    println!(
+        "seed {seed}: {steps} changes, {compared} answers compared, at most {} readers at once",
+        overlap_max.into_inner()
+    );
     assert!(compared > steps, "seed {seed}: the readers compared only {compared} answers");
 }
 

@@ -19,11 +19,13 @@ impl Lcg {
 
 fn populated_store() -> (SimConfig, RamStore) {
     let config = SimConfig::new(Profile::Mlc, 1, 64, 21);
-    let mut fs = FileSystem::format(SimFlash::create(config.clone()).expect("sim"), FsConfig::default(), 21).expect("format");
+    let mut fs =
+        FileSystem::format(SimFlash::create(config.clone()).expect("sim"), FsConfig::default(), 21).expect("format");
     for directory in 0..4 {
         fs.mkdir(format!("/d{directory}").as_bytes(), 0o755).expect("mkdir");
         for file in 0..60 {
-            write_file(&mut fs, &format!("/d{directory}/file{file}"), &pattern(file * 97 % 5000, file as u8)).expect("write");
+            write_file(&mut fs, &format!("/d{directory}/file{file}"), &pattern(file * 97 % 5000, file as u8))
+                .expect("write");
         }
         fs.symlink_path(b"/d0/file1", format!("/d{directory}/link").as_bytes()).expect("symlink");
         fs.transact().expect("commit");

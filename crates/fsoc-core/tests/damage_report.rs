@@ -63,7 +63,8 @@ fn losing_both_copies_rolls_back_and_is_reported_as_lost_commits() {
     let [.., before_last, last] = pages[..] else { panic!("fewer than two metaroot pages: {pages:?}") };
     destroy(&mut flash, before_last);
     destroy(&mut flash, last);
-    let read_only = FsConfig { volume: fsoc_core::VolumeConfig { read_only: true, ..Default::default() }, ..Default::default() };
+    let read_only =
+        FsConfig { volume: fsoc_core::VolumeConfig { read_only: true, ..Default::default() }, ..Default::default() };
     let mut fs = FileSystem::mount(flash, read_only).expect("mount");
     let report = fs.mount_report();
     assert!(matches!(report.damage, Some(MountDamage::CommitsLost { unreadable_pages: 2, .. })), "{report:?}");
@@ -87,7 +88,10 @@ fn a_lost_superblock_copy_is_reported() {
     for copy in [0u32, 1] {
         let (mut flash, _) = cleanly_unmounted_volume();
         destroy(&mut flash, PageAddress::new(0, 0, copy));
-        let read_only = FsConfig { volume: fsoc_core::VolumeConfig { read_only: true, ..Default::default() }, ..Default::default() };
+        let read_only = FsConfig {
+            volume: fsoc_core::VolumeConfig { read_only: true, ..Default::default() },
+            ..Default::default()
+        };
         let mut fs = FileSystem::mount(flash, read_only).expect("mount with one superblock copy");
         let expected_damage = if copy == 0 { Some(MountDamage::SuperblockCopyLost) } else { None };
         assert_eq!(fs.mount_report().damage, expected_damage, "copy {copy}");

@@ -72,7 +72,8 @@ fn metaroot_decoder() {
     .encode(2048);
     for input in inputs(2, &valid, 3000) {
         for format_version in [1, 2] {
-            let shape = MetarootShape { format_version, table_page_count: 2, table_index_levels: 0, index_page_count: 0 };
+            let shape =
+                MetarootShape { format_version, table_page_count: 2, table_index_levels: 0, index_page_count: 0 };
             if let Ok(decoded) = Metaroot::decode(&input, shape) {
                 assert_eq!(&decoded.encode(2048)[..96], &input[..96]);
             }

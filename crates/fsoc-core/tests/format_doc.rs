@@ -7,7 +7,8 @@ use fsoc_core::txn::{Metaroot, Superblock};
 use fsoc_media::Geometry;
 
 fn example(marker: &str) -> Vec<u8> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/FORMAT.md")).expect("FORMAT.md");
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/FORMAT.md")).expect("FORMAT.md");
     let start = text.find(marker).unwrap_or_else(|| panic!("marker {marker} missing from FORMAT.md"));
     let block = &text[start..];
     let body = &block[block.find("```").expect("fence") + 3..];
@@ -37,8 +38,14 @@ fn metaroot() -> Metaroot {
         volume_id: 0x0123_4567_89AB_CDEF,
         flags: 1,
         next_inode: 100,
-        directory_root: TreeRoot { pointer: PagePointer { address: LogAddress(0x0300), checksum: 0xAABB_CCDD }, height: 2 },
-        allocation_root: TreeRoot { pointer: PagePointer { address: LogAddress(0x0301), checksum: 0x1122_3344 }, height: 3 },
+        directory_root: TreeRoot {
+            pointer: PagePointer { address: LogAddress(0x0300), checksum: 0xAABB_CCDD },
+            height: 2,
+        },
+        allocation_root: TreeRoot {
+            pointer: PagePointer { address: LogAddress(0x0301), checksum: 0x1122_3344 },
+            height: 3,
+        },
         segment_table: vec![PagePointer { address: LogAddress(0x02FF), checksum: 0xCAFE_F00D }],
         shape: SHAPE,
         delta: Vec::new(),
@@ -47,10 +54,12 @@ fn metaroot() -> Metaroot {
 
 /// One table page named directly (1,024 segments of 2 KiB pages: 4 table pages would be the
 /// real count; the example keeps one pointer).
-const SHAPE: MetarootShape = MetarootShape { format_version: 2, table_page_count: 1, table_index_levels: 0, index_page_count: 0 };
+const SHAPE: MetarootShape =
+    MetarootShape { format_version: 2, table_page_count: 1, table_index_levels: 0, index_page_count: 0 };
 
 /// 65,536 segments of 2 KiB pages: 256 table pages, named through one index page.
-const INDEXED_SHAPE: MetarootShape = MetarootShape { format_version: 2, table_page_count: 256, table_index_levels: 1, index_page_count: 1 };
+const INDEXED_SHAPE: MetarootShape =
+    MetarootShape { format_version: 2, table_page_count: 256, table_index_levels: 1, index_page_count: 1 };
 
 fn indexed_metaroot() -> Metaroot {
     Metaroot {
@@ -63,10 +72,14 @@ fn indexed_metaroot() -> Metaroot {
 }
 
 fn dump(bytes: &[u8]) -> String {
-    bytes.chunks(16).enumerate().map(|(row, chunk)| {
-        let hex: Vec<String> = chunk.iter().map(|byte| format!("{byte:02x}")).collect();
-        format!("{:04x}  {}\n", row * 16, hex.join(" "))
-    }).collect()
+    bytes
+        .chunks(16)
+        .enumerate()
+        .map(|(row, chunk)| {
+            let hex: Vec<String> = chunk.iter().map(|byte| format!("{byte:02x}")).collect();
+            format!("{:04x}  {}\n", row * 16, hex.join(" "))
+        })
+        .collect()
 }
 
 #[test]
@@ -74,7 +87,12 @@ fn superblock_example_decodes() {
     let bytes = example("<!-- example: superblock -->");
     let mut page = bytes.clone();
     page.resize(2048, 0xFF);
-    assert_eq!(Superblock::decode(&page), Ok(superblock()), "expected dump:\n{}", dump(&superblock().encode(2048)[..64]));
+    assert_eq!(
+        Superblock::decode(&page),
+        Ok(superblock()),
+        "expected dump:\n{}",
+        dump(&superblock().encode(2048)[..64])
+    );
 }
 
 #[test]
@@ -82,7 +100,12 @@ fn metaroot_example_decodes() {
     let bytes = example("<!-- example: metaroot -->");
     let mut page = bytes.clone();
     page.resize(2048, 0xFF);
-    assert_eq!(Metaroot::decode(&page, SHAPE), Ok(metaroot()), "expected dump:\n{}", dump(&metaroot().encode(2048)[..88]));
+    assert_eq!(
+        Metaroot::decode(&page, SHAPE),
+        Ok(metaroot()),
+        "expected dump:\n{}",
+        dump(&metaroot().encode(2048)[..88])
+    );
 }
 
 #[test]
@@ -91,7 +114,12 @@ fn indexed_metaroot_example_decodes() {
     let mut page = bytes.clone();
     page.resize(2048, 0xFF);
     let expected = indexed_metaroot();
-    assert_eq!(Metaroot::decode(&page, INDEXED_SHAPE), Ok(expected.clone()), "expected dump:\n{}", dump(&expected.encode(2048)[..88]));
+    assert_eq!(
+        Metaroot::decode(&page, INDEXED_SHAPE),
+        Ok(expected.clone()),
+        "expected dump:\n{}",
+        dump(&expected.encode(2048)[..88])
+    );
     assert_eq!(MetarootShape::for_volume(2, 65_536, 2048), INDEXED_SHAPE, "the example's shape is the rule's");
     assert_eq!(MetarootShape::for_volume(1, 62_976, 2048).table_index_levels, 0, "version 1 never indexes");
 }

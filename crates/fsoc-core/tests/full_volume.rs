@@ -29,7 +29,13 @@ fn file_size(rng: &mut SeededRng, size_max: u64) -> usize {
 /// Writes files of random sizes into `directory` until ENOSPC. Every ENOSPC must come with
 /// statfs reporting less than the failed write's pages plus one segment (O3: no ENOSPC while
 /// free space is reported).
-fn fill(fs: &mut FileSystem<SimFlash>, directory: &str, rng: &mut SeededRng, size_max: u64, context: &str) -> FillResult {
+fn fill(
+    fs: &mut FileSystem<SimFlash>,
+    directory: &str,
+    rng: &mut SeededRng,
+    size_max: u64,
+    context: &str,
+) -> FillResult {
     let page_bytes = u64::from(fs.statfs().expect("statfs").block_size_bytes);
     let pages_per_segment = u64::from(fs.volume.layout().pages_per_segment());
     let mut result = FillResult { files: Vec::new(), valid_pages: 0, free_blocks_at_enospc: 0, bytes_written: 0 };
@@ -59,7 +65,10 @@ fn fill(fs: &mut FileSystem<SimFlash>, directory: &str, rng: &mut SeededRng, siz
                 match write_file(fs, &format!("{directory}/tiny{index}"), b"abc") {
                     Ok(()) => result.files.push(format!("{directory}/tiny{index}")),
                     Err(FsError::NoSpace) => {
-                        assert_eq!(fs.stats.cleaner_runs, cleaner_runs_before, "{context}: a refused create ran the cleaner");
+                        assert_eq!(
+                            fs.stats.cleaner_runs, cleaner_runs_before,
+                            "{context}: a refused create ran the cleaner"
+                        );
                         assert_eq!(flash_programs(fs), programs_before, "{context}: a refused create programmed pages");
                     }
                     Err(error) => panic!("{context}: tiny create: {error:?}"),
@@ -162,7 +171,10 @@ fn every_delete_succeeds_on_a_full_volume_and_it_refills() {
         Case { profile: Profile::Mlc8k, chip_count: 2, block_count: 24, size_max: 512 * 1024 },
         Case { profile: Profile::Tlc, chip_count: 1, block_count: 48, size_max: 32 * 1024 },
     ];
-    let seed_base: u64 = std::env::var("FSOC_SEED").ok().and_then(|text| u64::from_str_radix(text.trim_start_matches("0x"), 16).ok()).unwrap_or(0x5e6);
+    let seed_base: u64 = std::env::var("FSOC_SEED")
+        .ok()
+        .and_then(|text| u64::from_str_radix(text.trim_start_matches("0x"), 16).ok())
+        .unwrap_or(0x5e6);
     for (index, case) in cases.iter().enumerate() {
         for round in 0..2 {
             run_case(case, seed_base + (index as u64) * 16 + round);
@@ -189,7 +201,8 @@ fn s6_random_quarter_of_a_full_volume_unlinks() {
     let mut unlinked = 0;
     for index in 0..written {
         if rng.below(4) == 0 {
-            fs.unlink(format!("/s/{index}").as_bytes()).unwrap_or_else(|error| panic!("unlink {unlinked} (file {index}): {error:?}"));
+            fs.unlink(format!("/s/{index}").as_bytes())
+                .unwrap_or_else(|error| panic!("unlink {unlinked} (file {index}): {error:?}"));
             unlinked += 1;
         }
     }
@@ -217,13 +230,21 @@ fn usable_capacity_per_profile() {
                 }
             }
             let share = bytes as f64 / capacity_bytes as f64;
-            println!("usable capacity {profile:?}, {} KiB files: {:.1}% of {} KiB", file_bytes / 1024, share * 100.0, capacity_bytes / 1024);
+            println!(
+                "usable capacity {profile:?}, {} KiB files: {:.1}% of {} KiB",
+                file_bytes / 1024,
+                share * 100.0,
+                capacity_bytes / 1024
+            );
             let page_bytes = capacity.block_size_bytes as usize;
-            let target = if file_bytes >= 64 * 1024 { 0.95 } else if page_bytes <= 2048 { 0.90 } else { 0.0 };
+            let target = if file_bytes >= 64 * 1024 {
+                0.95
+            } else if page_bytes <= 2048 {
+                0.90
+            } else {
+                0.0
+            };
             assert!(share >= target, "{profile:?}, {file_bytes} B files: {:.3} of capacity usable", share);
         }
     }
 }
-
-
-

@@ -21,17 +21,28 @@ fn names(fs: &mut FileSystem<SimFlash<ImageStore>>, path: &str) -> Vec<(String, 
 /// The files the generator wrote, as the newest (delta) commit left them.
 fn check_contents(fs: &mut FileSystem<SimFlash<ImageStore>>, context: &str) {
     use FileKind::{Directory, File, Symlink};
-    let owned = |list: &[(&str, FileKind)]| list.iter().map(|&(name, kind)| (name.to_string(), kind)).collect::<Vec<_>>();
+    let owned =
+        |list: &[(&str, FileKind)]| list.iter().map(|&(name, kind)| (name.to_string(), kind)).collect::<Vec<_>>();
     assert_eq!(
         names(fs, "/"),
-        owned(&[("data", Directory), ("docs", Directory), ("hello.txt", File), ("late", Directory), ("readme-link", Symlink)]),
+        owned(&[
+            ("data", Directory),
+            ("docs", Directory),
+            ("hello.txt", File),
+            ("late", Directory),
+            ("readme-link", Symlink)
+        ]),
         "{context}: root listing"
     );
     assert_eq!(names(fs, "/docs"), owned(&[("notes", Directory)]), "{context}: /docs");
     assert_eq!(names(fs, "/docs/notes"), owned(&[("after-full-commit.txt", File)]), "{context}: /docs/notes");
     assert_eq!(names(fs, "/data"), owned(&[("pattern.bin", File)]), "{context}: /data");
     assert_eq!(read_file(fs, "/hello.txt").expect("hello"), b"hello again, changed by a delta commit\n", "{context}");
-    assert_eq!(read_file(fs, "/docs/notes/after-full-commit.txt").expect("note"), b"written after the full commit\n", "{context}");
+    assert_eq!(
+        read_file(fs, "/docs/notes/after-full-commit.txt").expect("note"),
+        b"written after the full commit\n",
+        "{context}"
+    );
     assert_eq!(read_file(fs, "/data/pattern.bin").expect("pattern"), pattern(), "{context}: /data/pattern.bin");
     assert_eq!(fs.readlink_path(b"/readme-link").expect("readlink"), b"docs/readme.md", "{context}");
 }
@@ -44,20 +55,24 @@ fn check_golden(packed: &[u8], label: &str, format_version: u32) -> FileSystem<S
     let directory = tempfile::tempdir().expect("temporary directory");
     let path = directory.path().join(format!("{label}.img"));
     unpack_sparse(packed, &path);
-    let read_only = FsConfig { volume: VolumeConfig { read_only: true, ..VolumeConfig::default() }, ..FsConfig::default() };
-    let mut fs = FileSystem::mount(SimFlash::open_image(&path).expect("open image"), read_only).expect("read-only mount");
+    let read_only =
+        FsConfig { volume: VolumeConfig { read_only: true, ..VolumeConfig::default() }, ..FsConfig::default() };
+    let mut fs =
+        FileSystem::mount(SimFlash::open_image(&path).expect("open image"), read_only).expect("read-only mount");
     assert!(!fs.mount_report().clean, "{label}: the generator did not unmount");
     assert_eq!(fs.volume.superblock.format_version, format_version, "{label}");
     check_contents(&mut fs, &format!("{label}, read-only"));
     assert_clean(&mut fs, &format!("{label}, read-only"));
     drop(fs);
 
-    let mut fs = FileSystem::mount(SimFlash::open_image(&path).expect("open image"), FsConfig::default()).expect("mount");
+    let mut fs =
+        FileSystem::mount(SimFlash::open_image(&path).expect("open image"), FsConfig::default()).expect("mount");
     check_contents(&mut fs, &format!("{label}, writable"));
     write_file(&mut fs, "/late/new.txt", b"written by this build").expect("write");
     assert_clean(&mut fs, &format!("{label}, after a write"));
     fs.unmount().expect("unmount");
-    let mut fs = FileSystem::mount(SimFlash::open_image(&path).expect("open image"), FsConfig::default()).expect("remount");
+    let mut fs =
+        FileSystem::mount(SimFlash::open_image(&path).expect("open image"), FsConfig::default()).expect("remount");
     assert!(fs.mount_report().clean, "{label}: remount after a clean unmount");
     check_contents(&mut fs, &format!("{label}, remounted"));
     assert_eq!(read_file(&mut fs, "/late/new.txt").expect("new file"), b"written by this build");
@@ -116,6 +131,9 @@ fn a_newer_format_version_is_refused_by_name() {
         let config = FsConfig { volume: VolumeConfig { read_only, ..VolumeConfig::default() }, ..FsConfig::default() };
         let error = FileSystem::mount(SimFlash::open_image(&path).expect("open image"), config).err().expect("refused");
         assert_eq!(error, FsError::Io(TxnError::UnsupportedVersion { found: 3, oldest: 1, newest: 2 }));
-        assert_eq!(error.to_string(), "I/O error: the volume has format version 3; this build reads format versions 1 to 2");
+        assert_eq!(
+            error.to_string(),
+            "I/O error: the volume has format version 3; this build reads format versions 1 to 2"
+        );
     }
 }

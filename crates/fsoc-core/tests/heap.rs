@@ -49,7 +49,8 @@ fn create_files<F: fsoc_media::Flash>(fs: &mut FileSystem<F>, prefix: &str, coun
 }
 
 fn write_big_file<F: fsoc_media::Flash>(fs: &mut FileSystem<F>, path: &str, mebibytes: u32, chunk: &[u8]) {
-    let fd = fs.open(path.as_bytes(), OpenFlags { write: true, create: true, ..Default::default() }, 0o644).expect("open");
+    let fd =
+        fs.open(path.as_bytes(), OpenFlags { write: true, create: true, ..Default::default() }, 0o644).expect("open");
     for _ in 0..mebibytes {
         fs.write_fd(fd, chunk).expect("write");
     }
@@ -60,7 +61,8 @@ fn write_big_file<F: fsoc_media::Flash>(fs: &mut FileSystem<F>, path: &str, mebi
 #[test]
 fn peak_heap_is_set_by_configuration() {
     let directory = tempfile::tempdir().expect("temporary directory");
-    let flash = SimFlash::create_image(&directory.path().join("heap.img"), SimConfig::new(Profile::Mlc, 1, 2048, 9)).expect("image");
+    let flash = SimFlash::create_image(&directory.path().join("heap.img"), SimConfig::new(Profile::Mlc, 1, 2048, 9))
+        .expect("image");
     let mut fs = FileSystem::format(flash, FsConfig::default(), 9).expect("format");
     // Warm-up so the segment table and caches exist before measuring.
     create_files(&mut fs, "warm", 600);
@@ -74,10 +76,16 @@ fn peak_heap_is_set_by_configuration() {
     // nodes (decoded, about twice a page each) plus one I/O batch.
     let config = FsConfig::default();
     let page = 2048;
-    let bound = (2 * config.volume.cache_nodes_max + config.volume.dirty_nodes_max) * page * 3 + config.io_batch_pages * page * 2;
-    for (label, peak) in [("1,000 files", few), ("10,000 files", many), ("4 MiB file", small_file), ("48 MiB file", large_file)] {
+    let bound = (2 * config.volume.cache_nodes_max + config.volume.dirty_nodes_max) * page * 3
+        + config.io_batch_pages * page * 2;
+    for (label, peak) in
+        [("1,000 files", few), ("10,000 files", many), ("4 MiB file", small_file), ("48 MiB file", large_file)]
+    {
         assert!(peak <= bound, "{label}: peak heap growth {peak} B exceeds the configured bound {bound} B");
     }
     assert!(many <= few + few / 2 + 64 * 1024, "heap grows with file count: {few} B → {many} B");
-    assert!(large_file <= small_file + small_file / 2 + 64 * 1024, "heap grows with file size: {small_file} B → {large_file} B");
+    assert!(
+        large_file <= small_file + small_file / 2 + 64 * 1024,
+        "heap grows with file size: {small_file} B → {large_file} B"
+    );
 }

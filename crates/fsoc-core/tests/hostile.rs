@@ -15,8 +15,8 @@ use common::*;
 use fsoc_core::address::PagePointer;
 use fsoc_core::btree::{Branch, Child, Node, NodeEntries, NodeReader, NodeStore, NodeTag, TreeRoot};
 use fsoc_core::fs::records::{
-    allocation_key, directory_key, parse_allocation_key, parse_directory_key, DirectoryValue, Extent, FileKind, RecordKind,
-    ROOT_INODE,
+    allocation_key, directory_key, parse_allocation_key, parse_directory_key, DirectoryValue, Extent, FileKind,
+    RecordKind, ROOT_INODE,
 };
 use fsoc_core::txn::store::LogNodeStore;
 use fsoc_core::{FileSystem, FsConfig, FsError};
@@ -219,7 +219,8 @@ fn exercise(fs: &mut FileSystem<SimFlash>, healthy_intact: bool, context: &str) 
         note(fs.readlink(inode).map(|_| ()));
     }
     if healthy_intact {
-        let healthy = read_file(fs, "/healthy").unwrap_or_else(|error| panic!("{context}: healthy file after the reads: {error:?}"));
+        let healthy = read_file(fs, "/healthy")
+            .unwrap_or_else(|error| panic!("{context}: healthy file after the reads: {error:?}"));
         assert_eq!(healthy, HEALTHY, "{context}: healthy file changed");
     }
     let (report, heap) = peak_during(|| fs.fsck(false));
@@ -257,7 +258,8 @@ fn survive_checking(fs: &mut FileSystem<SimFlash>, healthy_intact: bool, context
 /// The healthy file reads back and a new file can be written: the damage stayed contained.
 fn assert_contained(fs: &mut FileSystem<SimFlash>, context: &str) {
     assert_eq!(read_file(fs, "/healthy").unwrap_or_else(|error| panic!("{context}: healthy file: {error:?}")), HEALTHY);
-    write_file(fs, "/after", b"still writable").unwrap_or_else(|error| panic!("{context}: the volume stopped accepting writes: {error:?}"));
+    write_file(fs, "/after", b"still writable")
+        .unwrap_or_else(|error| panic!("{context}: the volume stopped accepting writes: {error:?}"));
 }
 
 // ----- named findings -------------------------------------------------------------------------
@@ -432,8 +434,12 @@ fn mutate_value(rng: &mut SeededRng, value: &[u8]) -> Vec<u8> {
 /// Whether a key (of `tree`) is one of /healthy's records or the root's.
 fn touches_healthy(tree: Tree, key: &[u8], files: &Files) -> bool {
     match tree {
-        Tree::Allocation => parse_allocation_key(key).is_none_or(|(inode, _, _)| inode == files.healthy_file || inode == ROOT_INODE),
-        Tree::Directory => parse_directory_key(key).is_none_or(|(parent, name)| parent == ROOT_INODE && name == b"healthy"),
+        Tree::Allocation => {
+            parse_allocation_key(key).is_none_or(|(inode, _, _)| inode == files.healthy_file || inode == ROOT_INODE)
+        }
+        Tree::Directory => {
+            parse_directory_key(key).is_none_or(|(parent, name)| parent == ROOT_INODE && name == b"healthy")
+        }
     }
 }
 
@@ -454,7 +460,8 @@ fn crafted_edit(seed: u64) -> (FileSystem<SimFlash>, String, bool) {
         };
         let fs = reshape(fs, tree, shape);
         let _ = files;
-        let context = format!("{tree:?} root {shape:?}; replay: FSOC_SEED={seed:#x} cargo test -p fsoc-core --test hostile");
+        let context =
+            format!("{tree:?} root {shape:?}; replay: FSOC_SEED={seed:#x} cargo test -p fsoc-core --test hostile");
         return (seal(fs), context, false);
     }
     let (mut fs, files) = volume();
@@ -483,7 +490,8 @@ fn crafted_edit(seed: u64) -> (FileSystem<SimFlash>, String, bool) {
             "key changed"
         }
     };
-    let context = format!("{tree:?} record {description}; replay: FSOC_SEED={seed:#x} cargo test -p fsoc-core --test hostile");
+    let context =
+        format!("{tree:?} record {description}; replay: FSOC_SEED={seed:#x} cargo test -p fsoc-core --test hostile");
     (seal(fs), context, healthy_intact)
 }
 
@@ -577,7 +585,8 @@ fn reshape(mut fs: FileSystem<SimFlash>, tree: Tree, shape: Shape) -> FileSystem
         }
     }
     let encoded = node.encode(node_size);
-    let address = store.append_node(&encoded.bytes, NodeTag { tree_id: node.tree_id, level: node.level }).expect("append");
+    let address =
+        store.append_node(&encoded.bytes, NodeTag { tree_id: node.tree_id, level: node.level }).expect("append");
     store.release(root.pointer.address);
     target.reset_to(TreeRoot { pointer: PagePointer { address, checksum: encoded.checksum }, height: root.height });
     fs
@@ -606,7 +615,10 @@ fn redirected_child_pointers_are_reported() {
 #[test]
 fn crafting_encodings_match_the_format() {
     let value = extent_value(0x1234, 7);
-    assert_eq!(Extent::decode(5, &value).expect("decode"), Extent { first_page: 5, address: fsoc_core::address::LogAddress(0x1234), page_count: 7 });
+    assert_eq!(
+        Extent::decode(5, &value).expect("decode"),
+        Extent { first_page: 5, address: fsoc_core::address::LogAddress(0x1234), page_count: 7 }
+    );
 }
 
 /// A segment-table page that does not read back makes fsck report a violation and go on
@@ -619,10 +631,15 @@ fn an_unreadable_segment_table_page_is_a_violation() {
     let page = fs.volume.layout().physical(pointer.address);
     let mut flash = fs.into_flash_without_commit();
     flash.inject_bit_flips(page, 400).expect("inject");
-    let read_only = FsConfig { volume: fsoc_core::VolumeConfig { read_only: true, ..Default::default() }, ..Default::default() };
+    let read_only =
+        FsConfig { volume: fsoc_core::VolumeConfig { read_only: true, ..Default::default() }, ..Default::default() };
     let mut fs = FileSystem::mount(flash, read_only).expect("mount reads no table page");
     let report = fs.fsck(false).expect("fsck reports instead of failing");
-    assert!(report.violations.iter().any(|violation| violation.starts_with("segment table")), "{:?}", report.violations);
+    assert!(
+        report.violations.iter().any(|violation| violation.starts_with("segment table")),
+        "{:?}",
+        report.violations
+    );
     assert!(report.files >= 3, "the trees were still checked: {report:?}");
 }
 

@@ -20,13 +20,24 @@ struct Expected {
 
 fn format_fill_mount(expected: &Expected) {
     let label = format!("{} × {} blocks", expected.profile.name(), expected.blocks);
-    let mut fs = FileSystem::format(sim(expected.profile, 1, expected.blocks, 8), FsConfig::default(), 8).expect("format");
+    let mut fs =
+        FileSystem::format(sim(expected.profile, 1, expected.blocks, 8), FsConfig::default(), 8).expect("format");
     let shape = fs.volume.committed().shape;
-    assert_eq!((shape.table_page_count, shape.index_page_count), (expected.table_pages, expected.index_pages), "{label}");
+    assert_eq!(
+        (shape.table_page_count, shape.index_page_count),
+        (expected.table_pages, expected.index_pages),
+        "{label}"
+    );
     fs.mkdir(b"/a", 0o755).expect("mkdir");
     fs.mkdir(b"/a/b", 0o755).expect("mkdir");
-    let files: Vec<(String, Vec<u8>)> =
-        (0..24).map(|index| (format!("/a/{}f{index}", if index % 2 == 0 { "b/" } else { "" }), pattern(index * 9_000 + 100, index as u8))).collect();
+    let files: Vec<(String, Vec<u8>)> = (0..24)
+        .map(|index| {
+            (
+                format!("/a/{}f{index}", if index % 2 == 0 { "b/" } else { "" }),
+                pattern(index * 9_000 + 100, index as u8),
+            )
+        })
+        .collect();
     for (path, data) in &files {
         write_file(&mut fs, path, data).unwrap_or_else(|error| panic!("{label}: {path}: {error}"));
     }
@@ -42,7 +53,11 @@ fn format_fill_mount(expected: &Expected) {
     let mut fs = FileSystem::mount(flash, FsConfig::default()).expect("mount");
     assert!(fs.mount_report().clean, "{label}");
     assert_eq!(fs.mount_report().page_reads, expected.mount_page_reads, "{label}: mount page reads");
-    assert_eq!(fs.volume.log.device.flash.counters().totals().reads, expected.mount_page_reads, "{label}: reads beyond the metaroot search");
+    assert_eq!(
+        fs.volume.log.device.flash.counters().totals().reads,
+        expected.mount_page_reads,
+        "{label}: reads beyond the metaroot search"
+    );
     // The table is read on first use: its index pages, then its table pages.
     fs.statfs().expect("statfs");
     let table_reads = fs.volume.log.device.flash.counters().totals().reads - expected.mount_page_reads;
@@ -69,11 +84,23 @@ fn format_fill_mount(expected: &Expected) {
 /// 8 GiB on one MLC chip: 65,536 segments of 128 KiB, 256 table pages behind one index page.
 #[test]
 fn an_8_gib_one_chip_mlc_volume_formats_mounts_and_checks() {
-    format_fill_mount(&Expected { profile: Profile::Mlc, blocks: 65_536, mount_page_reads: 1 + 6 + 6 + 1, table_pages: 256, index_pages: 1 });
+    format_fill_mount(&Expected {
+        profile: Profile::Mlc,
+        blocks: 65_536,
+        mount_page_reads: 1 + 6 + 6 + 1,
+        table_pages: 256,
+        index_pages: 1,
+    });
 }
 
 /// 64 GiB on one `mlc16k` chip: 16,384 segments of 4 MiB, 8 table pages named directly.
 #[test]
 fn a_64_gib_one_chip_mlc16k_volume_formats_mounts_and_checks() {
-    format_fill_mount(&Expected { profile: Profile::Mlc16k, blocks: 16_384, mount_page_reads: 1 + 6 + 8 + 1, table_pages: 8, index_pages: 0 });
+    format_fill_mount(&Expected {
+        profile: Profile::Mlc16k,
+        blocks: 16_384,
+        mount_page_reads: 1 + 6 + 8 + 1,
+        table_pages: 8,
+        index_pages: 0,
+    });
 }

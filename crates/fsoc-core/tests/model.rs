@@ -91,11 +91,21 @@ impl fsoc_model::FsUnderTest for FsocUnderTest {
         let fs = self.fs();
         fs.now_ns = now_ns;
         match operation {
-            Operation::Open { path, flags: open_flags, mode } => outcome(fs.open(path, flags(*open_flags), *mode), |fd| Output::Fd(fd.number())),
-            Operation::Read { fd, size_bytes } => outcome(fs.read_fd(FileHandle::from_number(*fd), *size_bytes as usize), Output::Bytes),
-            Operation::Write { fd, data } => outcome(fs.write_fd(FileHandle::from_number(*fd), data), |count| Output::Count(count as u64)),
-            Operation::Pread { fd, offset, size_bytes } => outcome(fs.pread(FileHandle::from_number(*fd), *offset, *size_bytes as usize), Output::Bytes),
-            Operation::Pwrite { fd, offset, data } => outcome(fs.pwrite(FileHandle::from_number(*fd), *offset, data), |count| Output::Count(count as u64)),
+            Operation::Open { path, flags: open_flags, mode } => {
+                outcome(fs.open(path, flags(*open_flags), *mode), |fd| Output::Fd(fd.number()))
+            }
+            Operation::Read { fd, size_bytes } => {
+                outcome(fs.read_fd(FileHandle::from_number(*fd), *size_bytes as usize), Output::Bytes)
+            }
+            Operation::Write { fd, data } => {
+                outcome(fs.write_fd(FileHandle::from_number(*fd), data), |count| Output::Count(count as u64))
+            }
+            Operation::Pread { fd, offset, size_bytes } => {
+                outcome(fs.pread(FileHandle::from_number(*fd), *offset, *size_bytes as usize), Output::Bytes)
+            }
+            Operation::Pwrite { fd, offset, data } => {
+                outcome(fs.pwrite(FileHandle::from_number(*fd), *offset, data), |count| Output::Count(count as u64))
+            }
             Operation::Seek { fd, offset, whence } => {
                 let whence = match whence {
                     fsoc_model::Whence::Set => Whence::Set,
@@ -104,25 +114,35 @@ impl fsoc_model::FsUnderTest for FsocUnderTest {
                 };
                 outcome(fs.seek(FileHandle::from_number(*fd), *offset, whence), Output::Count)
             }
-            Operation::Ftruncate { fd, size_bytes } => outcome(fs.ftruncate(FileHandle::from_number(*fd), *size_bytes), |()| Output::Unit),
+            Operation::Ftruncate { fd, size_bytes } => {
+                outcome(fs.ftruncate(FileHandle::from_number(*fd), *size_bytes), |()| Output::Unit)
+            }
             Operation::Fsync { fd } => outcome(fs.fsync_fd(FileHandle::from_number(*fd)), |()| Output::Unit),
             Operation::Close { fd } => outcome(fs.close(FileHandle::from_number(*fd)), |()| Output::Unit),
-            Operation::Fstat { fd } => outcome(fs.fstat(FileHandle::from_number(*fd)), |(inode, record)| attributes(inode, record)),
+            Operation::Fstat { fd } => {
+                outcome(fs.fstat(FileHandle::from_number(*fd)), |(inode, record)| attributes(inode, record))
+            }
             Operation::Stat { path } => outcome(fs.stat(path), |(inode, record)| attributes(inode, record)),
             Operation::Truncate { path, size_bytes } => outcome(fs.truncate_path(path, *size_bytes), |()| Output::Unit),
             Operation::Mkdir { path, mode } => outcome(fs.mkdir(path, *mode), |_| Output::Unit),
             Operation::Rmdir { path } => outcome(fs.rmdir(path), |()| Output::Unit),
             Operation::Unlink { path } => outcome(fs.unlink(path), |()| Output::Unit),
-            Operation::Rename { source_path, target_path } => outcome(fs.rename_path(source_path, target_path), |()| Output::Unit),
+            Operation::Rename { source_path, target_path } => {
+                outcome(fs.rename_path(source_path, target_path), |()| Output::Unit)
+            }
             Operation::Readdir { path } => outcome(fs.readdir_path(path), |entries| {
                 Output::Entries(entries.into_iter().map(|entry| (entry.name, kind(entry.kind))).collect())
             }),
-            Operation::Link { existing_path, new_path } => outcome(fs.link_path(existing_path, new_path), |()| Output::Unit),
+            Operation::Link { existing_path, new_path } => {
+                outcome(fs.link_path(existing_path, new_path), |()| Output::Unit)
+            }
             Operation::Symlink { target, link_path } => outcome(fs.symlink_path(target, link_path), |_| Output::Unit),
             Operation::Readlink { path } => outcome(fs.readlink_path(path), Output::Bytes),
             Operation::Chmod { path, mode } => outcome(fs.chmod(path, *mode), |()| Output::Unit),
             Operation::Chown { path, uid, gid } => outcome(fs.chown(path, *uid, *gid), |()| Output::Unit),
-            Operation::Utimens { path, atime_ns, mtime_ns } => outcome(fs.utimens(path, *atime_ns, *mtime_ns), |()| Output::Unit),
+            Operation::Utimens { path, atime_ns, mtime_ns } => {
+                outcome(fs.utimens(path, *atime_ns, *mtime_ns), |()| Output::Unit)
+            }
             Operation::Statfs => outcome(fs.statfs(), |_| Output::Statfs),
             Operation::Transact => outcome(fs.transact(), |()| Output::Unit),
             Operation::Remount | Operation::PowerCut => unreachable!("handled above"),

@@ -24,15 +24,28 @@ fn fresh_volume_visits(chips: u32, blocks: u32) -> Vec<(&'static str, u64)> {
     fs.statfs().expect("statfs"); // the table is loaded: what follows is per operation
     let mut visits = Vec::new();
     let big = pattern(64 * 1024, 1);
-    visits.push(("create + write 100 B", measure(&mut fs, |fs| write_file(fs, "/small", b"a small file").expect("write"))));
+    visits.push((
+        "create + write 100 B",
+        measure(&mut fs, |fs| write_file(fs, "/small", b"a small file").expect("write")),
+    ));
     visits.push(("write 64 KiB", measure(&mut fs, |fs| write_file(fs, "/big", &big).expect("write"))));
     visits.push(("fsync (delta commit)", measure(&mut fs, |fs| fs.transact().expect("transact"))));
-    visits.push(("mkdir", measure(&mut fs, |fs| { fs.mkdir(b"/dir", 0o755).expect("mkdir"); })));
+    visits.push((
+        "mkdir",
+        measure(&mut fs, |fs| {
+            fs.mkdir(b"/dir", 0o755).expect("mkdir");
+        }),
+    ));
     visits.push(("rename", measure(&mut fs, |fs| fs.rename_path(b"/small", b"/dir/small").expect("rename"))));
     visits.push(("full commit", measure(&mut fs, |fs| fs.commit().expect("commit"))));
     visits.push(("overwrite 64 KiB", measure(&mut fs, |fs| write_file(fs, "/big", &big).expect("write"))));
     visits.push(("unlink", measure(&mut fs, |fs| fs.unlink(b"/big").expect("unlink"))));
-    visits.push(("statfs", measure(&mut fs, |fs| { fs.statfs().expect("statfs"); })));
+    visits.push((
+        "statfs",
+        measure(&mut fs, |fs| {
+            fs.statfs().expect("statfs");
+        }),
+    ));
     visits.push(("full commit", measure(&mut fs, |fs| fs.commit().expect("commit"))));
     assert_clean(&mut fs, "after the measured operations");
     visits
@@ -68,7 +81,8 @@ fn full_volume_visits(blocks: u32) -> (u64, u64) {
     for block in 4 + USABLE_SEGMENTS..blocks {
         flash.mark_bad_block(BlockAddress::new(0, block)).expect("mark bad");
     }
-    let config = FsConfig { volume: VolumeConfig { reserve_segments: 8, ..VolumeConfig::default() }, ..FsConfig::default() };
+    let config =
+        FsConfig { volume: VolumeConfig { reserve_segments: 8, ..VolumeConfig::default() }, ..FsConfig::default() };
     let mut fs = FileSystem::format(flash, config, 6).expect("format");
     fs.statfs().expect("statfs");
     let data = pattern(24 * 1024, 2);

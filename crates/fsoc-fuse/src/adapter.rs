@@ -16,9 +16,9 @@ use std::time::{Duration, SystemTime};
 use fsoc_core::fs::{FileKind, FsError, InodeRecord};
 use fsoc_media::Flash;
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::attributes::{errno, file_attr, file_type, time_ns};
@@ -183,9 +183,13 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             }
             let now_ns = state.fs.now_ns;
             let (atime_ns, mtime_ns) = (time_or_now(atime, now_ns), time_or_now(mtime, now_ns));
-            let changes_more = mode.is_some() || uid.is_some() || gid.is_some() || atime_ns.is_some() || mtime_ns.is_some();
+            let changes_more =
+                mode.is_some() || uid.is_some() || gid.is_some() || atime_ns.is_some() || mtime_ns.is_some();
             if changes_more || size.is_none() {
-                state.fs.setattr(inode.0, mode.map(|mode| mode & 0o7777), uid, gid, atime_ns, mtime_ns).map_err(fs_error)?;
+                state
+                    .fs
+                    .setattr(inode.0, mode.map(|mode| mode & 0o7777), uid, gid, atime_ns, mtime_ns)
+                    .map_err(fs_error)?;
             }
             attributes(state, inode.0)
         });
@@ -202,7 +206,16 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         }
     }
 
-    fn mknod(&self, request: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        request: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
         // Only regular files: fsoc has no device, FIFO or socket nodes (EPERM, as mknod(2)
         // specifies for a node type the file system does not support).
         let file_format = mode & libc::S_IFMT;
@@ -224,7 +237,8 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
     fn mkdir(&self, request: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
         let caller = (request.uid(), request.gid());
         let result = self.lock.run_on("mkdir", Some(parent.0), |state| {
-            let (inode, record) = create_entry(state, caller, parent.0, name.as_bytes(), FileKind::Directory, mode, None)?;
+            let (inode, record) =
+                create_entry(state, caller, parent.0, name.as_bytes(), FileKind::Directory, mode, None)?;
             Ok(file_attr(inode, &record, page_size(state)))
         });
         match result {
@@ -234,14 +248,19 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn unlink(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.lock.run_on("unlink", Some(parent.0), |state| state.fs.remove(parent.0, name.as_bytes(), false).map_err(fs_error)) {
+        match self.lock.run_on("unlink", Some(parent.0), |state| {
+            state.fs.remove(parent.0, name.as_bytes(), false).map_err(fs_error)
+        }) {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
         }
     }
 
     fn rmdir(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.lock.run_on("rmdir", Some(parent.0), |state| state.fs.remove(parent.0, name.as_bytes(), true).map_err(fs_error)) {
+        match self
+            .lock
+            .run_on("rmdir", Some(parent.0), |state| state.fs.remove(parent.0, name.as_bytes(), true).map_err(fs_error))
+        {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
         }
@@ -251,7 +270,8 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         let caller = (request.uid(), request.gid());
         let target = target.as_os_str().as_bytes();
         let result = self.lock.run_on("symlink", Some(parent.0), |state| {
-            let (inode, record) = create_entry(state, caller, parent.0, link_name.as_bytes(), FileKind::Symlink, 0o777, Some(target))?;
+            let (inode, record) =
+                create_entry(state, caller, parent.0, link_name.as_bytes(), FileKind::Symlink, 0o777, Some(target))?;
             Ok(file_attr(inode, &record, page_size(state)))
         });
         match result {
@@ -341,7 +361,10 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         }
         READ_BUFFER.with_borrow_mut(|buffer| {
             buffer.resize(size as usize, 0);
-            match self.lock.read_on("read", Some(inode.0), |state| state.fs.read_into(inode.0, offset, buffer).map_err(fs_error)) {
+            match self
+                .lock
+                .read_on("read", Some(inode.0), |state| state.fs.read_into(inode.0, offset, buffer).map_err(fs_error))
+            {
                 Ok(read) => reply.data(&buffer[..read]),
                 Err(error) => reply.error(error),
             }
@@ -380,7 +403,14 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         }
     }
 
-    fn flush(&self, _request: &Request, _inode: INodeNo, _handle: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _request: &Request,
+        _inode: INodeNo,
+        _handle: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         // Nothing to do at close: the kernel has written the file's cached pages back before it
         // sends FLUSH (and does so with or without it), and durability is fsync's job. ENOSYS
         // tells the kernel to stop sending it, saving a round trip per close.
@@ -453,7 +483,14 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
 
     /// READDIRPLUS (the kernel asks for it when it expects a lookup of each entry, as `ls -l`
     /// does): each entry comes with its attributes, saving a LOOKUP round trip per entry.
-    fn readdirplus(&self, _request: &Request, inode: INodeNo, handle: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+    fn readdirplus(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        handle: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
         let result = self.lock.read_on("readdirplus", Some(inode.0), |state| {
             let stream = state.handles().directories.get(&handle.0).cloned().ok_or(Errno::EBADF)?;
             let mut stream = stream.lock().unwrap_or_else(PoisonError::into_inner);
@@ -483,7 +520,14 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         }
     }
 
-    fn releasedir(&self, _request: &Request, _inode: INodeNo, handle: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+    fn releasedir(
+        &self,
+        _request: &Request,
+        _inode: INodeNo,
+        handle: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
         let result = self.lock.run_on("releasedir", None, |state| {
             let stream = state.handles_mut().directories.remove(&handle.0).ok_or(Errno::EBADF)?;
             let stream_inode = stream.lock().unwrap_or_else(PoisonError::into_inner).inode();
@@ -534,7 +578,16 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
     // support does; `cp -a` copies without them) and stops asking, which matters because it
     // otherwise asks for `security.capability` before every write (130,697 of PostMark's
     // 242,000 requests were such lookups, each a round trip through the mount).
-    fn setxattr(&self, _request: &Request, _inode: INodeNo, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32, reply: ReplyEmpty) {
+    fn setxattr(
+        &self,
+        _request: &Request,
+        _inode: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
         reply.error(Errno::ENOSYS);
     }
 
@@ -623,7 +676,8 @@ mod tests {
 
     pub(super) fn maybe_panic(name: &OsStr) {
         use std::os::unix::ffi::OsStrExt;
-        let armed = PANIC_ON_LOOKUP.lock().map(|name_armed| name_armed.as_deref() == Some(name.as_bytes())).unwrap_or(false);
+        let armed =
+            PANIC_ON_LOOKUP.lock().map(|name_armed| name_armed.as_deref() == Some(name.as_bytes())).unwrap_or(false);
         assert!(!armed, "injected bug in lookup");
     }
 
@@ -651,7 +705,11 @@ mod tests {
         assert_eq!(error.raw_os_error(), Some(libc::EIO));
         unmounter.unmount().expect("unmount");
         let served = background.join().expect("session");
-        assert!(served.failure.as_deref().is_some_and(|failure| failure.contains("injected bug")), "{:?}", served.failure);
+        assert!(
+            served.failure.as_deref().is_some_and(|failure| failure.contains("injected bug")),
+            "{:?}",
+            served.failure
+        );
         let flash = served.fs.unmount().expect("a poisoned volume unmounts without committing");
         let mut fs = FileSystem::mount(flash, FsConfig::default()).expect("remount");
         assert!(fs.fsck(true).expect("fsck").is_clean());

@@ -130,7 +130,11 @@ mod tests {
 
     /// Reads the whole stream with replies of at most `per_reply` entries, the way the kernel
     /// does: each call continues from the last cookie it received.
-    fn list(fs: &mut FileSystem<SimFlash<RamStore>>, stream: &mut DirectoryStream, per_reply: usize) -> Vec<(u64, Vec<u8>)> {
+    fn list(
+        fs: &mut FileSystem<SimFlash<RamStore>>,
+        stream: &mut DirectoryStream,
+        per_reply: usize,
+    ) -> Vec<(u64, Vec<u8>)> {
         let mut listed = Vec::new();
         let mut cookie = 0;
         loop {
@@ -185,11 +189,12 @@ mod tests {
         // The closure refused the entry, so nothing is recorded; the entry offered is the 11th.
         assert_eq!(first, Some((13, names(300)[10].clone())));
         let mut past_end = 0;
-        stream.read(&fs, 2 + 300, |_, _, _, _| {
-            past_end += 1;
-            false
-        })
-        .expect("readdir at the end");
+        stream
+            .read(&fs, 2 + 300, |_, _, _, _| {
+                past_end += 1;
+                false
+            })
+            .expect("readdir at the end");
         assert_eq!(past_end, 0, "cookie after the last entry lists nothing");
     }
 

@@ -30,7 +30,7 @@ mod volume_lock;
 pub use adapter::FsocFuse;
 pub use directory_stream::DirectoryStream;
 pub use session::{
-    check_mount_point, is_mount_point, mounted_image, source_for, BackgroundMount, Mount, MountConfig, MountError, Served, Unmounted, Unmounter,
-    FS_NAME, FUSE_DEVICE,
+    check_mount_point, is_mount_point, mounted_image, source_for, BackgroundMount, Mount, MountConfig, MountError,
+    Served, Unmounted, Unmounter, FS_NAME, FUSE_DEVICE,
 };
 pub use volume_lock::{MountState, VolumeLock, HANDLES_MAX};

@@ -29,7 +29,13 @@ impl log::Log for StderrLogger {
         };
         if level <= self.level {
             // A log line that cannot be written (stderr closed) is dropped, not a failure.
-            let _ = writeln!(std::io::stderr().lock(), "{}: {}: {}", self.prefix, level.as_str().to_lowercase(), record.args());
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "{}: {}: {}",
+                self.prefix,
+                level.as_str().to_lowercase(),
+                record.args()
+            );
         }
     }
 

@@ -77,7 +77,19 @@ mod tests {
     use super::*;
 
     fn record(kind: FileKind, mode: u32, uid: u32, gid: u32) -> InodeRecord {
-        InodeRecord { kind, mode, uid, gid, nlink: 1, flags: 0, size: 0, atime_ns: 0, mtime_ns: 0, ctime_ns: 0, parent: 0 }
+        InodeRecord {
+            kind,
+            mode,
+            uid,
+            gid,
+            nlink: 1,
+            flags: 0,
+            size: 0,
+            atime_ns: 0,
+            mtime_ns: 0,
+            ctime_ns: 0,
+            parent: 0,
+        }
     }
 
     fn caller(uid: u32, gid: u32, groups: &[u32]) -> Caller {

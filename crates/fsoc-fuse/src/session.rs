@@ -68,7 +68,9 @@ impl Default for MountConfig {
 /// give plain `fsoc`.
 pub fn source_for(image: &Path) -> String {
     match image.to_str() {
-        Some(path) if !path.contains(|character: char| character == ',' || character.is_whitespace() || character == '\\') => {
+        Some(path)
+            if !path.contains(|character: char| character == ',' || character.is_whitespace() || character == '\\') =>
+        {
             format!("{FS_NAME}:{path}")
         }
         _ => FS_NAME.into(),
@@ -79,7 +81,8 @@ pub fn source_for(image: &Path) -> String {
 /// `Ok(Some(image))` for `fsoc:IMAGE`, `Ok(None)` for an fsoc mount without an image name, and
 /// an error when no fsoc mount is there.
 pub fn mounted_image(mount_point: &Path) -> Result<Option<PathBuf>, String> {
-    let table = std::fs::read_to_string("/proc/self/mountinfo").map_err(|error| format!("/proc/self/mountinfo: {error}"))?;
+    let table =
+        std::fs::read_to_string("/proc/self/mountinfo").map_err(|error| format!("/proc/self/mountinfo: {error}"))?;
     let wanted = escape_mount_path(mount_point);
     // The last entry for a path is the one on top.
     let line = table
@@ -125,9 +128,13 @@ pub enum MountError {
 pub fn check_mount_point(path: &Path) -> Result<PathBuf, MountError> {
     let metadata = match std::fs::metadata(path) {
         Ok(metadata) => metadata,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Err(MountError::MountPointMissing(path.into())),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            return Err(MountError::MountPointMissing(path.into()))
+        }
         // ENOTCONN: a dead FUSE mount (its server was killed) is still in the mount table.
-        Err(error) if error.raw_os_error() == Some(libc::ENOTCONN) => return Err(MountError::MountPointBusy(path.into())),
+        Err(error) if error.raw_os_error() == Some(libc::ENOTCONN) => {
+            return Err(MountError::MountPointBusy(path.into()))
+        }
         Err(source) => return Err(MountError::Io { path: path.into(), source }),
     };
     if !metadata.is_dir() {
@@ -200,20 +207,20 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
     pub fn new(fs: FileSystem<F>, mount_point: &Path, config: &MountConfig) -> Result<Mount<F>, MountError> {
         let mount_point = check_mount_point(mount_point)?;
         let lock = Arc::new(VolumeLock::new(fs));
-        let session = Session::new(FsocFuse::new(lock.clone(), config.writeback_cache), &mount_point, &fuser_config(config)).map_err(|source| {
-            match source.raw_os_error() {
-                Some(libc::EBUSY) => MountError::MountPointBusy(mount_point.clone()),
-                Some(libc::ENOENT) if !Path::new(FUSE_DEVICE).exists() => MountError::FuseDeviceMissing,
-                Some(libc::EACCES) if !fuse_device_accessible() => MountError::FuseDeviceNotAccessible,
-                Some(libc::EPERM | libc::EACCES) => {
-                    MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
-                }
-                _ if source.kind() == io::ErrorKind::PermissionDenied => {
-                    MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
-                }
-                _ => MountError::Io { path: mount_point.clone(), source },
-            }
-        })?;
+        let session =
+            Session::new(FsocFuse::new(lock.clone(), config.writeback_cache), &mount_point, &fuser_config(config))
+                .map_err(|source| match source.raw_os_error() {
+                    Some(libc::EBUSY) => MountError::MountPointBusy(mount_point.clone()),
+                    Some(libc::ENOENT) if !Path::new(FUSE_DEVICE).exists() => MountError::FuseDeviceMissing,
+                    Some(libc::EACCES) if !fuse_device_accessible() => MountError::FuseDeviceNotAccessible,
+                    Some(libc::EPERM | libc::EACCES) => {
+                        MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
+                    }
+                    _ if source.kind() == io::ErrorKind::PermissionDenied => {
+                        MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
+                    }
+                    _ => MountError::Io { path: mount_point.clone(), source },
+                })?;
         Ok(Mount { session, lock, mount_point, commit_interval: config.commit_interval, read_only: config.read_only })
     }
 
@@ -231,10 +238,10 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
     pub fn run(self) -> Result<Served<F>, MountError> {
         let Mount { session, lock, commit_interval, read_only, .. } = self;
         let committer = match commit_interval.filter(|interval| !interval.is_zero() && !read_only) {
-            Some(interval) => Some(PeriodicCommitter::start(Arc::downgrade(&lock), interval).map_err(|source| MountError::Io {
-                path: PathBuf::from("(periodic commit thread)"),
-                source,
-            })?),
+            Some(interval) => Some(
+                PeriodicCommitter::start(Arc::downgrade(&lock), interval)
+                    .map_err(|source| MountError::Io { path: PathBuf::from("(periodic commit thread)"), source })?,
+            ),
             None => None,
         };
         let session_error = session.run().err();
@@ -268,7 +275,10 @@ struct PeriodicCommitter {
 }
 
 impl PeriodicCommitter {
-    fn start<F: Flash + Send + Sync + 'static>(lock: Weak<VolumeLock<F>>, interval: Duration) -> io::Result<PeriodicCommitter> {
+    fn start<F: Flash + Send + Sync + 'static>(
+        lock: Weak<VolumeLock<F>>,
+        interval: Duration,
+    ) -> io::Result<PeriodicCommitter> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
         let thread = std::thread::Builder::new().name("fsoc-commit".into()).spawn(move || {

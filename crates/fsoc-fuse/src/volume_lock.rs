@@ -147,12 +147,19 @@ impl<F: Flash> VolumeLock<F> {
             "internal error in {operation}: {message}; the volume now answers EIO and keeps its last \
              committed state: unmount it and run `fsoc fsck`"
         );
-        self.failure.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(|| format!("{operation}: {message}"));
+        self.failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert_with(|| format!("{operation}: {message}"));
     }
 
     /// Runs one change to the volume, holding it exclusively. A panic inside `body` is caught
     /// and logged; the caller then gets EIO, as does every later call.
-    pub fn run<T>(&self, operation: &'static str, body: impl FnOnce(&mut MountState<F>) -> Result<T, Errno>) -> Result<T, Errno> {
+    pub fn run<T>(
+        &self,
+        operation: &'static str,
+        body: impl FnOnce(&mut MountState<F>) -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
         self.run_on(operation, None, body)
     }
 
@@ -239,8 +246,16 @@ mod tests {
             panic!("injected bug");
         });
         assert_eq!(panicked, Err(Errno::EIO));
-        assert_eq!(lock.run("getattr", |state| Ok(state.fs.getattr(1).is_ok())), Err(Errno::EIO), "later calls get EIO");
-        assert_eq!(lock.read_on("getattr", None, |state| Ok(state.fs.getattr(1).is_ok())), Err(Errno::EIO), "and reads");
+        assert_eq!(
+            lock.run("getattr", |state| Ok(state.fs.getattr(1).is_ok())),
+            Err(Errno::EIO),
+            "later calls get EIO"
+        );
+        assert_eq!(
+            lock.read_on("getattr", None, |state| Ok(state.fs.getattr(1).is_ok())),
+            Err(Errno::EIO),
+            "and reads"
+        );
         let state = lock.into_state();
         assert_eq!(state.failure(), Some("write: injected bug"));
         // Unmount does not commit a poisoned volume: the flash holds the last fsync'd state.

@@ -36,7 +36,10 @@ impl TestMount {
     }
 
     fn with_config(block_count: u32, config: &MountConfig) -> TestMount {
-        assert!(Path::new("/dev/fuse").exists(), "/dev/fuse is missing: these tests need FUSE (run as root with /dev/fuse)");
+        assert!(
+            Path::new("/dev/fuse").exists(),
+            "/dev/fuse is missing: these tests need FUSE (run as root with /dev/fuse)"
+        );
         let flash = SimFlash::create(SimConfig::new(Profile::Mlc, 1, block_count, 1)).expect("flash");
         let fs = FileSystem::format(flash, FsConfig::default(), 1).expect("format");
         let directory = tempfile::tempdir().expect("tempdir");
@@ -128,7 +131,8 @@ fn files_links_and_renames_behave_as_posix_says() {
     assert_eq!(fs::metadata(mount.path("trunc")).expect("stat").len(), 0);
 
     // Sparse file: a write far past the end leaves a hole that reads as zeros.
-    let mut sparse = File::options().read(true).write(true).create(true).truncate(true).open(mount.path("sparse")).expect("sparse");
+    let mut sparse =
+        File::options().read(true).write(true).create(true).truncate(true).open(mount.path("sparse")).expect("sparse");
     sparse.seek(SeekFrom::Start(10 << 20)).expect("seek");
     sparse.write_all(b"tail").expect("write tail");
     let mut hole = vec![1u8; 8192];
@@ -172,7 +176,10 @@ fn files_links_and_renames_behave_as_posix_says() {
     fs::write(mount.path("original"), b"shared").expect("write");
     fs::hard_link(mount.path("original"), mount.path("alias")).expect("link");
     assert_eq!(fs::metadata(mount.path("original")).expect("stat").nlink(), 2);
-    assert_eq!(fs::metadata(mount.path("alias")).expect("stat").ino(), fs::metadata(mount.path("original")).expect("stat").ino());
+    assert_eq!(
+        fs::metadata(mount.path("alias")).expect("stat").ino(),
+        fs::metadata(mount.path("original")).expect("stat").ino()
+    );
     std::os::unix::fs::symlink("original", mount.path("symbolic")).expect("symlink");
     assert_eq!(fs::read_link(mount.path("symbolic")).expect("readlink"), Path::new("original"));
     assert_eq!(fs::read(mount.path("symbolic")).expect("follow"), b"shared");
@@ -197,7 +204,8 @@ fn files_links_and_renames_behave_as_posix_says() {
     // renameat2(RENAME_NOREPLACE) refuses to replace.
     let (from, to) = (c_path(&mount.path("original")), c_path(&mount.path("alias")));
     // SAFETY: valid C strings; AT_FDCWD with absolute paths.
-    let result = unsafe { libc::renameat2(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::RENAME_NOREPLACE) };
+    let result =
+        unsafe { libc::renameat2(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::RENAME_NOREPLACE) };
     assert_eq!(result, -1);
     assert_eq!(errno_of(&std::io::Error::last_os_error()), libc::EEXIST);
 
@@ -212,11 +220,19 @@ fn files_links_and_renames_behave_as_posix_says() {
     let stamped = mount.path("stamped");
     fs::write(&stamped, b"t").expect("write");
     let past = UNIX_EPOCH + Duration::new(1_000_000_000, 123_456_789);
-    File::options().write(true).open(&stamped).expect("open").set_times(fs::FileTimes::new().set_accessed(past).set_modified(past)).expect("utimens");
+    File::options()
+        .write(true)
+        .open(&stamped)
+        .expect("open")
+        .set_times(fs::FileTimes::new().set_accessed(past).set_modified(past))
+        .expect("utimens");
     let metadata = fs::metadata(&stamped).expect("stat");
     assert_eq!((metadata.mtime(), metadata.mtime_nsec()), (1_000_000_000, 123_456_789));
     assert_eq!((metadata.atime(), metadata.atime_nsec()), (1_000_000_000, 123_456_789));
-    let times = [libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW }, libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW }];
+    let times = [
+        libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW },
+        libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW },
+    ];
     let path = c_path(&stamped);
     // SAFETY: valid path and a two-element times array.
     assert_eq!(unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), times.as_ptr(), 0) }, 0);
@@ -257,7 +273,11 @@ fn ownership_and_permissions_follow_the_caller() {
     let user = 65534;
     let root = mount.mount_point.display();
     // The other user creates in the sticky directory and owns what it creates.
-    let (ok, stderr) = run_as(user, user, &format!("echo hi > {root}/shared/mine && mkdir {root}/shared/dir && ln -s mine {root}/shared/link"));
+    let (ok, stderr) = run_as(
+        user,
+        user,
+        &format!("echo hi > {root}/shared/mine && mkdir {root}/shared/dir && ln -s mine {root}/shared/link"),
+    );
     assert!(ok, "user writes in a 1777 directory: {stderr}");
     for name in ["shared/mine", "shared/dir"] {
         let metadata = fs::metadata(mount.path(name)).expect("stat");

@@ -149,11 +149,8 @@ pub fn apply_bit_flips(positions: &[u32], data: &mut [u8], spare: &mut [u8]) {
     let data_bit_count = data.len() as u64 * u64::from(BITS_PER_BYTE);
     for &position in positions {
         let position = u64::from(position);
-        let (area, bit_index) = if position < data_bit_count {
-            (&mut *data, position)
-        } else {
-            (&mut *spare, position - data_bit_count)
-        };
+        let (area, bit_index) =
+            if position < data_bit_count { (&mut *data, position) } else { (&mut *spare, position - data_bit_count) };
         if let Some(byte) = area.get_mut((bit_index / u64::from(BITS_PER_BYTE)) as usize) {
             *byte ^= 1 << (bit_index % u64::from(BITS_PER_BYTE));
         }

@@ -190,10 +190,9 @@ impl ImageHeader {
             ("file_size_bytes", reader.u64()?),
         ];
         let stored_crc = reader.u32()?;
-        let covered = bytes.get(..HEADER_CRC_COVERED_BYTES).ok_or(ImageError::Truncated {
-            needed_bytes: HEADER_BYTES as u64,
-            actual_bytes: file_size_bytes,
-        })?;
+        let covered = bytes
+            .get(..HEADER_CRC_COVERED_BYTES)
+            .ok_or(ImageError::Truncated { needed_bytes: HEADER_BYTES as u64, actual_bytes: file_size_bytes })?;
         let computed_crc = crc32c(covered);
         if stored_crc != computed_crc {
             return Err(ImageError::HeaderChecksumMismatch { stored: stored_crc, computed: computed_crc });
@@ -208,12 +207,8 @@ impl ImageHeader {
         }
         let layout = ImageLayout::compute(&geometry, chip_count)
             .ok_or(ImageError::InvalidGeometry { reason: "image size overflows 64 bits" })?;
-        let expected = [
-            layout.block_table_offset,
-            layout.page_table_offset,
-            layout.data_offset,
-            layout.file_size_bytes,
-        ];
+        let expected =
+            [layout.block_table_offset, layout.page_table_offset, layout.data_offset, layout.file_size_bytes];
         for ((field, stored), expected) in stored_layout.into_iter().zip(expected) {
             if stored != expected {
                 return Err(ImageError::LayoutMismatch { field, stored, expected });
@@ -225,7 +220,8 @@ impl ImageHeader {
                 actual_bytes: file_size_bytes,
             });
         }
-        let header = ImageHeader { profile, geometry, chip_count, ecc_correctable_bits_per_512, endurance_cycles, seed };
+        let header =
+            ImageHeader { profile, geometry, chip_count, ecc_correctable_bits_per_512, endurance_cycles, seed };
         Ok((header, layout))
     }
 
@@ -310,7 +306,8 @@ fn decode_block_entry(bytes: &[u8], index: u64, pages_per_block: u32) -> Result<
     let corrupt = |reason, value| ImageError::CorruptEntry { structure: "block table", index, reason, value };
     let erase_count = reader.u32()?;
     let bad_code = reader.u8()?;
-    let bad_mark = BadMark::from_code(bad_code).ok_or_else(|| corrupt("unknown bad-block mark", u64::from(bad_code)))?;
+    let bad_mark =
+        BadMark::from_code(bad_code).ok_or_else(|| corrupt("unknown bad-block mark", u64::from(bad_code)))?;
     let flags = reader.u8()?;
     if flags & !(BLOCK_FLAG_ERASE_INCOMPLETE | BLOCK_FLAG_HAS_LAST_PROGRAMMED) != 0 {
         return Err(corrupt("unknown flags", u64::from(flags)));
@@ -394,12 +391,7 @@ impl ImageStore {
         };
         let layout = ImageLayout::compute(&config.geometry, config.chip_count)
             .ok_or(ImageError::InvalidGeometry { reason: "image size overflows 64 bits" })?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(io_error("create"))?;
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path).map_err(io_error("create"))?;
         file.set_len(layout.file_size_bytes).map_err(io_error("set length"))?;
         file.write_all_at(&header.encode(&layout), 0).map_err(io_error("write header"))?;
         let block_total = config.chip_count as usize * config.geometry.block_count as usize;
@@ -528,9 +520,7 @@ impl PageStore for ImageStore {
         let first_page = PageAddress { chip: block.chip, block: block.block, page_index: 0 };
         let entries_bytes = u64::from(self.header.geometry.pages_per_block) * PAGE_ENTRY_BYTES;
         let zeros = vec![0u8; entries_bytes as usize];
-        self.file
-            .write_all_at(&zeros, self.page_entry_offset(first_page))
-            .map_err(io_error("reset page entries"))?;
+        self.file.write_all_at(&zeros, self.page_entry_offset(first_page)).map_err(io_error("reset page entries"))?;
         Ok(())
     }
 

@@ -17,28 +17,28 @@
 
 extern crate alloc;
 
-pub mod geometry;
 pub mod ecc;
 pub mod energy;
 pub mod faults;
-pub mod rng;
-pub mod stats;
-pub mod store;
-pub mod sim;
-pub mod sync;
+pub mod geometry;
 #[cfg(feature = "std")]
 pub mod image;
+pub mod rng;
+pub mod sim;
+pub mod stats;
+pub mod store;
+pub mod sync;
 
-pub use geometry::{Geometry, Profile, Timing};
-pub use faults::FaultConfig;
-pub use sim::{SimConfig, SimFlash};
-pub use stats::{BlockCounters, ChipCounters, FlashCounters};
 pub use ecc::BitErrorModel;
 pub use energy::EnergyModel;
 pub use faults::FactoryBadBlocks;
-pub use store::{PageStore, RamStore};
+pub use faults::FaultConfig;
+pub use geometry::{Geometry, Profile, Timing};
 #[cfg(feature = "std")]
 pub use image::{ImageError, ImageStore};
+pub use sim::{SimConfig, SimFlash};
+pub use stats::{BlockCounters, ChipCounters, FlashCounters};
+pub use store::{PageStore, RamStore};
 
 /// Virtual time in nanoseconds since the device was created.
 pub type Nanos = u64;
@@ -121,7 +121,9 @@ pub enum NandError {
     BufferSize { what: &'static str, expected_bytes: usize, actual_bytes: usize },
     #[error("program of page {page:?} which is not erased")]
     NotErased { page: PageAddress },
-    #[error("out-of-order program: page {page:?}, but page {last_programmed_index} of that block is already programmed")]
+    #[error(
+        "out-of-order program: page {page:?}, but page {last_programmed_index} of that block is already programmed"
+    )]
     OutOfOrder { page: PageAddress, last_programmed_index: u32 },
     #[error("block {block:?} is marked bad")]
     BadBlock { block: BlockAddress },

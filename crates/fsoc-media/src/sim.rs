@@ -16,7 +16,7 @@ use crate::rng::{hash64, SeededRng};
 use crate::stats::{FlashCounters, OperationRecord};
 use crate::store::{BadMark, BlockMeta, PageMeta, PageState, PageStore, RamStore};
 use crate::sync::Mutex;
-use crate::{BlockAddress, ChipIndex, Completed, Flash, Nanos, NandError, OperationKind, PageAddress, ReadStatus};
+use crate::{BlockAddress, ChipIndex, Completed, Flash, NandError, Nanos, OperationKind, PageAddress, ReadStatus};
 
 /// Salts that keep the hash-derived patterns of different phenomena independent.
 const SALT_TEAR_LEVEL: u64 = 0x7465_6172; // "tear"
@@ -358,10 +358,8 @@ impl<S: PageStore> SimState<S> {
         };
         let transfer_ns = transfer_bytes * self.config.timing.bus_ns_per_byte;
         let busy_ns = latency_ns + transfer_ns;
-        let busy_until = self
-            .busy_until_ns
-            .get_mut(chip_slot)
-            .unwrap_or_else(|| panic!("chip {chip_slot} has no clock"));
+        let busy_until =
+            self.busy_until_ns.get_mut(chip_slot).unwrap_or_else(|| panic!("chip {chip_slot} has no clock"));
         let start_ns = issue_ns.max(*busy_until);
         let done_ns = start_ns + busy_ns;
         *busy_until = done_ns;
@@ -403,7 +401,13 @@ impl<S: PageStore> SimState<S> {
 
     /// The checks, the plan and the chip time of a read, all under the lock; the contents are
     /// fetched after it (`SimFlash::read_page`).
-    fn begin_read(&mut self, issue_ns: Nanos, page: PageAddress, data_bytes: usize, spare_bytes: usize) -> Result<(ReadPlan, Nanos), NandError> {
+    fn begin_read(
+        &mut self,
+        issue_ns: Nanos,
+        page: PageAddress,
+        data_bytes: usize,
+        spare_bytes: usize,
+    ) -> Result<(ReadPlan, Nanos), NandError> {
         if self.fault_state.power_is_lost() {
             return Err(NandError::PowerLost);
         }
@@ -475,8 +479,7 @@ impl<S: PageStore> SimState<S> {
     ) -> Result<(), NandError> {
         let block = page.block_address();
         self.store.write_contents(page, data, spare)?;
-        let state =
-            if self.config.faults.unstable_bits_hazard { PageState::TornUnstable } else { PageState::Torn };
+        let state = if self.config.faults.unstable_bits_hazard { PageState::TornUnstable } else { PageState::Torn };
         let old_meta = self.store.page_meta(page)?;
         self.store.set_page_meta(page, &PageMeta { state, ..old_meta })?;
         block_meta.last_programmed_page_index = Some(page.page_index);
@@ -576,7 +579,13 @@ struct ReadPlan {
 
 /// Applies a read plan to the fetched contents (or, for a page without contents, to the
 /// caller's buffers) and returns what the ECC engine reports.
-fn finish_read(config: &SimConfig, page: PageAddress, plan: &ReadPlan, data: &mut [u8], spare: &mut [u8]) -> ReadStatus {
+fn finish_read(
+    config: &SimConfig,
+    page: PageAddress,
+    plan: &ReadPlan,
+    data: &mut [u8],
+    spare: &mut [u8],
+) -> ReadStatus {
     let geometry = config.geometry;
     let correctable = config.ecc_correctable_bits_per_512;
     let positions = &plan.positions;
@@ -642,7 +651,14 @@ fn page_linear_index(config: &SimConfig, page: PageAddress) -> u64 {
 /// with a page-specific probability in `1/256..=255/256`. Recomputable from the seed, the
 /// address and the erase count, so torn and half-erased pages read the same every time
 /// without storing the mask.
-fn progress_mask(config: &SimConfig, page: PageAddress, erase_count: u32, level_salt: u64, mask_salt: u64, mask: &mut [u8]) {
+fn progress_mask(
+    config: &SimConfig,
+    page: PageAddress,
+    erase_count: u32,
+    level_salt: u64,
+    mask_salt: u64,
+    mask: &mut [u8],
+) {
     let page_word = page_linear_index(config, page);
     let level = (hash64(config.seed, page_word, u64::from(erase_count), level_salt) % 255 + 1) as u8;
     let mask_seed = hash64(config.seed, page_word, u64::from(erase_count), mask_salt);
@@ -654,7 +670,6 @@ fn progress_mask(config: &SimConfig, page: PageAddress, erase_count: u32, level_
             .fold(0u8, |bits, (bit_index, &draw)| if draw < level { bits | (1 << bit_index) } else { bits });
     }
 }
-
 
 fn overlay_ones(data: &mut [u8], spare: &mut [u8], mask: &[u8], invert_mask: bool) -> bool {
     let mut changed = false;
@@ -673,9 +688,6 @@ fn is_all_ones(bytes: &[u8]) -> bool {
 
 /// The `Flash` operations on the state; `SimFlash` locks and calls these.
 impl<S: PageStore> SimState<S> {
-
-
-
     fn program_page(
         &mut self,
         issue_ns: Nanos,
@@ -732,7 +744,6 @@ impl<S: PageStore> SimState<S> {
     fn reset_counters(&mut self) {
         self.counters.reset();
     }
-
 
     fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError> {
         self.check_block(block)?;

@@ -117,10 +117,8 @@ impl FlashCounters {
             .unwrap_or_else(|| panic!("counters: chip {:?} out of range", record.block.chip));
         chip.busy_ns += record.busy_ns;
         chip.energy_nj += record.energy_nj;
-        let block = self
-            .blocks
-            .get_mut(slot)
-            .unwrap_or_else(|| panic!("counters: block {:?} out of range", record.block));
+        let block =
+            self.blocks.get_mut(slot).unwrap_or_else(|| panic!("counters: block {:?} out of range", record.block));
         match record.kind {
             OperationKind::Read => {
                 chip.reads += 1;

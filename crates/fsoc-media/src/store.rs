@@ -390,7 +390,9 @@ mod tests {
 
     #[test]
     fn state_codes_round_trip() {
-        for state in [PageState::Erased, PageState::Programmed, PageState::Torn, PageState::TornUnstable, PageState::Garbage] {
+        for state in
+            [PageState::Erased, PageState::Programmed, PageState::Torn, PageState::TornUnstable, PageState::Garbage]
+        {
             assert_eq!(PageState::from_code(state.code()), Some(state));
         }
         for mark in [BadMark::Good, BadMark::Factory, BadMark::Grown] {

@@ -20,7 +20,9 @@ fn t_flips_in_one_sector_are_corrected() {
     let mut flash = quiet_sim(Profile::Slc, 1, 8);
     let page = PageAddress::new(0, 1, 0);
     program(&mut flash, page, 4).expect("program");
-    flash.inject_bit_flips_at(page, &[SECTOR_BITS + 1, SECTOR_BITS + 100, SECTOR_BITS + 999, SECTOR_BITS + 4095]).expect("inject");
+    flash
+        .inject_bit_flips_at(page, &[SECTOR_BITS + 1, SECTOR_BITS + 100, SECTOR_BITS + 999, SECTOR_BITS + 4095])
+        .expect("inject");
     let (status, data, spare) = read(&mut flash, page).expect("read");
     assert_eq!(status, ReadStatus::Corrected { bits: 4, max_per_sector: 4 });
     assert_eq!((data, spare), pattern(&flash, 4));

@@ -155,10 +155,7 @@ fn paired_page_statuses(hazard: bool) -> Vec<ReadStatus> {
 // ECC; without it, earlier pages are untouched.
 #[test]
 fn paired_page_hazard_corrupts_the_lower_page_only_when_enabled() {
-    assert_eq!(
-        paired_page_statuses(true),
-        vec![ReadStatus::Clean, ReadStatus::Uncorrectable, ReadStatus::Clean]
-    );
+    assert_eq!(paired_page_statuses(true), vec![ReadStatus::Clean, ReadStatus::Uncorrectable, ReadStatus::Clean]);
     assert_eq!(paired_page_statuses(false), vec![ReadStatus::Clean; 3]);
 }
 

@@ -4,8 +4,7 @@ mod common;
 
 use common::{erase, pattern, program, quiet_config, quiet_sim, read};
 use fsoc_media::{
-    BlockAddress, ChipIndex, Flash, FaultConfig, NandError, OperationKind, PageAddress, Profile, ReadStatus,
-    SimFlash,
+    BlockAddress, ChipIndex, FaultConfig, Flash, NandError, OperationKind, PageAddress, Profile, ReadStatus, SimFlash,
 };
 
 #[test]
@@ -109,7 +108,8 @@ fn bad_block_refuses_program_and_erase() {
 fn erase_past_endurance_is_worn_out() {
     let mut config = quiet_config(Profile::Slc, 1, 8, 5);
     config.endurance_cycles = 10;
-    config.faults = FaultConfig { wear_out_start_percent: 100, wear_out_certain_percent: 100, ..FaultConfig::default() };
+    config.faults =
+        FaultConfig { wear_out_start_percent: 100, wear_out_certain_percent: 100, ..FaultConfig::default() };
     let mut flash = SimFlash::create(config).expect("config");
     let block = BlockAddress::new(0, 2);
     for _ in 0..10 {

@@ -21,9 +21,7 @@ pub struct OperationWeights {
 impl OperationWeights {
     /// Every kind with the same weight.
     pub fn uniform(weight: u32) -> Self {
-        OperationWeights {
-            weights: [weight; OperationKind::COUNT],
-        }
+        OperationWeights { weights: [weight; OperationKind::COUNT] }
     }
 
     /// Only `kinds`, equally often.
@@ -146,11 +144,7 @@ impl Default for GeneratorConfig {
 impl GeneratorConfig {
     /// Without `Remount` and `PowerCut`: for file systems or tests without a harness.
     pub fn without_harness_events(self) -> Self {
-        GeneratorConfig {
-            include_remount: false,
-            include_power_cut: false,
-            ..self
-        }
+        GeneratorConfig { include_remount: false, include_power_cut: false, ..self }
     }
 
     /// The weight actually used for `kind`, after the include switches.
@@ -168,18 +162,9 @@ impl GeneratorConfig {
             assert!(path::check_name(name).is_ok(), "bad alphabet name {name:?}");
         }
         assert!(self.depth_max >= 1, "depth_max must allow one level");
-        assert!(
-            self.page_size_bytes >= 1,
-            "page_size_bytes must be positive"
-        );
-        assert!(
-            self.write_size_max_bytes >= 1,
-            "write_size_max_bytes must be positive"
-        );
-        let total: u64 = OperationKind::ALL
-            .iter()
-            .map(|&kind| u64::from(self.effective_weight(kind)))
-            .sum();
+        assert!(self.page_size_bytes >= 1, "page_size_bytes must be positive");
+        assert!(self.write_size_max_bytes >= 1, "write_size_max_bytes must be positive");
+        let total: u64 = OperationKind::ALL.iter().map(|&kind| u64::from(self.effective_weight(kind))).sum();
         assert!(total > 0, "every operation kind has weight 0");
     }
 }
@@ -205,12 +190,7 @@ impl OperationGenerator {
     pub fn new(seed: u64, config: GeneratorConfig) -> Self {
         config.check();
         let file_size_max_bytes = ModelConfig::default().file_size_max_bytes;
-        OperationGenerator {
-            seed,
-            random: SeededRandom::new(seed),
-            config,
-            file_size_max_bytes,
-        }
+        OperationGenerator { seed, random: SeededRandom::new(seed), config, file_size_max_bytes }
     }
 
     pub fn seed(&self) -> u64 {
@@ -224,12 +204,7 @@ impl OperationGenerator {
     /// `count` operations generated against a scratch model that applies each one, so
     /// the sequence is meaningful when replayed from a freshly formatted file system with
     /// `model_config`.
-    pub fn generate(
-        seed: u64,
-        config: GeneratorConfig,
-        model_config: ModelConfig,
-        count: usize,
-    ) -> Vec<Operation> {
+    pub fn generate(seed: u64, config: GeneratorConfig, model_config: ModelConfig, count: usize) -> Vec<Operation> {
         let mut generator = OperationGenerator::new(seed, config);
         let mut model = ModelFs::new(model_config);
         (0..count)
@@ -245,11 +220,7 @@ impl OperationGenerator {
     /// The next operation, chosen with the model's current state as a hint (it is only
     /// read, never changed).
     pub fn next(&mut self, model: &ModelFs) -> Operation {
-        let hint = Hint {
-            paths: model.existing_paths(),
-            files: model.open_files(),
-            config: model.config(),
-        };
+        let hint = Hint { paths: model.existing_paths(), files: model.open_files(), config: model.config() };
         self.file_size_max_bytes = hint.config.file_size_max_bytes;
         let kind = self.kind(&hint);
         self.operation(kind, &hint)
@@ -268,10 +239,7 @@ impl OperationGenerator {
                 }
             })
             .collect();
-        let index = self
-            .random
-            .weighted_index(&weights)
-            .expect("checked: some weight > 0");
+        let index = self.random.weighted_index(&weights).expect("checked: some weight > 0");
         OperationKind::ALL[index]
     }
 
@@ -296,10 +264,7 @@ impl OperationGenerator {
         };
         if let Some(suitable) = suitable {
             let starved = !hint.files.iter().any(suitable);
-            if starved
-                && self.config.effective_weight(K::Open) > 0
-                && self.random.chance_percent(75)
-            {
+            if starved && self.config.effective_weight(K::Open) > 0 && self.random.chance_percent(75) {
                 return self.open(hint);
             }
         }
@@ -307,26 +272,16 @@ impl OperationGenerator {
             K::Open => self.open(hint),
             K::Read => {
                 let fd = self.fd(hint, readable);
-                Operation::Read {
-                    fd,
-                    size_bytes: self.read_size(),
-                }
+                Operation::Read { fd, size_bytes: self.read_size() }
             }
             K::Write => {
                 let fd = self.fd(hint, writable);
-                Operation::Write {
-                    fd,
-                    data: self.data(),
-                }
+                Operation::Write { fd, data: self.data() }
             }
             K::Pread => {
                 let fd = self.fd(hint, readable);
                 let offset = self.offset(Self::size_of(hint, fd), 1);
-                Operation::Pread {
-                    fd,
-                    offset,
-                    size_bytes: self.read_size(),
-                }
+                Operation::Pread { fd, offset, size_bytes: self.read_size() }
             }
             K::Pwrite => {
                 let fd = self.fd(hint, writable);
@@ -340,40 +295,18 @@ impl OperationGenerator {
                 let size_bytes = self.truncate_size(Self::size_of(hint, fd));
                 Operation::Ftruncate { fd, size_bytes }
             }
-            K::Fsync => Operation::Fsync {
-                fd: self.fd(hint, |_| true),
-            },
-            K::Close => Operation::Close {
-                fd: self.fd(hint, |_| true),
-            },
-            K::Fstat => Operation::Fstat {
-                fd: self.fd(hint, |_| true),
-            },
-            K::Stat => Operation::Stat {
-                path: self.path(hint, None),
-            },
+            K::Fsync => Operation::Fsync { fd: self.fd(hint, |_| true) },
+            K::Close => Operation::Close { fd: self.fd(hint, |_| true) },
+            K::Fstat => Operation::Fstat { fd: self.fd(hint, |_| true) },
+            K::Stat => Operation::Stat { path: self.path(hint, None) },
             K::Truncate => {
                 let path = self.path(hint, Some(FileKind::File));
-                let size = hint
-                    .paths
-                    .iter()
-                    .find(|info| info.path == path)
-                    .map_or(0, |info| info.size_bytes);
-                Operation::Truncate {
-                    path,
-                    size_bytes: self.truncate_size(size),
-                }
+                let size = hint.paths.iter().find(|info| info.path == path).map_or(0, |info| info.size_bytes);
+                Operation::Truncate { path, size_bytes: self.truncate_size(size) }
             }
             K::Mkdir => {
-                let path = if self.random.chance_percent(75) {
-                    self.new_path(hint)
-                } else {
-                    self.path(hint, None)
-                };
-                Operation::Mkdir {
-                    path,
-                    mode: self.mode(),
-                }
+                let path = if self.random.chance_percent(75) { self.new_path(hint) } else { self.path(hint, None) };
+                Operation::Mkdir { path, mode: self.mode() }
             }
             K::Rmdir => {
                 // Directories fill up quickly with a small alphabet; aim at empty ones half
@@ -384,56 +317,29 @@ impl OperationGenerator {
                     .filter(|info| info.kind == FileKind::Directory && info.entry_count == 0)
                     .filter(|info| info.path != b"/")
                     .collect();
-                let path = match self
-                    .random
-                    .chance_percent(50)
-                    .then(|| self.random.pick(&empty))
-                {
+                let path = match self.random.chance_percent(50).then(|| self.random.pick(&empty)) {
                     Some(Some(info)) => info.path.clone(),
                     _ => self.path(hint, Some(FileKind::Directory)),
                 };
                 Operation::Rmdir { path }
             }
             K::Unlink => {
-                let kind = if self.random.chance_percent(20) {
-                    FileKind::Symlink
-                } else {
-                    FileKind::File
-                };
-                Operation::Unlink {
-                    path: self.path(hint, Some(kind)),
-                }
+                let kind = if self.random.chance_percent(20) { FileKind::Symlink } else { FileKind::File };
+                Operation::Unlink { path: self.path(hint, Some(kind)) }
             }
             K::Rename => self.rename(hint),
-            K::Readdir => Operation::Readdir {
-                path: self.path(hint, Some(FileKind::Directory)),
-            },
+            K::Readdir => Operation::Readdir { path: self.path(hint, Some(FileKind::Directory)) },
             K::Link => {
                 let existing_path = self.path(hint, Some(FileKind::File));
-                let new_path = if self.random.chance_percent(80) {
-                    self.new_path(hint)
-                } else {
-                    self.path(hint, None)
-                };
-                Operation::Link {
-                    existing_path,
-                    new_path,
-                }
+                let new_path = if self.random.chance_percent(80) { self.new_path(hint) } else { self.path(hint, None) };
+                Operation::Link { existing_path, new_path }
             }
             K::Symlink => {
                 let target = self.symlink_target();
-                Operation::Symlink {
-                    target,
-                    link_path: self.new_path(hint),
-                }
+                Operation::Symlink { target, link_path: self.new_path(hint) }
             }
-            K::Readlink => Operation::Readlink {
-                path: self.path(hint, Some(FileKind::Symlink)),
-            },
-            K::Chmod => Operation::Chmod {
-                path: self.path(hint, None),
-                mode: self.mode(),
-            },
+            K::Readlink => Operation::Readlink { path: self.path(hint, Some(FileKind::Symlink)) },
+            K::Chmod => Operation::Chmod { path: self.path(hint, None), mode: self.mode() },
             K::Chown => {
                 let path = self.path(hint, None);
                 let ids = [0, 1000, 1001, 65_534];
@@ -446,11 +352,7 @@ impl OperationGenerator {
                 // Below 2^62 so the times fit a signed 64-bit timespec anywhere.
                 let atime_ns = self.random.below(1 << 62);
                 let mtime_ns = self.random.below(1 << 62);
-                Operation::Utimens {
-                    path,
-                    atime_ns,
-                    mtime_ns,
-                }
+                Operation::Utimens { path, atime_ns, mtime_ns }
             }
             K::Statfs => Operation::Statfs,
             K::Transact => Operation::Transact,
@@ -461,27 +363,15 @@ impl OperationGenerator {
 
     fn open(&mut self, hint: &Hint<'_>) -> Operation {
         let path = if self.random.chance_percent(55) {
-            let kind = if self.random.chance_percent(80) {
-                FileKind::File
-            } else {
-                FileKind::Directory
-            };
+            let kind = if self.random.chance_percent(80) { FileKind::File } else { FileKind::Directory };
             self.path(hint, Some(kind))
         } else {
             self.new_path(hint)
         };
-        let existing = hint
-            .paths
-            .iter()
-            .find(|info| info.path == path)
-            .map(|info| info.kind);
+        let existing = hint.paths.iter().find(|info| info.path == path).map(|info| info.kind);
         let mode = self.mode();
         if existing == Some(FileKind::Directory) && self.random.chance_percent(70) {
-            return Operation::Open {
-                path,
-                flags: OpenFlags::DIRECTORY,
-                mode,
-            };
+            return Operation::Open { path, flags: OpenFlags::DIRECTORY, mode };
         }
         let random = &mut self.random;
         let mut flags = OpenFlags {
@@ -503,20 +393,10 @@ impl OperationGenerator {
     fn seek(&mut self, hint: &Hint<'_>) -> Operation {
         let fd = self.fd(hint, |_| true);
         let size = Self::size_of(hint, fd);
-        let whence = *self
-            .random
-            .pick(&[Whence::Set, Whence::Current, Whence::End])
-            .expect("3");
-        let offset = if self
-            .random
-            .chance_percent(self.config.file_size_limit_probe_percent)
-        {
+        let whence = *self.random.pick(&[Whence::Set, Whence::Current, Whence::End]).expect("3");
+        let offset = if self.random.chance_percent(self.config.file_size_limit_probe_percent) {
             // Past the maximum size, or far negative: EINVAL either way.
-            let beyond = hint
-                .config
-                .file_size_max_bytes
-                .saturating_add(1)
-                .min(i64::MAX as u64);
+            let beyond = hint.config.file_size_max_bytes.saturating_add(1).min(i64::MAX as u64);
             if self.random.chance_percent(50) {
                 beyond as i64
             } else {
@@ -548,8 +428,7 @@ impl OperationGenerator {
         let target_path = match self.random.below(10) {
             0..=3 => self.new_path_with_room(hint, room),
             4..=7 => {
-                let targets: Vec<&PathInfo> =
-                    hint.paths.iter().filter(|info| fits(&info.path)).collect();
+                let targets: Vec<&PathInfo> = hint.paths.iter().filter(|info| fits(&info.path)).collect();
                 match self.random.pick(&targets) {
                     Some(info) => info.path.clone(),
                     None => self.new_path_with_room(hint, room),
@@ -566,10 +445,7 @@ impl OperationGenerator {
                 }
             }
         };
-        Operation::Rename {
-            source_path,
-            target_path,
-        }
+        Operation::Rename { source_path, target_path }
     }
 
     /// How many levels an existing directory's subtree reaches below it (0 for a file, an
@@ -594,12 +470,7 @@ impl OperationGenerator {
         if hint.files.is_empty() || self.random.chance_percent(self.config.invalid_fd_percent) {
             return self.invalid_fd(hint);
         }
-        let preferred: Vec<Fd> = hint
-            .files
-            .iter()
-            .filter(|file| wanted(file))
-            .map(|file| file.fd)
-            .collect();
+        let preferred: Vec<Fd> = hint.files.iter().filter(|file| wanted(file)).map(|file| file.fd).collect();
         if !preferred.is_empty() && self.random.chance_percent(85) {
             return *self.random.pick(&preferred).expect("not empty");
         }
@@ -614,28 +485,18 @@ impl OperationGenerator {
     }
 
     fn size_of(hint: &Hint<'_>, fd: Fd) -> u64 {
-        hint.files
-            .iter()
-            .find(|file| file.fd == fd)
-            .map_or(0, |file| file.size_bytes)
+        hint.files.iter().find(|file| file.fd == fd).map_or(0, |file| file.size_bytes)
     }
 
     // ------------------------------------------------------------------------ paths
 
     /// One short name from the alphabet, or now and then a long one.
     fn name(&mut self) -> Vec<u8> {
-        let short = self
-            .random
-            .pick(&self.config.names)
-            .expect("checked: not empty")
-            .clone();
+        let short = self.random.pick(&self.config.names).expect("checked: not empty").clone();
         if !self.random.chance_percent(self.config.long_name_percent) {
             return short;
         }
-        let length = *self
-            .random
-            .pick(&[200, 254, NAME_SIZE_MAX_BYTES])
-            .expect("3");
+        let length = *self.random.pick(&[200, 254, NAME_SIZE_MAX_BYTES]).expect("3");
         vec![short[0]; length]
     }
 
@@ -679,15 +540,9 @@ impl OperationGenerator {
         let parents: Vec<&PathInfo> = hint
             .paths
             .iter()
-            .filter(|info| {
-                info.kind == FileKind::Directory
-                    && path::depth(&info.path) + room < self.config.depth_max
-            })
+            .filter(|info| info.kind == FileKind::Directory && path::depth(&info.path) + room < self.config.depth_max)
             .collect();
-        let parent = self
-            .random
-            .pick(&parents)
-            .map_or(b"/".to_vec(), |info| info.path.clone());
+        let parent = self.random.pick(&parents).map_or(b"/".to_vec(), |info| info.path.clone());
         let name = self.name();
         path::join(&parent, &name)
     }
@@ -700,19 +555,10 @@ impl OperationGenerator {
         }
         match self.random.below(100) {
             0..=64 => {
-                let of_kind: Vec<&PathInfo> = hint
-                    .paths
-                    .iter()
-                    .filter(|info| kind.is_none() || kind == Some(info.kind))
-                    .collect();
-                let pool: Vec<&PathInfo> = if of_kind.is_empty() {
-                    hint.paths.iter().collect()
-                } else {
-                    of_kind
-                };
-                self.random
-                    .pick(&pool)
-                    .map_or(b"/".to_vec(), |info| info.path.clone())
+                let of_kind: Vec<&PathInfo> =
+                    hint.paths.iter().filter(|info| kind.is_none() || kind == Some(info.kind)).collect();
+                let pool: Vec<&PathInfo> = if of_kind.is_empty() { hint.paths.iter().collect() } else { of_kind };
+                self.random.pick(&pool).map_or(b"/".to_vec(), |info| info.path.clone())
             }
             65..=89 => self.new_path(hint),
             _ => self.random_path(),
@@ -725,11 +571,7 @@ impl OperationGenerator {
             1..=9 => self.random_path(),
             _ => {
                 let length = self.random.in_range(1, 40) as usize;
-                self.random
-                    .bytes(length)
-                    .into_iter()
-                    .map(|byte| b'!' + byte % 94)
-                    .collect()
+                self.random.bytes(length).into_iter().map(|byte| b'!' + byte % 94).collect()
             }
         }
     }
@@ -771,10 +613,7 @@ impl OperationGenerator {
     /// so far out that the access exceeds the maximum file size.
     fn offset(&mut self, file_size: u64, size_bytes: u64) -> u64 {
         let page = self.config.page_size_bytes;
-        if self
-            .random
-            .chance_percent(self.config.file_size_limit_probe_percent)
-        {
+        if self.random.chance_percent(self.config.file_size_limit_probe_percent) {
             // Ends past the maximum file size: EFBIG for writes, empty for reads.
             return limit_probe(&mut self.random, self.file_size_max_bytes, size_bytes);
         }
@@ -794,13 +633,8 @@ impl OperationGenerator {
 
     fn truncate_size(&mut self, file_size: u64) -> u64 {
         let page = self.config.page_size_bytes;
-        if self
-            .random
-            .chance_percent(self.config.file_size_limit_probe_percent)
-        {
-            return self
-                .file_size_max_bytes
-                .saturating_add(1 + self.random.below(page));
+        if self.random.chance_percent(self.config.file_size_limit_probe_percent) {
+            return self.file_size_max_bytes.saturating_add(1 + self.random.below(page));
         }
         let size = match self.random.below(10) {
             0..=1 => 0,

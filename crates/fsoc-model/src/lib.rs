@@ -59,13 +59,9 @@ pub mod strategy;
 pub mod types;
 
 pub use generator::{GeneratorConfig, OperationGenerator, OperationWeights};
-pub use listing::{
-    listing_through_calls, Listing, ListingContent, ListingDifference, ListingEntry,
-};
+pub use listing::{listing_through_calls, Listing, ListingContent, ListingDifference, ListingEntry};
 pub use model::{ModelConfig, ModelFs, OpenFileInfo, PathInfo};
-pub use operation::{
-    comparable_outcome, display_outcome, Operation, OperationKind, Outcome, Output,
-};
+pub use operation::{comparable_outcome, display_outcome, Operation, OperationKind, Outcome, Output};
 pub use random::SeededRandom;
 pub use runner::{run_and_compare, ExtraCommits, FsUnderTest, Mismatch, MismatchKind, RunOptions};
 pub use strategy::{operation_sequence_strategy, operation_strategy};

@@ -65,16 +65,8 @@ impl Listing {
                         }
                     },
                 };
-                let attributes = Attributes {
-                    ino: 0,
-                    ..attributes
-                };
-                ListingEntry {
-                    path,
-                    attributes,
-                    content,
-                    hard_link_of,
-                }
+                let attributes = Attributes { ino: 0, ..attributes };
+                ListingEntry { path, attributes, content, hard_link_of }
             })
             .collect();
         Listing { entries }
@@ -85,28 +77,19 @@ impl Listing {
         let entries = self
             .entries
             .iter()
-            .map(|entry| ListingEntry {
-                attributes: entry.attributes.comparable(false),
-                ..entry.clone()
-            })
+            .map(|entry| ListingEntry { attributes: entry.attributes.comparable(false), ..entry.clone() })
             .collect();
         Listing { entries }
     }
 
     pub fn get(&self, path: &[u8]) -> Option<&ListingEntry> {
-        self.entries
-            .binary_search_by(|entry| entry.path.as_slice().cmp(path))
-            .ok()
-            .map(|index| &self.entries[index])
+        self.entries.binary_search_by(|entry| entry.path.as_slice().cmp(path)).ok().map(|index| &self.entries[index])
     }
 
     /// What differs between the file system's listing and the model's.
     pub fn difference(fs: &Listing, model: &Listing) -> ListingDifference {
         let mut difference = ListingDifference::default();
-        let (mut fs_entries, mut model_entries) = (
-            fs.entries.iter().peekable(),
-            model.entries.iter().peekable(),
-        );
+        let (mut fs_entries, mut model_entries) = (fs.entries.iter().peekable(), model.entries.iter().peekable());
         loop {
             match (fs_entries.peek(), model_entries.peek()) {
                 (None, None) => break,
@@ -129,9 +112,7 @@ impl Listing {
                     }
                     std::cmp::Ordering::Equal => {
                         if fs_entry != model_entry {
-                            difference
-                                .differing
-                                .push(((*fs_entry).clone(), (*model_entry).clone()));
+                            difference.differing.push(((*fs_entry).clone(), (*model_entry).clone()));
                         }
                         fs_entries.next();
                         model_entries.next();
@@ -194,12 +175,8 @@ impl fmt::Debug for ListingEntry {
         match &self.content {
             ListingContent::File { fnv1a_64 } => write!(formatter, " fnv1a64 {fnv1a_64:016x}")?,
             ListingContent::Directory => {}
-            ListingContent::Symlink { target } => {
-                write!(formatter, " -> \"{}\"", display_bytes(target))?
-            }
-            ListingContent::Failed { call, outcome } => {
-                write!(formatter, " {call} failed: {outcome}")?
-            }
+            ListingContent::Symlink { target } => write!(formatter, " -> \"{}\"", display_bytes(target))?,
+            ListingContent::Failed { call, outcome } => write!(formatter, " {call} failed: {outcome}")?,
         }
         if let Some(first) = &self.hard_link_of {
             write!(formatter, " (hard link of {})", display_bytes(first))?;
@@ -231,10 +208,7 @@ pub fn listing_through_calls(mut apply: impl FnMut(&Operation) -> Outcome) -> Li
     let mut files = Vec::new();
     let mut stack = vec![b"/".to_vec()];
     while let Some(path) = stack.pop() {
-        let failed = |call, outcome: &Outcome| ListingContent::Failed {
-            call,
-            outcome: display_outcome(outcome),
-        };
+        let failed = |call, outcome: &Outcome| ListingContent::Failed { call, outcome: display_outcome(outcome) };
         let stat = apply(&Operation::Stat { path: path.clone() });
         let attributes = match stat {
             Ok(Output::Attributes(attributes)) => attributes,
@@ -276,20 +250,9 @@ pub fn listing_through_calls(mut apply: impl FnMut(&Operation) -> Outcome) -> Li
     Listing::from_files(files)
 }
 
-fn hash_through_calls(
-    apply: &mut impl FnMut(&Operation) -> Outcome,
-    path: &[u8],
-    size_bytes: u64,
-) -> ListingContent {
-    let failed = |call, outcome: &Outcome| ListingContent::Failed {
-        call,
-        outcome: display_outcome(outcome),
-    };
-    let open = Operation::Open {
-        path: path.to_vec(),
-        flags: OpenFlags::READ_ONLY,
-        mode: 0,
-    };
+fn hash_through_calls(apply: &mut impl FnMut(&Operation) -> Outcome, path: &[u8], size_bytes: u64) -> ListingContent {
+    let failed = |call, outcome: &Outcome| ListingContent::Failed { call, outcome: display_outcome(outcome) };
+    let open = Operation::Open { path: path.to_vec(), flags: OpenFlags::READ_ONLY, mode: 0 };
     let fd = match apply(&open) {
         Ok(Output::Fd(fd)) => fd,
         other => return failed("open", &other),
@@ -299,16 +262,10 @@ fn hash_through_calls(
     // Read until EOF, but no further than one chunk past the reported size, so a file
     // system that never reports EOF cannot hang the listing.
     let content = loop {
-        let pread = Operation::Pread {
-            fd,
-            offset,
-            size_bytes: LISTING_READ_SIZE_BYTES,
-        };
+        let pread = Operation::Pread { fd, offset, size_bytes: LISTING_READ_SIZE_BYTES };
         match apply(&pread) {
             Ok(Output::Bytes(bytes)) if bytes.is_empty() => {
-                break ListingContent::File {
-                    fnv1a_64: hasher.finish(),
-                };
+                break ListingContent::File { fnv1a_64: hasher.finish() };
             }
             Ok(Output::Bytes(bytes)) => {
                 hasher.update(&bytes);
@@ -340,9 +297,7 @@ impl Fnv1a64 {
     const PRIME: u64 = 0x0000_0100_0000_01b3;
 
     pub fn new() -> Self {
-        Fnv1a64 {
-            state: Self::OFFSET_BASIS,
-        }
+        Fnv1a64 { state: Self::OFFSET_BASIS }
     }
 
     pub fn update(&mut self, bytes: &[u8]) {
@@ -405,9 +360,7 @@ mod tests {
             mtime_ns: 0,
             ctime_ns: 0,
         };
-        let content = || ListingContent::File {
-            fnv1a_64: fnv1a_64(b""),
-        };
+        let content = || ListingContent::File { fnv1a_64: fnv1a_64(b"") };
         let listing = Listing::from_files(vec![
             (b"/b".to_vec(), attributes(7), content()),
             (b"/a".to_vec(), attributes(7), content()),
@@ -418,10 +371,7 @@ mod tests {
         assert_eq!(listing.entries[0].hard_link_of, None);
         assert_eq!(listing.entries[1].hard_link_of, Some(b"/a".to_vec()));
         assert_eq!(listing.entries[2].hard_link_of, None);
-        assert!(listing
-            .entries
-            .iter()
-            .all(|entry| entry.attributes.ino == 0));
+        assert!(listing.entries.iter().all(|entry| entry.attributes.ino == 0));
     }
 
     #[test]
@@ -443,12 +393,8 @@ mod tests {
             content: ListingContent::Directory,
             hard_link_of: None,
         };
-        let fs = Listing {
-            entries: vec![entry(b"/", 0o755), entry(b"/a", 0o700)],
-        };
-        let model = Listing {
-            entries: vec![entry(b"/", 0o755), entry(b"/b", 0o700)],
-        };
+        let fs = Listing { entries: vec![entry(b"/", 0o755), entry(b"/a", 0o700)] };
+        let model = Listing { entries: vec![entry(b"/", 0o755), entry(b"/b", 0o700)] };
         let difference = Listing::difference(&fs, &model);
         assert_eq!(difference.only_in_fs, vec![entry(b"/a", 0o700)]);
         assert_eq!(difference.only_in_model, vec![entry(b"/b", 0o700)]);

@@ -171,9 +171,7 @@ impl ModelFs {
     /// A freshly formatted file system: an empty root directory, committed.
     pub fn new(config: ModelConfig) -> Self {
         let root = Inode {
-            content: Content::Directory {
-                entries: BTreeMap::new(),
-            },
+            content: Content::Directory { entries: BTreeMap::new() },
             mode: config.root_mode & MODE_MASK,
             uid: 0,
             gid: 0,
@@ -182,16 +180,8 @@ impl ModelFs {
             mtime_ns: config.format_time_ns,
             ctime_ns: config.format_time_ns,
         };
-        let working = Tree {
-            inodes: BTreeMap::from([(ROOT_INO, root)]),
-            ino_next: ROOT_INO + 1,
-        };
-        ModelFs {
-            config,
-            committed: working.clone(),
-            working,
-            descriptors: BTreeMap::new(),
-        }
+        let working = Tree { inodes: BTreeMap::from([(ROOT_INO, root)]), ino_next: ROOT_INO + 1 };
+        ModelFs { config, committed: working.clone(), working, descriptors: BTreeMap::new() }
     }
 
     pub fn config(&self) -> &ModelConfig {
@@ -206,14 +196,8 @@ impl ModelFs {
             O::Open { path, flags, mode } => self.open(path, *flags, *mode, now_ns).map(Output::Fd),
             O::Read { fd, size_bytes } => self.read(*fd, *size_bytes).map(Output::Bytes),
             O::Write { fd, data } => self.write(*fd, data, now_ns).map(Output::Count),
-            O::Pread {
-                fd,
-                offset,
-                size_bytes,
-            } => self.pread(*fd, *offset, *size_bytes).map(Output::Bytes),
-            O::Pwrite { fd, offset, data } => {
-                self.pwrite(*fd, *offset, data, now_ns).map(Output::Count)
-            }
+            O::Pread { fd, offset, size_bytes } => self.pread(*fd, *offset, *size_bytes).map(Output::Bytes),
+            O::Pwrite { fd, offset, data } => self.pwrite(*fd, *offset, data, now_ns).map(Output::Count),
             O::Seek { fd, offset, whence } => self.seek(*fd, *offset, *whence).map(Output::Count),
             O::Ftruncate { fd, size_bytes } => unit(self.ftruncate(*fd, *size_bytes, now_ns)),
             O::Fsync { fd } => unit(self.fsync(*fd)),
@@ -224,31 +208,16 @@ impl ModelFs {
             O::Mkdir { path, mode } => unit(self.mkdir(path, *mode, now_ns)),
             O::Rmdir { path } => unit(self.rmdir(path, now_ns)),
             O::Unlink { path } => unit(self.unlink(path, now_ns)),
-            O::Rename {
-                source_path,
-                target_path,
-            } => unit(self.rename(source_path, target_path, now_ns)),
-            O::Readdir { path } => self.readdir(path).map(|entries| {
-                Output::Entries(
-                    entries
-                        .into_iter()
-                        .map(|entry| (entry.name, entry.kind))
-                        .collect(),
-                )
-            }),
-            O::Link {
-                existing_path,
-                new_path,
-            } => unit(self.link(existing_path, new_path, now_ns)),
+            O::Rename { source_path, target_path } => unit(self.rename(source_path, target_path, now_ns)),
+            O::Readdir { path } => self
+                .readdir(path)
+                .map(|entries| Output::Entries(entries.into_iter().map(|entry| (entry.name, entry.kind)).collect())),
+            O::Link { existing_path, new_path } => unit(self.link(existing_path, new_path, now_ns)),
             O::Symlink { target, link_path } => unit(self.symlink(target, link_path, now_ns)),
             O::Readlink { path } => self.readlink(path).map(Output::Bytes),
             O::Chmod { path, mode } => unit(self.chmod(path, *mode, now_ns)),
             O::Chown { path, uid, gid } => unit(self.chown(path, *uid, *gid, now_ns)),
-            O::Utimens {
-                path,
-                atime_ns,
-                mtime_ns,
-            } => unit(self.utimens(path, *atime_ns, *mtime_ns, now_ns)),
+            O::Utimens { path, atime_ns, mtime_ns } => unit(self.utimens(path, *atime_ns, *mtime_ns, now_ns)),
             O::Statfs => Ok(Output::Statfs),
             O::Transact => {
                 self.commit();
@@ -273,13 +242,7 @@ impl ModelFs {
     /// `ENOTDIR`, symlink `ELOOP`, write on a directory `EISDIR`; for a missing one
     /// `ENOENT` unless create. Truncate acts only together with write, and then always
     /// stamps mtime and ctime.
-    pub fn open(
-        &mut self,
-        path: &[u8],
-        flags: OpenFlags,
-        mode: u32,
-        now_ns: u64,
-    ) -> Result<Fd, Errno> {
+    pub fn open(&mut self, path: &[u8], flags: OpenFlags, mode: u32, now_ns: u64) -> Result<Fd, Errno> {
         if !flags.read && !flags.write {
             return Err(errno::EINVAL);
         }
@@ -318,26 +281,14 @@ impl ModelFs {
                 if !flags.create {
                     return Err(errno::ENOENT);
                 }
-                let Place::Entry { parent, name } = place else {
-                    unreachable!("the root always exists")
-                };
-                let content = Content::File {
-                    data: Arc::new(Vec::new()),
-                    size: 0,
-                };
+                let Place::Entry { parent, name } = place else { unreachable!("the root always exists") };
+                let content = Content::File { data: Arc::new(Vec::new()), size: 0 };
                 self.create(parent, name, content, mode & MODE_MASK, now_ns)
             }
         };
-        let fd = (FD_FIRST..)
-            .find(|fd| !self.descriptors.contains_key(fd))
-            .expect("fd space");
-        let descriptor = Descriptor {
-            ino,
-            readable: flags.read,
-            writable: flags.write,
-            append: flags.append,
-            offset: 0,
-        };
+        let fd = (FD_FIRST..).find(|fd| !self.descriptors.contains_key(fd)).expect("fd space");
+        let descriptor =
+            Descriptor { ino, readable: flags.read, writable: flags.write, append: flags.append, offset: 0 };
         self.descriptors.insert(fd, descriptor);
         Ok(fd)
     }
@@ -364,11 +315,7 @@ impl ModelFs {
         if data.is_empty() {
             return Ok(0);
         }
-        let offset = if descriptor.append {
-            self.inode(descriptor.ino).size()
-        } else {
-            descriptor.offset
-        };
+        let offset = if descriptor.append { self.inode(descriptor.ino).size() } else { descriptor.offset };
         let count = self.write_at(descriptor.ino, offset, data, now_ns)?;
         self.descriptor_mut(fd).offset = offset + count;
         Ok(count)
@@ -381,11 +328,7 @@ impl ModelFs {
         if data.is_empty() {
             return Ok(0);
         }
-        let offset = if descriptor.append {
-            self.inode(descriptor.ino).size()
-        } else {
-            offset
-        };
+        let offset = if descriptor.append { self.inode(descriptor.ino).size() } else { offset };
         self.write_at(descriptor.ino, offset, data, now_ns)
     }
 
@@ -469,9 +412,7 @@ impl ModelFs {
         if self.inode(parent).nlink >= self.config.link_count_max {
             return Err(errno::EMLINK);
         }
-        let content = Content::Directory {
-            entries: BTreeMap::new(),
-        };
+        let content = Content::Directory { entries: BTreeMap::new() };
         self.create(parent, name, content, mode & MODE_MASK, now_ns);
         Ok(())
     }
@@ -521,32 +462,19 @@ impl ModelFs {
     /// `ENOTEMPTY` (over a non-empty directory), `EMLINK` (a directory into a full
     /// parent). Stamps both parents' mtime and ctime, and the ctime of the moved and the
     /// replaced inode.
-    pub fn rename(
-        &mut self,
-        source_path: &[u8],
-        target_path: &[u8],
-        now_ns: u64,
-    ) -> Result<(), Errno> {
+    pub fn rename(&mut self, source_path: &[u8], target_path: &[u8], now_ns: u64) -> Result<(), Errno> {
         let source_components = components(source_path)?;
         let target_components = components(target_path)?;
         let source_place = self.place(&source_components)?;
         let target_place = self.place(&target_components)?;
         let (
-            Place::Entry {
-                parent: source_parent,
-                name: source_name,
-            },
-            Place::Entry {
-                parent: target_parent,
-                name: target_name,
-            },
+            Place::Entry { parent: source_parent, name: source_name },
+            Place::Entry { parent: target_parent, name: target_name },
         ) = (source_place, target_place)
         else {
             return Err(errno::EBUSY);
         };
-        let source_ino = self
-            .child(source_parent, source_name)
-            .ok_or(errno::ENOENT)?;
+        let source_ino = self.child(source_parent, source_name).ok_or(errno::ENOENT)?;
         let target_ino = self.child(target_parent, target_name);
         let source_kind = self.inode(source_ino).kind();
         if source_kind == FileKind::Directory && self.subtree_contains(source_ino, target_parent) {
@@ -604,22 +532,13 @@ impl ModelFs {
         let entries = self.inode(ino).entries().ok_or(errno::ENOTDIR)?;
         Ok(entries
             .iter()
-            .map(|(name, &ino)| DirectoryEntry {
-                name: name.clone(),
-                ino,
-                kind: self.inode(ino).kind(),
-            })
+            .map(|(name, &ino)| DirectoryEntry { name: name.clone(), ino, kind: self.inode(ino).kind() })
             .collect())
     }
 
     /// Check order: syntax of both paths, `existing_path` lookup, `new_path` parent
     /// lookup, `EEXIST`, `EPERM` for a directory, `EMLINK`. Links a symlink itself.
-    pub fn link(
-        &mut self,
-        existing_path: &[u8],
-        new_path: &[u8],
-        now_ns: u64,
-    ) -> Result<(), Errno> {
+    pub fn link(&mut self, existing_path: &[u8], new_path: &[u8], now_ns: u64) -> Result<(), Errno> {
         let existing_components = components(existing_path)?;
         let new_components = components(new_path)?;
         let existing_place = self.place(&existing_components)?;
@@ -654,9 +573,7 @@ impl ModelFs {
         if self.child(parent, name).is_some() {
             return Err(errno::EEXIST);
         }
-        let content = Content::Symlink {
-            target: target.to_vec(),
-        };
+        let content = Content::Symlink { target: target.to_vec() };
         self.create(parent, name, content, SYMLINK_MODE, now_ns);
         Ok(())
     }
@@ -691,13 +608,7 @@ impl ModelFs {
     }
 
     /// Sets atime and mtime literally (no `UTIME_NOW`/`UTIME_OMIT`); stamps ctime with now.
-    pub fn utimens(
-        &mut self,
-        path: &[u8],
-        atime_ns: u64,
-        mtime_ns: u64,
-        now_ns: u64,
-    ) -> Result<(), Errno> {
+    pub fn utimens(&mut self, path: &[u8], atime_ns: u64, mtime_ns: u64, now_ns: u64) -> Result<(), Errno> {
         let ino = self.resolve(path)?;
         let inode = self.inode_mut(ino);
         inode.atime_ns = atime_ns;
@@ -785,24 +696,13 @@ impl ModelFs {
         Self::check_tree(&self.committed, None, &self.config);
         for (fd, descriptor) in &self.descriptors {
             assert!(*fd >= FD_FIRST, "descriptor {fd} below {FD_FIRST}");
-            assert!(
-                descriptor.readable || descriptor.writable,
-                "descriptor {fd} neither readable nor writable"
-            );
+            assert!(descriptor.readable || descriptor.writable, "descriptor {fd} neither readable nor writable");
             let inode = self.working.inodes.get(&descriptor.ino);
             let inode = inode.unwrap_or_else(|| panic!("descriptor {fd} names a freed inode"));
             if inode.kind() != FileKind::File {
-                assert!(
-                    !descriptor.writable,
-                    "descriptor {fd} writes a {:?}",
-                    inode.kind()
-                );
+                assert!(!descriptor.writable, "descriptor {fd} writes a {:?}", inode.kind());
             }
-            assert_ne!(
-                inode.kind(),
-                FileKind::Symlink,
-                "descriptor {fd} opened a symlink"
-            );
+            assert_ne!(inode.kind(), FileKind::Symlink, "descriptor {fd} opened a symlink");
         }
         assert!(
             self.descriptors.len() <= self.config.open_fd_count_max as usize,
@@ -815,17 +715,11 @@ impl ModelFs {
     // -------------------------------------------------------------------- internals
 
     fn inode(&self, ino: u64) -> &Inode {
-        self.working
-            .inodes
-            .get(&ino)
-            .unwrap_or_else(|| panic!("inode {ino} missing"))
+        self.working.inodes.get(&ino).unwrap_or_else(|| panic!("inode {ino} missing"))
     }
 
     fn inode_mut(&mut self, ino: u64) -> &mut Inode {
-        self.working
-            .inodes
-            .get_mut(&ino)
-            .unwrap_or_else(|| panic!("inode {ino} missing"))
+        self.working.inodes.get_mut(&ino).unwrap_or_else(|| panic!("inode {ino} missing"))
     }
 
     fn descriptor(&self, fd: Fd) -> Result<&Descriptor, Errno> {
@@ -833,9 +727,7 @@ impl ModelFs {
     }
 
     fn descriptor_mut(&mut self, fd: Fd) -> &mut Descriptor {
-        self.descriptors
-            .get_mut(&fd)
-            .unwrap_or_else(|| panic!("descriptor {fd} vanished"))
+        self.descriptors.get_mut(&fd).unwrap_or_else(|| panic!("descriptor {fd} vanished"))
     }
 
     fn readable_descriptor(&self, fd: Fd) -> Result<&Descriptor, Errno> {
@@ -854,11 +746,7 @@ impl ModelFs {
         if !descriptor.writable {
             return Err(errno::EBADF);
         }
-        assert_eq!(
-            self.inode(descriptor.ino).kind(),
-            FileKind::File,
-            "writable fd {fd}"
-        );
+        assert_eq!(self.inode(descriptor.ino).kind(), FileKind::File, "writable fd {fd}");
         Ok(descriptor)
     }
 
@@ -887,9 +775,7 @@ impl ModelFs {
     }
 
     fn child(&self, parent: u64, name: &[u8]) -> Option<u64> {
-        self.inode(parent)
-            .entries()
-            .and_then(|entries| entries.get(name).copied())
+        self.inode(parent).entries().and_then(|entries| entries.get(name).copied())
     }
 
     /// The inode a path names, `ENOENT` if none.
@@ -907,9 +793,7 @@ impl ModelFs {
         let Some(entries) = self.inode(directory).entries() else {
             return false;
         };
-        entries
-            .values()
-            .any(|&child| self.subtree_contains(child, needle))
+        entries.values().any(|&child| self.subtree_contains(child, needle))
     }
 
     fn attributes(&self, ino: u64) -> Attributes {
@@ -929,31 +813,12 @@ impl ModelFs {
     }
 
     /// Makes a new inode named `name` in `parent` (which must not have the name yet).
-    fn create(
-        &mut self,
-        parent: u64,
-        name: &[u8],
-        content: Content,
-        mode: u32,
-        now_ns: u64,
-    ) -> u64 {
+    fn create(&mut self, parent: u64, name: &[u8], content: Content, mode: u32, now_ns: u64) -> u64 {
         let ino = self.working.ino_next;
         self.working.ino_next += 1;
-        let nlink = if matches!(content, Content::Directory { .. }) {
-            2
-        } else {
-            0
-        };
-        let inode = Inode {
-            content,
-            mode,
-            uid: 0,
-            gid: 0,
-            nlink,
-            atime_ns: now_ns,
-            mtime_ns: now_ns,
-            ctime_ns: now_ns,
-        };
+        let nlink = if matches!(content, Content::Directory { .. }) { 2 } else { 0 };
+        let inode =
+            Inode { content, mode, uid: 0, gid: 0, nlink, atime_ns: now_ns, mtime_ns: now_ns, ctime_ns: now_ns };
         let previous = self.working.inodes.insert(ino, inode);
         assert!(previous.is_none(), "inode {ino} allocated twice");
         self.attach(parent, name, ino);
@@ -982,9 +847,7 @@ impl ModelFs {
         let Content::Directory { entries } = &mut self.inode_mut(parent).content else {
             panic!("detach from non-directory {parent}");
         };
-        let ino = entries
-            .remove(name)
-            .unwrap_or_else(|| panic!("detach of missing entry"));
+        let ino = entries.remove(name).unwrap_or_else(|| panic!("detach of missing entry"));
         if self.inode(ino).kind() == FileKind::Directory {
             self.inode_mut(parent).nlink -= 1;
         } else {
@@ -1001,10 +864,7 @@ impl ModelFs {
 
     fn free_if_unreferenced(&mut self, ino: u64) {
         let inode = self.inode(ino);
-        let open = self
-            .descriptors
-            .values()
-            .any(|descriptor| descriptor.ino == ino);
+        let open = self.descriptors.values().any(|descriptor| descriptor.ino == ino);
         if inode.nlink == 0 && !open {
             self.working.inodes.remove(&ino);
         }
@@ -1032,10 +892,7 @@ impl ModelFs {
     }
 
     fn write_at(&mut self, ino: u64, offset: u64, bytes: &[u8], now_ns: u64) -> Result<u64, Errno> {
-        assert!(
-            !bytes.is_empty(),
-            "zero-length writes return before write_at"
-        );
+        assert!(!bytes.is_empty(), "zero-length writes return before write_at");
         let end = offset.checked_add(bytes.len() as u64).ok_or(errno::EFBIG)?;
         if end > self.config.file_size_max_bytes {
             return Err(errno::EFBIG);
@@ -1095,14 +952,10 @@ impl ModelFs {
                     let mut hasher = crate::listing::Fnv1a64::new();
                     hasher.update(data);
                     hasher.update_zeros(size - data.len() as u64);
-                    ListingContent::File {
-                        fnv1a_64: hasher.finish(),
-                    }
+                    ListingContent::File { fnv1a_64: hasher.finish() }
                 }
                 Content::Directory { .. } => ListingContent::Directory,
-                Content::Symlink { target } => ListingContent::Symlink {
-                    target: target.clone(),
-                },
+                Content::Symlink { target } => ListingContent::Symlink { target: target.clone() },
             };
             let attributes = Attributes {
                 ino,
@@ -1122,17 +975,10 @@ impl ModelFs {
     }
 
     /// `descriptors` is `None` for the committed snapshot, where orphans are allowed.
-    fn check_tree(
-        tree: &Tree,
-        descriptors: Option<&BTreeMap<Fd, Descriptor>>,
-        config: &ModelConfig,
-    ) {
+    fn check_tree(tree: &Tree, descriptors: Option<&BTreeMap<Fd, Descriptor>>, config: &ModelConfig) {
         let root = tree.inodes.get(&ROOT_INO).expect("root inode missing");
         assert_eq!(root.kind(), FileKind::Directory, "root is not a directory");
-        assert!(
-            tree.ino_next > *tree.inodes.keys().last().expect("root"),
-            "ino_next reused"
-        );
+        assert!(tree.ino_next > *tree.inodes.keys().last().expect("root"), "ino_next reused");
         // Count the names of each inode and the subdirectories of each directory.
         let mut name_counts: BTreeMap<u64, u32> = BTreeMap::new();
         let mut subdirectory_counts: BTreeMap<u64, u32> = BTreeMap::new();
@@ -1141,13 +987,9 @@ impl ModelFs {
                 continue;
             };
             for (name, &child) in entries {
-                path::check_name(name).unwrap_or_else(|errno| {
-                    panic!("directory {ino} has a bad name (errno {errno})")
-                });
-                let child_inode = tree
-                    .inodes
-                    .get(&child)
-                    .unwrap_or_else(|| panic!("directory {ino} names freed inode {child}"));
+                path::check_name(name).unwrap_or_else(|errno| panic!("directory {ino} has a bad name (errno {errno})"));
+                let child_inode =
+                    tree.inodes.get(&child).unwrap_or_else(|| panic!("directory {ino} names freed inode {child}"));
                 *name_counts.entry(child).or_default() += 1;
                 if child_inode.kind() == FileKind::Directory {
                     *subdirectory_counts.entry(ino).or_default() += 1;
@@ -1178,26 +1020,12 @@ impl ModelFs {
                 }
             }
             if let Content::File { data, size } = &inode.content {
-                assert!(
-                    data.len() as u64 <= *size,
-                    "inode {ino}: data beyond size {size}"
-                );
-                assert!(
-                    *size <= config.file_size_max_bytes,
-                    "inode {ino}: size {size}"
-                );
+                assert!(data.len() as u64 <= *size, "inode {ino}: data beyond size {size}");
+                assert!(*size <= config.file_size_max_bytes, "inode {ino}: size {size}");
             }
-            assert_eq!(
-                inode.mode & !MODE_MASK,
-                0,
-                "inode {ino}: mode {:#o}",
-                inode.mode
-            );
+            assert_eq!(inode.mode & !MODE_MASK, 0, "inode {ino}: mode {:#o}", inode.mode);
             if let (0, Some(open_inos)) = (inode.nlink, &open_inos) {
-                assert!(
-                    open_inos.contains(&ino),
-                    "orphan inode {ino} has no descriptor"
-                );
+                assert!(open_inos.contains(&ino), "orphan inode {ino} has no descriptor");
             }
         }
         // Reachability: walking from the root meets every named inode exactly once per
@@ -1205,11 +1033,7 @@ impl ModelFs {
         let mut reached: BTreeMap<u64, u32> = BTreeMap::new();
         Self::walk(tree, |_, ino, _| *reached.entry(ino).or_default() += 1);
         for (ino, names) in &name_counts {
-            assert_eq!(
-                reached.get(ino),
-                Some(names),
-                "inode {ino} reachability vs names"
-            );
+            assert_eq!(reached.get(ino), Some(names), "inode {ino} reachability vs names");
         }
     }
 }

@@ -250,9 +250,7 @@ pub type Outcome = Result<Output, Errno>;
 /// `outcome` as the runner compares it: `ino` zeroed, and timestamps too unless compared.
 pub fn comparable_outcome(outcome: &Outcome, compare_timestamps: bool) -> Outcome {
     match outcome {
-        Ok(Output::Attributes(attributes)) => Ok(Output::Attributes(
-            attributes.comparable(compare_timestamps),
-        )),
+        Ok(Output::Attributes(attributes)) => Ok(Output::Attributes(attributes.comparable(compare_timestamps))),
         other => other.clone(),
     }
 }
@@ -310,11 +308,7 @@ impl fmt::Debug for FlagsDisplay {
             (flags.append, "append"),
             (flags.directory, "directory"),
         ];
-        let set: Vec<&str> = names
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, name)| *name)
-            .collect();
+        let set: Vec<&str> = names.iter().filter(|(on, _)| *on).map(|(_, name)| *name).collect();
         if set.is_empty() {
             write!(formatter, "none")
         } else {
@@ -328,31 +322,19 @@ impl fmt::Debug for Operation {
         use Operation as O;
         let path = PathDisplay;
         match self {
-            O::Open {
-                path: p,
-                flags,
-                mode,
-            } => formatter
+            O::Open { path: p, flags, mode } => formatter
                 .debug_struct("Open")
                 .field("path", &path(p))
                 .field("flags", &FlagsDisplay(*flags))
                 .field("mode", &format_args!("{mode:#o}"))
                 .finish(),
-            O::Read { fd, size_bytes } => formatter
-                .debug_struct("Read")
-                .field("fd", fd)
-                .field("size_bytes", size_bytes)
-                .finish(),
-            O::Write { fd, data } => formatter
-                .debug_struct("Write")
-                .field("fd", fd)
-                .field("data", &DataSummary(data))
-                .finish(),
-            O::Pread {
-                fd,
-                offset,
-                size_bytes,
-            } => formatter
+            O::Read { fd, size_bytes } => {
+                formatter.debug_struct("Read").field("fd", fd).field("size_bytes", size_bytes).finish()
+            }
+            O::Write { fd, data } => {
+                formatter.debug_struct("Write").field("fd", fd).field("data", &DataSummary(data)).finish()
+            }
+            O::Pread { fd, offset, size_bytes } => formatter
                 .debug_struct("Pread")
                 .field("fd", fd)
                 .field("offset", offset)
@@ -364,61 +346,33 @@ impl fmt::Debug for Operation {
                 .field("offset", offset)
                 .field("data", &DataSummary(data))
                 .finish(),
-            O::Seek { fd, offset, whence } => formatter
-                .debug_struct("Seek")
-                .field("fd", fd)
-                .field("offset", offset)
-                .field("whence", whence)
-                .finish(),
-            O::Ftruncate { fd, size_bytes } => formatter
-                .debug_struct("Ftruncate")
-                .field("fd", fd)
-                .field("size_bytes", size_bytes)
-                .finish(),
+            O::Seek { fd, offset, whence } => {
+                formatter.debug_struct("Seek").field("fd", fd).field("offset", offset).field("whence", whence).finish()
+            }
+            O::Ftruncate { fd, size_bytes } => {
+                formatter.debug_struct("Ftruncate").field("fd", fd).field("size_bytes", size_bytes).finish()
+            }
             O::Fsync { fd } => formatter.debug_struct("Fsync").field("fd", fd).finish(),
             O::Close { fd } => formatter.debug_struct("Close").field("fd", fd).finish(),
             O::Fstat { fd } => formatter.debug_struct("Fstat").field("fd", fd).finish(),
-            O::Stat { path: p } => formatter
-                .debug_struct("Stat")
-                .field("path", &path(p))
-                .finish(),
-            O::Truncate {
-                path: p,
-                size_bytes,
-            } => formatter
-                .debug_struct("Truncate")
-                .field("path", &path(p))
-                .field("size_bytes", size_bytes)
-                .finish(),
+            O::Stat { path: p } => formatter.debug_struct("Stat").field("path", &path(p)).finish(),
+            O::Truncate { path: p, size_bytes } => {
+                formatter.debug_struct("Truncate").field("path", &path(p)).field("size_bytes", size_bytes).finish()
+            }
             O::Mkdir { path: p, mode } => formatter
                 .debug_struct("Mkdir")
                 .field("path", &path(p))
                 .field("mode", &format_args!("{mode:#o}"))
                 .finish(),
-            O::Rmdir { path: p } => formatter
-                .debug_struct("Rmdir")
-                .field("path", &path(p))
-                .finish(),
-            O::Unlink { path: p } => formatter
-                .debug_struct("Unlink")
-                .field("path", &path(p))
-                .finish(),
-            O::Rename {
-                source_path,
-                target_path,
-            } => formatter
+            O::Rmdir { path: p } => formatter.debug_struct("Rmdir").field("path", &path(p)).finish(),
+            O::Unlink { path: p } => formatter.debug_struct("Unlink").field("path", &path(p)).finish(),
+            O::Rename { source_path, target_path } => formatter
                 .debug_struct("Rename")
                 .field("source_path", &path(source_path))
                 .field("target_path", &path(target_path))
                 .finish(),
-            O::Readdir { path: p } => formatter
-                .debug_struct("Readdir")
-                .field("path", &path(p))
-                .finish(),
-            O::Link {
-                existing_path,
-                new_path,
-            } => formatter
+            O::Readdir { path: p } => formatter.debug_struct("Readdir").field("path", &path(p)).finish(),
+            O::Link { existing_path, new_path } => formatter
                 .debug_struct("Link")
                 .field("existing_path", &path(existing_path))
                 .field("new_path", &path(new_path))
@@ -428,26 +382,16 @@ impl fmt::Debug for Operation {
                 .field("target", &path(target))
                 .field("link_path", &path(link_path))
                 .finish(),
-            O::Readlink { path: p } => formatter
-                .debug_struct("Readlink")
-                .field("path", &path(p))
-                .finish(),
+            O::Readlink { path: p } => formatter.debug_struct("Readlink").field("path", &path(p)).finish(),
             O::Chmod { path: p, mode } => formatter
                 .debug_struct("Chmod")
                 .field("path", &path(p))
                 .field("mode", &format_args!("{mode:#o}"))
                 .finish(),
-            O::Chown { path: p, uid, gid } => formatter
-                .debug_struct("Chown")
-                .field("path", &path(p))
-                .field("uid", uid)
-                .field("gid", gid)
-                .finish(),
-            O::Utimens {
-                path: p,
-                atime_ns,
-                mtime_ns,
-            } => formatter
+            O::Chown { path: p, uid, gid } => {
+                formatter.debug_struct("Chown").field("path", &path(p)).field("uid", uid).field("gid", gid).finish()
+            }
+            O::Utimens { path: p, atime_ns, mtime_ns } => formatter
                 .debug_struct("Utimens")
                 .field("path", &path(p))
                 .field("atime_ns", atime_ns)
@@ -490,10 +434,8 @@ impl fmt::Debug for Output {
                 attributes.ctime_ns
             ),
             Output::Entries(entries) => {
-                let rendered: Vec<String> = entries
-                    .iter()
-                    .map(|(name, kind)| format!("{}:{kind:?}", display_bytes(name)))
-                    .collect();
+                let rendered: Vec<String> =
+                    entries.iter().map(|(name, kind)| format!("{}:{kind:?}", display_bytes(name))).collect();
                 write!(formatter, "Entries[{}]", rendered.join(", "))
             }
             Output::Statfs => write!(formatter, "Statfs"),
@@ -514,17 +456,11 @@ mod tests {
 
     #[test]
     fn debug_abbreviates_long_data() {
-        let operation = Operation::Write {
-            fd: 3,
-            data: vec![7; 4096],
-        };
+        let operation = Operation::Write { fd: 3, data: vec![7; 4096] };
         let text = format!("{operation:?}");
         assert!(text.contains("<4096 bytes"), "{text}");
         assert!(text.len() < 200, "{text}");
-        let short = Operation::Write {
-            fd: 3,
-            data: b"hi".to_vec(),
-        };
+        let short = Operation::Write { fd: 3, data: b"hi".to_vec() };
         assert_eq!(format!("{short:?}"), "Write { fd: 3, data: b\"hi\" }");
     }
 

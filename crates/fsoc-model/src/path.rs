@@ -86,10 +86,7 @@ pub fn display_bytes(bytes: &[u8]) -> String {
     let mut text = String::new();
     let mut index = 0;
     while let Some(&byte) = bytes.get(index) {
-        let run_count = bytes[index..]
-            .iter()
-            .take_while(|&&other| other == byte)
-            .count();
+        let run_count = bytes[index..].iter().take_while(|&&other| other == byte).count();
         if run_count >= 8 {
             push_byte(&mut text, byte);
             text.push_str(&format!("×{run_count}"));
@@ -125,28 +122,11 @@ mod tests {
 
     #[test]
     fn components_reject_bad_syntax_with_the_documented_errno() {
-        for bad in [
-            &b""[..],
-            b"a",
-            b"//",
-            b"/a/",
-            b"/a//b",
-            b"/.",
-            b"/a/..",
-            b"/a\0b",
-        ] {
-            assert_eq!(
-                components(bad),
-                Err(errno::EINVAL),
-                "{}",
-                display_bytes(bad)
-            );
+        for bad in [&b""[..], b"a", b"//", b"/a/", b"/a//b", b"/.", b"/a/..", b"/a\0b"] {
+            assert_eq!(components(bad), Err(errno::EINVAL), "{}", display_bytes(bad));
         }
         let long_name = [b'x'; 256];
-        assert_eq!(
-            components(&join(b"/", &long_name)),
-            Err(errno::ENAMETOOLONG)
-        );
+        assert_eq!(components(&join(b"/", &long_name)), Err(errno::ENAMETOOLONG));
         // The first bad component decides: EINVAL at `.` comes before the long name.
         let mut path = b"/./".to_vec();
         path.extend_from_slice(&long_name);

@@ -14,9 +14,7 @@ impl SeededRandom {
             splitmix_state = splitmix_state.wrapping_add(0x9e37_79b9_7f4a_7c15);
             splitmix64_mix(splitmix_state)
         };
-        SeededRandom {
-            state: [next(), next(), next(), next()],
-        }
+        SeededRandom { state: [next(), next(), next(), next()] }
     }
 
     pub fn next_u64(&mut self) -> u64 {

@@ -11,9 +11,7 @@ pub fn test_seeds(count: usize) -> Vec<u64> {
     if let Ok(text) = std::env::var(SEED_VARIABLE) {
         return vec![parse_seed(&text).unwrap_or_else(|| panic!("bad {SEED_VARIABLE}={text}"))];
     }
-    (0..count as u64)
-        .map(|index| index.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed)
-        .collect()
+    (0..count as u64).map(|index| index.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed).collect()
 }
 
 /// Parses `0x1f` or `31`.
@@ -44,14 +42,8 @@ mod tests {
     #[test]
     fn replay_line_round_trips() {
         let line = replay_line(0xabc, "fsoc-model", "self_check");
-        assert_eq!(
-            line,
-            "replay: FSOC_SEED=0x0000000000000abc cargo test -p fsoc-model self_check"
-        );
-        let seed_text = line
-            .split('=')
-            .nth(1)
-            .and_then(|rest| rest.split(' ').next());
+        assert_eq!(line, "replay: FSOC_SEED=0x0000000000000abc cargo test -p fsoc-model self_check");
+        let seed_text = line.split('=').nth(1).and_then(|rest| rest.split(' ').next());
         assert_eq!(seed_text.and_then(parse_seed), Some(0xabc));
     }
 }

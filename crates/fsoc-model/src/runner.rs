@@ -35,10 +35,7 @@ pub struct ExtraCommits {
 }
 
 impl ExtraCommits {
-    pub const NONE: ExtraCommits = ExtraCommits {
-        before_operation: false,
-        after_operation: false,
-    };
+    pub const NONE: ExtraCommits = ExtraCommits { before_operation: false, after_operation: false };
 }
 
 impl FsUnderTest for ModelFs {
@@ -128,19 +125,9 @@ impl fmt::Display for Mismatch {
         )?;
         writeln!(formatter, "operation: {:?}", self.operation)?;
         writeln!(formatter, "  fs:    {}", display_outcome(&self.fs_outcome))?;
-        writeln!(
-            formatter,
-            "  model: {}",
-            display_outcome(&self.model_outcome)
-        )?;
-        if let (Ok(Output::Bytes(fs_bytes)), Ok(Output::Bytes(model_bytes))) =
-            (&self.fs_outcome, &self.model_outcome)
-        {
-            writeln!(
-                formatter,
-                "  {}",
-                describe_byte_difference(fs_bytes, model_bytes)
-            )?;
+        writeln!(formatter, "  model: {}", display_outcome(&self.model_outcome))?;
+        if let (Ok(Output::Bytes(fs_bytes)), Ok(Output::Bytes(model_bytes))) = (&self.fs_outcome, &self.model_outcome) {
+            writeln!(formatter, "  {}", describe_byte_difference(fs_bytes, model_bytes))?;
         }
         if let Some(difference) = &self.listing_difference {
             writeln!(formatter, "listing difference (fs vs model):")?;
@@ -169,11 +156,7 @@ fn describe_byte_difference(fs_bytes: &[u8], model_bytes: &[u8]) -> String {
             fs_bytes.len(),
             model_bytes.len()
         ),
-        None => format!(
-            "common prefix equal; lengths fs {} and model {}",
-            fs_bytes.len(),
-            model_bytes.len()
-        ),
+        None => format!("common prefix equal; lengths fs {} and model {}", fs_bytes.len(), model_bytes.len()),
     }
 }
 
@@ -215,13 +198,11 @@ pub fn run_and_compare<F: FsUnderTest + ?Sized>(
             recent_operations: recent_operations(operations, step, options),
         };
         let compare_timestamps = options.compare_timestamps;
-        if comparable_outcome(&fs_outcome, compare_timestamps)
-            != comparable_outcome(&model_outcome, compare_timestamps)
+        if comparable_outcome(&fs_outcome, compare_timestamps) != comparable_outcome(&model_outcome, compare_timestamps)
         {
             return Err(mismatch(MismatchKind::Outcome, None));
         }
-        let interval_reached =
-            options.listing_interval_steps != 0 && (step + 1) % options.listing_interval_steps == 0;
+        let interval_reached = options.listing_interval_steps != 0 && (step + 1) % options.listing_interval_steps == 0;
         let harness_event = operation.kind().is_harness_event();
         let last = step + 1 == operations.len();
         if interval_reached || (harness_event && options.listing_after_harness_events) || last {
@@ -264,20 +245,11 @@ fn compare_listings<F: FsUnderTest + ?Sized>(
         return None;
     }
     let difference = Listing::difference(&fs_listing, &model_listing);
-    assert!(
-        !difference.is_empty(),
-        "unequal listings must differ somewhere"
-    );
+    assert!(!difference.is_empty(), "unequal listings must differ somewhere");
     Some(difference)
 }
 
-fn recent_operations(
-    operations: &[Operation],
-    step: usize,
-    options: &RunOptions,
-) -> Vec<(usize, Operation)> {
+fn recent_operations(operations: &[Operation], step: usize, options: &RunOptions) -> Vec<(usize, Operation)> {
     let first = step.saturating_sub(options.context_operation_count);
-    (first..step)
-        .map(|index| (index, operations[index].clone()))
-        .collect()
+    (first..step).map(|index| (index, operations[index].clone())).collect()
 }

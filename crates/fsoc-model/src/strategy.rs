@@ -31,18 +31,12 @@ pub fn operation_strategy(config: &GeneratorConfig) -> BoxedStrategy<Operation> 
                 K::Open => (path.clone(), flags_strategy(), mode.clone())
                     .prop_map(|(path, flags, mode)| Operation::Open { path, flags, mode })
                     .boxed(),
-                K::Read => (fd.clone(), size.clone())
-                    .prop_map(|(fd, size_bytes)| Operation::Read { fd, size_bytes })
-                    .boxed(),
-                K::Write => (fd.clone(), data.clone())
-                    .prop_map(|(fd, data)| Operation::Write { fd, data })
-                    .boxed(),
+                K::Read => {
+                    (fd.clone(), size.clone()).prop_map(|(fd, size_bytes)| Operation::Read { fd, size_bytes }).boxed()
+                }
+                K::Write => (fd.clone(), data.clone()).prop_map(|(fd, data)| Operation::Write { fd, data }).boxed(),
                 K::Pread => (fd.clone(), offset.clone(), size.clone())
-                    .prop_map(|(fd, offset, size_bytes)| Operation::Pread {
-                        fd,
-                        offset,
-                        size_bytes,
-                    })
+                    .prop_map(|(fd, offset, size_bytes)| Operation::Pread { fd, offset, size_bytes })
                     .boxed(),
                 K::Pwrite => (fd.clone(), offset.clone(), data.clone())
                     .prop_map(|(fd, offset, data)| Operation::Pwrite { fd, offset, data })
@@ -56,50 +50,29 @@ pub fn operation_strategy(config: &GeneratorConfig) -> BoxedStrategy<Operation> 
                 K::Fsync => fd.clone().prop_map(|fd| Operation::Fsync { fd }).boxed(),
                 K::Close => fd.clone().prop_map(|fd| Operation::Close { fd }).boxed(),
                 K::Fstat => fd.clone().prop_map(|fd| Operation::Fstat { fd }).boxed(),
-                K::Stat => path
-                    .clone()
-                    .prop_map(|path| Operation::Stat { path })
-                    .boxed(),
+                K::Stat => path.clone().prop_map(|path| Operation::Stat { path }).boxed(),
                 K::Truncate => (path.clone(), offset.clone())
                     .prop_map(|(path, size_bytes)| Operation::Truncate { path, size_bytes })
                     .boxed(),
-                K::Mkdir => (path.clone(), mode.clone())
-                    .prop_map(|(path, mode)| Operation::Mkdir { path, mode })
-                    .boxed(),
-                K::Rmdir => path
-                    .clone()
-                    .prop_map(|path| Operation::Rmdir { path })
-                    .boxed(),
-                K::Unlink => path
-                    .clone()
-                    .prop_map(|path| Operation::Unlink { path })
-                    .boxed(),
+                K::Mkdir => {
+                    (path.clone(), mode.clone()).prop_map(|(path, mode)| Operation::Mkdir { path, mode }).boxed()
+                }
+                K::Rmdir => path.clone().prop_map(|path| Operation::Rmdir { path }).boxed(),
+                K::Unlink => path.clone().prop_map(|path| Operation::Unlink { path }).boxed(),
                 K::Rename => (path.clone(), path.clone())
-                    .prop_map(|(source_path, target_path)| Operation::Rename {
-                        source_path,
-                        target_path,
-                    })
+                    .prop_map(|(source_path, target_path)| Operation::Rename { source_path, target_path })
                     .boxed(),
-                K::Readdir => path
-                    .clone()
-                    .prop_map(|path| Operation::Readdir { path })
-                    .boxed(),
+                K::Readdir => path.clone().prop_map(|path| Operation::Readdir { path }).boxed(),
                 K::Link => (path.clone(), path.clone())
-                    .prop_map(|(existing_path, new_path)| Operation::Link {
-                        existing_path,
-                        new_path,
-                    })
+                    .prop_map(|(existing_path, new_path)| Operation::Link { existing_path, new_path })
                     .boxed(),
                 K::Symlink => (path.clone(), path.clone())
                     .prop_map(|(target, link_path)| Operation::Symlink { target, link_path })
                     .boxed(),
-                K::Readlink => path
-                    .clone()
-                    .prop_map(|path| Operation::Readlink { path })
-                    .boxed(),
-                K::Chmod => (path.clone(), mode.clone())
-                    .prop_map(|(path, mode)| Operation::Chmod { path, mode })
-                    .boxed(),
+                K::Readlink => path.clone().prop_map(|path| Operation::Readlink { path }).boxed(),
+                K::Chmod => {
+                    (path.clone(), mode.clone()).prop_map(|(path, mode)| Operation::Chmod { path, mode }).boxed()
+                }
                 K::Chown => (
                     path.clone(),
                     prop_oneof![Just(0u32), Just(1000), any::<u32>()],
@@ -108,11 +81,7 @@ pub fn operation_strategy(config: &GeneratorConfig) -> BoxedStrategy<Operation> 
                     .prop_map(|(path, uid, gid)| Operation::Chown { path, uid, gid })
                     .boxed(),
                 K::Utimens => (path.clone(), 0u64..1 << 62, 0u64..1 << 62)
-                    .prop_map(|(path, atime_ns, mtime_ns)| Operation::Utimens {
-                        path,
-                        atime_ns,
-                        mtime_ns,
-                    })
+                    .prop_map(|(path, atime_ns, mtime_ns)| Operation::Utimens { path, atime_ns, mtime_ns })
                     .boxed(),
                 K::Statfs => Just(Operation::Statfs).boxed(),
                 K::Transact => Just(Operation::Transact).boxed(),
@@ -135,18 +104,14 @@ pub fn operation_sequence_strategy(
     model_config: ModelConfig,
     count: Range<usize>,
 ) -> impl Strategy<Value = Vec<Operation>> {
-    (any::<u64>(), count).prop_map(move |(seed, count)| {
-        OperationGenerator::generate(seed, config.clone(), model_config.clone(), count)
-    })
+    (any::<u64>(), count)
+        .prop_map(move |(seed, count)| OperationGenerator::generate(seed, config.clone(), model_config.clone(), count))
 }
 
 fn name_strategy(config: &GeneratorConfig) -> BoxedStrategy<Vec<u8>> {
     let short = proptest::sample::select(config.names.clone());
     let first_bytes: Vec<u8> = config.names.iter().map(|name| name[0]).collect();
-    let long = (
-        proptest::sample::select(first_bytes),
-        prop_oneof![Just(200usize), Just(NAME_SIZE_MAX_BYTES)],
-    )
+    let long = (proptest::sample::select(first_bytes), prop_oneof![Just(200usize), Just(NAME_SIZE_MAX_BYTES)])
         .prop_map(|(byte, length)| vec![byte; length]);
     let long_weight = config.long_name_percent.min(100);
     if long_weight == 0 {
@@ -156,15 +121,14 @@ fn name_strategy(config: &GeneratorConfig) -> BoxedStrategy<Vec<u8>> {
 }
 
 fn path_strategy(config: &GeneratorConfig) -> BoxedStrategy<Vec<u8>> {
-    let valid =
-        prop::collection::vec(name_strategy(config), 1..=config.depth_max).prop_map(|names| {
-            let mut path = Vec::new();
-            for name in names {
-                path.push(b'/');
-                path.extend_from_slice(&name);
-            }
-            path
-        });
+    let valid = prop::collection::vec(name_strategy(config), 1..=config.depth_max).prop_map(|names| {
+        let mut path = Vec::new();
+        for name in names {
+            path.push(b'/');
+            path.extend_from_slice(&name);
+        }
+        path
+    });
     let invalid = prop_oneof![
         Just(b"a".to_vec()),
         Just(b"/a/".to_vec()),
@@ -193,22 +157,13 @@ fn flags_strategy() -> BoxedStrategy<OpenFlags> {
             let [read, write, create, exclusive, truncate, append, directory] = bits;
             // Mostly a valid access mode; sometimes neither (EINVAL).
             let read = read || (!write && read_fallback > 1);
-            OpenFlags {
-                read,
-                write,
-                create,
-                exclusive,
-                truncate,
-                append,
-                directory,
-            }
+            OpenFlags { read, write, create, exclusive, truncate, append, directory }
         })
         .boxed()
 }
 
 fn mode_strategy() -> BoxedStrategy<u32> {
-    prop_oneof![4 => Just(0o644u32), 2 => Just(0o755), 1 => 0u32..0o10000, 1 => any::<u32>()]
-        .boxed()
+    prop_oneof![4 => Just(0o644u32), 2 => Just(0o755), 1 => 0u32..0o10000, 1 => any::<u32>()].boxed()
 }
 
 fn whence_strategy() -> BoxedStrategy<Whence> {
@@ -241,7 +196,5 @@ fn offset_strategy(config: &GeneratorConfig) -> BoxedStrategy<u64> {
 /// Write data of a generated size; the bytes come from a seed so shrinking works on the
 /// size alone and a 40 KiB buffer costs one strategy value, not 40 Ki.
 fn data_strategy(config: &GeneratorConfig) -> BoxedStrategy<Vec<u8>> {
-    (size_strategy(config), any::<u64>())
-        .prop_map(|(size, seed)| SeededRandom::new(seed).bytes(size as usize))
-        .boxed()
+    (size_strategy(config), any::<u64>()).prop_map(|(size, seed)| SeededRandom::new(seed).bytes(size as usize)).boxed()
 }

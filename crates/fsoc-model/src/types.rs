@@ -89,56 +89,27 @@ impl OpenFlags {
         append: false,
         directory: false,
     };
-    pub const WRITE_ONLY: OpenFlags = OpenFlags {
-        read: false,
-        write: true,
-        ..Self::READ_ONLY
-    };
-    pub const READ_WRITE: OpenFlags = OpenFlags {
-        read: true,
-        write: true,
-        ..Self::READ_ONLY
-    };
+    pub const WRITE_ONLY: OpenFlags = OpenFlags { read: false, write: true, ..Self::READ_ONLY };
+    pub const READ_WRITE: OpenFlags = OpenFlags { read: true, write: true, ..Self::READ_ONLY };
     /// `O_RDWR | O_CREAT`.
-    pub const CREATE: OpenFlags = OpenFlags {
-        create: true,
-        ..Self::READ_WRITE
-    };
+    pub const CREATE: OpenFlags = OpenFlags { create: true, ..Self::READ_WRITE };
     /// `O_RDONLY | O_DIRECTORY`.
-    pub const DIRECTORY: OpenFlags = OpenFlags {
-        directory: true,
-        ..Self::READ_ONLY
-    };
+    pub const DIRECTORY: OpenFlags = OpenFlags { directory: true, ..Self::READ_ONLY };
 
     pub fn with_create(self) -> Self {
-        OpenFlags {
-            create: true,
-            ..self
-        }
+        OpenFlags { create: true, ..self }
     }
     pub fn with_exclusive(self) -> Self {
-        OpenFlags {
-            exclusive: true,
-            ..self
-        }
+        OpenFlags { exclusive: true, ..self }
     }
     pub fn with_truncate(self) -> Self {
-        OpenFlags {
-            truncate: true,
-            ..self
-        }
+        OpenFlags { truncate: true, ..self }
     }
     pub fn with_append(self) -> Self {
-        OpenFlags {
-            append: true,
-            ..self
-        }
+        OpenFlags { append: true, ..self }
     }
     pub fn with_directory(self) -> Self {
-        OpenFlags {
-            directory: true,
-            ..self
-        }
+        OpenFlags { directory: true, ..self }
     }
 }
 

@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use fsoc_model::errno::*;
 use fsoc_model::replay::{replay_line, test_seeds};
 use fsoc_model::{
-    listing_through_calls, operation_sequence_strategy, operation_strategy, run_and_compare, Errno,
-    FsUnderTest, GeneratorConfig, Listing, ModelConfig, ModelFs, Operation, OperationGenerator,
-    OperationKind, OperationWeights, Outcome, Output, RunOptions,
+    listing_through_calls, operation_sequence_strategy, operation_strategy, run_and_compare, Errno, FsUnderTest,
+    GeneratorConfig, Listing, ModelConfig, ModelFs, Operation, OperationGenerator, OperationKind, OperationWeights,
+    Outcome, Output, RunOptions,
 };
 use proptest::prelude::*;
 
@@ -35,27 +35,13 @@ impl FsUnderTest for ListedThroughCalls {
 
 /// Runs `count` generated operations on a `ListedThroughCalls` and a plain model; panics
 /// with the mismatch and the replay line.
-fn check_self_agreement(
-    seed: u64,
-    config: GeneratorConfig,
-    model_config: ModelConfig,
-    count: usize,
-) {
+fn check_self_agreement(seed: u64, config: GeneratorConfig, model_config: ModelConfig, count: usize) {
     let operations = OperationGenerator::generate(seed, config, model_config.clone(), count);
-    let mut fs = ListedThroughCalls {
-        model: ModelFs::new(model_config.clone()),
-        now_ns: 0,
-    };
+    let mut fs = ListedThroughCalls { model: ModelFs::new(model_config.clone()), now_ns: 0 };
     let mut model = ModelFs::new(model_config);
-    let options = RunOptions {
-        listing_interval_steps: 100,
-        ..RunOptions::default()
-    };
+    let options = RunOptions { listing_interval_steps: 100, ..RunOptions::default() };
     if let Err(mismatch) = run_and_compare(&mut fs, &mut model, &operations, &options) {
-        panic!(
-            "{mismatch}\n{}",
-            replay_line(seed, "fsoc-model", "--test generator")
-        );
+        panic!("{mismatch}\n{}", replay_line(seed, "fsoc-model", "--test generator"));
     }
 }
 
@@ -82,25 +68,14 @@ fn next_depends_only_on_seed_and_model_state() {
 #[test]
 fn model_agrees_with_itself_over_2000_generated_operations() {
     for seed in test_seeds(6) {
-        check_self_agreement(
-            seed,
-            GeneratorConfig::default(),
-            ModelConfig::default(),
-            2_000,
-        );
+        check_self_agreement(seed, GeneratorConfig::default(), ModelConfig::default(), 2_000);
     }
 }
 
 #[test]
 fn model_agrees_with_itself_near_a_small_file_size_limit() {
-    let model_config = ModelConfig {
-        file_size_max_bytes: 64 * 1024,
-        ..ModelConfig::default()
-    };
-    let config = GeneratorConfig {
-        file_size_limit_probe_percent: 10,
-        ..GeneratorConfig::default()
-    };
+    let model_config = ModelConfig { file_size_max_bytes: 64 * 1024, ..ModelConfig::default() };
+    let config = GeneratorConfig { file_size_limit_probe_percent: 10, ..GeneratorConfig::default() };
     for seed in test_seeds(2) {
         check_self_agreement(seed, config.clone(), model_config.clone(), 1_000);
     }
@@ -132,16 +107,12 @@ fn coverage(seed: u64, config: GeneratorConfig, count: usize) -> Coverage {
             Err(errno) => *coverage.errnos.entry(errno).or_default() += 1,
             Ok(output) => {
                 *coverage.successes.entry(operation.kind()).or_default() += 1;
-                if let (Output::Bytes(bytes), OperationKind::Read | OperationKind::Pread) =
-                    (&output, operation.kind())
+                if let (Output::Bytes(bytes), OperationKind::Read | OperationKind::Pread) = (&output, operation.kind())
                 {
                     if bytes.iter().any(|&byte| byte != 0) {
                         coverage.nonzero_reads += 1;
                     }
-                    if bytes
-                        .windows(64)
-                        .any(|window| window.iter().all(|&byte| byte == 0))
-                    {
+                    if bytes.windows(64).any(|window| window.iter().all(|&byte| byte == 0)) {
                         coverage.hole_reads += 1;
                     }
                 }
@@ -154,35 +125,14 @@ fn coverage(seed: u64, config: GeneratorConfig, count: usize) -> Coverage {
 #[test]
 fn generated_sequences_reach_every_kind_and_the_common_errors() {
     let coverage = coverage(0x5eed, GeneratorConfig::default(), 5_000);
-    eprintln!(
-        "kinds {:?}\nsuccesses {:?}\nerrnos {:?}",
-        coverage.kinds, coverage.successes, coverage.errnos
-    );
+    eprintln!("kinds {:?}\nsuccesses {:?}\nerrnos {:?}", coverage.kinds, coverage.successes, coverage.errnos);
     for kind in OperationKind::ALL {
-        assert!(
-            coverage.kinds.contains_key(&kind),
-            "{kind:?} never generated"
-        );
+        assert!(coverage.kinds.contains_key(&kind), "{kind:?} never generated");
     }
-    let expected_errnos = [
-        EPERM,
-        ENOENT,
-        EBADF,
-        EEXIST,
-        ENOTDIR,
-        EISDIR,
-        EINVAL,
-        ENAMETOOLONG,
-        ENOTEMPTY,
-        ELOOP,
-        EBUSY,
-    ];
+    let expected_errnos =
+        [EPERM, ENOENT, EBADF, EEXIST, ENOTDIR, EISDIR, EINVAL, ENAMETOOLONG, ENOTEMPTY, ELOOP, EBUSY];
     for errno in expected_errnos {
-        assert!(
-            coverage.errnos.contains_key(&errno),
-            "errno {errno} never returned: {:?}",
-            coverage.errnos
-        );
+        assert!(coverage.errnos.contains_key(&errno), "errno {errno} never returned: {:?}", coverage.errnos);
     }
     // Errors must not swamp the run: most namespace and data operations should succeed.
     for kind in [
@@ -197,53 +147,26 @@ fn generated_sequences_reach_every_kind_and_the_common_errors() {
     ] {
         let successes = coverage.successes.get(&kind).copied().unwrap_or(0);
         let total = coverage.kinds[&kind];
-        assert!(
-            successes * 5 >= total,
-            "{kind:?}: {successes} of {total} succeed"
-        );
+        assert!(successes * 5 >= total, "{kind:?}: {successes} of {total} succeed");
     }
-    assert!(
-        coverage.nonzero_reads >= 50,
-        "reads returning data: {}",
-        coverage.nonzero_reads
-    );
-    assert!(
-        coverage.hole_reads >= 10,
-        "reads crossing holes: {}",
-        coverage.hole_reads
-    );
+    assert!(coverage.nonzero_reads >= 50, "reads returning data: {}", coverage.nonzero_reads);
+    assert!(coverage.hole_reads >= 10, "reads crossing holes: {}", coverage.hole_reads);
 }
 
 #[test]
 fn file_size_limit_probes_give_efbig() {
-    let config = GeneratorConfig {
-        file_size_limit_probe_percent: 20,
-        ..GeneratorConfig::default()
-    };
+    let config = GeneratorConfig { file_size_limit_probe_percent: 20, ..GeneratorConfig::default() };
     let coverage = coverage(3, config, 3_000);
-    assert!(
-        coverage.errnos.contains_key(&EFBIG),
-        "{:?}",
-        coverage.errnos
-    );
+    assert!(coverage.errnos.contains_key(&EFBIG), "{:?}", coverage.errnos);
 }
 
 #[test]
 fn harness_events_can_be_excluded_and_weights_restrict_kinds() {
     let config = GeneratorConfig::default().without_harness_events();
     let operations = OperationGenerator::generate(1, config, ModelConfig::default(), 3_000);
-    assert!(operations
-        .iter()
-        .all(|operation| !operation.kind().is_harness_event()));
-    let only = [
-        OperationKind::Open,
-        OperationKind::Write,
-        OperationKind::Close,
-    ];
-    let config = GeneratorConfig {
-        weights: OperationWeights::only(&only),
-        ..GeneratorConfig::default()
-    };
+    assert!(operations.iter().all(|operation| !operation.kind().is_harness_event()));
+    let only = [OperationKind::Open, OperationKind::Write, OperationKind::Close];
+    let config = GeneratorConfig { weights: OperationWeights::only(&only), ..GeneratorConfig::default() };
     let operations = OperationGenerator::generate(1, config, ModelConfig::default(), 1_000);
     let kinds: BTreeSet<OperationKind> = operations.iter().map(Operation::kind).collect();
     assert_eq!(kinds, BTreeSet::from(only));
@@ -251,27 +174,17 @@ fn harness_events_can_be_excluded_and_weights_restrict_kinds() {
 
 #[test]
 fn names_stay_within_the_alphabet_and_depth() {
-    let config = GeneratorConfig {
-        invalid_path_percent: 0,
-        long_name_percent: 0,
-        ..GeneratorConfig::default()
-    };
+    let config = GeneratorConfig { invalid_path_percent: 0, long_name_percent: 0, ..GeneratorConfig::default() };
     let operations = OperationGenerator::generate(5, config, ModelConfig::default(), 3_000);
     let mut model = ModelFs::default();
     for (step, operation) in operations.iter().enumerate() {
         let _outcome = model.apply(operation, step as u64 + 1);
         for info in model.existing_paths() {
             let depth = fsoc_model::path::depth(&info.path);
-            assert!(
-                depth <= 5,
-                "{}",
-                fsoc_model::path::display_bytes(&info.path)
-            );
+            assert!(depth <= 5, "{}", fsoc_model::path::display_bytes(&info.path));
             if info.path != b"/" {
                 let names = info.path[1..].split(|&byte| byte == b'/');
-                assert!(names
-                    .into_iter()
-                    .all(|name| [&b"a"[..], b"b", b"c", b"d"].contains(&name)));
+                assert!(names.into_iter().all(|name| [&b"a"[..], b"b", b"c", b"d"].contains(&name)));
             }
         }
     }
@@ -280,8 +193,7 @@ fn names_stay_within_the_alphabet_and_depth() {
 #[test]
 fn write_sizes_mix_tiny_page_and_multi_page() {
     let config = GeneratorConfig::default();
-    let operations =
-        OperationGenerator::generate(11, config.clone(), ModelConfig::default(), 5_000);
+    let operations = OperationGenerator::generate(11, config.clone(), ModelConfig::default(), 5_000);
     let sizes: Vec<usize> = operations
         .iter()
         .filter_map(|operation| match operation {
@@ -290,30 +202,17 @@ fn write_sizes_mix_tiny_page_and_multi_page() {
         })
         .collect();
     let page = config.page_size_bytes as usize;
-    let count =
-        |predicate: &dyn Fn(usize) -> bool| sizes.iter().filter(|&&size| predicate(size)).count();
-    assert!(sizes
-        .iter()
-        .all(|&size| size as u64 <= config.write_size_max_bytes));
-    assert!(
-        count(&|size| (1..=100).contains(&size)) >= sizes.len() / 4,
-        "tiny"
-    );
+    let count = |predicate: &dyn Fn(usize) -> bool| sizes.iter().filter(|&&size| predicate(size)).count();
+    assert!(sizes.iter().all(|&size| size as u64 <= config.write_size_max_bytes));
+    assert!(count(&|size| (1..=100).contains(&size)) >= sizes.len() / 4, "tiny");
     assert!(count(&|size| size == page) >= 15, "exactly one page");
-    assert!(
-        count(&|size| size > 2 * page) >= sizes.len() / 10,
-        "multi-page"
-    );
+    assert!(count(&|size| size > 2 * page) >= sizes.len() / 10, "multi-page");
     // Offsets beyond EOF leave holes: some pwrite starts past the current size.
     let mut model = ModelFs::default();
     let mut hole_writes = 0;
     for (step, operation) in operations.iter().enumerate() {
         if let Operation::Pwrite { fd, offset, .. } = operation {
-            let size = model
-                .open_files()
-                .iter()
-                .find(|file| file.fd == *fd)
-                .map(|file| file.size_bytes);
+            let size = model.open_files().iter().find(|file| file.fd == *fd).map(|file| file.size_bytes);
             if size.is_some_and(|size| *offset > size) {
                 hole_writes += 1;
             }
@@ -325,13 +224,9 @@ fn write_sizes_mix_tiny_page_and_multi_page() {
 
 /// Runs `operations` on a `ListedThroughCalls` and a plain model.
 fn agree(operations: &[Operation]) -> Result<(), String> {
-    let mut fs = ListedThroughCalls {
-        model: ModelFs::default(),
-        now_ns: 0,
-    };
+    let mut fs = ListedThroughCalls { model: ModelFs::default(), now_ns: 0 };
     let options = RunOptions::default();
-    run_and_compare(&mut fs, &mut ModelFs::default(), operations, &options)
-        .map_err(|mismatch| mismatch.to_string())
+    run_and_compare(&mut fs, &mut ModelFs::default(), operations, &options).map_err(|mismatch| mismatch.to_string())
 }
 
 proptest! {

@@ -4,8 +4,7 @@
 
 use fsoc_model::errno::*;
 use fsoc_model::{
-    listing_through_calls, FileKind, ModelConfig, ModelFs, OpenFlags, Operation, Outcome, Output,
-    Whence,
+    listing_through_calls, FileKind, ModelConfig, ModelFs, OpenFlags, Operation, Outcome, Output, Whence,
 };
 
 const TIME_STEP_NS: u64 = 1_000;
@@ -21,10 +20,7 @@ impl Session {
     }
 
     fn with_config(config: ModelConfig) -> Self {
-        Session {
-            model: ModelFs::new(config),
-            now_ns: 0,
-        }
+        Session { model: ModelFs::new(config), now_ns: 0 }
     }
 
     /// Applies `operation` one time step later than the previous one; checks invariants.
@@ -37,8 +33,7 @@ impl Session {
 
     fn ok(&mut self, operation: Operation) -> Output {
         let text = format!("{operation:?}");
-        self.check(operation)
-            .unwrap_or_else(|errno| panic!("{text}: errno {errno}"))
+        self.check(operation).unwrap_or_else(|errno| panic!("{text}: errno {errno}"))
     }
 
     fn err(&mut self, operation: Operation) -> i32 {
@@ -72,20 +67,15 @@ impl Session {
 
     fn names(&mut self, path: &str) -> Vec<String> {
         match self.ok(Operation::Readdir { path: path.into() }) {
-            Output::Entries(entries) => entries
-                .into_iter()
-                .map(|(name, _)| String::from_utf8(name).expect("ascii"))
-                .collect(),
+            Output::Entries(entries) => {
+                entries.into_iter().map(|(name, _)| String::from_utf8(name).expect("ascii")).collect()
+            }
             other => panic!("readdir returned {other:?}"),
         }
     }
 
     fn pread(&mut self, fd: u32, offset: u64, size_bytes: u64) -> Vec<u8> {
-        match self.ok(Operation::Pread {
-            fd,
-            offset,
-            size_bytes,
-        }) {
+        match self.ok(Operation::Pread { fd, offset, size_bytes }) {
             Output::Bytes(bytes) => bytes,
             other => panic!("pread returned {other:?}"),
         }
@@ -99,29 +89,16 @@ impl Session {
 }
 
 fn open(path: &str, flags: OpenFlags) -> Operation {
-    Operation::Open {
-        path: path.into(),
-        flags,
-        mode: 0o644,
-    }
+    Operation::Open { path: path.into(), flags, mode: 0o644 }
 }
 fn write(fd: u32, data: &[u8]) -> Operation {
-    Operation::Write {
-        fd,
-        data: data.to_vec(),
-    }
+    Operation::Write { fd, data: data.to_vec() }
 }
 fn mkdir(path: &str) -> Operation {
-    Operation::Mkdir {
-        path: path.into(),
-        mode: 0o755,
-    }
+    Operation::Mkdir { path: path.into(), mode: 0o755 }
 }
 fn rename(source: &str, target: &str) -> Operation {
-    Operation::Rename {
-        source_path: source.into(),
-        target_path: target.into(),
-    }
+    Operation::Rename { source_path: source.into(), target_path: target.into() }
 }
 fn unlink(path: &str) -> Operation {
     Operation::Unlink { path: path.into() }
@@ -130,26 +107,17 @@ fn rmdir(path: &str) -> Operation {
     Operation::Rmdir { path: path.into() }
 }
 fn link(existing: &str, new: &str) -> Operation {
-    Operation::Link {
-        existing_path: existing.into(),
-        new_path: new.into(),
-    }
+    Operation::Link { existing_path: existing.into(), new_path: new.into() }
 }
 fn symlink(target: &str, path: &str) -> Operation {
-    Operation::Symlink {
-        target: target.into(),
-        link_path: path.into(),
-    }
+    Operation::Symlink { target: target.into(), link_path: path.into() }
 }
 
 #[test]
 fn fresh_file_system_has_an_empty_root() {
     let mut session = Session::new();
     let root = session.stat("/");
-    assert_eq!(
-        (root.ino, root.kind, root.mode, root.nlink, root.size),
-        (1, FileKind::Directory, 0o755, 2, 0)
-    );
+    assert_eq!((root.ino, root.kind, root.mode, root.nlink, root.size), (1, FileKind::Directory, 0o755, 2, 0));
     assert_eq!((root.atime_ns, root.mtime_ns, root.ctime_ns), (0, 0, 0));
     assert!(session.names("/").is_empty());
 }
@@ -164,11 +132,7 @@ fn open_errors_follow_the_documented_order() {
     assert_eq!(session.err(open("/missing", OpenFlags::READ_ONLY)), ENOENT);
     assert_eq!(session.err(open("/missing/x", create)), ENOENT);
     assert_eq!(session.err(open("/f/x", create)), ENOTDIR);
-    assert_eq!(
-        session.err(open("/s/x", create)),
-        ENOTDIR,
-        "intermediate symlink"
-    );
+    assert_eq!(session.err(open("/s/x", create)), ENOTDIR, "intermediate symlink");
     assert_eq!(session.err(open("/f", create.with_exclusive())), EEXIST);
     assert_eq!(session.err(open("/s", create.with_exclusive())), EEXIST);
     assert_eq!(session.err(open("/d", create.with_exclusive())), EEXIST);
@@ -179,10 +143,7 @@ fn open_errors_follow_the_documented_order() {
     assert_eq!(session.err(open("/s", OpenFlags::DIRECTORY)), ENOTDIR);
     assert_eq!(session.err(open("/s", OpenFlags::READ_ONLY)), ELOOP);
     assert_eq!(session.err(open("/f", OpenFlags::default())), EINVAL);
-    assert_eq!(
-        session.err(open("/n", OpenFlags::CREATE.with_directory())),
-        EINVAL
-    );
+    assert_eq!(session.err(open("/n", OpenFlags::CREATE.with_directory())), EINVAL);
     assert_eq!(session.err(open("/a/../f", OpenFlags::READ_ONLY)), EINVAL);
     assert_eq!(session.err(open("f", OpenFlags::READ_ONLY)), EINVAL);
     // Successes: a directory read-only, the root, and create on an existing file, which
@@ -197,9 +158,7 @@ fn open_errors_follow_the_documented_order() {
 #[test]
 fn descriptors_are_the_lowest_unused_number_from_three() {
     let mut session = Session::new();
-    let fds: Vec<u32> = (0..4)
-        .map(|_| session.open("/f", OpenFlags::CREATE))
-        .collect();
+    let fds: Vec<u32> = (0..4).map(|_| session.open("/f", OpenFlags::CREATE)).collect();
     assert_eq!(fds, [3, 4, 5, 6]);
     session.ok(Operation::Close { fd: 4 });
     session.ok(Operation::Close { fd: 3 });
@@ -212,22 +171,13 @@ fn descriptors_are_the_lowest_unused_number_from_three() {
 
 #[test]
 fn open_fd_count_is_bounded_by_emfile() {
-    let config = ModelConfig {
-        open_fd_count_max: 2,
-        ..ModelConfig::default()
-    };
+    let config = ModelConfig { open_fd_count_max: 2, ..ModelConfig::default() };
     let mut session = Session::with_config(config);
     session.open("/f", OpenFlags::CREATE);
     session.open("/f", OpenFlags::CREATE);
     assert_eq!(session.err(open("/f", OpenFlags::CREATE)), EMFILE);
     assert_eq!(session.err(open("/g", OpenFlags::CREATE)), EMFILE);
-    assert_eq!(
-        session.err(Operation::Stat {
-            path: b"/g".to_vec()
-        }),
-        ENOENT,
-        "nothing created"
-    );
+    assert_eq!(session.err(Operation::Stat { path: b"/g".to_vec() }), ENOENT, "nothing created");
 }
 
 #[test]
@@ -235,11 +185,7 @@ fn truncate_flag_acts_only_with_write() {
     let mut session = Session::new();
     session.create_file("/f", b"hello");
     let read_fd = session.open("/f", OpenFlags::READ_ONLY.with_truncate());
-    assert_eq!(
-        session.fstat(read_fd).size,
-        5,
-        "read-only truncate is ignored"
-    );
+    assert_eq!(session.fstat(read_fd).size, 5, "read-only truncate is ignored");
     let before = session.stat("/f");
     let write_fd = session.open("/f", OpenFlags::WRITE_ONLY.with_truncate());
     let after = session.fstat(write_fd);
@@ -254,111 +200,32 @@ fn reads_and_writes_respect_access_mode_and_offsets() {
     let read_fd = session.open("/f", OpenFlags::READ_ONLY);
     let write_fd = session.open("/f", OpenFlags::WRITE_ONLY);
     assert_eq!(session.err(write(read_fd, b"x")), EBADF);
-    assert_eq!(
-        session.err(Operation::Pwrite {
-            fd: read_fd,
-            offset: 0,
-            data: b"x".to_vec()
-        }),
-        EBADF
-    );
-    assert_eq!(
-        session.err(Operation::Read {
-            fd: write_fd,
-            size_bytes: 1
-        }),
-        EBADF
-    );
-    assert_eq!(
-        session.err(Operation::Pread {
-            fd: write_fd,
-            offset: 0,
-            size_bytes: 1
-        }),
-        EBADF
-    );
-    assert_eq!(
-        session.err(Operation::Read {
-            fd: 99,
-            size_bytes: 1
-        }),
-        EBADF
-    );
-    assert_eq!(
-        session.ok(Operation::Read {
-            fd: read_fd,
-            size_bytes: 4
-        }),
-        Output::Bytes(b"0123".to_vec())
-    );
-    assert_eq!(
-        session.ok(Operation::Read {
-            fd: read_fd,
-            size_bytes: 100
-        }),
-        Output::Bytes(b"456789".to_vec())
-    );
-    assert_eq!(
-        session.ok(Operation::Read {
-            fd: read_fd,
-            size_bytes: 100
-        }),
-        Output::Bytes(vec![])
-    );
+    assert_eq!(session.err(Operation::Pwrite { fd: read_fd, offset: 0, data: b"x".to_vec() }), EBADF);
+    assert_eq!(session.err(Operation::Read { fd: write_fd, size_bytes: 1 }), EBADF);
+    assert_eq!(session.err(Operation::Pread { fd: write_fd, offset: 0, size_bytes: 1 }), EBADF);
+    assert_eq!(session.err(Operation::Read { fd: 99, size_bytes: 1 }), EBADF);
+    assert_eq!(session.ok(Operation::Read { fd: read_fd, size_bytes: 4 }), Output::Bytes(b"0123".to_vec()));
+    assert_eq!(session.ok(Operation::Read { fd: read_fd, size_bytes: 100 }), Output::Bytes(b"456789".to_vec()));
+    assert_eq!(session.ok(Operation::Read { fd: read_fd, size_bytes: 100 }), Output::Bytes(vec![]));
     // pread does not move the offset; write does.
     assert_eq!(session.pread(read_fd, 8, 100), b"89");
     assert_eq!(session.ok(write(write_fd, b"ab")), Output::Count(2));
     assert_eq!(session.ok(write(write_fd, b"cd")), Output::Count(2));
     assert_eq!(session.pread(read_fd, 0, 100), b"abcd456789");
     let seek = |fd, offset, whence| Operation::Seek { fd, offset, whence };
-    assert_eq!(
-        session.ok(seek(write_fd, 0, Whence::Current)),
-        Output::Count(4)
-    );
-    assert_eq!(
-        session.ok(seek(write_fd, -2, Whence::End)),
-        Output::Count(8)
-    );
+    assert_eq!(session.ok(seek(write_fd, 0, Whence::Current)), Output::Count(4));
+    assert_eq!(session.ok(seek(write_fd, -2, Whence::End)), Output::Count(8));
     assert_eq!(session.ok(seek(write_fd, 3, Whence::Set)), Output::Count(3));
     assert_eq!(session.err(seek(write_fd, -4, Whence::Current)), EINVAL);
-    assert_eq!(
-        session.ok(seek(write_fd, 0, Whence::Current)),
-        Output::Count(3),
-        "unchanged"
-    );
+    assert_eq!(session.ok(seek(write_fd, 0, Whence::Current)), Output::Count(3), "unchanged");
     // A directory descriptor reads as EISDIR, writes as EBADF, seeks and fsyncs fine.
     let directory_fd = session.open("/", OpenFlags::DIRECTORY);
-    assert_eq!(
-        session.err(Operation::Read {
-            fd: directory_fd,
-            size_bytes: 1
-        }),
-        EISDIR
-    );
-    assert_eq!(
-        session.err(Operation::Pread {
-            fd: directory_fd,
-            offset: 0,
-            size_bytes: 1
-        }),
-        EISDIR
-    );
+    assert_eq!(session.err(Operation::Read { fd: directory_fd, size_bytes: 1 }), EISDIR);
+    assert_eq!(session.err(Operation::Pread { fd: directory_fd, offset: 0, size_bytes: 1 }), EISDIR);
     assert_eq!(session.err(write(directory_fd, b"x")), EBADF);
-    assert_eq!(
-        session.err(Operation::Ftruncate {
-            fd: directory_fd,
-            size_bytes: 0
-        }),
-        EINVAL
-    );
-    assert_eq!(
-        session.ok(seek(directory_fd, 0, Whence::End)),
-        Output::Count(0)
-    );
-    assert_eq!(
-        session.ok(Operation::Fsync { fd: directory_fd }),
-        Output::Unit
-    );
+    assert_eq!(session.err(Operation::Ftruncate { fd: directory_fd, size_bytes: 0 }), EINVAL);
+    assert_eq!(session.ok(seek(directory_fd, 0, Whence::End)), Output::Count(0));
+    assert_eq!(session.ok(Operation::Fsync { fd: directory_fd }), Output::Unit);
 }
 
 #[test]
@@ -368,23 +235,9 @@ fn zero_length_writes_change_nothing() {
     let fd = session.open("/f", OpenFlags::READ_WRITE.with_append());
     let before = session.fstat(fd);
     assert_eq!(session.ok(write(fd, b"")), Output::Count(0));
-    assert_eq!(
-        session.ok(Operation::Pwrite {
-            fd,
-            offset: 1 << 60,
-            data: vec![]
-        }),
-        Output::Count(0)
-    );
+    assert_eq!(session.ok(Operation::Pwrite { fd, offset: 1 << 60, data: vec![] }), Output::Count(0));
     assert_eq!(session.fstat(fd), before);
-    assert_eq!(
-        session.ok(Operation::Seek {
-            fd,
-            offset: 0,
-            whence: Whence::Current
-        }),
-        Output::Count(0)
-    );
+    assert_eq!(session.ok(Operation::Seek { fd, offset: 0, whence: Whence::Current }), Output::Count(0));
 }
 
 #[test]
@@ -392,45 +245,16 @@ fn append_writes_go_to_the_end_even_through_pwrite() {
     let mut session = Session::new();
     session.create_file("/f", b"head");
     let fd = session.open("/f", OpenFlags::READ_WRITE.with_append());
-    session.ok(Operation::Seek {
-        fd,
-        offset: 1,
-        whence: Whence::Set,
-    });
+    session.ok(Operation::Seek { fd, offset: 1, whence: Whence::Set });
     assert_eq!(session.ok(write(fd, b"-one")), Output::Count(4));
-    assert_eq!(
-        session.ok(Operation::Seek {
-            fd,
-            offset: 0,
-            whence: Whence::Current
-        }),
-        Output::Count(8)
-    );
-    assert_eq!(
-        session.ok(Operation::Pwrite {
-            fd,
-            offset: 0,
-            data: b"-two".to_vec()
-        }),
-        Output::Count(4)
-    );
+    assert_eq!(session.ok(Operation::Seek { fd, offset: 0, whence: Whence::Current }), Output::Count(8));
+    assert_eq!(session.ok(Operation::Pwrite { fd, offset: 0, data: b"-two".to_vec() }), Output::Count(4));
     assert_eq!(session.pread(fd, 0, 100), b"head-one-two");
     // pwrite leaves the offset where write put it.
-    assert_eq!(
-        session.ok(Operation::Seek {
-            fd,
-            offset: 0,
-            whence: Whence::Current
-        }),
-        Output::Count(8)
-    );
+    assert_eq!(session.ok(Operation::Seek { fd, offset: 0, whence: Whence::Current }), Output::Count(8));
     // Another descriptor's writes extend the file; append follows.
     let other = session.open("/f", OpenFlags::WRITE_ONLY);
-    session.ok(Operation::Pwrite {
-        fd: other,
-        offset: 20,
-        data: b"!".to_vec(),
-    });
+    session.ok(Operation::Pwrite { fd: other, offset: 20, data: b"!".to_vec() });
     session.ok(write(fd, b"?"));
     assert_eq!(session.fstat(fd).size, 22);
     assert_eq!(session.pread(fd, 21, 1), b"?");
@@ -440,121 +264,39 @@ fn append_writes_go_to_the_end_even_through_pwrite() {
 fn holes_read_as_zeros() {
     let mut session = Session::new();
     let fd = session.open("/f", OpenFlags::CREATE);
-    session.ok(Operation::Pwrite {
-        fd,
-        offset: 10_000,
-        data: b"tail".to_vec(),
-    });
+    session.ok(Operation::Pwrite { fd, offset: 10_000, data: b"tail".to_vec() });
     assert_eq!(session.fstat(fd).size, 10_004);
     let mut expected = vec![0u8; 10_000];
     expected.extend_from_slice(b"tail");
     assert_eq!(session.pread(fd, 0, 20_000), expected);
     // Shrinking discards data; growing again reads zeros, not the old bytes.
-    session.ok(Operation::Ftruncate {
-        fd,
-        size_bytes: 10_002,
-    });
-    session.ok(Operation::Ftruncate {
-        fd,
-        size_bytes: 10_010,
-    });
+    session.ok(Operation::Ftruncate { fd, size_bytes: 10_002 });
+    session.ok(Operation::Ftruncate { fd, size_bytes: 10_010 });
     assert_eq!(session.pread(fd, 10_000, 100), b"ta\0\0\0\0\0\0\0\0");
-    session.ok(Operation::Truncate {
-        path: b"/f".to_vec(),
-        size_bytes: 1 << 20,
-    });
+    session.ok(Operation::Truncate { path: b"/f".to_vec(), size_bytes: 1 << 20 });
     assert_eq!(session.stat("/f").size, 1 << 20);
     assert_eq!(session.pread(fd, (1 << 20) - 3, 100), vec![0; 3]);
     // Seeking past EOF and writing leaves a hole too.
-    session.ok(Operation::Seek {
-        fd,
-        offset: 5,
-        whence: Whence::End,
-    });
+    session.ok(Operation::Seek { fd, offset: 5, whence: Whence::End });
     session.ok(write(fd, b"x"));
     assert_eq!(session.pread(fd, (1 << 20) - 1, 100), b"\0\0\0\0\0\0x");
 }
 
 #[test]
 fn file_size_limit_gives_efbig_and_seek_einval() {
-    let config = ModelConfig {
-        file_size_max_bytes: 100,
-        ..ModelConfig::default()
-    };
+    let config = ModelConfig { file_size_max_bytes: 100, ..ModelConfig::default() };
     let mut session = Session::with_config(config);
     let fd = session.open("/f", OpenFlags::CREATE);
-    assert_eq!(
-        session.ok(Operation::Pwrite {
-            fd,
-            offset: 99,
-            data: b"x".to_vec()
-        }),
-        Output::Count(1)
-    );
-    assert_eq!(
-        session.err(Operation::Pwrite {
-            fd,
-            offset: 99,
-            data: b"xy".to_vec()
-        }),
-        EFBIG
-    );
-    assert_eq!(
-        session.err(Operation::Pwrite {
-            fd,
-            offset: u64::MAX,
-            data: b"x".to_vec()
-        }),
-        EFBIG
-    );
-    assert_eq!(
-        session.stat("/f").size,
-        100,
-        "a failed write writes nothing"
-    );
-    assert_eq!(
-        session.err(Operation::Ftruncate {
-            fd,
-            size_bytes: 101
-        }),
-        EFBIG
-    );
-    assert_eq!(
-        session.err(Operation::Truncate {
-            path: b"/f".to_vec(),
-            size_bytes: 101
-        }),
-        EFBIG
-    );
-    assert_eq!(
-        session.ok(Operation::Seek {
-            fd,
-            offset: 100,
-            whence: Whence::Set
-        }),
-        Output::Count(100)
-    );
-    assert_eq!(
-        session.err(Operation::Seek {
-            fd,
-            offset: 101,
-            whence: Whence::Set
-        }),
-        EINVAL
-    );
-    assert_eq!(
-        session.err(Operation::Seek {
-            fd,
-            offset: i64::MAX,
-            whence: Whence::End
-        }),
-        EINVAL
-    );
-    assert_eq!(
-        session.err(write(fd, b"z")),
-        EFBIG,
-        "offset 100 is at the limit"
-    );
+    assert_eq!(session.ok(Operation::Pwrite { fd, offset: 99, data: b"x".to_vec() }), Output::Count(1));
+    assert_eq!(session.err(Operation::Pwrite { fd, offset: 99, data: b"xy".to_vec() }), EFBIG);
+    assert_eq!(session.err(Operation::Pwrite { fd, offset: u64::MAX, data: b"x".to_vec() }), EFBIG);
+    assert_eq!(session.stat("/f").size, 100, "a failed write writes nothing");
+    assert_eq!(session.err(Operation::Ftruncate { fd, size_bytes: 101 }), EFBIG);
+    assert_eq!(session.err(Operation::Truncate { path: b"/f".to_vec(), size_bytes: 101 }), EFBIG);
+    assert_eq!(session.ok(Operation::Seek { fd, offset: 100, whence: Whence::Set }), Output::Count(100));
+    assert_eq!(session.err(Operation::Seek { fd, offset: 101, whence: Whence::Set }), EINVAL);
+    assert_eq!(session.err(Operation::Seek { fd, offset: i64::MAX, whence: Whence::End }), EINVAL);
+    assert_eq!(session.err(write(fd, b"z")), EFBIG, "offset 100 is at the limit");
 }
 
 #[test]
@@ -562,17 +304,8 @@ fn ftruncate_needs_a_writable_descriptor() {
     let mut session = Session::new();
     session.create_file("/f", b"abc");
     let fd = session.open("/f", OpenFlags::READ_ONLY);
-    assert_eq!(
-        session.err(Operation::Ftruncate { fd, size_bytes: 0 }),
-        EINVAL
-    );
-    assert_eq!(
-        session.err(Operation::Ftruncate {
-            fd: 42,
-            size_bytes: 0
-        }),
-        EBADF
-    );
+    assert_eq!(session.err(Operation::Ftruncate { fd, size_bytes: 0 }), EINVAL);
+    assert_eq!(session.err(Operation::Ftruncate { fd: 42, size_bytes: 0 }), EBADF);
 }
 
 #[test]
@@ -580,10 +313,7 @@ fn path_truncate_rejects_directories_and_symlinks() {
     let mut session = Session::new();
     session.ok(mkdir("/d"));
     session.ok(symlink("/d", "/s"));
-    let truncate = |path: &str| Operation::Truncate {
-        path: path.into(),
-        size_bytes: 0,
-    };
+    let truncate = |path: &str| Operation::Truncate { path: path.into(), size_bytes: 0 };
     assert_eq!(session.err(truncate("/d")), EISDIR);
     assert_eq!(session.err(truncate("/")), EISDIR);
     assert_eq!(session.err(truncate("/s")), EINVAL);
@@ -621,11 +351,7 @@ fn link_errors() {
     session.create_file("/f", b"");
     session.ok(mkdir("/d"));
     assert_eq!(session.err(link("/d", "/d2")), EPERM);
-    assert_eq!(
-        session.err(link("/d", "/f")),
-        EEXIST,
-        "EEXIST comes before EPERM"
-    );
+    assert_eq!(session.err(link("/d", "/f")), EEXIST, "EEXIST comes before EPERM");
     assert_eq!(session.err(link("/f", "/d")), EEXIST);
     assert_eq!(session.err(link("/f", "/")), EEXIST);
     assert_eq!(session.err(link("/missing", "/x")), ENOENT);
@@ -635,20 +361,12 @@ fn link_errors() {
     session.ok(symlink("target", "/s"));
     session.ok(link("/s", "/s2"));
     assert_eq!(session.stat("/s").nlink, 2);
-    assert_eq!(
-        session.ok(Operation::Readlink {
-            path: b"/s2".to_vec()
-        }),
-        Output::Bytes(b"target".to_vec())
-    );
+    assert_eq!(session.ok(Operation::Readlink { path: b"/s2".to_vec() }), Output::Bytes(b"target".to_vec()));
 }
 
 #[test]
 fn link_count_limit_gives_emlink() {
-    let config = ModelConfig {
-        link_count_max: 3,
-        ..ModelConfig::default()
-    };
+    let config = ModelConfig { link_count_max: 3, ..ModelConfig::default() };
     let mut session = Session::with_config(config);
     session.create_file("/f", b"");
     session.ok(link("/f", "/g"));
@@ -670,18 +388,9 @@ fn unlinked_open_file_lives_until_last_close() {
     let second = session.open("/f", OpenFlags::READ_ONLY);
     session.ok(unlink("/f"));
     assert!(session.names("/").is_empty());
-    assert_eq!(
-        session.err(Operation::Stat {
-            path: b"/f".to_vec()
-        }),
-        ENOENT
-    );
+    assert_eq!(session.err(Operation::Stat { path: b"/f".to_vec() }), ENOENT);
     assert_eq!(session.fstat(first).nlink, 0);
-    session.ok(Operation::Pwrite {
-        fd: first,
-        offset: 4,
-        data: b"-more".to_vec(),
-    });
+    session.ok(Operation::Pwrite { fd: first, offset: 4, data: b"-more".to_vec() });
     assert_eq!(session.pread(second, 0, 100), b"keep-more");
     session.ok(Operation::Close { fd: first });
     assert_eq!(session.pread(second, 0, 100), b"keep-more");
@@ -701,11 +410,7 @@ fn remount_closes_descriptors_and_frees_open_unlinked_files() {
     session.ok(unlink("/f"));
     session.ok(Operation::Remount);
     assert_eq!(session.err(Operation::Fstat { fd }), EBADF);
-    assert_eq!(
-        session.open("/", OpenFlags::READ_ONLY),
-        3,
-        "numbering restarts"
-    );
+    assert_eq!(session.open("/", OpenFlags::READ_ONLY), 3, "numbering restarts");
     assert!(session.model.open_files().len() == 1);
 }
 
@@ -741,35 +446,15 @@ fn rename_errors_follow_the_documented_order() {
     session.ok(mkdir("/empty"));
     assert_eq!(session.err(rename("/missing", "/x")), ENOENT);
     assert_eq!(session.err(rename("/f", "/missing/x")), ENOENT);
-    assert_eq!(
-        session.err(rename("/missing/x", "/f/y")),
-        ENOENT,
-        "source parent first"
-    );
+    assert_eq!(session.err(rename("/missing/x", "/f/y")), ENOENT, "source parent first");
     assert_eq!(session.err(rename("/f/x", "/missing/y")), ENOTDIR);
     assert_eq!(session.err(rename("/", "/x")), EBUSY);
     assert_eq!(session.err(rename("/d", "/")), EBUSY);
-    assert_eq!(
-        session.err(rename("/d", "/d/sub/new")),
-        EINVAL,
-        "into own subtree"
-    );
+    assert_eq!(session.err(rename("/d", "/d/sub/new")), EINVAL, "into own subtree");
     assert_eq!(session.err(rename("/d", "/d/new")), EINVAL);
-    assert_eq!(
-        session.err(rename("/d", "/d/sub/g")),
-        EINVAL,
-        "EINVAL before ENOTDIR"
-    );
-    assert_eq!(
-        session.err(rename("/d/sub", "/d")),
-        ENOTEMPTY,
-        "target is an ancestor"
-    );
-    assert_eq!(
-        session.err(rename("/d/sub/g", "/d")),
-        ENOTEMPTY,
-        "even for a file source"
-    );
+    assert_eq!(session.err(rename("/d", "/d/sub/g")), EINVAL, "EINVAL before ENOTDIR");
+    assert_eq!(session.err(rename("/d/sub", "/d")), ENOTEMPTY, "target is an ancestor");
+    assert_eq!(session.err(rename("/d/sub/g", "/d")), ENOTEMPTY, "even for a file source");
     assert_eq!(session.err(rename("/d", "/f")), ENOTDIR);
     assert_eq!(session.err(rename("/f", "/empty")), EISDIR);
     assert_eq!(session.err(rename("/empty", "/d")), ENOTEMPTY);
@@ -788,11 +473,7 @@ fn rename_onto_the_same_inode_does_nothing() {
     session.ok(rename("/f", "/f"));
     session.ok(rename("/f", "/g"));
     session.ok(rename("/d", "/d"));
-    assert_eq!(
-        session.model.listing(),
-        before,
-        "no names and no timestamps change"
-    );
+    assert_eq!(session.model.listing(), before, "no names and no timestamps change");
 }
 
 #[test]
@@ -839,10 +520,7 @@ fn removed_directory_stays_open_with_nlink_zero() {
     let fd = session.open("/d", OpenFlags::DIRECTORY);
     session.ok(rmdir("/d"));
     let attributes = session.fstat(fd);
-    assert_eq!(
-        (attributes.kind, attributes.nlink),
-        (FileKind::Directory, 0)
-    );
+    assert_eq!((attributes.kind, attributes.nlink), (FileKind::Directory, 0));
     session.ok(Operation::Close { fd });
     assert_eq!(session.model.listing().entries.len(), 1);
 }
@@ -858,10 +536,7 @@ fn mkdir_errors() {
     assert_eq!(session.err(mkdir("/f/d")), ENOTDIR);
     assert_eq!(session.err(mkdir("/x/d")), ENOENT);
     let attributes = {
-        session.ok(Operation::Mkdir {
-            path: b"/m".to_vec(),
-            mode: 0o170_750,
-        });
+        session.ok(Operation::Mkdir { path: b"/m".to_vec(), mode: 0o170_750 });
         session.stat("/m")
     };
     assert_eq!(attributes.mode, 0o750, "only permission bits are kept");
@@ -873,54 +548,17 @@ fn symlinks_are_never_followed() {
     session.ok(mkdir("/d"));
     session.ok(symlink("/d", "/s"));
     let attributes = session.stat("/s");
-    assert_eq!(
-        (
-            attributes.kind,
-            attributes.mode,
-            attributes.size,
-            attributes.nlink
-        ),
-        (FileKind::Symlink, 0o777, 2, 1)
-    );
-    assert_eq!(
-        session.ok(Operation::Readlink {
-            path: b"/s".to_vec()
-        }),
-        Output::Bytes(b"/d".to_vec())
-    );
-    assert_eq!(
-        session.err(Operation::Readlink {
-            path: b"/d".to_vec()
-        }),
-        EINVAL
-    );
-    assert_eq!(
-        session.err(Operation::Readlink {
-            path: b"/".to_vec()
-        }),
-        EINVAL
-    );
-    assert_eq!(
-        session.err(Operation::Stat {
-            path: b"/s/x".to_vec()
-        }),
-        ENOTDIR
-    );
-    assert_eq!(
-        session.err(Operation::Readdir {
-            path: b"/s".to_vec()
-        }),
-        ENOTDIR
-    );
+    assert_eq!((attributes.kind, attributes.mode, attributes.size, attributes.nlink), (FileKind::Symlink, 0o777, 2, 1));
+    assert_eq!(session.ok(Operation::Readlink { path: b"/s".to_vec() }), Output::Bytes(b"/d".to_vec()));
+    assert_eq!(session.err(Operation::Readlink { path: b"/d".to_vec() }), EINVAL);
+    assert_eq!(session.err(Operation::Readlink { path: b"/".to_vec() }), EINVAL);
+    assert_eq!(session.err(Operation::Stat { path: b"/s/x".to_vec() }), ENOTDIR);
+    assert_eq!(session.err(Operation::Readdir { path: b"/s".to_vec() }), ENOTDIR);
     assert_eq!(session.err(symlink("", "/t")), ENOENT);
     assert_eq!(session.err(symlink("a\0b", "/t")), EINVAL);
     let long_target = "x".repeat(4096);
     assert_eq!(session.err(symlink(&long_target, "/t")), ENAMETOOLONG);
-    assert_eq!(
-        session.err(symlink("", "/bad/..")),
-        ENOENT,
-        "target checked first"
-    );
+    assert_eq!(session.err(symlink("", "/bad/..")), ENOENT, "target checked first");
     assert_eq!(session.err(symlink("x", "/s")), EEXIST);
     assert_eq!(session.err(symlink("x", "/")), EEXIST);
     // Dangling and relative targets are stored verbatim.
@@ -934,36 +572,11 @@ fn names_are_checked_before_lookup() {
     let long = "n".repeat(255);
     session.create_file(&format!("/{long}"), b"");
     let too_long = "n".repeat(256);
-    assert_eq!(
-        session.err(Operation::Stat {
-            path: format!("/{too_long}").into()
-        }),
-        ENAMETOOLONG
-    );
-    assert_eq!(
-        session.err(Operation::Stat {
-            path: format!("/missing/{too_long}").into()
-        }),
-        ENAMETOOLONG
-    );
-    assert_eq!(
-        session.err(Operation::Stat {
-            path: b"/missing/.".to_vec()
-        }),
-        EINVAL
-    );
-    assert_eq!(
-        session.err(Operation::Stat {
-            path: b"/a//b".to_vec()
-        }),
-        EINVAL
-    );
-    assert_eq!(
-        session.err(Operation::Stat {
-            path: b"/a/".to_vec()
-        }),
-        EINVAL
-    );
+    assert_eq!(session.err(Operation::Stat { path: format!("/{too_long}").into() }), ENAMETOOLONG);
+    assert_eq!(session.err(Operation::Stat { path: format!("/missing/{too_long}").into() }), ENAMETOOLONG);
+    assert_eq!(session.err(Operation::Stat { path: b"/missing/.".to_vec() }), EINVAL);
+    assert_eq!(session.err(Operation::Stat { path: b"/a//b".to_vec() }), EINVAL);
+    assert_eq!(session.err(Operation::Stat { path: b"/a/".to_vec() }), EINVAL);
     assert_eq!(session.err(Operation::Stat { path: b"".to_vec() }), EINVAL);
     assert_eq!(session.names("/"), [long]);
 }
@@ -974,67 +587,32 @@ fn timestamps_follow_posix_with_noatime() {
     session.ok(mkdir("/d"));
     let created_ns = session.now_ns;
     let directory = session.stat("/d");
-    assert_eq!(
-        (directory.atime_ns, directory.mtime_ns, directory.ctime_ns),
-        (created_ns, created_ns, created_ns)
-    );
+    assert_eq!((directory.atime_ns, directory.mtime_ns, directory.ctime_ns), (created_ns, created_ns, created_ns));
     assert_eq!(session.stat("/").mtime_ns, created_ns, "parent modified");
     let fd = session.open("/d/f", OpenFlags::CREATE);
     let file_created_ns = session.now_ns;
     assert_eq!(session.stat("/d").mtime_ns, file_created_ns);
-    assert_eq!(
-        session.stat("/").mtime_ns,
-        created_ns,
-        "grandparent untouched"
-    );
+    assert_eq!(session.stat("/").mtime_ns, created_ns, "grandparent untouched");
     session.ok(write(fd, b"abc"));
     let written_ns = session.now_ns;
     let file = session.fstat(fd);
-    assert_eq!(
-        (file.atime_ns, file.mtime_ns, file.ctime_ns),
-        (file_created_ns, written_ns, written_ns)
-    );
-    assert_eq!(
-        session.stat("/d").mtime_ns,
-        file_created_ns,
-        "writes leave the parent alone"
-    );
+    assert_eq!((file.atime_ns, file.mtime_ns, file.ctime_ns), (file_created_ns, written_ns, written_ns));
+    assert_eq!(session.stat("/d").mtime_ns, file_created_ns, "writes leave the parent alone");
     // Reads never touch atime (noatime).
-    session.ok(Operation::Pread {
-        fd,
-        offset: 0,
-        size_bytes: 3,
-    });
+    session.ok(Operation::Pread { fd, offset: 0, size_bytes: 3 });
     assert_eq!(session.fstat(fd).atime_ns, file_created_ns);
-    session.ok(Operation::Chmod {
-        path: b"/d/f".to_vec(),
-        mode: 0o600,
-    });
+    session.ok(Operation::Chmod { path: b"/d/f".to_vec(), mode: 0o600 });
     let chmod_ns = session.now_ns;
     let file = session.fstat(fd);
-    assert_eq!(
-        (file.mode, file.mtime_ns, file.ctime_ns),
-        (0o600, written_ns, chmod_ns)
-    );
-    session.ok(Operation::Chown {
-        path: b"/d/f".to_vec(),
-        uid: 7,
-        gid: 8,
-    });
+    assert_eq!((file.mode, file.mtime_ns, file.ctime_ns), (0o600, written_ns, chmod_ns));
+    session.ok(Operation::Chown { path: b"/d/f".to_vec(), uid: 7, gid: 8 });
     let chown_ns = session.now_ns;
     let file = session.fstat(fd);
     assert_eq!((file.uid, file.gid, file.ctime_ns), (7, 8, chown_ns));
-    session.ok(Operation::Utimens {
-        path: b"/d/f".to_vec(),
-        atime_ns: 11,
-        mtime_ns: 22,
-    });
+    session.ok(Operation::Utimens { path: b"/d/f".to_vec(), atime_ns: 11, mtime_ns: 22 });
     let utimens_ns = session.now_ns;
     let file = session.fstat(fd);
-    assert_eq!(
-        (file.atime_ns, file.mtime_ns, file.ctime_ns),
-        (11, 22, utimens_ns)
-    );
+    assert_eq!((file.atime_ns, file.mtime_ns, file.ctime_ns), (11, 22, utimens_ns));
     // Link stamps the inode's ctime and the new parent; rename both parents and the inode.
     session.ok(link("/d/f", "/g"));
     let link_ns = session.now_ns;
@@ -1052,11 +630,7 @@ fn timestamps_follow_posix_with_noatime() {
     assert_eq!(session.fstat(fd).ctime_ns, unlink_ns);
     session.ok(Operation::Ftruncate { fd, size_bytes: 3 });
     let truncate_ns = session.now_ns;
-    assert_eq!(
-        session.fstat(fd).mtime_ns,
-        truncate_ns,
-        "even without a size change"
-    );
+    assert_eq!(session.fstat(fd).mtime_ns, truncate_ns, "even without a size change");
 }
 
 #[test]
@@ -1077,11 +651,7 @@ fn power_cut_reverts_to_the_last_fsync_or_transact() {
     assert_ne!(session.model.committed_listing(), session.model.listing());
     session.ok(Operation::PowerCut);
     assert_eq!(session.model.listing(), after_fsync);
-    assert_eq!(
-        session.err(Operation::Fstat { fd }),
-        EBADF,
-        "descriptors are gone"
-    );
+    assert_eq!(session.err(Operation::Fstat { fd }), EBADF, "descriptors are gone");
     assert_eq!(session.open("/a", OpenFlags::READ_ONLY), 3);
 
     session.ok(mkdir("/c"));
@@ -1143,49 +713,19 @@ fn listing_through_calls_matches_the_direct_listing() {
     session.ok(link("/d/f", "/z"));
     session.ok(symlink("/d/f", "/d/s"));
     let fd = session.open("/sparse", OpenFlags::CREATE);
-    session.ok(Operation::Pwrite {
-        fd,
-        offset: 3 << 20,
-        data: b"end".to_vec(),
-    });
-    session.ok(Operation::Ftruncate {
-        fd,
-        size_bytes: 5 << 20,
-    });
+    session.ok(Operation::Pwrite { fd, offset: 3 << 20, data: b"end".to_vec() });
+    session.ok(Operation::Ftruncate { fd, size_bytes: 5 << 20 });
     session.ok(unlink("/sparse"));
     let fd = session.open("/sparse2", OpenFlags::CREATE);
-    session.ok(Operation::Pwrite {
-        fd,
-        offset: (2 << 20) + 5,
-        data: b"end".to_vec(),
-    });
-    session.ok(Operation::Ftruncate {
-        fd,
-        size_bytes: 3 << 20,
-    });
+    session.ok(Operation::Pwrite { fd, offset: (2 << 20) + 5, data: b"end".to_vec() });
+    session.ok(Operation::Ftruncate { fd, size_bytes: 3 << 20 });
     let direct = session.model.listing();
     let now_ns = session.now_ns;
     let mut model = session.model.clone();
     let through_calls = listing_through_calls(|operation| model.apply(operation, now_ns));
     assert_eq!(through_calls, direct);
-    assert_eq!(
-        model.open_fds(),
-        session.model.open_fds(),
-        "listing closes what it opens"
-    );
-    let paths: Vec<&[u8]> = direct
-        .entries
-        .iter()
-        .map(|entry| entry.path.as_slice())
-        .collect();
-    assert_eq!(
-        paths,
-        [&b"/"[..], b"/d", b"/d/f", b"/d/s", b"/sparse2", b"/z"]
-    );
-    assert_eq!(
-        direct
-            .get(b"/z")
-            .and_then(|entry| entry.hard_link_of.clone()),
-        Some(b"/d/f".to_vec())
-    );
+    assert_eq!(model.open_fds(), session.model.open_fds(), "listing closes what it opens");
+    let paths: Vec<&[u8]> = direct.entries.iter().map(|entry| entry.path.as_slice()).collect();
+    assert_eq!(paths, [&b"/"[..], b"/d", b"/d/f", b"/d/s", b"/sparse2", b"/z"]);
+    assert_eq!(direct.get(b"/z").and_then(|entry| entry.hard_link_of.clone()), Some(b"/d/f".to_vec()));
 }

@@ -113,7 +113,8 @@ fn reference_run(device: &SimFlash, steps: &[Step], config: &CrashConfig) -> Res
             if fs.commit_counter() != counter {
                 counter = fs.commit_counter();
                 let visible = if commits_at_end { after.clone() } else { current.clone() };
-                snapshots.push(Snapshot { durable_after_operations: fs.volume.last_commit_operations, listing: visible });
+                snapshots
+                    .push(Snapshot { durable_after_operations: fs.volume.last_commit_operations, listing: visible });
             }
             current = after;
             Ok(())
@@ -132,7 +133,13 @@ fn reference_run(device: &SimFlash, steps: &[Step], config: &CrashConfig) -> Res
 }
 
 /// One cut: replay until the power fails, restore power, remount, check.
-fn cut_run(device: &SimFlash, steps: &[Step], config: &CrashConfig, cut_after: u64, snapshots: &[Snapshot]) -> CrashOutcome {
+fn cut_run(
+    device: &SimFlash,
+    steps: &[Step],
+    config: &CrashConfig,
+    cut_after: u64,
+    snapshots: &[Snapshot],
+) -> CrashOutcome {
     let mut flash = device.clone();
     flash.schedule_power_cut(cut_after);
     let mut fs = match FileSystem::mount(flash, fs_config(config)) {
@@ -176,7 +183,8 @@ fn cut_run(device: &SimFlash, steps: &[Step], config: &CrashConfig, cut_after: u
     }
     // Liveness: with faults off, the volume accepts a change, commits and remounts.
     let liveness = (|| -> Result<(), FsError> {
-        let fd = fs.open(b"/liveness", fsoc_core::OpenFlags { write: true, create: true, ..Default::default() }, 0o644)?;
+        let fd =
+            fs.open(b"/liveness", fsoc_core::OpenFlags { write: true, create: true, ..Default::default() }, 0o644)?;
         fs.pwrite(fd, 0, b"alive")?;
         fs.close(fd)?;
         fs.transact()?;
@@ -193,7 +201,11 @@ fn cut_run(device: &SimFlash, steps: &[Step], config: &CrashConfig, cut_after: u
 }
 
 /// Runs the power-cut test for one workload. `progress` is called with (done, total).
-pub fn crash_test(workload: Workload, config: &CrashConfig, progress: &mut dyn FnMut(u64, u64)) -> Result<WorkloadReport, String> {
+pub fn crash_test(
+    workload: Workload,
+    config: &CrashConfig,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<WorkloadReport, String> {
     let steps = workload.steps(config.seed, config.scale);
     let device = formatted_device(config)?;
     let (snapshots, operations) = reference_run(&device, &steps, config)?;
@@ -243,4 +255,3 @@ pub fn replay_cut(workload: Workload, config: &CrashConfig, cut_after: u64) -> R
     let (snapshots, _) = reference_run(&device, &steps, config)?;
     Ok(cut_run(&device, &steps, config, cut_after, &snapshots))
 }
-

@@ -83,7 +83,15 @@ pub fn listing_cached<F: Flash>(fs: &mut FileSystem<F>, cache: &mut DigestCache)
                 };
                 result.0.insert(
                     child,
-                    ListingEntry { kind, mode: record.mode, uid: record.uid, gid: record.gid, nlink: record.nlink, size: record.size, digest },
+                    ListingEntry {
+                        kind,
+                        mode: record.mode,
+                        uid: record.uid,
+                        gid: record.gid,
+                        nlink: record.nlink,
+                        size: record.size,
+                        digest,
+                    },
                 );
             }
         }

@@ -13,16 +13,41 @@ pub enum Step {
     Mkdir(String),
     Rmdir(String),
     /// Create (or truncate) a file and write `size` bytes of a pattern chosen by `fill`.
-    WriteFile { path: String, size: u64, fill: u8 },
+    WriteFile {
+        path: String,
+        size: u64,
+        fill: u8,
+    },
     /// Overwrite `length` bytes at `offset` of an existing file.
-    Overwrite { path: String, offset: u64, length: u64, fill: u8 },
+    Overwrite {
+        path: String,
+        offset: u64,
+        length: u64,
+        fill: u8,
+    },
     /// Append `length` bytes and fsync through the descriptor.
-    AppendSync { path: String, length: u64, fill: u8 },
-    Truncate { path: String, size: u64 },
+    AppendSync {
+        path: String,
+        length: u64,
+        fill: u8,
+    },
+    Truncate {
+        path: String,
+        size: u64,
+    },
     Unlink(String),
-    Rename { from: String, to: String },
-    Link { existing: String, new: String },
-    Symlink { target: String, link: String },
+    Rename {
+        from: String,
+        to: String,
+    },
+    Link {
+        existing: String,
+        new: String,
+    },
+    Symlink {
+        target: String,
+        link: String,
+    },
     Transact,
 }
 
@@ -95,7 +120,11 @@ impl Workload {
                     let offset = rng.below(96 * 1024 - length);
                     steps.push(Step::Overwrite { path: "/big".into(), offset, length, fill: round as u8 + 2 });
                     if rng.chance(1, 3) {
-                        steps.push(Step::AppendSync { path: "/big".into(), length: rng.range(1, 300), fill: round as u8 });
+                        steps.push(Step::AppendSync {
+                            path: "/big".into(),
+                            length: rng.range(1, 300),
+                            fill: round as u8,
+                        });
                     }
                     if rng.chance(1, 5) {
                         steps.push(Step::Truncate { path: "/big".into(), size: rng.range(90 * 1024, 110 * 1024) });
@@ -106,7 +135,11 @@ impl Workload {
                 steps.push(Step::Mkdir("/x".into()));
                 steps.push(Step::Mkdir("/y".into()));
                 for index in 0..8 {
-                    steps.push(Step::WriteFile { path: format!("/x/n{index}"), size: rng.range(0, 3000), fill: index as u8 });
+                    steps.push(Step::WriteFile {
+                        path: format!("/x/n{index}"),
+                        size: rng.range(0, 3000),
+                        fill: index as u8,
+                    });
                 }
                 steps.push(Step::Transact);
                 for _round in 0..(40 * scale) {
@@ -116,7 +149,11 @@ impl Workload {
                         0 => steps.push(Step::Unlink(from)),
                         1 => steps.push(Step::Link { existing: from, new: to }),
                         2 => steps.push(Step::Symlink { target: from, link: to }),
-                        3 => steps.push(Step::WriteFile { path: to, size: rng.range(0, 2500), fill: rng.below(250) as u8 }),
+                        3 => steps.push(Step::WriteFile {
+                            path: to,
+                            size: rng.range(0, 2500),
+                            fill: rng.below(250) as u8,
+                        }),
                         _ => steps.push(Step::Rename { from, to }),
                     }
                     if rng.chance(1, 3) {
@@ -129,7 +166,11 @@ impl Workload {
                 for depth in 0..(10 * scale).min(40) {
                     path.push_str(&format!("/d{depth}"));
                     steps.push(Step::Mkdir(path.clone()));
-                    steps.push(Step::WriteFile { path: format!("{path}/file"), size: rng.range(0, 5000), fill: depth as u8 });
+                    steps.push(Step::WriteFile {
+                        path: format!("{path}/file"),
+                        size: rng.range(0, 5000),
+                        fill: depth as u8,
+                    });
                     if depth % 3 == 2 {
                         steps.push(Step::Transact);
                     }
@@ -173,10 +214,19 @@ impl Workload {
                 for round in 0..(60 * scale) {
                     let index = rng.below(6);
                     if rng.chance(1, 2) {
-                        steps.push(Step::WriteFile { path: format!("/keep{index}"), size: 40 * 1024, fill: round as u8 });
+                        steps.push(Step::WriteFile {
+                            path: format!("/keep{index}"),
+                            size: 40 * 1024,
+                            fill: round as u8,
+                        });
                     } else {
                         let offset = rng.below(36 * 1024);
-                        steps.push(Step::Overwrite { path: format!("/keep{index}"), offset, length: 4096, fill: round as u8 });
+                        steps.push(Step::Overwrite {
+                            path: format!("/keep{index}"),
+                            offset,
+                            length: 4096,
+                            fill: round as u8,
+                        });
                     }
                     if rng.chance(1, 3) {
                         steps.push(Step::Transact);
@@ -206,7 +256,15 @@ fn pattern(length: u64, fill: u8, offset: u64) -> Vec<u8> {
     (0..length).map(|index| fill.wrapping_add(((offset + index) % 251) as u8)).collect()
 }
 
-const READ_WRITE: OpenFlags = OpenFlags { read: true, write: true, create: false, exclusive: false, truncate: false, append: false, directory: false };
+const READ_WRITE: OpenFlags = OpenFlags {
+    read: true,
+    write: true,
+    create: false,
+    exclusive: false,
+    truncate: false,
+    append: false,
+    directory: false,
+};
 
 /// Called after every file-system call a step makes, with whether that call's purpose was a
 /// commit (fsync, transact): a commit inside any other call happens before it changes anything.
@@ -214,10 +272,16 @@ pub type CallObserver<'o, F> = dyn FnMut(&mut FileSystem<F>, bool) -> Result<(),
 
 /// Applies one step. Ordinary refusals (ENOENT, EEXIST, ENOSPC, …) are part of the workload
 /// and returned as `Ok(Err(..))`; I/O errors (power lost) end the run.
-pub fn apply<F: Flash>(fs: &mut FileSystem<F>, step: &Step, observer: &mut CallObserver<'_, F>) -> Result<Result<(), FsError>, FsError> {
+pub fn apply<F: Flash>(
+    fs: &mut FileSystem<F>,
+    step: &Step,
+    observer: &mut CallObserver<'_, F>,
+) -> Result<Result<(), FsError>, FsError> {
     let result = apply_inner(fs, step, observer);
     match result {
-        Err(FsError::Io(_) | FsError::Corrupt(_) | FsError::CorruptFile { .. }) => Err(result.expect_err("matched an error")),
+        Err(FsError::Io(_) | FsError::Corrupt(_) | FsError::CorruptFile { .. }) => {
+            Err(result.expect_err("matched an error"))
+        }
         other => Ok(other),
     }
 }
@@ -253,7 +317,11 @@ fn with_file<F: Flash>(
     result.and(closed)
 }
 
-fn apply_inner<F: Flash>(fs: &mut FileSystem<F>, step: &Step, observer: &mut CallObserver<'_, F>) -> Result<(), FsError> {
+fn apply_inner<F: Flash>(
+    fs: &mut FileSystem<F>,
+    step: &Step,
+    observer: &mut CallObserver<'_, F>,
+) -> Result<(), FsError> {
     let o = observer;
     match step {
         Step::Mkdir(path) => call(fs, o, false, |fs| fs.mkdir(path.as_bytes(), 0o755).map(|_| ())),
@@ -280,7 +348,9 @@ fn apply_inner<F: Flash>(fs: &mut FileSystem<F>, step: &Step, observer: &mut Cal
         Step::Unlink(path) => call(fs, o, false, |fs| fs.unlink(path.as_bytes())),
         Step::Rename { from, to } => call(fs, o, false, |fs| fs.rename_path(from.as_bytes(), to.as_bytes())),
         Step::Link { existing, new } => call(fs, o, false, |fs| fs.link_path(existing.as_bytes(), new.as_bytes())),
-        Step::Symlink { target, link } => call(fs, o, false, |fs| fs.symlink_path(target.as_bytes(), link.as_bytes()).map(|_| ())),
+        Step::Symlink { target, link } => {
+            call(fs, o, false, |fs| fs.symlink_path(target.as_bytes(), link.as_bytes()).map(|_| ()))
+        }
         Step::Transact => call(fs, o, true, |fs| fs.transact()),
     }
 }

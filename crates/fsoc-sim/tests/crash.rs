@@ -11,7 +11,8 @@ use fsoc_sim::{crash_test, CrashConfig};
 fn run(config: &CrashConfig, workloads: &[Workload]) -> u64 {
     let mut cut_points = 0;
     for &workload in workloads {
-        let report = crash_test(workload, config, &mut |_, _| {}).unwrap_or_else(|error| panic!("{}: {error}", workload.name()));
+        let report =
+            crash_test(workload, config, &mut |_, _| {}).unwrap_or_else(|error| panic!("{}: {error}", workload.name()));
         assert!(report.cut_points > 0, "{}: no cut points", workload.name());
         assert_eq!(
             report.failures,
@@ -33,7 +34,8 @@ fn run(config: &CrashConfig, workloads: &[Workload]) -> u64 {
 #[test]
 fn mlc_one_chip_every_cut_of_the_short_workloads() {
     let config = CrashConfig::small(1);
-    let short = [Workload::SmallFiles, Workload::Overwrite, Workload::RenameStorm, Workload::DeepTree, Workload::Cleaner];
+    let short =
+        [Workload::SmallFiles, Workload::Overwrite, Workload::RenameStorm, Workload::DeepTree, Workload::Cleaner];
     let cut_points = run(&config, &short);
     assert!(cut_points > 500, "only {cut_points} cut points");
 }
@@ -46,7 +48,13 @@ fn mlc_one_chip_sampled_cuts_of_the_long_workloads() {
 
 #[test]
 fn slc_four_chips_cuts_fall_mid_stripe() {
-    let config = CrashConfig { profile: Profile::Slc, chip_count: 4, block_count: 24, max_cuts: Some(150), ..CrashConfig::small(3) };
+    let config = CrashConfig {
+        profile: Profile::Slc,
+        chip_count: 4,
+        block_count: 24,
+        max_cuts: Some(150),
+        ..CrashConfig::small(3)
+    };
     run(&config, &Workload::ALL);
 }
 
@@ -74,7 +82,8 @@ fn paired_page_hazard_with_the_guard() {
 /// passing by accident.
 #[test]
 fn paired_page_hazard_without_the_guard_is_caught() {
-    let config = CrashConfig { paired_pages: true, paired_page_guard: false, max_cuts: Some(250), ..CrashConfig::small(6) };
+    let config =
+        CrashConfig { paired_pages: true, paired_page_guard: false, max_cuts: Some(250), ..CrashConfig::small(6) };
     let mut failures = 0;
     for workload in [Workload::Overwrite, Workload::Cleaner, Workload::SmallFiles] {
         failures += crash_test(workload, &config, &mut |_, _| {}).expect("runs").failures;
@@ -88,7 +97,8 @@ fn paired_page_hazard_without_the_guard_is_caught() {
 fn full_commits_only_every_cut_of_the_short_workloads() {
     let mut config = CrashConfig::small(7);
     config.fs.delta_commits = false;
-    let short = [Workload::SmallFiles, Workload::Overwrite, Workload::RenameStorm, Workload::DeepTree, Workload::Cleaner];
+    let short =
+        [Workload::SmallFiles, Workload::Overwrite, Workload::RenameStorm, Workload::DeepTree, Workload::Cleaner];
     run(&config, &short);
 }
 
@@ -114,7 +124,14 @@ fn tlc_paired_pages_cannot_hide_the_current_metaroot_area() {
 #[test]
 fn paired_page_guard_on_four_chips() {
     for profile in [Profile::Mlc, Profile::Tlc] {
-        let config = CrashConfig { profile, chip_count: 4, block_count: 24, paired_pages: true, max_cuts: Some(150), ..CrashConfig::small(8) };
+        let config = CrashConfig {
+            profile,
+            chip_count: 4,
+            block_count: 24,
+            paired_pages: true,
+            max_cuts: Some(150),
+            ..CrashConfig::small(8)
+        };
         run(&config, &Workload::ALL);
     }
 }
@@ -125,6 +142,7 @@ fn paired_page_guard_on_four_chips() {
 #[test]
 fn indexed_segment_table_one_chip() {
     let config = CrashConfig { block_count: 16_384, paired_pages: true, max_cuts: Some(250), ..CrashConfig::small(7) };
-    let cut_points = run(&config, &[Workload::SmallFiles, Workload::Overwrite, Workload::RenameStorm, Workload::DeepTree]);
+    let cut_points =
+        run(&config, &[Workload::SmallFiles, Workload::Overwrite, Workload::RenameStorm, Workload::DeepTree]);
     assert!(cut_points > 200, "only {cut_points} cut points");
 }

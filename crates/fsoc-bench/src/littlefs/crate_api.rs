@@ -39,7 +39,9 @@ impl LittlefsCrateTarget {
             Filesystem::mount(allocation_ref, storage_ref)
         };
         match mounted {
-            Ok(filesystem) => Ok(LittlefsCrateTarget { filesystem: ManuallyDrop::new(filesystem), allocation, storage }),
+            Ok(filesystem) => {
+                Ok(LittlefsCrateTarget { filesystem: ManuallyDrop::new(filesystem), allocation, storage })
+            }
             Err(error) => {
                 // SAFETY: the failed mount dropped its borrows; the boxes are ours again.
                 let mut storage = unsafe {
@@ -123,10 +125,11 @@ impl BenchTarget for LittlefsCrateTarget {
     fn create_file(&mut self, path: &str, bytes: &[u8], _durability: Durability) -> Result<(), BenchError> {
         let lfs_path = self.path("create", path)?;
         // Closing the file (at the end of the closure) commits it: littlefs's durability point.
-        let result = littlefs2::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open_and_then(&self.filesystem, &lfs_path, |file| file.write_all(bytes));
+        let result = littlefs2::fs::OpenOptions::new().write(true).create_new(true).open_and_then(
+            &self.filesystem,
+            &lfs_path,
+            |file| file.write_all(bytes),
+        );
         result.map_err(|error| self.error("create", path, error))
     }
 

@@ -100,7 +100,8 @@ impl LittlefsConfig {
         if self.inline_max_bytes != 0 {
             return self.inline_max_bytes;
         }
-        let metadata_bytes = if self.metadata_max_bytes == 0 { BLOCK_SIZE_BYTES as u32 } else { self.metadata_max_bytes };
+        let metadata_bytes =
+            if self.metadata_max_bytes == 0 { BLOCK_SIZE_BYTES as u32 } else { self.metadata_max_bytes };
         self.cache_size_bytes.min(ATTR_BYTES_MAX).min(metadata_bytes / 8)
     }
 
@@ -108,7 +109,10 @@ impl LittlefsConfig {
     pub fn validate(&self) -> Result<(), String> {
         let page = PAGE_SIZE_BYTES as u32;
         let block = BLOCK_SIZE_BYTES as u32;
-        if self.cache_size_bytes == 0 || !self.cache_size_bytes.is_multiple_of(page) || !block.is_multiple_of(self.cache_size_bytes) {
+        if self.cache_size_bytes == 0
+            || !self.cache_size_bytes.is_multiple_of(page)
+            || !block.is_multiple_of(self.cache_size_bytes)
+        {
             return Err(format!("cache size {} must be pages dividing the block", self.cache_size_bytes));
         }
         if self.lookahead_size_bytes == 0 || !self.lookahead_size_bytes.is_multiple_of(8) {
@@ -282,4 +286,3 @@ impl Storage for NandStorage {
         Ok(length_bytes)
     }
 }
-

@@ -46,7 +46,10 @@ unsafe extern "C" fn read_callback(
     // SAFETY: littlefs passes back the config we gave it, whose context is our storage, and a
     // buffer of `size_bytes`; no Rust reference to the storage is live during a littlefs call.
     let (storage, buffer) = unsafe {
-        (&mut *((*config).context as *mut NandStorage), core::slice::from_raw_parts_mut(buffer as *mut u8, size_bytes as usize))
+        (
+            &mut *((*config).context as *mut NandStorage),
+            core::slice::from_raw_parts_mut(buffer as *mut u8, size_bytes as usize),
+        )
     };
     let offset = block as usize * BLOCK_SIZE_BYTES + offset as usize;
     match storage.read(offset, buffer) {
@@ -64,7 +67,10 @@ unsafe extern "C" fn prog_callback(
 ) -> c_int {
     // SAFETY: as in `read_callback`.
     let (storage, data) = unsafe {
-        (&mut *((*config).context as *mut NandStorage), core::slice::from_raw_parts(buffer as *const u8, size_bytes as usize))
+        (
+            &mut *((*config).context as *mut NandStorage),
+            core::slice::from_raw_parts(buffer as *const u8, size_bytes as usize),
+        )
     };
     let offset = block as usize * BLOCK_SIZE_BYTES + offset as usize;
     match storage.write(offset, data) {
@@ -241,7 +247,8 @@ impl BenchTarget for LittlefsTarget {
     }
 
     fn create_file(&mut self, path: &str, bytes: &[u8], _durability: Durability) -> Result<(), BenchError> {
-        let flags = (ll::lfs_open_flags_LFS_O_WRONLY | ll::lfs_open_flags_LFS_O_CREAT | ll::lfs_open_flags_LFS_O_EXCL) as c_int;
+        let flags =
+            (ll::lfs_open_flags_LFS_O_WRONLY | ll::lfs_open_flags_LFS_O_CREAT | ll::lfs_open_flags_LFS_O_EXCL) as c_int;
         // Closing the file commits it: littlefs's durability point.
         self.with_file("create", path, flags, |lfs, file| {
             if bytes.is_empty() {
@@ -269,7 +276,8 @@ impl BenchTarget for LittlefsTarget {
             while filled < contents.len() {
                 let rest = &mut contents[filled..];
                 // SAFETY: `rest` is a live buffer of the length passed.
-                let count = unsafe { ll::lfs_file_read(lfs, file, rest.as_mut_ptr() as *mut c_void, rest.len() as u32) };
+                let count =
+                    unsafe { ll::lfs_file_read(lfs, file, rest.as_mut_ptr() as *mut c_void, rest.len() as u32) };
                 if count < 0 {
                     return Err(count);
                 }

@@ -106,7 +106,10 @@ pub struct Volume {
 impl Volume {
     /// `fsoc mkfs` of an image of `size` (for example "256M").
     pub fn new(size: &str) -> Volume {
-        assert!(Path::new("/dev/fuse").exists(), "/dev/fuse is missing: the FUSE tests need it (CI runs as root with /dev/fuse)");
+        assert!(
+            Path::new("/dev/fuse").exists(),
+            "/dev/fuse is missing: the FUSE tests need it (CI runs as root with /dev/fuse)"
+        );
         require("fusermount3");
         let directory = tempfile::tempdir().expect("tempdir");
         let image = directory.path().join("volume.img");
@@ -137,7 +140,10 @@ impl Volume {
         let canonical = self.mount_point.canonicalize().expect("canonical mount point");
         while !fsoc_fuse::is_mount_point(&canonical) {
             if let Some(status) = child.try_wait().expect("wait") {
-                panic!("fsoc mount exited with {status} before mounting:\n{}", fs::read_to_string(&log).unwrap_or_default());
+                panic!(
+                    "fsoc mount exited with {status} before mounting:\n{}",
+                    fs::read_to_string(&log).unwrap_or_default()
+                );
             }
             if Instant::now() >= deadline {
                 let _ = child.kill();
@@ -152,7 +158,12 @@ impl Volume {
     /// `fsoc fsck` must report a clean volume.
     pub fn fsck(&self) {
         let output = fsoc(&["fsck", self.image_arg()]);
-        assert!(output.status.success() && output.stdout.contains("clean"), "fsck of {}:\n{}", self.image.display(), output.text());
+        assert!(
+            output.status.success() && output.stdout.contains("clean"),
+            "fsck of {}:\n{}",
+            self.image.display(),
+            output.text()
+        );
     }
 }
 
@@ -186,7 +197,11 @@ impl Mounted<'_> {
             if output.status.success() {
                 break;
             }
-            assert!(output.stderr.contains("busy") && Instant::now() < deadline, "fusermount3 -u failed:\n{}", output.text());
+            assert!(
+                output.stderr.contains("busy") && Instant::now() < deadline,
+                "fusermount3 -u failed:\n{}",
+                output.text()
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         let mut child = self.child.take().expect("running");
@@ -195,7 +210,11 @@ impl Mounted<'_> {
             let _ = child.wait();
             panic!("fsoc mount did not exit within {MOUNT_TIMEOUT:?} of the unmount");
         });
-        assert!(status.success(), "fsoc mount exited with {status}:\n{}", fs::read_to_string(&self.log).unwrap_or_default());
+        assert!(
+            status.success(),
+            "fsoc mount exited with {status}:\n{}",
+            fs::read_to_string(&self.log).unwrap_or_default()
+        );
     }
 
     /// Sends `signal` to the server and waits for a clean exit (commit and unmount).
@@ -222,7 +241,11 @@ impl Mounted<'_> {
             let _ = child.wait();
             panic!("fsoc mount did not exit within {MOUNT_TIMEOUT:?} of signal {signal}");
         });
-        assert!(status.success(), "fsoc mount exited with {status} after signal {signal}:\n{}", fs::read_to_string(&self.log).unwrap_or_default());
+        assert!(
+            status.success(),
+            "fsoc mount exited with {status} after signal {signal}:\n{}",
+            fs::read_to_string(&self.log).unwrap_or_default()
+        );
         assert!(!fsoc_fuse::is_mount_point(&self.volume.mount_point.canonicalize().expect("path")), "unmounted");
     }
 
@@ -269,7 +292,8 @@ fn collect(root: &Path, path: &Path, entries: &mut BTreeMap<String, String>) {
     let description = if metadata.file_type().is_symlink() {
         format!("link {owner} -> {}", fs::read_link(path).expect("readlink").display())
     } else if metadata.is_dir() {
-        let mut children: Vec<PathBuf> = fs::read_dir(path).expect("readdir").map(|entry| entry.expect("entry").path()).collect();
+        let mut children: Vec<PathBuf> =
+            fs::read_dir(path).expect("readdir").map(|entry| entry.expect("entry").path()).collect();
         children.sort();
         for child in children {
             collect(root, &child, entries);

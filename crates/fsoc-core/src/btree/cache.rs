@@ -27,12 +27,7 @@ pub struct NodeCache {
 impl NodeCache {
     /// A cache of at most `capacity` nodes (0 disables caching).
     pub fn new(capacity: usize) -> NodeCache {
-        NodeCache {
-            capacity,
-            nodes: BTreeMap::new(),
-            recency: BTreeMap::new(),
-            clock: 0,
-        }
+        NodeCache { capacity, nodes: BTreeMap::new(), recency: BTreeMap::new(), clock: 0 }
     }
 
     pub fn len(&self) -> usize {
@@ -50,11 +45,7 @@ impl NodeCache {
         let now = self.tick();
         let cached = self.nodes.get_mut(&address)?;
         let removed = self.recency.remove(&cached.last_use);
-        assert_eq!(
-            removed,
-            Some(address),
-            "recency index out of step for {address:?}"
-        );
+        assert_eq!(removed, Some(address), "recency index out of step for {address:?}");
         cached.last_use = now;
         self.recency.insert(now, address);
         Some((Arc::clone(&cached.node), cached.checksum))
@@ -68,46 +59,25 @@ impl NodeCache {
         }
         self.remove(address);
         while self.nodes.len() >= self.capacity {
-            let (_, victim) = self.recency.pop_first().unwrap_or_else(|| {
-                panic!(
-                    "cache holds {} nodes but no recency entries",
-                    self.nodes.len()
-                )
-            });
+            let (_, victim) = self
+                .recency
+                .pop_first()
+                .unwrap_or_else(|| panic!("cache holds {} nodes but no recency entries", self.nodes.len()));
             let evicted = self.nodes.remove(&victim);
             assert!(evicted.is_some(), "recency index names uncached {victim:?}");
         }
         let now = self.tick();
         self.recency.insert(now, address);
-        self.nodes.insert(
-            address,
-            CachedNode {
-                node,
-                checksum,
-                last_use: now,
-            },
-        );
-        assert!(
-            self.nodes.len() <= self.capacity,
-            "cache over capacity {}",
-            self.capacity
-        );
-        assert_eq!(
-            self.nodes.len(),
-            self.recency.len(),
-            "recency index out of step"
-        );
+        self.nodes.insert(address, CachedNode { node, checksum, last_use: now });
+        assert!(self.nodes.len() <= self.capacity, "cache over capacity {}", self.capacity);
+        assert_eq!(self.nodes.len(), self.recency.len(), "recency index out of step");
     }
 
     /// Forgets `address` (its page was released and may be rewritten with other content).
     pub fn remove(&mut self, address: LogAddress) {
         if let Some(cached) = self.nodes.remove(&address) {
             let removed = self.recency.remove(&cached.last_use);
-            assert_eq!(
-                removed,
-                Some(address),
-                "recency index out of step for {address:?}"
-            );
+            assert_eq!(removed, Some(address), "recency index out of step for {address:?}");
         }
     }
 
@@ -131,18 +101,10 @@ mod tests {
         cache.insert(LogAddress(1), 11, leaf(1));
         cache.insert(LogAddress(2), 22, leaf(2));
         // Touch 1 so that 2 becomes the victim.
-        assert_eq!(
-            cache
-                .get(LogAddress(1))
-                .map(|(node, checksum)| (node.tree_id, checksum)),
-            Some((1, 11))
-        );
+        assert_eq!(cache.get(LogAddress(1)).map(|(node, checksum)| (node.tree_id, checksum)), Some((1, 11)));
         cache.insert(LogAddress(3), 33, leaf(3));
         assert_eq!(cache.len(), 2);
-        assert!(
-            cache.get(LogAddress(2)).is_none(),
-            "2 was least recently used"
-        );
+        assert!(cache.get(LogAddress(2)).is_none(), "2 was least recently used");
         assert!(cache.get(LogAddress(1)).is_some());
         assert!(cache.get(LogAddress(3)).is_some());
     }
@@ -153,12 +115,7 @@ mod tests {
         cache.insert(LogAddress(1), 11, leaf(1));
         cache.insert(LogAddress(1), 12, leaf(5));
         assert_eq!(cache.len(), 1);
-        assert_eq!(
-            cache
-                .get(LogAddress(1))
-                .map(|(node, checksum)| (node.tree_id, checksum)),
-            Some((5, 12))
-        );
+        assert_eq!(cache.get(LogAddress(1)).map(|(node, checksum)| (node.tree_id, checksum)), Some((5, 12)));
         cache.remove(LogAddress(1));
         assert_eq!(cache.len(), 0);
         cache.remove(LogAddress(1));

@@ -26,8 +26,8 @@ mod tests;
 mod tree;
 
 pub use node::{
-    Branch, Child, DirtyId, EncodedNode, LeafEntry, Node, NodeEntries, NODE_HEADER_BYTES,
-    NODE_MAGIC, NODE_SIZE_BYTES_MAX, NODE_SIZE_BYTES_MIN,
+    Branch, Child, DirtyId, EncodedNode, LeafEntry, Node, NodeEntries, NODE_HEADER_BYTES, NODE_MAGIC,
+    NODE_SIZE_BYTES_MAX, NODE_SIZE_BYTES_MIN,
 };
 pub use tree::{KeyValue, Tree, TreeCounters};
 
@@ -93,24 +93,14 @@ pub struct TreeStats {
 pub enum TreeError {
     /// The store could not read or write the page; `reason` comes from the store.
     #[error("node page {address:?}: i/o error: {reason}")]
-    Io {
-        address: LogAddress,
-        reason: &'static str,
-    },
+    Io { address: LogAddress, reason: &'static str },
     /// The page does not hold the node its parent (or the metaroot) says it holds.
     /// `address` is `LogAddress::NULL` for a dirty node that fails `Tree::check`.
     #[error("node page {address:?} corrupt: {reason}")]
-    Corrupt {
-        address: LogAddress,
-        reason: &'static str,
-    },
+    Corrupt { address: LogAddress, reason: &'static str },
     /// Key plus value exceed `Tree::max_entry_bytes` for the node size.
     #[error("entry of {key_bytes} key bytes and {value_bytes} value bytes exceeds {limit_bytes}")]
-    EntryTooLarge {
-        key_bytes: usize,
-        value_bytes: usize,
-        limit_bytes: usize,
-    },
+    EntryTooLarge { key_bytes: usize, value_bytes: usize, limit_bytes: usize },
     /// The store has no free page for a node.
     #[error("no space for node pages")]
     NoSpace,

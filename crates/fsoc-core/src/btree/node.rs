@@ -52,11 +52,7 @@
 //! 42 4e 01 00 01 00 00 00  fd e2 96 ad 01 00 01 00  6b 76
 //! magic tr lv count  rsvd  checksum    klen  vlen   k  v
 //! ```
-#![deny(
-    clippy::indexing_slicing,
-    clippy::unwrap_used,
-    clippy::host_endian_bytes
-)]
+#![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::host_endian_bytes)]
 
 use alloc::vec::Vec;
 
@@ -89,10 +85,8 @@ pub const fn max_entry_bytes(node_size_bytes: usize) -> usize {
 // The limit must cover the costlier of the two entry kinds, and must fit a u16 length field.
 const _: () = assert!(BRANCH_OVERHEAD_BYTES >= LEAF_ENTRY_OVERHEAD_BYTES);
 const _: () = assert!(max_entry_bytes(NODE_SIZE_BYTES_MAX) <= u16::MAX as usize);
-const _: () = assert!(
-    NODE_HEADER_BYTES + LARGEST_ENTRIES_PER_NODE * (max_entry_bytes(2048) + BRANCH_OVERHEAD_BYTES)
-        <= 2048
-);
+const _: () =
+    assert!(NODE_HEADER_BYTES + LARGEST_ENTRIES_PER_NODE * (max_entry_bytes(2048) + BRANCH_OVERHEAD_BYTES) <= 2048);
 const _: () = assert!(max_entry_bytes(NODE_SIZE_BYTES_MIN) > 16);
 
 /// Encoded bytes of a leaf entry.
@@ -154,11 +148,7 @@ pub struct EncodedNode {
 
 impl Node {
     pub fn empty_leaf(tree_id: u8) -> Node {
-        Node {
-            tree_id,
-            level: 0,
-            entries: NodeEntries::Leaf(Vec::new()),
-        }
+        Node { tree_id, level: 0, entries: NodeEntries::Leaf(Vec::new()) }
     }
 
     pub fn is_leaf(&self) -> bool {
@@ -176,14 +166,10 @@ impl Node {
     /// tree is between an update and the split that follows it.
     pub fn encoded_bytes(&self) -> usize {
         let entry_bytes: usize = match &self.entries {
-            NodeEntries::Leaf(entries) => entries
-                .iter()
-                .map(|entry| leaf_entry_bytes(entry.key.len(), entry.value.len()))
-                .sum(),
-            NodeEntries::Internal(branches) => branches
-                .iter()
-                .map(|branch| branch_bytes(branch.key.len()))
-                .sum(),
+            NodeEntries::Leaf(entries) => {
+                entries.iter().map(|entry| leaf_entry_bytes(entry.key.len(), entry.value.len())).sum()
+            }
+            NodeEntries::Internal(branches) => branches.iter().map(|branch| branch_bytes(branch.key.len())).sum(),
         };
         NODE_HEADER_BYTES + entry_bytes
     }
@@ -217,12 +203,7 @@ impl Node {
         let entry_count = self.entry_count();
         let entry_count_field = u16::try_from(entry_count)
             .unwrap_or_else(|_| panic!("{entry_count} entries overflow the entry_count field"));
-        assert_eq!(
-            self.level == 0,
-            self.is_leaf(),
-            "level {} with the wrong entry kind",
-            self.level
-        );
+        assert_eq!(self.level == 0, self.is_leaf(), "level {} with the wrong entry kind", self.level);
         let limit_bytes = max_entry_bytes(node_size_bytes);
 
         let mut writer = Writer::with_capacity(node_size_bytes);
@@ -242,9 +223,7 @@ impl Node {
                         "leaf entry of {key_bytes}+{value_bytes} bytes exceeds {limit_bytes}"
                     );
                     assert!(
-                        previous_key
-                            .iter()
-                            .all(|previous| *previous < entry.key.as_slice()),
+                        previous_key.iter().all(|previous| *previous < entry.key.as_slice()),
                         "leaf keys out of order at {:?}",
                         entry.key
                     );
@@ -256,26 +235,14 @@ impl Node {
                 }
             }
             NodeEntries::Internal(branches) => {
-                assert!(
-                    branches.len() >= 2,
-                    "internal node with {} children",
-                    branches.len()
-                );
+                assert!(branches.len() >= 2, "internal node with {} children", branches.len());
                 let mut previous_key: Option<&[u8]> = None;
                 for (index, branch) in branches.iter().enumerate() {
                     let key_bytes = branch.key.len();
+                    assert!(key_bytes <= limit_bytes, "separator of {key_bytes} bytes exceeds {limit_bytes}");
+                    assert!(index > 0 || branch.key.is_empty(), "separator 0 must be empty");
                     assert!(
-                        key_bytes <= limit_bytes,
-                        "separator of {key_bytes} bytes exceeds {limit_bytes}"
-                    );
-                    assert!(
-                        index > 0 || branch.key.is_empty(),
-                        "separator 0 must be empty"
-                    );
-                    assert!(
-                        previous_key
-                            .iter()
-                            .all(|previous| *previous < branch.key.as_slice()),
+                        previous_key.iter().all(|previous| *previous < branch.key.as_slice()),
                         "separators out of order at {:?}",
                         branch.key
                     );
@@ -286,10 +253,7 @@ impl Node {
                             panic!("encoding a node whose child {index} is dirty ({id:?})")
                         }
                     };
-                    assert!(
-                        !pointer.address.is_null(),
-                        "child {index} has the null address"
-                    );
+                    assert!(!pointer.address.is_null(), "child {index} has the null address");
                     writer.u16_le(key_bytes as u16);
                     writer.raw(&branch.key);
                     writer.pointer(pointer);
@@ -297,19 +261,11 @@ impl Node {
             }
         }
         let mut bytes = writer.bytes;
-        assert_eq!(
-            bytes.len(),
-            encoded_bytes,
-            "encoded_bytes disagrees with the encoder"
-        );
+        assert_eq!(bytes.len(), encoded_bytes, "encoded_bytes disagrees with the encoder");
         bytes.resize(node_size_bytes, 0);
         let checksum = crc32c_excluding(&bytes, CHECKSUM_OFFSET);
         bytes.splice(CHECKSUM_OFFSET..CHECKSUM_OFFSET + 4, checksum.to_le_bytes());
-        assert_eq!(
-            bytes.len(),
-            node_size_bytes,
-            "checksum splice changed the page length"
-        );
+        assert_eq!(bytes.len(), node_size_bytes, "checksum splice changed the page length");
         EncodedNode { bytes, checksum }
     }
 
@@ -324,10 +280,7 @@ impl Node {
         }
         let magic = reader.u16_le()?;
         if magic != NODE_MAGIC {
-            return Err(DecodeError::BadMagic {
-                structure: STRUCTURE,
-                found: u64::from(magic),
-            });
+            return Err(DecodeError::BadMagic { structure: STRUCTURE, found: u64::from(magic) });
         }
         let tree_id = reader.u8()?;
         let level = reader.u8()?;
@@ -339,11 +292,7 @@ impl Node {
         let stored = reader.u32_le()?;
         let computed = crc32c_excluding(bytes, CHECKSUM_OFFSET);
         if stored != computed {
-            return Err(DecodeError::ChecksumMismatch {
-                structure: STRUCTURE,
-                stored,
-                computed,
-            });
+            return Err(DecodeError::ChecksumMismatch { structure: STRUCTURE, stored, computed });
         }
         let limit_bytes = max_entry_bytes(node_size_bytes);
         // Each entry takes at least 4 bytes, so a corrupt count cannot reserve more than the page.
@@ -354,31 +303,19 @@ impl Node {
                 let key_bytes = usize::from(reader.u16_le()?);
                 let value_bytes = usize::from(reader.u16_le()?);
                 if key_bytes + value_bytes > limit_bytes {
-                    return Err(reader.invalid(
-                        "entry larger than the limit",
-                        (key_bytes + value_bytes) as u64,
-                    ));
+                    return Err(reader.invalid("entry larger than the limit", (key_bytes + value_bytes) as u64));
                 }
                 let key = reader.bytes(key_bytes)?;
                 let value = reader.bytes(value_bytes)?;
-                if entries
-                    .last()
-                    .is_some_and(|previous| previous.key.as_slice() >= key)
-                {
+                if entries.last().is_some_and(|previous| previous.key.as_slice() >= key) {
                     return Err(reader.invalid("leaf keys out of order", key_bytes as u64));
                 }
-                entries.push(LeafEntry {
-                    key: key.to_vec(),
-                    value: value.to_vec(),
-                });
+                entries.push(LeafEntry { key: key.to_vec(), value: value.to_vec() });
             }
             NodeEntries::Leaf(entries)
         } else {
             if entry_count < 2 {
-                return Err(reader.invalid(
-                    "internal node with fewer than two children",
-                    entry_count as u64,
-                ));
+                return Err(reader.invalid("internal node with fewer than two children", entry_count as u64));
             }
             let mut branches: Vec<Branch> = Vec::with_capacity(capacity);
             for index in 0..entry_count {
@@ -394,16 +331,10 @@ impl Node {
                 if pointer.address.is_null() {
                     return Err(reader.invalid("null child address", index as u64));
                 }
-                if branches
-                    .last()
-                    .is_some_and(|previous| previous.key.as_slice() >= key)
-                {
+                if branches.last().is_some_and(|previous| previous.key.as_slice() >= key) {
                     return Err(reader.invalid("separators out of order", index as u64));
                 }
-                branches.push(Branch {
-                    key: key.to_vec(),
-                    child: Child::OnFlash(pointer),
-                });
+                branches.push(Branch { key: key.to_vec(), child: Child::OnFlash(pointer) });
             }
             NodeEntries::Internal(branches)
         };
@@ -411,14 +342,7 @@ impl Node {
         if let Some(position) = padding.iter().position(|byte| *byte != 0) {
             return Err(reader.invalid("padding not zero", position as u64));
         }
-        Ok((
-            Node {
-                tree_id,
-                level,
-                entries,
-            },
-            stored,
-        ))
+        Ok((Node { tree_id, level, entries }, stored))
     }
 }
 
@@ -435,22 +359,13 @@ mod tests {
             tree_id: 1,
             level: 0,
             entries: NodeEntries::Leaf(
-                entries
-                    .iter()
-                    .map(|(key, value)| LeafEntry {
-                        key: key.to_vec(),
-                        value: value.to_vec(),
-                    })
-                    .collect(),
+                entries.iter().map(|(key, value)| LeafEntry { key: key.to_vec(), value: value.to_vec() }).collect(),
             ),
         }
     }
 
     fn pointer(address: u32, checksum: u32) -> Child {
-        Child::OnFlash(PagePointer {
-            address: LogAddress(address),
-            checksum,
-        })
+        Child::OnFlash(PagePointer { address: LogAddress(address), checksum })
     }
 
     fn internal(level: u8, branches: &[(&[u8], u32)]) -> Node {
@@ -460,10 +375,7 @@ mod tests {
             entries: NodeEntries::Internal(
                 branches
                     .iter()
-                    .map(|(key, address)| Branch {
-                        key: key.to_vec(),
-                        child: pointer(*address, address ^ 0xA5A5),
-                    })
+                    .map(|(key, address)| Branch { key: key.to_vec(), child: pointer(*address, address ^ 0xA5A5) })
                     .collect(),
             ),
         }
@@ -510,10 +422,7 @@ mod tests {
             for node_size_bytes in [256, 2048, 4096, 8192] {
                 let encoded = node.encode(node_size_bytes);
                 assert_eq!(encoded.bytes.len(), node_size_bytes);
-                assert_eq!(
-                    encoded.checksum,
-                    crc32c_excluding(&encoded.bytes, CHECKSUM_OFFSET)
-                );
+                assert_eq!(encoded.checksum, crc32c_excluding(&encoded.bytes, CHECKSUM_OFFSET));
                 let (decoded, checksum) = Node::decode(&encoded.bytes).unwrap();
                 assert_eq!(decoded, node);
                 assert_eq!(checksum, encoded.checksum);
@@ -536,18 +445,11 @@ mod tests {
         ];
         assert_eq!(encoded.bytes[..18], expected_prefix);
         assert_eq!(encoded.checksum, 0xAD96_E2FD);
-        assert!(
-            encoded.bytes[18..].iter().all(|byte| *byte == 0),
-            "padding is zero"
-        );
+        assert!(encoded.bytes[18..].iter().all(|byte| *byte == 0), "padding is zero");
         let mut zeroed = encoded.bytes.clone();
         zeroed[8..12].fill(0);
         let checksum = u32::from_le_bytes(encoded.bytes[8..12].try_into().unwrap());
-        assert_eq!(
-            checksum,
-            crc32c(&zeroed),
-            "checksum covers the page with the field as zero"
-        );
+        assert_eq!(checksum, crc32c(&zeroed), "checksum covers the page with the field as zero");
         assert_eq!(checksum, encoded.checksum);
     }
 
@@ -557,14 +459,8 @@ mod tests {
             let limit_bytes = max_entry_bytes(node_size_bytes);
             let leaf_bytes = NODE_HEADER_BYTES + 4 * leaf_entry_bytes(limit_bytes, 0);
             let internal_bytes = NODE_HEADER_BYTES + 4 * branch_bytes(limit_bytes);
-            assert!(
-                leaf_bytes <= node_size_bytes,
-                "{node_size_bytes}: leaf {leaf_bytes}"
-            );
-            assert!(
-                internal_bytes <= node_size_bytes,
-                "{node_size_bytes}: internal {internal_bytes}"
-            );
+            assert!(leaf_bytes <= node_size_bytes, "{node_size_bytes}: leaf {leaf_bytes}");
+            assert!(internal_bytes <= node_size_bytes, "{node_size_bytes}: internal {internal_bytes}");
             // The limit is tight: one more byte per entry would not fit four internal entries.
             assert!(NODE_HEADER_BYTES + 4 * branch_bytes(limit_bytes + 1) > node_size_bytes);
         }
@@ -578,11 +474,7 @@ mod tests {
         let node = internal(1, &[(b"", 1), (b"d", 2), (b"g", 3)]);
         assert_eq!(node.child_index(b""), 0);
         assert_eq!(node.child_index(b"c"), 0);
-        assert_eq!(
-            node.child_index(b"d"),
-            1,
-            "a separator belongs to its own child"
-        );
+        assert_eq!(node.child_index(b"d"), 1, "a separator belongs to its own child");
         assert_eq!(node.child_index(b"dz"), 1);
         assert_eq!(node.child_index(b"g"), 2);
         assert_eq!(node.child_index(b"zzz"), 2);
@@ -616,54 +508,27 @@ mod tests {
         let mut bad_magic = good.clone();
         bad_magic[0] ^= 1;
         fix_checksum(&mut bad_magic);
-        assert!(matches!(
-            Node::decode(&bad_magic),
-            Err(DecodeError::BadMagic { found: 0x4E43, .. })
-        ));
+        assert!(matches!(Node::decode(&bad_magic), Err(DecodeError::BadMagic { found: 0x4E43, .. })));
 
         let mut bad_checksum = good.clone();
         bad_checksum[100] = 1;
-        assert!(matches!(
-            Node::decode(&bad_checksum),
-            Err(DecodeError::ChecksumMismatch { .. })
-        ));
+        assert!(matches!(Node::decode(&bad_checksum), Err(DecodeError::ChecksumMismatch { .. })));
 
-        assert!(matches!(
-            Node::decode(&good[..255]),
-            Err(DecodeError::InvalidField { .. })
-        ));
-        assert!(matches!(
-            Node::decode(&[]),
-            Err(DecodeError::InvalidField { .. })
-        ));
+        assert!(matches!(Node::decode(&good[..255]), Err(DecodeError::InvalidField { .. })));
+        assert!(matches!(Node::decode(&[]), Err(DecodeError::InvalidField { .. })));
 
-        assert_eq!(
-            decode_error_field(&raw_page(0, 0, 1, &[])),
-            "reserved header field not zero"
-        );
+        assert_eq!(decode_error_field(&raw_page(0, 0, 1, &[])), "reserved header field not zero");
         // Two leaf entries "b" then "a".
         let unsorted = [1, 0, 0, 0, b'b', 1, 0, 0, 0, b'a'];
-        assert_eq!(
-            decode_error_field(&raw_page(0, 2, 0, &unsorted)),
-            "leaf keys out of order"
-        );
+        assert_eq!(decode_error_field(&raw_page(0, 2, 0, &unsorted)), "leaf keys out of order");
         let duplicate = [1, 0, 0, 0, b'a', 1, 0, 0, 0, b'a'];
-        assert_eq!(
-            decode_error_field(&raw_page(0, 2, 0, &duplicate)),
-            "leaf keys out of order"
-        );
+        assert_eq!(decode_error_field(&raw_page(0, 2, 0, &duplicate)), "leaf keys out of order");
         // One leaf entry with key_len + value_len = 52 > max_entry_bytes(256) = 51.
         let mut oversized = vec![26, 0, 26, 0];
         oversized.extend_from_slice(&[b'x'; 52]);
-        assert_eq!(
-            decode_error_field(&raw_page(0, 1, 0, &oversized)),
-            "entry larger than the limit"
-        );
+        assert_eq!(decode_error_field(&raw_page(0, 1, 0, &oversized)), "entry larger than the limit");
         let trailing_garbage = [1, 0, 0, 0, b'a', 0, 0, 7];
-        assert_eq!(
-            decode_error_field(&raw_page(0, 1, 0, &trailing_garbage)),
-            "padding not zero"
-        );
+        assert_eq!(decode_error_field(&raw_page(0, 1, 0, &trailing_garbage)), "padding not zero");
         assert!(matches!(
             Node::decode(&raw_page(0, 3, 0, &[1, 0, 0, 0, b'a'])),
             Ok(_) | Err(DecodeError::InvalidField { .. }) | Err(DecodeError::Truncated { .. })
@@ -679,25 +544,13 @@ mod tests {
             bytes
         };
         let one_child = child(b"", 5);
-        assert_eq!(
-            decode_error_field(&raw_page(1, 1, 0, &one_child)),
-            "internal node with fewer than two children"
-        );
+        assert_eq!(decode_error_field(&raw_page(1, 1, 0, &one_child)), "internal node with fewer than two children");
         let nonempty_first = [child(b"a", 5), child(b"b", 6)].concat();
-        assert_eq!(
-            decode_error_field(&raw_page(1, 2, 0, &nonempty_first)),
-            "first separator not empty"
-        );
+        assert_eq!(decode_error_field(&raw_page(1, 2, 0, &nonempty_first)), "first separator not empty");
         let null_child = [child(b"", 5), child(b"b", u32::MAX)].concat();
-        assert_eq!(
-            decode_error_field(&raw_page(1, 2, 0, &null_child)),
-            "null child address"
-        );
+        assert_eq!(decode_error_field(&raw_page(1, 2, 0, &null_child)), "null child address");
         let unsorted_separators = [child(b"", 5), child(b"c", 6), child(b"b", 7)].concat();
-        assert_eq!(
-            decode_error_field(&raw_page(1, 3, 0, &unsorted_separators)),
-            "separators out of order"
-        );
+        assert_eq!(decode_error_field(&raw_page(1, 3, 0, &unsorted_separators)), "separators out of order");
         let valid_internal = [child(b"", 5), child(b"b", 6)].concat();
         assert!(Node::decode(&raw_page(1, 2, 0, &valid_internal)).is_ok());
     }
@@ -718,11 +571,7 @@ mod tests {
             bytes[6..8].fill(0);
             for byte in bytes[12..].iter_mut() {
                 // Mostly small numbers so length fields stay in range now and then.
-                *byte = if rng.below(4) == 0 {
-                    rng.next() as u8
-                } else {
-                    (rng.next() % 3) as u8
-                };
+                *byte = if rng.below(4) == 0 { rng.next() as u8 } else { (rng.next() % 3) as u8 };
             }
             let cut = 12 + rng.below(64);
             bytes[cut..].fill(0);
@@ -738,12 +587,7 @@ mod tests {
     fn mutated_valid_nodes_never_panic() {
         let mut rng = Rng::new(0x5EED_0002);
         let nodes = [
-            leaf(&[
-                (b"", b""),
-                (b"alpha", b"1"),
-                (b"beta", b"22"),
-                (b"gamma", &[7u8; 40]),
-            ]),
+            leaf(&[(b"", b""), (b"alpha", b"1"), (b"beta", b"22"), (b"gamma", &[7u8; 40])]),
             internal(2, &[(b"", 11), (b"k", 12), (b"kk", 13), (b"q", 14)]),
         ];
         for node in &nodes {
@@ -751,10 +595,7 @@ mod tests {
             for bit_index in 0..valid.len() * 8 {
                 let mut mutated = valid.clone();
                 mutated[bit_index / 8] ^= 1 << (bit_index % 8);
-                assert!(
-                    Node::decode(&mutated).is_err(),
-                    "bit {bit_index} flip went undetected"
-                );
+                assert!(Node::decode(&mutated).is_err(), "bit {bit_index} flip went undetected");
                 fix_checksum(&mut mutated);
                 assert_decode_is_exact(&mutated);
             }
@@ -777,14 +618,8 @@ mod tests {
             tree_id: 1,
             level: 1,
             entries: NodeEntries::Internal(vec![
-                Branch {
-                    key: vec![],
-                    child: pointer(1, 1),
-                },
-                Branch {
-                    key: b"m".to_vec(),
-                    child: Child::Dirty(DirtyId(0)),
-                },
+                Branch { key: vec![], child: pointer(1, 1) },
+                Branch { key: b"m".to_vec(), child: Child::Dirty(DirtyId(0)) },
             ]),
         };
         node.encode(2048);

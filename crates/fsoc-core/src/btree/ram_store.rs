@@ -57,22 +57,14 @@ impl RamNodeStore {
 
     /// Live pages holding nodes of `tree_id`.
     pub fn live_addresses(&self, tree_id: u8) -> BTreeSet<u32> {
-        let of_tree = |address: &&u32| {
-            self.tags
-                .get(address)
-                .is_some_and(|tag| tag.tree_id == tree_id)
-        };
+        let of_tree = |address: &&u32| self.tags.get(address).is_some_and(|tag| tag.tree_id == tree_id);
         self.live.iter().filter(of_tree).copied().collect()
     }
 
     /// Declares pages copied in from another store as referenced by the working state.
     pub fn mark_live(&mut self, addresses: &[LogAddress]) {
         self.live.extend(addresses.iter().map(|address| address.0));
-        self.next_address = self
-            .pages
-            .keys()
-            .next_back()
-            .map_or(self.next_address, |last| last + 1);
+        self.next_address = self.pages.keys().next_back().map_or(self.next_address, |last| last + 1);
     }
 
     pub fn is_live(&self, address: LogAddress) -> bool {
@@ -81,13 +73,8 @@ impl RamNodeStore {
 
     /// Flips bit `bit_index` of the page at `address`.
     pub fn flip_bit(&mut self, address: LogAddress, bit_index: usize) {
-        let page = self
-            .pages
-            .get_mut(&address.0)
-            .unwrap_or_else(|| panic!("no page {address:?} to corrupt"));
-        let byte = page
-            .get_mut(bit_index / 8)
-            .unwrap_or_else(|| panic!("bit {bit_index} outside the page"));
+        let page = self.pages.get_mut(&address.0).unwrap_or_else(|| panic!("no page {address:?} to corrupt"));
+        let byte = page.get_mut(bit_index / 8).unwrap_or_else(|| panic!("bit {bit_index} outside the page"));
         *byte ^= 1 << (bit_index % 8);
     }
 }
@@ -99,10 +86,7 @@ impl NodeReader for RamNodeStore {
 
     fn read_page(&self, address: LogAddress, out: &mut Vec<u8>) -> Result<(), TreeError> {
         self.read_count.set(self.read_count.get() + 1);
-        let page = self.pages.get(&address.0).ok_or(TreeError::Io {
-            address,
-            reason: "page not written or erased",
-        })?;
+        let page = self.pages.get(&address.0).ok_or(TreeError::Io { address, reason: "page not written or erased" })?;
         out.clear();
         out.extend_from_slice(page);
         Ok(())
@@ -111,11 +95,7 @@ impl NodeReader for RamNodeStore {
 
 impl NodeStore for RamNodeStore {
     fn append_node(&mut self, bytes: &[u8], tag: NodeTag) -> Result<LogAddress, TreeError> {
-        assert_eq!(
-            bytes.len(),
-            self.node_size_bytes,
-            "node page of the wrong size"
-        );
+        assert_eq!(bytes.len(), self.node_size_bytes, "node page of the wrong size");
         if let Some(budget) = &mut self.append_budget {
             if *budget == 0 {
                 return Err(TreeError::NoSpace);
@@ -127,19 +107,13 @@ impl NodeStore for RamNodeStore {
         self.append_count += 1;
         self.pages.insert(address, bytes.to_vec());
         self.tags.insert(address, tag);
-        assert!(
-            self.live.insert(address),
-            "appended over live page {address}"
-        );
+        assert!(self.live.insert(address), "appended over live page {address}");
         Ok(LogAddress(address))
     }
 
     fn release(&mut self, address: LogAddress) {
         self.release_count += 1;
         // Each page leaves the working state once: a second release is a bookkeeping bug.
-        assert!(
-            self.live.remove(&address.0),
-            "release of {address:?}, which is not live (released twice?)"
-        );
+        assert!(self.live.remove(&address.0), "release of {address:?}, which is not live (released twice?)");
     }
 }

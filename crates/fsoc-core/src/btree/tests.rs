@@ -12,21 +12,16 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::address::LogAddress;
-use crate::btree::NodeReader;
 use crate::btree::ram_store::RamNodeStore;
-use crate::btree::{
-    Node, NodeStore, Tree, TreeConfig, TreeCounters, TreeError, TreeRoot, TreeStats,
-};
+use crate::btree::NodeReader;
+use crate::btree::{Node, NodeStore, Tree, TreeConfig, TreeCounters, TreeError, TreeRoot, TreeStats};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 const TREE_ID: u8 = 1;
 
 fn config(cache_nodes_max: usize) -> TreeConfig {
-    TreeConfig {
-        tree_id: TREE_ID,
-        cache_nodes_max,
-    }
+    TreeConfig { tree_id: TREE_ID, cache_nodes_max }
 }
 
 /// fsoc-media's seeded generator with the helpers these tests need; deterministic across
@@ -66,23 +61,13 @@ fn seeds(defaults: &[u64]) -> Vec<u64> {
 /// on-flash nodes it reaches to be exactly the store's live pages of the tree (so every page
 /// the working tree dropped was released and none it still uses was), and the node count to
 /// add up with the dirty nodes.
-fn check_tree(
-    tree: &mut Tree,
-    store: &mut RamNodeStore,
-    model: &Model,
-    context: &str,
-) -> TreeStats {
+fn check_tree(tree: &mut Tree, store: &mut RamNodeStore, model: &Model, context: &str) -> TreeStats {
     let mut nodes = BTreeSet::new();
     let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let stats = tree
         .check(
             store,
-            &mut |address| {
-                assert!(
-                    nodes.insert(address.0),
-                    "{context}: node {address:?} reached twice"
-                )
-            },
+            &mut |address| assert!(nodes.insert(address.0), "{context}: node {address:?} reached twice"),
             &mut |key, value| {
                 entries.push((key.to_vec(), value.to_vec()));
                 Ok(())
@@ -94,22 +79,10 @@ fn check_tree(
         assert_eq!(key, model_key, "{context}: keys differ");
         assert_eq!(value, model_value, "{context}: value of {key:?}");
     }
-    assert_eq!(
-        stats.entry_count,
-        model.len() as u64,
-        "{context}: stats entry count"
-    );
+    assert_eq!(stats.entry_count, model.len() as u64, "{context}: stats entry count");
     assert_eq!(stats.height, tree.height(), "{context}: stats height");
-    assert_eq!(
-        nodes,
-        store.live_addresses(TREE_ID),
-        "{context}: live pages != reachable pages"
-    );
-    assert_eq!(
-        stats.node_count,
-        (nodes.len() + tree.dirty_node_count()) as u64,
-        "{context}: nodes = on-flash + dirty"
-    );
+    assert_eq!(nodes, store.live_addresses(TREE_ID), "{context}: live pages != reachable pages");
+    assert_eq!(stats.node_count, (nodes.len() + tree.dirty_node_count()) as u64, "{context}: nodes = on-flash + dirty");
     if let Some(root) = tree.root() {
         assert_fill(store, &nodes, root.pointer.address, context);
     }
@@ -150,19 +123,9 @@ fn accumulate(total: &mut TreeCounters, more: TreeCounters) {
 fn flush_and_commit(tree: &mut Tree, store: &mut RamNodeStore, context: &str) -> TreeRoot {
     let dirty_node_count = tree.dirty_node_count() as u64;
     let appends_before = store.append_count;
-    let root = tree
-        .flush(store)
-        .unwrap_or_else(|error| panic!("{context}: flush failed: {error:?}"));
-    assert_eq!(
-        store.append_count - appends_before,
-        dirty_node_count,
-        "{context}: pages written by flush"
-    );
-    assert_eq!(
-        tree.dirty_node_count(),
-        0,
-        "{context}: dirty nodes after flush"
-    );
+    let root = tree.flush(store).unwrap_or_else(|error| panic!("{context}: flush failed: {error:?}"));
+    assert_eq!(store.append_count - appends_before, dirty_node_count, "{context}: pages written by flush");
+    assert_eq!(tree.dirty_node_count(), 0, "{context}: dirty nodes after flush");
     assert_eq!(tree.root(), Some(root), "{context}: root after flush");
     store.commit();
     root
@@ -208,14 +171,7 @@ fn key_for(index: usize, key_bytes_max: usize) -> Vec<u8> {
 /// `flush_every` operations and running the whole-tree check every `check_every`. Returns what
 /// the tree did, summed over reopenings.
 fn run_workload(seed: u64, workload: Workload) -> TreeCounters {
-    let Workload {
-        node_size_bytes,
-        cache_nodes_max,
-        operation_count,
-        key_space,
-        key_bytes_max,
-        ..
-    } = workload;
+    let Workload { node_size_bytes, cache_nodes_max, operation_count, key_space, key_bytes_max, .. } = workload;
     let mut rng = Rng::new(seed);
     let mut store = RamNodeStore::new(node_size_bytes);
     let mut tree = Tree::new_empty(config(cache_nodes_max));
@@ -240,11 +196,7 @@ fn run_workload(seed: u64, workload: Workload) -> TreeCounters {
         match kind {
             0..=44 => {
                 let value_bytes_max = workload.value_bytes_max.min(limit_bytes - key.len());
-                let value_bytes = if rng.below(4) == 0 {
-                    value_bytes_max
-                } else {
-                    rng.below(value_bytes_max + 1)
-                };
+                let value_bytes = if rng.below(4) == 0 { value_bytes_max } else { rng.below(value_bytes_max + 1) };
                 let value = rng.bytes(value_bytes);
                 let got = tree.insert(&mut store, &key, &value);
                 assert_eq!(got, Ok(model.insert(key, value)), "{context}: insert");
@@ -273,11 +225,7 @@ fn run_workload(seed: u64, workload: Workload) -> TreeCounters {
             if flush_count % 2 == 0 {
                 accumulate(&mut counters, tree.counters());
                 tree = Tree::open(config(cache_nodes_max), root);
-                assert_eq!(
-                    tree.cached_node_count(),
-                    0,
-                    "{context}: reopened with a warm cache"
-                );
+                assert_eq!(tree.cached_node_count(), 0, "{context}: reopened with a warm cache");
             }
             check_tree(&mut tree, &mut store, &model, &context);
         }
@@ -287,19 +235,9 @@ fn run_workload(seed: u64, workload: Workload) -> TreeCounters {
     accumulate(&mut counters, tree.counters());
     let mut reopened = Tree::open(config(cache_nodes_max), root);
     check_tree(&mut reopened, &mut store, &model, &context);
-    assert_eq!(
-        scan(&mut reopened, &mut store),
-        model,
-        "{context}: forward scan"
-    );
-    assert_eq!(
-        counters.nodes_written, store.append_count,
-        "{context}: nodes written = pages appended"
-    );
-    assert_eq!(
-        counters.nodes_copied, store.release_count,
-        "{context}: nodes copied = pages released"
-    );
+    assert_eq!(scan(&mut reopened, &mut store), model, "{context}: forward scan");
+    assert_eq!(counters.nodes_written, store.append_count, "{context}: nodes written = pages appended");
+    assert_eq!(counters.nodes_copied, store.release_count, "{context}: nodes copied = pages released");
     counters
 }
 
@@ -309,60 +247,25 @@ fn scan(tree: &mut Tree, store: &mut RamNodeStore) -> Model {
     let mut next = tree.first_at_or_after(store, &[]).unwrap();
     while let Some((key, value)) = next {
         next = tree.first_after(store, &key).unwrap();
-        assert!(
-            found.insert(key, value).is_none(),
-            "scan returned a key twice"
-        );
+        assert!(found.insert(key, value).is_none(), "scan returned a key twice");
     }
     found
 }
 
-fn check_ranges(
-    tree: &mut Tree,
-    store: &mut RamNodeStore,
-    model: &Model,
-    key: &[u8],
-    context: &str,
-) {
+fn check_ranges(tree: &mut Tree, store: &mut RamNodeStore, model: &Model, key: &[u8], context: &str) {
     use core::ops::Bound::{Excluded, Included, Unbounded};
     let clone = |(key, value): (&Vec<u8>, &Vec<u8>)| (key.clone(), value.clone());
-    let at_or_after = model
-        .range::<[u8], _>((Included(key), Unbounded))
-        .next()
-        .map(clone);
-    let after = model
-        .range::<[u8], _>((Excluded(key), Unbounded))
-        .next()
-        .map(clone);
-    let at_or_before = model
-        .range::<[u8], _>((Unbounded, Included(key)))
-        .next_back()
-        .map(clone);
-    assert_eq!(
-        tree.first_at_or_after(store, key),
-        Ok(at_or_after),
-        "{context}: first_at_or_after {key:?}"
-    );
-    assert_eq!(
-        tree.first_after(store, key),
-        Ok(after),
-        "{context}: first_after {key:?}"
-    );
-    assert_eq!(
-        tree.last_at_or_before(store, key),
-        Ok(at_or_before),
-        "{context}: last_at_or_before {key:?}"
-    );
+    let at_or_after = model.range::<[u8], _>((Included(key), Unbounded)).next().map(clone);
+    let after = model.range::<[u8], _>((Excluded(key), Unbounded)).next().map(clone);
+    let at_or_before = model.range::<[u8], _>((Unbounded, Included(key))).next_back().map(clone);
+    assert_eq!(tree.first_at_or_after(store, key), Ok(at_or_after), "{context}: first_at_or_after {key:?}");
+    assert_eq!(tree.first_after(store, key), Ok(after), "{context}: first_after {key:?}");
+    assert_eq!(tree.last_at_or_before(store, key), Ok(at_or_before), "{context}: last_at_or_before {key:?}");
 }
 
 /// Builds a flushed and committed tree holding `count` entries of 8-byte keys (BE index * 2, so
 /// odd numbers fall between keys) and `value_bytes`-byte values.
-fn build(
-    store: &mut RamNodeStore,
-    cache_nodes_max: usize,
-    count: u64,
-    value_bytes: usize,
-) -> (Tree, Model, TreeRoot) {
+fn build(store: &mut RamNodeStore, cache_nodes_max: usize, count: u64, value_bytes: usize) -> (Tree, Model, TreeRoot) {
     let mut tree = Tree::new_empty(config(cache_nodes_max));
     let mut model = Model::new();
     let mut rng = Rng::new(count);
@@ -392,25 +295,14 @@ fn empty_tree_is_one_empty_leaf() {
     assert_eq!(root.height, 1);
     assert_eq!(store.append_count, 1);
     let stats = check_tree(&mut tree, &mut store, &Model::new(), "empty");
-    assert_eq!(
-        stats,
-        TreeStats {
-            node_count: 1,
-            entry_count: 0,
-            height: 1
-        }
-    );
+    assert_eq!(stats, TreeStats { node_count: 1, entry_count: 0, height: 1 });
     // Flushing a clean tree writes nothing.
     assert_eq!(tree.flush(&mut store), Ok(root));
     assert_eq!(store.append_count, 1);
     let reopened = Tree::open(config(8), root);
     let reads_before = store.read_count.get();
     assert_eq!(reopened.get(&store, b"x"), Ok(None));
-    assert_eq!(
-        store.read_count.get() - reads_before,
-        1,
-        "one read for the root leaf"
-    );
+    assert_eq!(store.read_count.get() - reads_before, 1, "one read for the root leaf");
 }
 
 #[test]
@@ -452,14 +344,8 @@ fn agrees_with_model_large_keys_and_values() {
                 check_every: 97,
             },
         );
-        assert!(
-            counters.internal_splits > 0 && counters.root_grows >= 2,
-            "seed {seed:#x}: {counters:?}"
-        );
-        assert!(
-            counters.leaf_merges > 0 && counters.leaf_redistributions > 0,
-            "seed {seed:#x}: {counters:?}"
-        );
+        assert!(counters.internal_splits > 0 && counters.root_grows >= 2, "seed {seed:#x}: {counters:?}");
+        assert!(counters.leaf_merges > 0 && counters.leaf_redistributions > 0, "seed {seed:#x}: {counters:?}");
     }
 }
 
@@ -541,45 +427,21 @@ fn grows_and_shrinks_back_to_one_empty_leaf() {
         }
     }
     let grown = check_tree(&mut tree, &mut store, &model, "grown");
-    assert!(
-        grown.height >= 3,
-        "3000 entries of 208 bytes in 2 KiB nodes: height {}",
-        grown.height
-    );
+    assert!(grown.height >= 3, "3000 entries of 208 bytes in 2 KiB nodes: height {}", grown.height);
     for index in (0u32..3000).rev() {
         let key = index.to_be_bytes();
-        assert_eq!(
-            tree.remove(&mut store, &key),
-            Ok(Some(value.to_vec())),
-            "remove {index}"
-        );
+        assert_eq!(tree.remove(&mut store, &key), Ok(Some(value.to_vec())), "remove {index}");
         model.remove(key.as_slice());
         if index % 500 == 0 {
             flush_and_commit(&mut tree, &mut store, "descending");
-            check_tree(
-                &mut tree,
-                &mut store,
-                &model,
-                &format!("descending at {index}"),
-            );
+            check_tree(&mut tree, &mut store, &model, &format!("descending at {index}"));
         }
     }
     let root = flush_and_commit(&mut tree, &mut store, "emptied");
     assert_eq!(root.height, 1, "an empty tree is a single leaf");
     let stats = check_tree(&mut tree, &mut store, &model, "emptied");
-    assert_eq!(
-        stats,
-        TreeStats {
-            node_count: 1,
-            entry_count: 0,
-            height: 1
-        }
-    );
-    assert_eq!(
-        store.pages.len(),
-        1,
-        "only the empty root leaf remains on flash"
-    );
+    assert_eq!(stats, TreeStats { node_count: 1, entry_count: 0, height: 1 });
+    assert_eq!(store.pages.len(), 1, "only the empty root leaf remains on flash");
 }
 
 /// A deep tree of long keys (long shared prefixes make separators of up to 300 bytes, so
@@ -604,10 +466,7 @@ fn deep_tree_of_long_keys_shrinks_level_by_level() {
         for (step, key) in keys.iter().enumerate() {
             let value_bytes = rng.below(Tree::max_entry_bytes(2048) - key.len()).min(150);
             let value = rng.bytes(value_bytes);
-            assert_eq!(
-                tree.insert(&mut store, key, &value),
-                Ok(model.insert(key.clone(), value))
-            );
+            assert_eq!(tree.insert(&mut store, key, &value), Ok(model.insert(key.clone(), value)));
             if step % 250 == 249 {
                 let context = format!("replay: FSOC_SEED={seed:#x} insert step {step}");
                 flush_and_commit(&mut tree, &mut store, &context);
@@ -615,20 +474,13 @@ fn deep_tree_of_long_keys_shrinks_level_by_level() {
             }
             height_max = height_max.max(tree.height());
         }
-        assert!(
-            height_max >= 4,
-            "seed {seed:#x}: height only reached {height_max}"
-        );
+        assert!(height_max >= 4, "seed {seed:#x}: height only reached {height_max}");
         for index in (1..keys.len()).rev() {
             keys.swap(index, rng.below(index + 1));
         }
         for (step, key) in keys.iter().enumerate() {
             let context = format!("replay: FSOC_SEED={seed:#x} remove step {step}");
-            assert_eq!(
-                tree.remove(&mut store, key),
-                Ok(model.remove(key)),
-                "{context}"
-            );
+            assert_eq!(tree.remove(&mut store, key), Ok(model.remove(key)), "{context}");
             if step % 97 == 0 {
                 check_ranges(&mut tree, &mut store, &model, key, &context);
                 check_tree(&mut tree, &mut store, &model, &context);
@@ -642,18 +494,9 @@ fn deep_tree_of_long_keys_shrinks_level_by_level() {
         let counters = tree.counters();
         assert!(counters.internal_splits > 0, "seed {seed:#x}: {counters:?}");
         assert!(counters.internal_merges > 0, "seed {seed:#x}: {counters:?}");
-        assert!(
-            counters.leaf_redistributions > 0,
-            "seed {seed:#x}: {counters:?}"
-        );
-        assert!(
-            counters.internal_redistributions > 0,
-            "seed {seed:#x}: {counters:?}"
-        );
-        assert_eq!(
-            counters.root_shrinks, counters.root_grows,
-            "seed {seed:#x}: back to one level"
-        );
+        assert!(counters.leaf_redistributions > 0, "seed {seed:#x}: {counters:?}");
+        assert!(counters.internal_redistributions > 0, "seed {seed:#x}: {counters:?}");
+        assert_eq!(counters.root_shrinks, counters.root_grows, "seed {seed:#x}: back to one level");
         assert_eq!(store.pages.len(), 1, "seed {seed:#x}: one empty leaf left");
     }
 }
@@ -671,23 +514,11 @@ fn update_copies_and_releases_each_path_node_once() {
     let key = 200u64.to_be_bytes().to_vec();
     let old = tree.insert(&mut store, &key, b"new value").unwrap();
     assert_eq!(old, model.insert(key.clone(), b"new value".to_vec()));
-    assert_eq!(
-        store.release_count - releases_before,
-        height,
-        "one release per path node"
-    );
-    assert_eq!(
-        tree.dirty_node_count() as u64,
-        height,
-        "one dirty copy per path node"
-    );
+    assert_eq!(store.release_count - releases_before, height, "one release per path node");
+    assert_eq!(tree.dirty_node_count() as u64, height, "one dirty copy per path node");
     tree.insert(&mut store, &key, b"newer value").unwrap();
     model.insert(key.clone(), b"newer value".to_vec());
-    assert_eq!(
-        store.release_count - releases_before,
-        height,
-        "a dirty node is not released again"
-    );
+    assert_eq!(store.release_count - releases_before, height, "a dirty node is not released again");
     assert_eq!(tree.dirty_node_count() as u64, height);
     check_tree(&mut tree, &mut store, &model, "dirty path");
     flush_and_commit(&mut tree, &mut store, "after update");
@@ -705,11 +536,7 @@ fn unchanged_upserts_and_absent_removals_copy_nothing() {
     let (mut tree, model, _) = build(&mut store, 64, 1000, 16);
     let (key, value) = model.iter().nth(500).unwrap();
     assert_eq!(tree.insert(&mut store, key, value), Ok(Some(value.clone())));
-    assert_eq!(
-        tree.remove(&mut store, &3u64.to_be_bytes()),
-        Ok(None),
-        "odd keys are absent"
-    );
+    assert_eq!(tree.remove(&mut store, &3u64.to_be_bytes()), Ok(None), "odd keys are absent");
     assert!(!tree.is_dirty());
     assert_eq!(tree.dirty_node_count(), 0);
     assert_eq!(store.release_count, 0);
@@ -724,21 +551,10 @@ fn entries_over_the_limit_are_rejected() {
     let key = [7u8; 300];
     assert_eq!(
         tree.insert(&mut store, &key, &vec![1u8; limit_bytes - 299]),
-        Err(TreeError::EntryTooLarge {
-            key_bytes: 300,
-            value_bytes: 200,
-            limit_bytes
-        })
+        Err(TreeError::EntryTooLarge { key_bytes: 300, value_bytes: 200, limit_bytes })
     );
-    assert_eq!(
-        tree.insert(&mut store, &key, &vec![1u8; limit_bytes - 300]),
-        Ok(None)
-    );
-    assert_eq!(
-        tree.dirty_node_count(),
-        1,
-        "the rejected insert changed nothing"
-    );
+    assert_eq!(tree.insert(&mut store, &key, &vec![1u8; limit_bytes - 300]), Ok(None));
+    assert_eq!(tree.dirty_node_count(), 1, "the rejected insert changed nothing");
 }
 
 /// 100,000 small entries in 2 KiB nodes: the tree stays at most 4 levels high and a lookup
@@ -750,8 +566,7 @@ fn hundred_thousand_entries_stay_shallow() {
     let count = 100_000u64;
     let key_of = |index: u64| ((index * 0x9E37_79B9) % count).to_be_bytes();
     for index in 0..count {
-        tree.insert(&mut store, &key_of(index), &index.to_le_bytes())
-            .unwrap();
+        tree.insert(&mut store, &key_of(index), &index.to_le_bytes()).unwrap();
         if index % 20_000 == 19_999 {
             flush_and_commit(&mut tree, &mut store, "100k");
         }
@@ -763,15 +578,8 @@ fn hundred_thousand_entries_stay_shallow() {
         let index = rng.below(count as usize) as u64;
         let cold = Tree::open(config(0), root);
         let reads_before = store.read_count.get();
-        assert_eq!(
-            cold.get(&store, &key_of(index)),
-            Ok(Some(index.to_le_bytes().to_vec()))
-        );
-        assert_eq!(
-            store.read_count.get() - reads_before,
-            u64::from(root.height),
-            "cold get of {index}"
-        );
+        assert_eq!(cold.get(&store, &key_of(index)), Ok(Some(index.to_le_bytes().to_vec())));
+        assert_eq!(store.read_count.get() - reads_before, u64::from(root.height), "cold get of {index}");
     }
     // A warm cache holding the upper levels answers with one read (the leaf) or none.
     let warm = Tree::open(config(256), root);
@@ -782,11 +590,7 @@ fn hundred_thousand_entries_stay_shallow() {
     for index in 0..100 {
         warm.get(&store, &key_of(index + 50_000)).unwrap();
     }
-    assert!(
-        store.read_count.get() - reads_before <= 100,
-        "warm gets read {}",
-        store.read_count.get() - reads_before
-    );
+    assert!(store.read_count.get() - reads_before <= 100, "warm gets read {}", store.read_count.get() - reads_before);
 
     for index in 0..count - 1000 {
         assert!(tree.remove(&mut store, &key_of(index)).unwrap().is_some());
@@ -794,16 +598,11 @@ fn hundred_thousand_entries_stay_shallow() {
             flush_and_commit(&mut tree, &mut store, "100k removals");
         }
     }
-    let model: Model = (count - 1000..count)
-        .map(|index| (key_of(index).to_vec(), index.to_le_bytes().to_vec()))
-        .collect();
+    let model: Model =
+        (count - 1000..count).map(|index| (key_of(index).to_vec(), index.to_le_bytes().to_vec())).collect();
     flush_and_commit(&mut tree, &mut store, "1k left");
     let stats = check_tree(&mut tree, &mut store, &model, "1k left");
-    assert!(
-        stats.height <= 2,
-        "1000 entries left, height {}",
-        stats.height
-    );
+    assert!(stats.height <= 2, "1000 entries left, height {}", stats.height);
 }
 
 /// Corrupting any reachable node page (one bit, in the header, the entries or the padding; or
@@ -817,22 +616,14 @@ fn corrupting_any_reachable_node_is_detected() {
     let mut first_key_below: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
     let pending: core::cell::RefCell<Vec<u32>> = core::cell::RefCell::new(Vec::new());
     Tree::open(config(0), root)
-        .check(
-            &mut store,
-            &mut |address| pending.borrow_mut().push(address.0),
-            &mut |key, _| {
-                for address in pending.borrow_mut().drain(..) {
-                    first_key_below.insert(address, key.to_vec());
-                }
-                Ok(())
-            },
-        )
+        .check(&mut store, &mut |address| pending.borrow_mut().push(address.0), &mut |key, _| {
+            for address in pending.borrow_mut().drain(..) {
+                first_key_below.insert(address, key.to_vec());
+            }
+            Ok(())
+        })
         .unwrap();
-    assert!(
-        first_key_below.len() > 20,
-        "{} nodes",
-        first_key_below.len()
-    );
+    assert!(first_key_below.len() > 20, "{} nodes", first_key_below.len());
     let some_other_page = *first_key_below.keys().next().unwrap();
     for (round, (&address, key)) in first_key_below.iter().enumerate() {
         let address = LogAddress(address);
@@ -870,11 +661,7 @@ fn corrupting_any_reachable_node_is_detected() {
         store.pages.insert(address.0, original);
     }
     let mut tree = Tree::open(config(64), root);
-    assert!(
-        tree.check(&mut store, &mut |_| {}, &mut |_, _| Ok(()))
-            .is_ok(),
-        "restored pages check clean"
-    );
+    assert!(tree.check(&mut store, &mut |_| {}, &mut |_, _| Ok(())).is_ok(), "restored pages check clean");
 }
 
 /// The recorded height bounds every descent: a root that claims more or fewer levels than it
@@ -885,44 +672,17 @@ fn wrong_height_or_tree_id_is_corrupt() {
     let (_, _, root) = build(&mut store, 64, 3000, 24);
     assert!(root.height >= 2);
     for height in [0, root.height - 1, root.height + 1, u8::MAX] {
-        let mut tree = Tree::open(
-            config(8),
-            TreeRoot {
-                pointer: root.pointer,
-                height,
-            },
-        );
+        let mut tree = Tree::open(config(8), TreeRoot { pointer: root.pointer, height });
         let key = 4u64.to_be_bytes();
-        assert!(
-            matches!(tree.get(&store, &key), Err(TreeError::Corrupt { .. })),
-            "height {height}"
-        );
-        assert!(
-            matches!(
-                tree.insert(&mut store, &key, b"v"),
-                Err(TreeError::Corrupt { .. })
-            ),
-            "height {height}"
-        );
+        assert!(matches!(tree.get(&store, &key), Err(TreeError::Corrupt { .. })), "height {height}");
+        assert!(matches!(tree.insert(&mut store, &key, b"v"), Err(TreeError::Corrupt { .. })), "height {height}");
         let checked = tree.check(&mut store, &mut |_| {}, &mut |_, _| Ok(()));
-        assert!(
-            matches!(checked, Err(TreeError::Corrupt { .. })),
-            "height {height}: {checked:?}"
-        );
+        assert!(matches!(checked, Err(TreeError::Corrupt { .. })), "height {height}: {checked:?}");
     }
-    let other_tree = Tree::open(
-        TreeConfig {
-            tree_id: TREE_ID + 1,
-            cache_nodes_max: 8,
-        },
-        root,
-    );
+    let other_tree = Tree::open(TreeConfig { tree_id: TREE_ID + 1, cache_nodes_max: 8 }, root);
     assert_eq!(
         other_tree.get(&store, b"k"),
-        Err(TreeError::Corrupt {
-            address: root.pointer.address,
-            reason: "node of another tree"
-        })
+        Err(TreeError::Corrupt { address: root.pointer.address, reason: "node of another tree" })
     );
     assert_eq!(store.release_count, 0, "failed operations released nothing");
 }
@@ -930,39 +690,15 @@ fn wrong_height_or_tree_id_is_corrupt() {
 #[test]
 fn read_errors_propagate() {
     let mut store = RamNodeStore::new(2048);
-    let missing = crate::address::PagePointer {
-        address: LogAddress(5),
-        checksum: 0,
-    };
-    let mut tree = Tree::open(
-        config(8),
-        TreeRoot {
-            pointer: missing,
-            height: 1,
-        },
-    );
-    let error = TreeError::Io {
-        address: LogAddress(5),
-        reason: "page not written or erased",
-    };
+    let missing = crate::address::PagePointer { address: LogAddress(5), checksum: 0 };
+    let mut tree = Tree::open(config(8), TreeRoot { pointer: missing, height: 1 });
+    let error = TreeError::Io { address: LogAddress(5), reason: "page not written or erased" };
     assert_eq!(tree.get(&store, b"k"), Err(error.clone()));
     assert_eq!(tree.insert(&mut store, b"k", b"v"), Err(error.clone()));
-    assert_eq!(
-        tree.check(&mut store, &mut |_| {}, &mut |_, _| Ok(())),
-        Err(error)
-    );
+    assert_eq!(tree.check(&mut store, &mut |_| {}, &mut |_, _| Ok(())), Err(error));
     let null_root = crate::address::PagePointer::NULL;
-    let tree = Tree::open(
-        config(8),
-        TreeRoot {
-            pointer: null_root,
-            height: 1,
-        },
-    );
-    assert!(matches!(
-        tree.get(&store, b"k"),
-        Err(TreeError::Corrupt { .. })
-    ));
+    let tree = Tree::open(config(8), TreeRoot { pointer: null_root, height: 1 });
+    assert!(matches!(tree.get(&store, b"k"), Err(TreeError::Corrupt { .. })));
 }
 
 /// `check` passes errors from `visit_entry` through.
@@ -970,10 +706,7 @@ fn read_errors_propagate() {
 fn check_stops_at_a_visitor_error() {
     let mut store = RamNodeStore::new(2048);
     let (mut tree, _, _) = build(&mut store, 64, 100, 8);
-    let refusal = TreeError::Corrupt {
-        address: LogAddress::NULL,
-        reason: "visitor refused",
-    };
+    let refusal = TreeError::Corrupt { address: LogAddress::NULL, reason: "visitor refused" };
     let mut visited = 0;
     let got = tree.check(&mut store, &mut |_| {}, &mut |_, _| {
         visited += 1;
@@ -995,14 +728,9 @@ fn relocate_if_live_moves_exactly_the_referenced_pages() {
     let mut store = RamNodeStore::new(2048);
     let (mut tree, mut model, _) = build(&mut store, 32, 4000, 24);
     // Another tree in the same store: its pages are never this tree's.
-    let mut other = Tree::new_empty(TreeConfig {
-        tree_id: TREE_ID + 1,
-        cache_nodes_max: 8,
-    });
+    let mut other = Tree::new_empty(TreeConfig { tree_id: TREE_ID + 1, cache_nodes_max: 8 });
     for index in 0u32..300 {
-        other
-            .insert(&mut store, &index.to_be_bytes(), &[1u8; 30])
-            .unwrap();
+        other.insert(&mut store, &index.to_be_bytes(), &[1u8; 30]).unwrap();
     }
     other.flush(&mut store).unwrap();
     // Some updates flushed but not committed, so stale pages of this tree stay readable.
@@ -1012,9 +740,7 @@ fn relocate_if_live_moves_exactly_the_referenced_pages() {
         model.insert(key, b"updated".to_vec());
     }
     tree.flush(&mut store).unwrap();
-    let stale_count = store.pages.len()
-        - store.live_addresses(TREE_ID).len()
-        - store.live_addresses(TREE_ID + 1).len();
+    let stale_count = store.pages.len() - store.live_addresses(TREE_ID).len() - store.live_addresses(TREE_ID + 1).len();
     assert!(stale_count > 10, "{stale_count} stale pages");
     let mut relocated = Vec::new();
     let mut reads_max = 0;
@@ -1031,15 +757,9 @@ fn relocate_if_live_moves_exactly_the_referenced_pages() {
             assert!(!store.is_live(address), "relocated {address:?} still live");
             relocated.push(address);
         }
-        assert!(
-            !tree.relocate_if_live(&mut store, address).unwrap(),
-            "{address:?} answered live twice"
-        );
+        assert!(!tree.relocate_if_live(&mut store, address).unwrap(), "{address:?} answered live twice");
     }
-    assert!(
-        reads_max <= 2 * u64::from(tree.height()) + 1,
-        "relocation read {reads_max} pages"
-    );
+    assert!(reads_max <= 2 * u64::from(tree.height()) + 1, "relocation read {reads_max} pages");
     assert!(relocated.len() > 10, "{} relocated", relocated.len());
     let stats = check_tree(&mut tree, &mut store, &model, "relocated, dirty");
     flush_and_commit(&mut tree, &mut store, "relocated");
@@ -1054,26 +774,12 @@ fn relocate_if_live_moves_exactly_the_referenced_pages() {
     .unwrap();
     assert_eq!(reachable.len() as u64, stats.node_count);
     for address in &relocated {
-        assert!(
-            !reachable.contains(address),
-            "{address:?} still reachable after the flush"
-        );
+        assert!(!reachable.contains(address), "{address:?} still reachable after the flush");
     }
     check_tree(&mut tree, &mut store, &model, "relocated, flushed");
-    assert_eq!(
-        tree.relocate_if_live(&mut store, LogAddress::NULL),
-        Ok(false)
-    );
+    assert_eq!(tree.relocate_if_live(&mut store, LogAddress::NULL), Ok(false));
     // A torn program: the page reads but does not decode. Not live, and no error.
-    let torn = store
-        .append_node(
-            &vec![0x5Au8; 2048],
-            crate::btree::NodeTag {
-                tree_id: TREE_ID,
-                level: 0,
-            },
-        )
-        .unwrap();
+    let torn = store.append_node(&vec![0x5Au8; 2048], crate::btree::NodeTag { tree_id: TREE_ID, level: 0 }).unwrap();
     assert_eq!(tree.relocate_if_live(&mut store, torn), Ok(false));
     assert!(!tree.is_dirty(), "a torn page dirtied nothing");
 }
@@ -1124,11 +830,7 @@ fn no_space_propagates_and_flush_can_resume() {
     assert!(dirty_before > 5, "{dirty_before} dirty");
     store.append_budget = Some(3);
     assert_eq!(tree.flush(&mut store), Err(TreeError::NoSpace));
-    assert_eq!(
-        tree.dirty_node_count(),
-        dirty_before - 3,
-        "three nodes were written"
-    );
+    assert_eq!(tree.dirty_node_count(), dirty_before - 3, "three nodes were written");
     assert!(tree.is_dirty());
     assert_eq!(tree.root(), None);
     check_tree(&mut tree, &mut store, &model, "after NoSpace");
@@ -1144,12 +846,7 @@ fn no_space_propagates_and_flush_can_resume() {
     assert_eq!(tree.flush(&mut store), Err(TreeError::NoSpace));
     tree.reset_to(committed_root);
     store.rollback();
-    check_tree(
-        &mut tree,
-        &mut store,
-        &committed_model,
-        "reset after NoSpace",
-    );
+    check_tree(&mut tree, &mut store, &committed_model, "reset after NoSpace");
 }
 
 /// Memory stays bounded by the cache and the dirty nodes: a long read-only scan of a large tree
@@ -1217,9 +914,7 @@ fn rewrite_with_valid_checksums(
         changed = true;
     } else if let NodeEntries::Internal(branches) = &mut node.entries {
         for branch in branches.iter_mut() {
-            let Child::OnFlash(child) = branch.child else {
-                unreachable!("clean tree")
-            };
+            let Child::OnFlash(child) = branch.child else { unreachable!("clean tree") };
             if let Some(new_child) = rewrite_with_valid_checksums(store, child, target, mutate) {
                 branch.child = Child::OnFlash(new_child);
                 changed = true;
@@ -1231,15 +926,9 @@ fn rewrite_with_valid_checksums(
         return None;
     }
     let encoded = node.encode(2048);
-    let tag = NodeTag {
-        tree_id: node.tree_id,
-        level: node.level,
-    };
+    let tag = NodeTag { tree_id: node.tree_id, level: node.level };
     let address = store.append_node(&encoded.bytes, tag).unwrap();
-    Some(crate::address::PagePointer {
-        address,
-        checksum: encoded.checksum,
-    })
+    Some(crate::address::PagePointer { address, checksum: encoded.checksum })
 }
 
 /// The keys in the subtree at `address` of a clean tree.
@@ -1272,13 +961,7 @@ fn semantically_corrupt_trees_give_errors_not_panics() {
         let mut by_level: BTreeMap<u32, u8> = BTreeMap::new();
         // Nodes of the original tree; each case starts from a copy of its pages.
         let mut addresses = Vec::new();
-        built
-            .check(
-                &mut build_store,
-                &mut |address| addresses.push(address),
-                &mut |_, _| Ok(()),
-            )
-            .unwrap();
+        built.check(&mut build_store, &mut |address| addresses.push(address), &mut |_, _| Ok(())).unwrap();
         for address in &addresses {
             by_level.insert(address.0, build_store.tags[&address.0].level);
         }
@@ -1294,14 +977,10 @@ fn semantically_corrupt_trees_give_errors_not_panics() {
             // For the pointer mutations: a valid node one level below the target's, usually in
             // another subtree.
             let child_level = by_level[&target.0].saturating_sub(1);
-            let donors: Vec<LogAddress> = addresses
-                .iter()
-                .copied()
-                .filter(|address| by_level[&address.0] == child_level)
-                .collect();
+            let donors: Vec<LogAddress> =
+                addresses.iter().copied().filter(|address| by_level[&address.0] == child_level).collect();
             let donor = donors[rng.below(donors.len())];
-            let donor_checksum =
-                u32::from_le_bytes(store.pages[&donor.0][8..12].try_into().unwrap());
+            let donor_checksum = u32::from_le_bytes(store.pages[&donor.0][8..12].try_into().unwrap());
             let choice = rng.below(4);
             let random_key_bytes = 1 + rng.below(12);
             let random_key = rng.bytes(random_key_bytes);
@@ -1319,8 +998,7 @@ fn semantically_corrupt_trees_give_errors_not_panics() {
                     // Replace one separator, keeping the node's separators sorted.
                     let index = 1 + random_key.len() % (branches.len() - 1);
                     branches[index].key = random_key.clone();
-                    let mut keys: Vec<Vec<u8>> =
-                        branches.iter().skip(1).map(|b| b.key.clone()).collect();
+                    let mut keys: Vec<Vec<u8>> = branches.iter().skip(1).map(|b| b.key.clone()).collect();
                     keys.sort();
                     keys.dedup();
                     if keys.len() == branches.len() - 1 {
@@ -1338,20 +1016,12 @@ fn semantically_corrupt_trees_give_errors_not_panics() {
                 (NodeEntries::Internal(branches), _) => {
                     // A valid node of the right level, in the wrong place.
                     let index = random_key.len() % branches.len();
-                    let pointer = crate::address::PagePointer {
-                        address: donor,
-                        checksum: donor_checksum,
-                    };
+                    let pointer = crate::address::PagePointer { address: donor, checksum: donor_checksum };
                     branches[index].child = Child::OnFlash(pointer);
                 }
             };
-            let new_root_pointer =
-                rewrite_with_valid_checksums(&mut store, root.pointer, target, &mut mutate)
-                    .unwrap();
-            let new_root = TreeRoot {
-                pointer: new_root_pointer,
-                height: root.height,
-            };
+            let new_root_pointer = rewrite_with_valid_checksums(&mut store, root.pointer, target, &mut mutate).unwrap();
+            let new_root = TreeRoot { pointer: new_root_pointer, height: root.height };
             let mut tree = Tree::open(config(8), new_root);
             let checked = tree.check(&mut store, &mut |_| {}, &mut |_, _| Ok(()));
             match &checked {
@@ -1387,15 +1057,9 @@ fn semantically_corrupt_trees_give_errors_not_panics() {
             if checked.is_ok() {
                 // An undamaged-looking tree stays checkable after the operations.
                 let after = tree.check(&mut store, &mut |_| {}, &mut |_, _| Ok(()));
-                assert!(
-                    matches!(after, Ok(_) | Err(TreeError::Corrupt { .. })),
-                    "{context}: {after:?}"
-                );
+                assert!(matches!(after, Ok(_) | Err(TreeError::Corrupt { .. })), "{context}: {after:?}");
             }
         }
-        assert!(
-            corrupt_found > 20,
-            "seed {seed:#x}: only {corrupt_found} of 80 cases were corrupt"
-        );
+        assert!(corrupt_found > 20, "seed {seed:#x}: only {corrupt_found} of 80 cases were corrupt");
     }
 }

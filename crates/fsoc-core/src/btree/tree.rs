@@ -14,8 +14,8 @@ use alloc::vec::Vec;
 use crate::address::{LogAddress, PagePointer};
 use crate::btree::cache::NodeCache;
 use crate::btree::node::{
-    branch_bytes, leaf_entry_bytes, max_entry_bytes, Branch, Child, DirtyId, LeafEntry, Node,
-    NodeEntries, NODE_HEADER_BYTES, NODE_SIZE_BYTES_MAX, NODE_SIZE_BYTES_MIN,
+    branch_bytes, leaf_entry_bytes, max_entry_bytes, Branch, Child, DirtyId, LeafEntry, Node, NodeEntries,
+    NODE_HEADER_BYTES, NODE_SIZE_BYTES_MAX, NODE_SIZE_BYTES_MIN,
 };
 use crate::btree::{NodeReader, NodeStore, NodeTag, TreeConfig, TreeError, TreeRoot, TreeStats};
 use fsoc_media::sync::Mutex;
@@ -139,10 +139,7 @@ impl KeyRange {
         };
         let lower = match child_index {
             0 => self.lower.clone(),
-            _ => branches
-                .get(child_index)
-                .map(|branch| branch.key.clone())
-                .unwrap_or_default(),
+            _ => branches.get(child_index).map(|branch| branch.key.clone()).unwrap_or_default(),
         };
         let upper = match branches.get(child_index + 1) {
             Some(next) => Some(next.key.clone()),
@@ -161,15 +158,11 @@ impl KeyRange {
         match &node.entries {
             NodeEntries::Leaf(entries) => {
                 entries.first().is_none_or(|first| first.key >= self.lower)
-                    && entries
-                        .last()
-                        .is_none_or(|last| self.below_upper(&last.key))
+                    && entries.last().is_none_or(|last| self.below_upper(&last.key))
             }
             NodeEntries::Internal(branches) => {
                 branches.get(1).is_none_or(|second| second.key > self.lower)
-                    && branches
-                        .last()
-                        .is_none_or(|last| self.below_upper(&last.key))
+                    && branches.last().is_none_or(|last| self.below_upper(&last.key))
             }
         }
     }
@@ -273,22 +266,14 @@ impl Tree {
     pub fn is_dirty(&self) -> bool {
         let dirty = matches!(self.root, RootRef::Dirty(_));
         // Path copy: a dirty node makes its root dirty, and a dirty root is itself counted.
-        assert_eq!(
-            dirty,
-            self.dirty.count > 0,
-            "root dirty = {dirty} with {} dirty nodes",
-            self.dirty.count
-        );
+        assert_eq!(dirty, self.dirty.count > 0, "root dirty = {dirty} with {} dirty nodes", self.dirty.count);
         dirty
     }
 
     /// The committed location of the working tree; `None` while the root is dirty.
     pub fn root(&self) -> Option<TreeRoot> {
         match self.root {
-            RootRef::Clean(pointer) => Some(TreeRoot {
-                pointer,
-                height: self.height,
-            }),
+            RootRef::Clean(pointer) => Some(TreeRoot { pointer, height: self.height }),
             RootRef::Dirty(_) => None,
         }
     }
@@ -323,17 +308,13 @@ impl Tree {
     }
 
     fn root_level(&self) -> Result<u8, TreeError> {
-        self.height.checked_sub(1).ok_or(TreeError::Corrupt {
-            address: self.root_address(),
-            reason: "tree height zero",
-        })
+        self.height
+            .checked_sub(1)
+            .ok_or(TreeError::Corrupt { address: self.root_address(), reason: "tree height zero" })
     }
 
     fn too_deep(&self) -> TreeError {
-        TreeError::Corrupt {
-            address: self.root_address(),
-            reason: "descent deeper than the recorded height",
-        }
+        TreeError::Corrupt { address: self.root_address(), reason: "descent deeper than the recorded height" }
     }
 
     fn node<'a>(&'a self, handle: &'a NodeHandle) -> &'a Node {
@@ -354,58 +335,32 @@ impl Tree {
     }
 
     /// Reads and verifies the node `pointer` refers to, bypassing the cache.
-    fn read_node(
-        &self,
-        store: &dyn NodeReader,
-        pointer: PagePointer,
-        level: u8,
-    ) -> Result<Node, TreeError> {
+    fn read_node(&self, store: &dyn NodeReader, pointer: PagePointer, level: u8) -> Result<Node, TreeError> {
         let address = pointer.address;
         if address.is_null() {
-            return Err(TreeError::Corrupt {
-                address,
-                reason: "null child pointer",
-            });
+            return Err(TreeError::Corrupt { address, reason: "null child pointer" });
         }
         let page = self.read_page(store, address)?;
-        let (node, checksum) =
-            Node::decode(&page).map_err(|error| TreeError::from_decode(address, &error))?;
+        let (node, checksum) = Node::decode(&page).map_err(|error| TreeError::from_decode(address, &error))?;
         if checksum != pointer.checksum {
-            return Err(TreeError::Corrupt {
-                address,
-                reason: "checksum differs from the parent pointer",
-            });
+            return Err(TreeError::Corrupt { address, reason: "checksum differs from the parent pointer" });
         }
         if node.tree_id != self.config.tree_id {
-            return Err(TreeError::Corrupt {
-                address,
-                reason: "node of another tree",
-            });
+            return Err(TreeError::Corrupt { address, reason: "node of another tree" });
         }
         if node.level != level {
-            return Err(TreeError::Corrupt {
-                address,
-                reason: "level differs from what the parent implies",
-            });
+            return Err(TreeError::Corrupt { address, reason: "level differs from what the parent implies" });
         }
         Ok(node)
     }
 
     /// The clean node `pointer` refers to, from the cache or from flash. Two readers missing
     /// the same node both read it; the second insert replaces the first with equal content.
-    fn load(
-        &self,
-        store: &dyn NodeReader,
-        pointer: PagePointer,
-        level: u8,
-    ) -> Result<Arc<Node>, TreeError> {
+    fn load(&self, store: &dyn NodeReader, pointer: PagePointer, level: u8) -> Result<Arc<Node>, TreeError> {
         {
             let mut cache = self.cache.lock();
             if let Some((node, checksum)) = cache.get(pointer.address) {
-                if checksum == pointer.checksum
-                    && node.level == level
-                    && node.tree_id == self.config.tree_id
-                {
+                if checksum == pointer.checksum && node.level == level && node.tree_id == self.config.tree_id {
                     return Ok(node);
                 }
                 // The cached copy disagrees with the pointer: let the flash decide.
@@ -413,9 +368,7 @@ impl Tree {
             }
         }
         let node = Arc::new(self.read_node(store, pointer, level)?);
-        self.cache
-            .lock()
-            .insert(pointer.address, pointer.checksum, Arc::clone(&node));
+        self.cache.lock().insert(pointer.address, pointer.checksum, Arc::clone(&node));
         Ok(node)
     }
 
@@ -438,11 +391,7 @@ impl Tree {
         let (child, level) = Self::child_of(node, child_index);
         match child {
             Child::Dirty(id) => {
-                assert_eq!(
-                    self.dirty.get(id).level,
-                    level,
-                    "dirty child {id:?} at the wrong level"
-                );
+                assert_eq!(self.dirty.get(id).level, level, "dirty child {id:?} at the wrong level");
                 Ok(NodeHandle::Dirty(id))
             }
             Child::OnFlash(pointer) => Ok(NodeHandle::Clean(self.load(store, pointer, level)?)),
@@ -454,25 +403,15 @@ impl Tree {
         let NodeEntries::Internal(branches) = &node.entries else {
             panic!("child {child_index} of a leaf requested");
         };
-        let branch = branches.get(child_index).unwrap_or_else(|| {
-            panic!(
-                "child {child_index} of a node with {} children",
-                branches.len()
-            )
-        });
+        let branch = branches
+            .get(child_index)
+            .unwrap_or_else(|| panic!("child {child_index} of a node with {} children", branches.len()));
         // Internal nodes have level >= 1: the decoder ties level 0 to leaves.
-        let level = node
-            .level
-            .checked_sub(1)
-            .unwrap_or_else(|| panic!("internal node at level 0"));
+        let level = node.level.checked_sub(1).unwrap_or_else(|| panic!("internal node at level 0"));
         (branch.child, level)
     }
 
-    pub fn get(
-        &self,
-        store: &dyn NodeReader,
-        key: &[u8],
-    ) -> Result<Option<Vec<u8>>, TreeError> {
+    pub fn get(&self, store: &dyn NodeReader, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
         let mut handle = self.open_root(store)?;
         // Bounded by the height: every step goes one level down, checked by `load`.
         for _level in 0..self.height {
@@ -480,10 +419,7 @@ impl Tree {
             match &node.entries {
                 NodeEntries::Leaf(entries) => {
                     let found = entries.binary_search_by(|entry| entry.key.as_slice().cmp(key));
-                    return Ok(found
-                        .ok()
-                        .and_then(|index| entries.get(index))
-                        .map(|entry| entry.value.clone()));
+                    return Ok(found.ok().and_then(|index| entries.get(index)).map(|entry| entry.value.clone()));
                 }
                 NodeEntries::Internal(_) => {
                     let child_index = node.child_index(key);
@@ -495,31 +431,19 @@ impl Tree {
     }
 
     /// The first entry with key >= `key`.
-    pub fn first_at_or_after(
-        &self,
-        store: &dyn NodeReader,
-        key: &[u8],
-    ) -> Result<Option<KeyValue>, TreeError> {
+    pub fn first_at_or_after(&self, store: &dyn NodeReader, key: &[u8]) -> Result<Option<KeyValue>, TreeError> {
         let root = self.open_root(store)?;
         self.seek_forward(store, root, key, true)
     }
 
     /// The first entry with key > `key`.
-    pub fn first_after(
-        &self,
-        store: &dyn NodeReader,
-        key: &[u8],
-    ) -> Result<Option<KeyValue>, TreeError> {
+    pub fn first_after(&self, store: &dyn NodeReader, key: &[u8]) -> Result<Option<KeyValue>, TreeError> {
         let root = self.open_root(store)?;
         self.seek_forward(store, root, key, false)
     }
 
     /// The last entry with key <= `key`.
-    pub fn last_at_or_before(
-        &self,
-        store: &dyn NodeReader,
-        key: &[u8],
-    ) -> Result<Option<KeyValue>, TreeError> {
+    pub fn last_at_or_before(&self, store: &dyn NodeReader, key: &[u8]) -> Result<Option<KeyValue>, TreeError> {
         let root = self.open_root(store)?;
         self.seek_backward(store, root, key)
     }
@@ -672,10 +596,7 @@ impl Tree {
                 let node = self.load(store, pointer, level)?;
                 if !range.holds(&node) {
                     let reason = "keys outside the parent's separators";
-                    return Err(TreeError::Corrupt {
-                        address: pointer.address,
-                        reason,
-                    });
+                    return Err(TreeError::Corrupt { address: pointer.address, reason });
                 }
                 let id = self.adopt(store, pointer.address, &node);
                 self.set_child(parent, child_index, Child::Dirty(id));
@@ -713,11 +634,7 @@ impl Tree {
         key: &[u8],
         stop_level: u8,
     ) -> Result<Vec<PathStep>, TreeError> {
-        assert!(
-            stop_level < self.height,
-            "stop level {stop_level} not below height {}",
-            self.height
-        );
+        assert!(stop_level < self.height, "stop level {stop_level} not below height {}", self.height);
         let mut id = self.dirty_root(store)?;
         let mut range = KeyRange::default();
         let mut path = Vec::with_capacity(usize::from(self.height));
@@ -725,21 +642,13 @@ impl Tree {
         for _level in 0..self.height {
             let node = self.dirty.get(id);
             if node.level == stop_level {
-                path.push(PathStep {
-                    node: id,
-                    child_index: 0,
-                    range,
-                });
+                path.push(PathStep { node: id, child_index: 0, range });
                 return Ok(path);
             }
             let child_index = node.child_index(key);
             let child_range = range.child(node, child_index);
             let child_id = self.dirty_child(store, id, child_index, &child_range)?;
-            path.push(PathStep {
-                node: id,
-                child_index,
-                range,
-            });
+            path.push(PathStep { node: id, child_index, range });
             range = child_range;
             id = child_id;
         }
@@ -758,11 +667,7 @@ impl Tree {
         let node_size_bytes = Self::node_size_bytes(store);
         let limit_bytes = max_entry_bytes(node_size_bytes);
         if key.len() + value.len() > limit_bytes {
-            return Err(TreeError::EntryTooLarge {
-                key_bytes: key.len(),
-                value_bytes: value.len(),
-                limit_bytes,
-            });
+            return Err(TreeError::EntryTooLarge { key_bytes: key.len(), value_bytes: value.len(), limit_bytes });
         }
         let previous = self.get(store, key)?;
         if previous.as_deref() == Some(value) {
@@ -775,24 +680,11 @@ impl Tree {
         match entries.binary_search_by(|entry| entry.key.as_slice().cmp(key)) {
             Ok(index) => {
                 let replaced = core::mem::replace(&mut entries[index].value, value.to_vec());
-                assert_eq!(
-                    Some(&replaced),
-                    previous.as_ref(),
-                    "lookup and update disagree on {key:?}"
-                );
+                assert_eq!(Some(&replaced), previous.as_ref(), "lookup and update disagree on {key:?}");
             }
             Err(index) => {
-                assert!(
-                    previous.is_none(),
-                    "lookup found {key:?} but the leaf does not hold it"
-                );
-                entries.insert(
-                    index,
-                    LeafEntry {
-                        key: key.to_vec(),
-                        value: value.to_vec(),
-                    },
-                );
+                assert!(previous.is_none(), "lookup found {key:?} but the leaf does not hold it");
+                entries.insert(index, LeafEntry { key: key.to_vec(), value: value.to_vec() });
             }
         }
         self.restore_balance(store, &path, node_size_bytes)?;
@@ -800,11 +692,7 @@ impl Tree {
     }
 
     /// Removes `key`; returns its value if it was present.
-    pub fn remove(
-        &mut self,
-        store: &mut dyn NodeStore,
-        key: &[u8],
-    ) -> Result<Option<Vec<u8>>, TreeError> {
+    pub fn remove(&mut self, store: &mut dyn NodeStore, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
         let node_size_bytes = Self::node_size_bytes(store);
         let previous = self.get(store, key)?;
         if previous.is_none() {
@@ -818,11 +706,7 @@ impl Tree {
             .binary_search_by(|entry| entry.key.as_slice().cmp(key))
             .unwrap_or_else(|_| panic!("lookup found {key:?} but the leaf does not hold it"));
         let removed = entries.remove(index);
-        assert_eq!(
-            Some(&removed.value),
-            previous.as_ref(),
-            "lookup and removal disagree on {key:?}"
-        );
+        assert_eq!(Some(&removed.value), previous.as_ref(), "lookup and removal disagree on {key:?}");
         self.restore_balance(store, &path, node_size_bytes)?;
         Ok(previous)
     }
@@ -839,11 +723,7 @@ impl Tree {
         for depth in (1..path.len()).rev() {
             let (parent, node) = (&path[depth - 1], path[depth].node);
             let (child, _) = Self::child_of(self.dirty.get(parent.node), parent.child_index);
-            assert_eq!(
-                child,
-                Child::Dirty(node),
-                "path step {depth} is not its parent's child"
-            );
+            assert_eq!(child, Child::Dirty(node), "path step {depth} is not its parent's child");
             let encoded_bytes = self.dirty.get(node).encoded_bytes();
             if encoded_bytes > node_size_bytes {
                 self.split_child(parent.node, parent.child_index, node_size_bytes);
@@ -852,11 +732,7 @@ impl Tree {
             }
         }
         let root = path.first().unwrap_or_else(|| panic!("empty path")).node;
-        assert_eq!(
-            self.root,
-            RootRef::Dirty(root),
-            "path does not start at the root"
-        );
+        assert_eq!(self.root, RootRef::Dirty(root), "path does not start at the root");
         self.fix_root(root, node_size_bytes);
         Ok(())
     }
@@ -865,9 +741,7 @@ impl Tree {
     /// half to `parent`.
     fn split_child(&mut self, parent: DirtyId, child_index: usize, node_size_bytes: usize) {
         let (child, _) = Self::child_of(self.dirty.get(parent), child_index);
-        let Child::Dirty(left) = child else {
-            panic!("splitting clean child {child_index} of {parent:?}")
-        };
+        let Child::Dirty(left) = child else { panic!("splitting clean child {child_index} of {parent:?}") };
         let node = self.dirty.get_mut(left);
         let split_index = split_index(&node.entries, node_size_bytes);
         let (separator, right_entries) = match &mut node.entries {
@@ -876,52 +750,28 @@ impl Tree {
                 let (Some(left_last), Some(right_first)) = (entries.last(), right.first()) else {
                     panic!("leaf split at {split_index} left an empty half");
                 };
-                (
-                    shortest_separator(&left_last.key, &right_first.key),
-                    NodeEntries::Leaf(right),
-                )
+                (shortest_separator(&left_last.key, &right_first.key), NodeEntries::Leaf(right))
             }
             NodeEntries::Internal(branches) => {
                 let mut right = branches.split_off(split_index);
-                let first = right
-                    .first_mut()
-                    .unwrap_or_else(|| panic!("internal split left an empty half"));
+                let first = right.first_mut().unwrap_or_else(|| panic!("internal split left an empty half"));
                 // The right node's first separator moves up; in the node it becomes minus infinity.
-                (
-                    core::mem::take(&mut first.key),
-                    NodeEntries::Internal(right),
-                )
+                (core::mem::take(&mut first.key), NodeEntries::Internal(right))
             }
         };
-        let right = Node {
-            tree_id: node.tree_id,
-            level: node.level,
-            entries: right_entries,
-        };
+        let right = Node { tree_id: node.tree_id, level: node.level, entries: right_entries };
         let is_leaf = right.is_leaf();
         let left_bytes = node.encoded_bytes();
         let right_bytes = right.encoded_bytes();
-        assert!(
-            left_bytes <= node_size_bytes,
-            "left half of {left_bytes} bytes overflows"
-        );
-        assert!(
-            right_bytes <= node_size_bytes,
-            "right half of {right_bytes} bytes overflows"
-        );
+        assert!(left_bytes <= node_size_bytes, "left half of {left_bytes} bytes overflows");
+        assert!(right_bytes <= node_size_bytes, "right half of {right_bytes} bytes overflows");
         let right_id = self.dirty.insert(right);
         if is_leaf {
             self.counters.leaf_splits += 1;
         } else {
             self.counters.internal_splits += 1;
         }
-        self.branches_mut(parent).insert(
-            child_index + 1,
-            Branch {
-                key: separator,
-                child: Child::Dirty(right_id),
-            },
-        );
+        self.branches_mut(parent).insert(child_index + 1, Branch { key: separator, child: Child::Dirty(right_id) });
     }
 
     /// The dirty child `child_index` of `parent` fell below a quarter: merges it with a sibling,
@@ -936,15 +786,8 @@ impl Tree {
         let child_count = self.branches_mut(parent).len();
         // Internal nodes have two children or more (the decoder and `fix_root` see to it), and
         // the parent has not changed yet at this level.
-        assert!(
-            child_count >= 2,
-            "parent {parent:?} of an underfull node has {child_count} children"
-        );
-        let left_index = if child_index + 1 < child_count {
-            child_index
-        } else {
-            child_index - 1
-        };
+        assert!(child_count >= 2, "parent {parent:?} of an underfull node has {child_count} children");
+        let left_index = if child_index + 1 < child_count { child_index } else { child_index - 1 };
         let right_index = left_index + 1;
         let parent_node = self.dirty.get(parent);
         let left_range = parent_step.range.child(parent_node, left_index);
@@ -952,11 +795,7 @@ impl Tree {
         let left = self.dirty_child(store, parent, left_index, &left_range)?;
         let right = self.dirty_child(store, parent, right_index, &right_range)?;
         let removed = self.branches_mut(parent).remove(right_index);
-        assert_eq!(
-            removed.child,
-            Child::Dirty(right),
-            "removed the wrong branch"
-        );
+        assert_eq!(removed.child, Child::Dirty(right), "removed the wrong branch");
         let right_node = self.dirty.remove(right);
         let left_node = self.dirty.get_mut(left);
         match (&mut left_node.entries, right_node.entries) {
@@ -965,13 +804,8 @@ impl Tree {
             }
             (NodeEntries::Internal(left_branches), NodeEntries::Internal(mut right_branches)) => {
                 // The separator comes down as the key of the right node's first child.
-                let first = right_branches
-                    .first_mut()
-                    .unwrap_or_else(|| panic!("internal node without children"));
-                assert!(
-                    first.key.is_empty(),
-                    "first separator of {right:?} not empty"
-                );
+                let first = right_branches.first_mut().unwrap_or_else(|| panic!("internal node without children"));
+                assert!(first.key.is_empty(), "first separator of {right:?} not empty");
                 first.key = removed.key;
                 left_branches.extend(right_branches);
             }
@@ -1004,26 +838,14 @@ impl Tree {
         if root_node.encoded_bytes() > node_size_bytes {
             assert!(self.height < u8::MAX, "tree height overflows");
             let level = root_node.level + 1;
-            let branches = alloc::vec![Branch {
-                key: Vec::new(),
-                child: Child::Dirty(root)
-            }];
-            let new_root = Node {
-                tree_id: self.config.tree_id,
-                level,
-                entries: NodeEntries::Internal(branches),
-            };
+            let branches = alloc::vec![Branch { key: Vec::new(), child: Child::Dirty(root) }];
+            let new_root = Node { tree_id: self.config.tree_id, level, entries: NodeEntries::Internal(branches) };
             let new_root = self.dirty.insert(new_root);
             self.split_child(new_root, 0, node_size_bytes);
             self.root = RootRef::Dirty(new_root);
             self.height += 1;
             self.counters.root_grows += 1;
-            assert_eq!(
-                self.height - 1,
-                level,
-                "new root level {level} with height {}",
-                self.height
-            );
+            assert_eq!(self.height - 1, level, "new root level {level} with height {}", self.height);
             return;
         }
         let mut root = root;
@@ -1047,11 +869,7 @@ impl Tree {
                 }
             }
         }
-        assert_eq!(
-            self.dirty.get(root).level + 1,
-            self.height,
-            "root level disagrees with height"
-        );
+        assert_eq!(self.dirty.get(root).level + 1, self.height, "root level disagrees with height");
     }
 
     // ----- flush -----------------------------------------------------------------------------
@@ -1066,11 +884,7 @@ impl Tree {
             let dirty_before = self.dirty.count;
             let pointer = self.flush_node(store, root, node_size_bytes)?;
             self.root = RootRef::Clean(pointer);
-            assert_eq!(
-                self.dirty.count, 0,
-                "{} of {dirty_before} dirty nodes unreachable at flush",
-                self.dirty.count
-            );
+            assert_eq!(self.dirty.count, 0, "{} of {dirty_before} dirty nodes unreachable at flush", self.dirty.count);
         }
         assert!(!self.is_dirty(), "tree dirty after flush");
         match self.root() {
@@ -1097,25 +911,19 @@ impl Tree {
             };
             let dirty_child = match &self.dirty.get(id).entries {
                 NodeEntries::Leaf(_) => None,
-                NodeEntries::Internal(branches) => branches
-                    .iter()
-                    .enumerate()
-                    .skip(next_index)
-                    .find_map(|(index, branch)| match branch.child {
+                NodeEntries::Internal(branches) => {
+                    branches.iter().enumerate().skip(next_index).find_map(|(index, branch)| match branch.child {
                         Child::Dirty(child) => Some((index, child)),
                         Child::OnFlash(_) => None,
-                    }),
+                    })
+                }
             };
             if let Some((child_index, child)) = dirty_child {
                 if let Some(top) = stack.last_mut() {
                     top.1 = child_index + 1;
                 }
                 stack.push((child, 0));
-                assert!(
-                    stack.len() <= usize::from(self.height),
-                    "dirty nodes deeper than the height {}",
-                    self.height
-                );
+                assert!(stack.len() <= usize::from(self.height), "dirty nodes deeper than the height {}", self.height);
                 continue;
             }
             // Every child is on flash now: write this node and record it in its parent.
@@ -1146,23 +954,14 @@ impl Tree {
             );
         }
         let encoded = node.encode(node_size_bytes);
-        let tag = NodeTag {
-            tree_id: node.tree_id,
-            level: node.level,
-        };
+        let tag = NodeTag { tree_id: node.tree_id, level: node.level };
         let address = store.append_node(&encoded.bytes, tag)?;
-        assert!(
-            !address.is_null(),
-            "store appended a node at the null address"
-        );
+        assert!(!address.is_null(), "store appended a node at the null address");
         let node = self.dirty.remove(id);
         self.counters.nodes_written += 1;
         // The fresh page is the likeliest to be read next, and costs nothing to keep.
         self.cache.get_mut().insert(address, encoded.checksum, Arc::new(node));
-        Ok(PagePointer {
-            address,
-            checksum: encoded.checksum,
-        })
+        Ok(PagePointer { address, checksum: encoded.checksum })
     }
 
     // ----- cleaner support -------------------------------------------------------------------
@@ -1175,11 +974,7 @@ impl Tree {
     /// references pages whose append completed, and such a page decodes unless the flash lost
     /// it beyond ECC, which the store reports as `Io`. Torn programs from a power cut are the
     /// undecodable pages the cleaner meets, and they must not stop it.
-    pub fn relocate_if_live(
-        &mut self,
-        store: &mut dyn NodeStore,
-        address: LogAddress,
-    ) -> Result<bool, TreeError> {
+    pub fn relocate_if_live(&mut self, store: &mut dyn NodeStore, address: LogAddress) -> Result<bool, TreeError> {
         if address.is_null() {
             return Ok(false);
         }
@@ -1208,23 +1003,14 @@ impl Tree {
             // Separator 1 is above everything in child 0 and at most everything in child 1.
             NodeEntries::Internal(branches) => match branches.get(1) {
                 Some(branch) => branch.key.clone(),
-                None => {
-                    return Err(TreeError::Corrupt {
-                        address,
-                        reason: "internal node with one child",
-                    })
-                }
+                None => return Err(TreeError::Corrupt { address, reason: "internal node with one child" }),
             },
         };
         match self.child_reference(store, &probe, node.level)? {
             Child::OnFlash(pointer) if pointer.address == address => {
                 let path = self.dirty_path(store, &probe, node.level)?;
                 let last = path.last().unwrap_or_else(|| panic!("empty path"));
-                assert_eq!(
-                    self.dirty.get(last.node).level,
-                    node.level,
-                    "relocated the wrong level"
-                );
+                assert_eq!(self.dirty.get(last.node).level, node.level, "relocated the wrong level");
                 Ok(true)
             }
             _ => Ok(false),
@@ -1232,12 +1018,7 @@ impl Tree {
     }
 
     /// The child reference to the node at `level` (below the root) whose range holds `key`.
-    fn child_reference(
-        &mut self,
-        store: &mut dyn NodeStore,
-        key: &[u8],
-        level: u8,
-    ) -> Result<Child, TreeError> {
+    fn child_reference(&mut self, store: &mut dyn NodeStore, key: &[u8], level: u8) -> Result<Child, TreeError> {
         let mut handle = self.open_root(store)?;
         // Bounded by the height: every step goes one level down.
         for _level in 0..self.height {
@@ -1305,11 +1086,7 @@ impl Tree {
         visit_entry: &mut EntryVisitor<'_>,
         visit_violation: &mut dyn FnMut(TreeError) -> bool,
     ) -> TreeStats {
-        let mut stats = TreeStats {
-            node_count: 0,
-            entry_count: 0,
-            height: self.height,
-        };
+        let mut stats = TreeStats { node_count: 0, entry_count: 0, height: self.height };
         let root_level = match self.root_level() {
             Ok(level) => level,
             Err(violation) => {
@@ -1378,7 +1155,14 @@ impl Tree {
                                 if branches.len() < 2 {
                                     report(corrupt("internal node with fewer than two children"));
                                 } else if let Some(child_level) = level.checked_sub(1) {
-                                    stack.push(CheckFrame { branches, address, child_level, lower, upper, next_index: 0 });
+                                    stack.push(CheckFrame {
+                                        branches,
+                                        address,
+                                        child_level,
+                                        lower,
+                                        upper,
+                                        next_index: 0,
+                                    });
                                     assert!(
                                         stack.len() <= usize::from(self.height),
                                         "check stack deeper than the height {}",
@@ -1410,7 +1194,8 @@ impl Tree {
                 continue;
             }
             let child_lower = if index == 0 { frame.lower.clone() } else { branch.key.clone() };
-            let child_upper = frame.branches.get(index + 1).map(|next| next.key.clone()).or_else(|| frame.upper.clone());
+            let child_upper =
+                frame.branches.get(index + 1).map(|next| next.key.clone()).or_else(|| frame.upper.clone());
             pending = Some((branch.child, frame.child_level, child_lower, child_upper));
         }
         stats
@@ -1437,10 +1222,7 @@ impl Tree {
             Child::Dirty(id) => (self.dirty.get(id).clone(), LogAddress::NULL),
         };
         if node.level != level || node.tree_id != self.config.tree_id {
-            return Err(TreeError::Corrupt {
-                address,
-                reason: "dirty node at the wrong level or of another tree",
-            });
+            return Err(TreeError::Corrupt { address, reason: "dirty node at the wrong level or of another tree" });
         }
         Ok((node, address))
     }
@@ -1464,18 +1246,12 @@ struct CheckFrame {
 fn split_index(entries: &NodeEntries, node_size_bytes: usize) -> usize {
     let (sizes, dropped_key_bytes, children_min): (Vec<usize>, Vec<usize>, usize) = match entries {
         NodeEntries::Leaf(entries) => (
-            entries
-                .iter()
-                .map(|entry| leaf_entry_bytes(entry.key.len(), entry.value.len()))
-                .collect(),
+            entries.iter().map(|entry| leaf_entry_bytes(entry.key.len(), entry.value.len())).collect(),
             alloc::vec![0; entries.len()],
             1,
         ),
         NodeEntries::Internal(branches) => (
-            branches
-                .iter()
-                .map(|branch| branch_bytes(branch.key.len()))
-                .collect(),
+            branches.iter().map(|branch| branch_bytes(branch.key.len())).collect(),
             branches.iter().map(|branch| branch.key.len()).collect(),
             2,
         ),
@@ -1490,40 +1266,27 @@ fn split_index(entries: &NodeEntries, node_size_bytes: usize) -> usize {
             continue;
         }
         let left_bytes = NODE_HEADER_BYTES + left_entry_bytes;
-        let right_bytes =
-            NODE_HEADER_BYTES + total_bytes - left_entry_bytes - dropped_key_bytes[index];
+        let right_bytes = NODE_HEADER_BYTES + total_bytes - left_entry_bytes - dropped_key_bytes[index];
         let larger_bytes = left_bytes.max(right_bytes);
-        if larger_bytes <= node_size_bytes
-            && best
-                .iter()
-                .all(|&(_, best_bytes)| larger_bytes < best_bytes)
-        {
+        if larger_bytes <= node_size_bytes && best.iter().all(|&(_, best_bytes)| larger_bytes < best_bytes) {
             best = Some((index, larger_bytes));
         }
     }
     match best {
         Some((index, _)) => index,
-        None => panic!(
-            "no split of {count} entries ({total_bytes} bytes) fits two nodes of {node_size_bytes}"
-        ),
+        None => panic!("no split of {count} entries ({total_bytes} bytes) fits two nodes of {node_size_bytes}"),
     }
 }
 
 /// The shortest key `s` with `left < s <= right` (suffix truncation): it routes exactly like
 /// `right` between the two leaves but costs fewer bytes in the parent.
 fn shortest_separator(left: &[u8], right: &[u8]) -> Vec<u8> {
-    assert!(
-        left < right,
-        "separator between unordered keys {left:?} and {right:?}"
-    );
+    assert!(left < right, "separator between unordered keys {left:?} and {right:?}");
     let common_bytes = left.iter().zip(right).take_while(|(a, b)| a == b).count();
     // Either `left` is a proper prefix of `right` or they differ at `common_bytes`; both ways
     // one more byte of `right` exceeds `left`.
     let separator = right[..common_bytes + 1].to_vec();
-    assert!(
-        left < separator.as_slice() && separator.as_slice() <= right,
-        "bad separator {separator:?}"
-    );
+    assert!(left < separator.as_slice() && separator.as_slice() <= right, "bad separator {separator:?}");
     separator
 }
 

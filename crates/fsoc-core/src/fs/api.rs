@@ -129,11 +129,7 @@ impl<F: Flash> FileSystem<F> {
             Err(FsError::Busy) => (ROOT_INODE, &[][..]),
             Err(error) => return Err(error),
         };
-        let existing = if name.is_empty() {
-            Ok((ROOT_INODE, FileKind::Directory))
-        } else {
-            self.lookup(parent, name)
-        };
+        let existing = if name.is_empty() { Ok((ROOT_INODE, FileKind::Directory)) } else { self.lookup(parent, name) };
         let inode = match existing {
             Ok((inode, kind)) => {
                 if flags.create && flags.exclusive {
@@ -152,16 +148,16 @@ impl<F: Flash> FileSystem<F> {
                 }
                 inode
             }
-            Err(FsError::NotFound) if flags.create => {
-                self.create(parent, name, FileKind::File, mode, 0, 0, None)?
-            }
+            Err(FsError::NotFound) if flags.create => self.create(parent, name, FileKind::File, mode, 0, 0, None)?,
             Err(error) => return Err(error),
         };
         if flags.truncate && flags.write {
             self.truncate(inode, 0)?;
         }
         self.open_inode(inode)?;
-        let fd = (FIRST_DESCRIPTOR..).find(|fd| !self.descriptors.contains_key(fd)).expect("descriptor numbers are bounded by open_files_max");
+        let fd = (FIRST_DESCRIPTOR..)
+            .find(|fd| !self.descriptors.contains_key(fd))
+            .expect("descriptor numbers are bounded by open_files_max");
         self.descriptors.insert(fd, OpenFile { inode, offset: 0, flags });
         Ok(FileHandle(fd))
     }
@@ -269,7 +265,8 @@ impl<F: Flash> FileSystem<F> {
     }
 
     pub fn mkdir(&mut self, path: &[u8], mode: u32) -> Result<u64, FsError> {
-        let (parent, name) = self.resolve_parent(path).map_err(|e| if e == FsError::Busy { FsError::Exists } else { e })?;
+        let (parent, name) =
+            self.resolve_parent(path).map_err(|e| if e == FsError::Busy { FsError::Exists } else { e })?;
         self.create(parent, name, FileKind::Directory, mode, 0, 0, None)
     }
 
@@ -279,7 +276,8 @@ impl<F: Flash> FileSystem<F> {
     }
 
     pub fn unlink(&mut self, path: &[u8]) -> Result<(), FsError> {
-        let (parent, name) = self.resolve_parent(path).map_err(|e| if e == FsError::Busy { FsError::IsDirectory } else { e })?;
+        let (parent, name) =
+            self.resolve_parent(path).map_err(|e| if e == FsError::Busy { FsError::IsDirectory } else { e })?;
         self.remove(parent, name, false)
     }
 
@@ -318,7 +316,8 @@ impl<F: Flash> FileSystem<F> {
         components(existing)?;
         components(new)?;
         let (inode, _) = self.resolve(existing)?;
-        let (parent, name) = self.resolve_parent(new).map_err(|e| if e == FsError::Busy { FsError::Exists } else { e })?;
+        let (parent, name) =
+            self.resolve_parent(new).map_err(|e| if e == FsError::Busy { FsError::Exists } else { e })?;
         self.link(inode, parent, name)
     }
 
@@ -332,7 +331,8 @@ impl<F: Flash> FileSystem<F> {
         if target.contains(&0) {
             return Err(FsError::InvalidArgument("NUL in symlink target"));
         }
-        let (parent, name) = self.resolve_parent(link).map_err(|e| if e == FsError::Busy { FsError::Exists } else { e })?;
+        let (parent, name) =
+            self.resolve_parent(link).map_err(|e| if e == FsError::Busy { FsError::Exists } else { e })?;
         self.create(parent, name, FileKind::Symlink, 0o777, 0, 0, Some(target))
     }
 

@@ -75,7 +75,11 @@ impl<F: Flash> FileSystem<F> {
 
     /// Pages the paired-page guard skips after a commit in both heads.
     fn guard_pages(&self) -> u64 {
-        let guard_rows = self.config.volume.paired_page_distance.unwrap_or_else(|| self.volume.log.device.flash.paired_page_distance());
+        let guard_rows = self
+            .config
+            .volume
+            .paired_page_distance
+            .unwrap_or_else(|| self.volume.log.device.flash.paired_page_distance());
         2 * u64::from(guard_rows) * u64::from(self.volume.layout().chip_count)
     }
 
@@ -118,8 +122,10 @@ impl<F: Flash> FileSystem<F> {
             .saturating_sub(u64::from(log.open_segment_room(LogHead::Metadata)))
             .div_ceil(u64::from(pages_per_segment));
         let free_segments = u64::from(log.free_segment_count()) + u64::from(self.reclaimable_segment_count());
-        let spare_segments = free_segments.saturating_sub(u64::from(self.volume.config.reserve_segments) + metadata_segments);
-        let physical = spare_segments * u64::from(pages_per_segment) + u64::from(log.open_segment_room(LogHead::Data)) + cleanable;
+        let spare_segments =
+            free_segments.saturating_sub(u64::from(self.volume.config.reserve_segments) + metadata_segments);
+        let physical =
+            spare_segments * u64::from(pages_per_segment) + u64::from(log.open_segment_room(LogHead::Data)) + cleanable;
         let logical = capacity_pages.saturating_sub(valid_pages).saturating_sub(stranded);
         SpaceAccount { capacity_pages, valid_pages, writable_pages: logical.min(physical) }
     }
@@ -204,7 +210,9 @@ impl<F: Flash> FileSystem<F> {
                     if !self.fits(self.cleaning_cost_pages(victim) + self.commit_cost_pages(), 0, 0) {
                         break;
                     }
-                    let dead = u64::from(self.volume.layout().pages_per_segment() - self.volume.log.table().entry(victim).valid_pages);
+                    let dead = u64::from(
+                        self.volume.layout().pages_per_segment() - self.volume.log.table().entry(victim).valid_pages,
+                    );
                     self.clean_segment(victim)?;
                     cleaned += 1;
                     relocated += u64::from(self.volume.layout().pages_per_segment()) - dead;
@@ -220,9 +228,11 @@ impl<F: Flash> FileSystem<F> {
                 // Learn what a victim really costs: room spent beyond the relocated pages.
                 let pages_per_segment = u64::from(self.volume.layout().pages_per_segment());
                 let spent = (room_before + cleaned * pages_per_segment).saturating_sub(self.room_pages());
-                let overhead_x16 = (16 * spent.saturating_sub(relocated + commit_cost_before) / cleaned).min(16 * pages_per_segment);
+                let overhead_x16 =
+                    (16 * spent.saturating_sub(relocated + commit_cost_before) / cleaned).min(16 * pages_per_segment);
                 let previous = self.stats.cleaning_overhead_pages_x16;
-                self.stats.cleaning_overhead_pages_x16 = if previous == 0 { overhead_x16.max(1) } else { ((3 * previous + overhead_x16) / 4).max(1) };
+                self.stats.cleaning_overhead_pages_x16 =
+                    if previous == 0 { overhead_x16.max(1) } else { ((3 * previous + overhead_x16) / 4).max(1) };
             }
             if self.room_pages() <= room_before {
                 fruitless_rounds += 1;
@@ -237,7 +247,8 @@ impl<F: Flash> FileSystem<F> {
     /// Pages appendable now: free segments and the open segments' room.
     fn room_pages(&self) -> u64 {
         let log = &self.volume.log;
-        u64::from(log.free_segment_count()) * u64::from(log.layout().pages_per_segment()) + u64::from(log.open_segments_room())
+        u64::from(log.free_segment_count()) * u64::from(log.layout().pages_per_segment())
+            + u64::from(log.open_segments_room())
     }
 
     /// Segments that hold no valid page but were dropped from since the last full commit: a
@@ -251,7 +262,10 @@ impl<F: Flash> FileSystem<F> {
             .filter_map(|&head| log.open_segment_index(head))
             .filter(|&segment| {
                 let entry = table.entry(segment);
-                segment >= FIRST_LOG_SEGMENT && !entry.retired && entry.valid_pages == 0 && table.freed_this_transaction(segment) > 0
+                segment >= FIRST_LOG_SEGMENT
+                    && !entry.retired
+                    && entry.valid_pages == 0
+                    && table.freed_this_transaction(segment) > 0
             })
             .count() as u32;
         table.reclaimable_segment_count() - open_and_reclaimable
@@ -308,7 +322,8 @@ impl<F: Flash> FileSystem<F> {
                     // Read the victim a batch at a time: consecutive stripe pages sit on
                     // different chips, so the batch's reads overlap (issue 4).
                     let end = (page_in_segment + batch).min(pages_per_segment);
-                    let addresses: Vec<LogAddress> = (page_in_segment..end).map(|page| layout.address(victim, page)).collect();
+                    let addresses: Vec<LogAddress> =
+                        (page_in_segment..end).map(|page| layout.address(victim, page)).collect();
                     buffers.resize(addresses.len(), Vec::new());
                     fs.volume
                         .log
@@ -331,7 +346,11 @@ impl<F: Flash> FileSystem<F> {
                 }
                 let moved = match tag {
                     Some(PageTag::Node { tree_id, .. }) => {
-                        let which = if tree_id == crate::txn::volume::DIRECTORY_TREE_ID { TreeId::Directory } else { TreeId::Allocation };
+                        let which = if tree_id == crate::txn::volume::DIRECTORY_TREE_ID {
+                            TreeId::Directory
+                        } else {
+                            TreeId::Allocation
+                        };
                         match fs.with_tree(which, |tree, store| tree.relocate_if_live(store, address)) {
                             // A page torn by a power cut may read back once and not again
                             // (unstable bits); it was never committed, so it is not live. A live
@@ -343,11 +362,15 @@ impl<F: Flash> FileSystem<F> {
                             other => other?,
                         }
                     }
-                    Some(PageTag::Data { inode, page_index }) if fs.data_page_is_live(inode, u64::from(page_index), address)? => {
+                    Some(PageTag::Data { inode, page_index })
+                        if fs.data_page_is_live(inode, u64::from(page_index), address)? =>
+                    {
                         fs.relocate_data_page(inode, u64::from(page_index), &buffer)?;
                         true
                     }
-                    Some(PageTag::SegmentTable { page_index }) => fs.volume.log.mark_table_page_dirty_if_at(page_index, address),
+                    Some(PageTag::SegmentTable { page_index }) => {
+                        fs.volume.log.mark_table_page_dirty_if_at(page_index, address)
+                    }
                     _ => false,
                 };
                 if moved {
@@ -370,7 +393,9 @@ impl<F: Flash> FileSystem<F> {
         if remaining > 0 && skipped_unreadable > 0 {
             // Live data on an unreadable page: a media failure, reported rather than hidden.
             self.volume.poison();
-            return Err(FsError::Io(TxnError::Segment(SegmentError::Unreadable { address: self.volume.layout().address(victim, 0) })));
+            return Err(FsError::Io(TxnError::Segment(SegmentError::Unreadable {
+                address: self.volume.layout().address(victim, 0),
+            })));
         }
         assert_eq!(remaining, 0, "segment {victim} still has {remaining} valid pages after cleaning");
         Ok(())

@@ -8,10 +8,11 @@ use fsoc_media::{Flash, ReadStatus};
 
 use crate::address::LogAddress;
 use crate::btree::Tree;
-use crate::fs::records::{
-    allocation_key, parse_allocation_key, Extent, FileKind, RecordKind, RecordLimits, ALLOCATION_KEY_BYTES, INODE_FLAG_INLINE,
-};
 use crate::fs::cleaner::SpaceUse;
+use crate::fs::records::{
+    allocation_key, parse_allocation_key, Extent, FileKind, RecordKind, RecordLimits, ALLOCATION_KEY_BYTES,
+    INODE_FLAG_INLINE,
+};
 use crate::fs::{FileSystem, FsError, TreeId};
 use crate::segment::PageTag;
 
@@ -153,7 +154,11 @@ impl<F: Flash> FileSystem<F> {
         for chunk in wanted.chunks(batch) {
             let addresses: Vec<LogAddress> = chunk.iter().map(|(_, address)| *address).collect();
             buffers.resize(addresses.len(), Vec::new());
-            self.volume.log.device.read_many(&addresses, &mut buffers[..addresses.len()], &mut statuses).map_err(crate::txn::TxnError::from)?;
+            self.volume
+                .log
+                .device
+                .read_many(&addresses, &mut buffers[..addresses.len()], &mut statuses)
+                .map_err(crate::txn::TxnError::from)?;
             for ((page, _address), (page_buffer, status)) in chunk.iter().zip(buffers.iter().zip(statuses.iter())) {
                 if matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased) {
                     return Err(FsError::CorruptFile { inode, reason: "file data page unreadable" });
@@ -161,8 +166,9 @@ impl<F: Flash> FileSystem<F> {
                 let page_start = page * page_size;
                 let copy_start = page_start.max(offset);
                 let copy_end = (page_start + page_size).min(end);
-                out[(copy_start - offset) as usize..(copy_end - offset) as usize]
-                    .copy_from_slice(&page_buffer[(copy_start - page_start) as usize..(copy_end - page_start) as usize]);
+                out[(copy_start - offset) as usize..(copy_end - offset) as usize].copy_from_slice(
+                    &page_buffer[(copy_start - page_start) as usize..(copy_end - page_start) as usize],
+                );
             }
         }
         Ok(out.len())
@@ -265,14 +271,17 @@ impl<F: Flash> FileSystem<F> {
                     } else {
                         vec![0u8; page_size as usize]
                     };
-                    content[(copy_start - page_start) as usize..(copy_end - page_start) as usize].copy_from_slice(source);
+                    content[(copy_start - page_start) as usize..(copy_end - page_start) as usize]
+                        .copy_from_slice(source);
                     content
                 };
                 let page_index = u32::try_from(page).map_err(|_| FsError::FileTooBig)?;
                 let address = self.volume.log.append(&content, PageTag::Data { inode, page_index })?;
                 self.delta.data_page_allocated(self.volume.layout().segment_of(address));
                 match runs.last_mut() {
-                    Some(run) if run.end_page() == page && run.address.0 + run.page_count == address.0 => run.page_count += 1,
+                    Some(run) if run.end_page() == page && run.address.0 + run.page_count == address.0 => {
+                        run.page_count += 1
+                    }
                     _ => runs.push(Extent { first_page: page, address, page_count: 1 }),
                 }
             }
@@ -291,13 +300,26 @@ impl<F: Flash> FileSystem<F> {
         let mut extent = extent;
         if extent.first_page > 0 {
             if let Some(previous) = self.extent_at(inode, extent.first_page - 1)? {
-                if previous.end_page() == extent.first_page && previous.address.0 + previous.page_count == extent.address.0 {
-                    self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Extent, previous.first_page))?;
-                    extent = Extent { first_page: previous.first_page, address: previous.address, page_count: previous.page_count + extent.page_count };
+                if previous.end_page() == extent.first_page
+                    && previous.address.0 + previous.page_count == extent.address.0
+                {
+                    self.tree_remove(
+                        TreeId::Allocation,
+                        &allocation_key(inode, RecordKind::Extent, previous.first_page),
+                    )?;
+                    extent = Extent {
+                        first_page: previous.first_page,
+                        address: previous.address,
+                        page_count: previous.page_count + extent.page_count,
+                    };
                 }
             }
         }
-        self.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Extent, extent.first_page), &extent.encode_value())?;
+        self.tree_insert(
+            TreeId::Allocation,
+            &allocation_key(inode, RecordKind::Extent, extent.first_page),
+            &extent.encode_value(),
+        )?;
         Ok(())
     }
 
@@ -333,7 +355,11 @@ impl<F: Flash> FileSystem<F> {
             }
             if extent.first_page < cut_first {
                 let left = Extent { page_count: (cut_first - extent.first_page) as u32, ..extent };
-                self.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Extent, left.first_page), &left.encode_value())?;
+                self.tree_insert(
+                    TreeId::Allocation,
+                    &allocation_key(inode, RecordKind::Extent, left.first_page),
+                    &left.encode_value(),
+                )?;
             }
             if extent.end_page() > cut_end {
                 let right = Extent {
@@ -341,7 +367,11 @@ impl<F: Flash> FileSystem<F> {
                     address: extent.address_of(cut_end),
                     page_count: (extent.end_page() - cut_end) as u32,
                 };
-                self.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Extent, right.first_page), &right.encode_value())?;
+                self.tree_insert(
+                    TreeId::Allocation,
+                    &allocation_key(inode, RecordKind::Extent, right.first_page),
+                    &right.encode_value(),
+                )?;
             }
         }
         Ok(())

@@ -68,7 +68,8 @@ impl<F: Flash> FileSystem<F> {
         let mut buffer = Vec::new();
         for chip_index in 0..layout.chip_count {
             for copy in 0..2 {
-                let address = layout.address(crate::segment::layout::SUPERBLOCK_SEGMENT, chip_index + copy * layout.chip_count);
+                let address =
+                    layout.address(crate::segment::layout::SUPERBLOCK_SEGMENT, chip_index + copy * layout.chip_count);
                 let problem = match self.volume.log.device.read(address, &mut buffer) {
                     Err(error) => Some(format!("unreadable ({error})")),
                     Ok(fsoc_media::ReadStatus::Uncorrectable) => Some(String::from("unreadable (uncorrectable)")),
@@ -199,7 +200,10 @@ impl<F: Flash> FileSystem<F> {
                     violations.push(format!("segment {segment}: retired but referenced"));
                 }
                 if trees_whole && entry.valid_pages != expected {
-                    violations.push(format!("segment {segment}: table says {} valid pages, trees reference {expected}", entry.valid_pages));
+                    violations.push(format!(
+                        "segment {segment}: table says {} valid pages, trees reference {expected}",
+                        entry.valid_pages
+                    ));
                 }
                 compared += 1;
             }
@@ -231,7 +235,8 @@ impl<F: Flash> FileSystem<F> {
                             violations.push(String::from("the root directory has a name"));
                         }
                     } else if facts.entry_parent != Some(facts.parent) {
-                        violations.push(format!("directory {inode}: parent field {} disagrees with its entry", facts.parent));
+                        violations
+                            .push(format!("directory {inode}: parent field {} disagrees with its entry", facts.parent));
                     }
                 }
                 FileKind::File | FileKind::Symlink => {
@@ -277,7 +282,11 @@ struct PageReferences {
 
 impl PageReferences {
     fn new(page_count: usize) -> Self {
-        PageReferences { node_bits: alloc::vec![0; page_count.div_ceil(64)], runs: alloc::vec![0; page_count + 1], page_count }
+        PageReferences {
+            node_bits: alloc::vec![0; page_count.div_ceil(64)],
+            runs: alloc::vec![0; page_count + 1],
+            page_count,
+        }
     }
 
     /// A tree node page; false when it was met before (the tree walk then skips it). Pages
@@ -463,7 +472,10 @@ impl AllocationWalk {
             violations.push(format!("inode {inode}: {reason}"));
         }
         // Keys come strictly increasing from the tree walk, so the list stays sorted.
-        assert!(self.inodes.last().is_none_or(|last| last.inode < inode), "allocation walk out of key order at inode {inode}");
+        assert!(
+            self.inodes.last().is_none_or(|last| last.inode < inode),
+            "allocation walk out of key order at inode {inode}"
+        );
         self.inodes.push(InodeFacts {
             inode,
             kind: record.kind,
@@ -475,7 +487,14 @@ impl AllocationWalk {
             orphan: false,
             reach: Reach::Unknown,
         });
-        self.current = Some(CurrentInode { inode, record, inline_bytes: None, symlink_bytes: 0, symlink_chunks: 0, extent_end: 0 });
+        self.current = Some(CurrentInode {
+            inode,
+            record,
+            inline_bytes: None,
+            symlink_bytes: 0,
+            symlink_chunks: 0,
+            extent_end: 0,
+        });
     }
 
     /// Checks what needs all of an inode's records.
@@ -486,10 +505,11 @@ impl AllocationWalk {
             FileKind::File if record.is_inline() && current.inline_bytes.unwrap_or(0) != record.size => {
                 violations.push(format!("inode {inode}: inline data length differs from size {}", record.size));
             }
-            FileKind::Symlink if current.symlink_chunks == 0 => violations.push(format!("symlink {inode} has no target")),
-            FileKind::Symlink if current.symlink_bytes != record.size => {
-                violations.push(format!("symlink {inode}: target of {} bytes, size {}", current.symlink_bytes, record.size))
+            FileKind::Symlink if current.symlink_chunks == 0 => {
+                violations.push(format!("symlink {inode} has no target"))
             }
+            FileKind::Symlink if current.symlink_bytes != record.size => violations
+                .push(format!("symlink {inode}: target of {} bytes, size {}", current.symlink_bytes, record.size)),
             _ => {}
         }
     }
@@ -537,7 +557,13 @@ fn check_directory_entry(key: &[u8], value: &[u8], inodes: &mut [InodeFacts], vi
     };
     let target = &mut inodes[index];
     if target.kind != entry.kind {
-        violations.push(format!("directory {parent}: entry {}: kind {:?} but inode {} is {:?}", printable(name), entry.kind, entry.inode, target.kind));
+        violations.push(format!(
+            "directory {parent}: entry {}: kind {:?} but inode {} is {:?}",
+            printable(name),
+            entry.kind,
+            entry.inode,
+            target.kind
+        ));
     }
     target.names = target.names.saturating_add(1);
     if entry.kind == FileKind::Directory && target.kind == FileKind::Directory {
@@ -570,7 +596,10 @@ fn check_directory_graph(inodes: &mut [InodeFacts], violations: &mut Violations)
                 Reach::Root => break Reach::Root,
                 Reach::Cut => break Reach::Cut,
                 Reach::OnPath => {
-                    violations.push(format!("directory {} is its own ancestor (a cycle of directory entries)", inodes[current].inode));
+                    violations.push(format!(
+                        "directory {} is its own ancestor (a cycle of directory entries)",
+                        inodes[current].inode
+                    ));
                     break Reach::Cut;
                 }
                 Reach::Unknown => {}

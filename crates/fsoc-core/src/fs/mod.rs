@@ -18,16 +18,16 @@ use alloc::vec::Vec;
 
 use fsoc_media::Flash;
 
-pub use crate::fs::error::{errno, FsError};
-pub use crate::fs::records::{FileKind, InodeRecord};
-pub use crate::fs::cleaner::SpaceAccount;
-pub use crate::fs::data::READ_BYTES_MAX;
-use crate::fs::cleaner::SpaceUse;
 use crate::btree::{KeyValue, Tree, TreeError};
+pub use crate::fs::cleaner::SpaceAccount;
+use crate::fs::cleaner::SpaceUse;
+pub use crate::fs::data::READ_BYTES_MAX;
+pub use crate::fs::error::{errno, FsError};
 use crate::fs::records::{
-    allocation_key, directory_key, parse_directory_key, DirectoryValue, RecordKind, INODE_FLAG_INLINE,
-    NAME_BYTES_MAX, ORPHAN_LIST_INODE, ROOT_INODE,
+    allocation_key, directory_key, parse_directory_key, DirectoryValue, RecordKind, INODE_FLAG_INLINE, NAME_BYTES_MAX,
+    ORPHAN_LIST_INODE, ROOT_INODE,
 };
+pub use crate::fs::records::{FileKind, InodeRecord};
 use crate::txn::store::{LogNodeReader, LogNodeStore};
 use crate::txn::volume::{unwrap_tree_error, MountReport};
 use crate::txn::{TxnError, Volume, VolumeConfig};
@@ -275,7 +275,11 @@ impl<F: Flash> FileSystem<F> {
         let decoded = delta::DeltaLog::decode(&payload).map_err(|_| FsError::Corrupt("undecodable delta commit"))?;
         self.volume.ensure_table_loaded()?;
         for (segment_index, allocated, released) in decoded.segments {
-            self.volume.log.table_for_replay().apply_delta(segment_index, allocated, released).map_err(FsError::Corrupt)?;
+            self.volume
+                .log
+                .table_for_replay()
+                .apply_delta(segment_index, allocated, released)
+                .map_err(FsError::Corrupt)?;
             self.delta.record_segment(segment_index, allocated, released);
         }
         for (tree_id, key, value) in decoded.entries {
@@ -365,7 +369,8 @@ impl<F: Flash> FileSystem<F> {
     /// Counts changes to the working state (tree edits, segment accounting), so `mutate` can
     /// tell a failure that changed nothing from one that left a change half-done.
     fn change_count(&self) -> (u64, u64) {
-        let segment_changes = if self.volume.log.is_table_loaded() { self.volume.log.table().change_count() } else { 0 };
+        let segment_changes =
+            if self.volume.log.is_table_loaded() { self.volume.log.table().change_count() } else { 0 };
         (self.tree_changes, segment_changes)
     }
 
@@ -401,7 +406,8 @@ impl<F: Flash> FileSystem<F> {
     pub fn getattr(&self, inode: u64) -> Result<InodeRecord, FsError> {
         let key = allocation_key(inode, RecordKind::Inode, 0);
         let bytes = self.tree_get(TreeId::Allocation, &key)?.ok_or(FsError::NotFound)?;
-        let record = InodeRecord::decode(&bytes).map_err(|_| FsError::CorruptFile { inode, reason: "undecodable inode record" })?;
+        let record = InodeRecord::decode(&bytes)
+            .map_err(|_| FsError::CorruptFile { inode, reason: "undecodable inode record" })?;
         self.check_inode_record(inode, &record)?;
         Ok(record)
     }
@@ -422,7 +428,8 @@ impl<F: Flash> FileSystem<F> {
         let mut record = self.getattr(directory)?;
         record.mtime_ns = self.now_ns;
         record.ctime_ns = self.now_ns;
-        record.nlink = record.nlink.checked_add_signed(nlink_delta).ok_or(FsError::Corrupt("directory link count underflow"))?;
+        record.nlink =
+            record.nlink.checked_add_signed(nlink_delta).ok_or(FsError::Corrupt("directory link count underflow"))?;
         self.put_inode(directory, &record)
     }
 
@@ -456,7 +463,12 @@ impl<F: Flash> FileSystem<F> {
     /// Names are returned as stored: a caller that hands them on (to an OS, a host path) checks
     /// them with `validate_name` first, as an image may hold any bytes (fsck reports bad ones).
     /// An entry that does not decode is an error for this directory.
-    pub fn readdir(&self, directory: u64, after: Option<&[u8]>, count_max: usize) -> Result<Vec<DirectoryEntry>, FsError> {
+    pub fn readdir(
+        &self,
+        directory: u64,
+        after: Option<&[u8]>,
+        count_max: usize,
+    ) -> Result<Vec<DirectoryEntry>, FsError> {
         if self.getattr(directory)?.kind != FileKind::Directory {
             return Err(FsError::NotDirectory);
         }
@@ -538,7 +550,11 @@ impl<F: Flash> FileSystem<F> {
             if let Some(target) = symlink_target {
                 // Targets longer than one tree entry are stored as consecutive chunks.
                 for (index, chunk) in target.chunks(fs.symlink_chunk_bytes()).enumerate() {
-                    fs.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Symlink, index as u64), chunk)?;
+                    fs.tree_insert(
+                        TreeId::Allocation,
+                        &allocation_key(inode, RecordKind::Symlink, index as u64),
+                        chunk,
+                    )?;
                 }
             }
             let entry = DirectoryValue { inode, kind };
@@ -566,7 +582,9 @@ impl<F: Flash> FileSystem<F> {
         let mut target = Vec::with_capacity(record.size as usize);
         for index in 0..self.symlink_chunk_count(record.size) {
             let chunk = self.tree_get(TreeId::Allocation, &allocation_key(inode, RecordKind::Symlink, index))?;
-            target.extend_from_slice(&chunk.ok_or(FsError::CorruptFile { inode, reason: "symlink target chunk missing" })?);
+            target.extend_from_slice(
+                &chunk.ok_or(FsError::CorruptFile { inode, reason: "symlink target chunk missing" })?,
+            );
             if target.len() as u64 > record.size {
                 return Err(FsError::CorruptFile { inode, reason: "symlink target longer than its size" });
             }
@@ -689,7 +707,9 @@ impl<F: Flash> FileSystem<F> {
             // Each pass removes one orphan, so the loop ends after at most (count) passes.
             while let Some((key, _)) = fs.tree_first_at_or_after(TreeId::Allocation, &first)? {
                 match records::parse_allocation_key(&key) {
-                    Some((ORPHAN_LIST_INODE, kind, inode)) if kind == RecordKind::Orphan as u8 => fs.drop_if_orphan(inode)?,
+                    Some((ORPHAN_LIST_INODE, kind, inode)) if kind == RecordKind::Orphan as u8 => {
+                        fs.drop_if_orphan(inode)?
+                    }
                     _ => break,
                 }
             }
@@ -700,7 +720,13 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// Atomic rename with POSIX replacement rules.
-    pub fn rename(&mut self, source_parent: u64, source_name: &[u8], target_parent: u64, target_name: &[u8]) -> Result<(), FsError> {
+    pub fn rename(
+        &mut self,
+        source_parent: u64,
+        source_name: &[u8],
+        target_parent: u64,
+        target_name: &[u8],
+    ) -> Result<(), FsError> {
         Self::validate_name(target_name)?;
         self.ensure_space(0, SpaceUse::Metadata)?;
         self.mutate(|fs| {

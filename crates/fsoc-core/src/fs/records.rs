@@ -206,7 +206,9 @@ impl RecordLimits {
             FileKind::Symlink if record.size == 0 || record.size > self.symlink_bytes_max => {
                 Err("symlink target length out of range")
             }
-            FileKind::Directory | FileKind::Symlink if record.is_inline() => Err("inline flag on a directory or symlink"),
+            FileKind::Directory | FileKind::Symlink if record.is_inline() => {
+                Err("inline flag on a directory or symlink")
+            }
             FileKind::Directory if inode != ROOT_INODE && record.parent == inode => Err("directory is its own parent"),
             _ => Ok(()),
         }

@@ -66,9 +66,8 @@ impl PageTag {
     /// Decodes a tag; `None` for an erased or unrecognised spare area (untrusted bytes).
     pub fn decode(spare: &[u8]) -> Option<PageTag> {
         let tag: &[u8; SPARE_TAG_BYTES] = spare.first_chunk()?;
-        let u32_at = |offset: usize| -> Option<u32> {
-            Some(u32::from_le_bytes(*tag.get(offset..offset + 4)?.first_chunk()?))
-        };
+        let u32_at =
+            |offset: usize| -> Option<u32> { Some(u32::from_le_bytes(*tag.get(offset..offset + 4)?.first_chunk()?)) };
         match tag[0] {
             TAG_NODE => Some(PageTag::Node { tree_id: tag[1], level: tag[2] }),
             TAG_DATA => {
@@ -105,7 +104,14 @@ impl<F: Flash> Device<F> {
     pub fn new(flash: F) -> Self {
         let layout = Layout::new(flash.geometry(), flash.chip_count());
         let spare_buffer = vec![0u8; layout.spare_size_bytes()];
-        Device { flash, layout, now_ns: AtomicU64::new(0), pages_read: AtomicU64::new(0), operations_issued: 0, spare_buffer }
+        Device {
+            flash,
+            layout,
+            now_ns: AtomicU64::new(0),
+            pages_read: AtomicU64::new(0),
+            operations_issued: 0,
+            spare_buffer,
+        }
     }
 
     /// The volume's virtual clock: when everything waited for so far has completed.
@@ -122,7 +128,13 @@ impl<F: Flash> Device<F> {
         self.now_ns.fetch_max(done_ns, Ordering::AcqRel);
     }
 
-    fn read_page(&self, issue_ns: Nanos, address: LogAddress, data: &mut Vec<u8>, spare: &mut [u8]) -> Result<(ReadStatus, Nanos), NandError> {
+    fn read_page(
+        &self,
+        issue_ns: Nanos,
+        address: LogAddress,
+        data: &mut Vec<u8>,
+        spare: &mut [u8],
+    ) -> Result<(ReadStatus, Nanos), NandError> {
         data.resize(self.layout.page_size_bytes(), 0);
         let page = self.layout.physical(address);
         self.pages_read.fetch_add(1, Ordering::Relaxed);
@@ -136,7 +148,11 @@ impl<F: Flash> Device<F> {
     }
 
     /// Reads a page's data and its spare tag.
-    pub fn read_with_tag(&self, address: LogAddress, data: &mut Vec<u8>) -> Result<(ReadStatus, Option<PageTag>), NandError> {
+    pub fn read_with_tag(
+        &self,
+        address: LogAddress,
+        data: &mut Vec<u8>,
+    ) -> Result<(ReadStatus, Option<PageTag>), NandError> {
         let mut spare = vec![0u8; self.layout.spare_size_bytes()];
         let (status, done_ns) = self.read_page(self.now_ns(), address, data, &mut spare)?;
         self.advance_to(done_ns);
@@ -145,7 +161,12 @@ impl<F: Flash> Device<F> {
 
     /// Issues reads of several pages at the same virtual time (they overlap across chips) and
     /// waits for all of them.
-    pub fn read_many(&self, addresses: &[LogAddress], buffers: &mut [Vec<u8>], statuses: &mut Vec<ReadStatus>) -> Result<(), NandError> {
+    pub fn read_many(
+        &self,
+        addresses: &[LogAddress],
+        buffers: &mut [Vec<u8>],
+        statuses: &mut Vec<ReadStatus>,
+    ) -> Result<(), NandError> {
         self.read_many_inner(addresses, buffers, statuses, None)
     }
 

@@ -70,11 +70,7 @@ impl Layout {
         assert!(self.contains(address), "log address {address:?} outside the volume");
         let segment_index = self.segment_of(address);
         let page_in_segment = self.page_in_segment(address);
-        PageAddress::new(
-            page_in_segment % self.chip_count,
-            segment_index,
-            page_in_segment / self.chip_count,
-        )
+        PageAddress::new(page_in_segment % self.chip_count, segment_index, page_in_segment / self.chip_count)
     }
 
     pub fn blocks_of_segment(&self, segment_index: u32) -> impl Iterator<Item = BlockAddress> {

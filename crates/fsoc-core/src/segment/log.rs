@@ -33,7 +33,9 @@ pub enum SegmentError {
     NoFreeSegment,
     #[error("segment table page {page_index} at {address:?}: {reason}")]
     CorruptTable { page_index: u32, address: LogAddress, reason: &'static str },
-    #[error("page {address:?} was released but is not counted valid: a record on flash points at a page it does not own")]
+    #[error(
+        "page {address:?} was released but is not counted valid: a record on flash points at a page it does not own"
+    )]
     Accounting { address: LogAddress },
     #[error("page {address:?} is unreadable (uncorrectable ECC)")]
     Unreadable { address: LogAddress },
@@ -125,12 +127,20 @@ impl<F: Flash> SegmentLog<F> {
         let mut buffer = Vec::new();
         if index_page_count > 0 {
             table = table.with_index_pages(index_page_count);
-            assert_eq!(table.index_page_count() as usize, directory.len(), "directory size checked by the metaroot decoder");
+            assert_eq!(
+                table.index_page_count() as usize,
+                directory.len(),
+                "directory size checked by the metaroot decoder"
+            );
             let table_page_count = table.page_count();
             for (index_page, pointer) in directory.iter().enumerate() {
                 let index_page = index_page as u32;
                 // Index pages are numbered after the table pages (as in their spare tags).
-                let corrupt = |reason| SegmentError::CorruptTable { page_index: table_page_count + index_page, address: pointer.address, reason };
+                let corrupt = |reason| SegmentError::CorruptTable {
+                    page_index: table_page_count + index_page,
+                    address: pointer.address,
+                    reason,
+                };
                 if let Some(reason) = self.read_checked(pointer, &mut buffer)? {
                     return Err(corrupt(reason));
                 }
@@ -157,7 +167,11 @@ impl<F: Flash> SegmentLog<F> {
 
     /// Reads the page `pointer` names into `buffer` and checks it against the pointer's
     /// checksum: `Some(reason)` when the page is not what the pointer promises.
-    fn read_checked(&mut self, pointer: &PagePointer, buffer: &mut Vec<u8>) -> Result<Option<&'static str>, SegmentError> {
+    fn read_checked(
+        &mut self,
+        pointer: &PagePointer,
+        buffer: &mut Vec<u8>,
+    ) -> Result<Option<&'static str>, SegmentError> {
         if !self.layout().contains(pointer.address) {
             return Ok(Some("address outside the volume"));
         }

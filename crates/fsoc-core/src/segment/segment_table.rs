@@ -395,7 +395,8 @@ impl SegmentTable {
         fresh.retired_segment_count = self.entries.iter().filter(|entry| entry.retired).count() as u32;
         fresh.total_valid_pages = self.entries.iter().map(|entry| u64::from(entry.valid_pages)).sum();
         self.install(fresh);
-        self.freed_segments = (0..self.segment_count()).filter(|&s| self.freed_this_transaction[s as usize] > 0).collect();
+        self.freed_segments =
+            (0..self.segment_count()).filter(|&s| self.freed_this_transaction[s as usize] > 0).collect();
     }
 
     fn empty_indexes(pages_per_segment: u32) -> Indexes {
@@ -441,7 +442,8 @@ impl SegmentTable {
         }
         let retired = self.entries.iter().filter(|entry| entry.retired).count() as u32;
         let valid: u64 = self.entries.iter().map(|entry| u64::from(entry.valid_pages)).sum();
-        let freed: Vec<u32> = (0..self.segment_count()).filter(|&s| self.freed_this_transaction[s as usize] > 0).collect();
+        let freed: Vec<u32> =
+            (0..self.segment_count()).filter(|&s| self.freed_this_transaction[s as usize] > 0).collect();
         let mut listed = self.freed_segments.clone();
         listed.sort_unstable();
         let histogram_differs = (1..=self.pages_per_segment).find(|&valid_pages| {
@@ -450,20 +452,52 @@ impl SegmentTable {
                 || count(&self.histogram_valid_pages) != fresh.histogram[valid_pages as usize] * u64::from(valid_pages)
         });
         let differences = [
-            (self.free_segment_count != fresh.free_segment_count, "free segment count", format!("{} vs {}", self.free_segment_count, fresh.free_segment_count)),
-            (self.retired_segment_count != retired, "retired segment count", format!("{} vs {retired}", self.retired_segment_count)),
+            (
+                self.free_segment_count != fresh.free_segment_count,
+                "free segment count",
+                format!("{} vs {}", self.free_segment_count, fresh.free_segment_count),
+            ),
+            (
+                self.retired_segment_count != retired,
+                "retired segment count",
+                format!("{} vs {retired}", self.retired_segment_count),
+            ),
             (self.total_valid_pages != valid, "valid page total", format!("{} vs {valid}", self.total_valid_pages)),
             (
                 self.reclaimable_segment_count != fresh.reclaimable_segment_count,
                 "reclaimable segment count",
                 format!("{} vs {}", self.reclaimable_segment_count, fresh.reclaimable_segment_count),
             ),
-            (self.free_by_wear != fresh.free_by_wear, "free segments by wear", format!("{} vs {} entries", self.free_by_wear.len(), fresh.free_by_wear.len())),
-            (self.used_by_valid != fresh.used_by_valid, "used segments by valid count", format!("{} vs {} entries", self.used_by_valid.len(), fresh.used_by_valid.len())),
-            (self.used_by_wear != fresh.used_by_wear, "used segments by wear", format!("{} vs {} entries", self.used_by_wear.len(), fresh.used_by_wear.len())),
-            (self.erase_counts != fresh.erase_counts, "erase-count census", format!("{:?} vs {:?}", self.erase_counts.first_key_value(), fresh.erase_counts.first_key_value())),
-            (histogram_differs.is_some(), "valid-count histogram", format!("first difference at {histogram_differs:?} valid pages")),
-            (listed != freed, "segments with dropped pages", format!("{} listed vs {} found", listed.len(), freed.len())),
+            (
+                self.free_by_wear != fresh.free_by_wear,
+                "free segments by wear",
+                format!("{} vs {} entries", self.free_by_wear.len(), fresh.free_by_wear.len()),
+            ),
+            (
+                self.used_by_valid != fresh.used_by_valid,
+                "used segments by valid count",
+                format!("{} vs {} entries", self.used_by_valid.len(), fresh.used_by_valid.len()),
+            ),
+            (
+                self.used_by_wear != fresh.used_by_wear,
+                "used segments by wear",
+                format!("{} vs {} entries", self.used_by_wear.len(), fresh.used_by_wear.len()),
+            ),
+            (
+                self.erase_counts != fresh.erase_counts,
+                "erase-count census",
+                format!("{:?} vs {:?}", self.erase_counts.first_key_value(), fresh.erase_counts.first_key_value()),
+            ),
+            (
+                histogram_differs.is_some(),
+                "valid-count histogram",
+                format!("first difference at {histogram_differs:?} valid pages"),
+            ),
+            (
+                listed != freed,
+                "segments with dropped pages",
+                format!("{} listed vs {} found", listed.len(), freed.len()),
+            ),
         ];
         differences
             .into_iter()
@@ -501,8 +535,10 @@ impl SegmentTable {
         if before_freed == 0 && self.freed_this_transaction[index] > 0 {
             self.freed_segments.push(segment_index);
         }
-        self.retired_segment_count = self.retired_segment_count + u32::from(after_entry.retired) - u32::from(before_entry.retired);
-        self.total_valid_pages = self.total_valid_pages + u64::from(after_entry.valid_pages) - u64::from(before_entry.valid_pages);
+        self.retired_segment_count =
+            self.retired_segment_count + u32::from(after_entry.retired) - u32::from(before_entry.retired);
+        self.total_valid_pages =
+            self.total_valid_pages + u64::from(after_entry.valid_pages) - u64::from(before_entry.valid_pages);
     }
 
     pub fn segment_count(&self) -> u32 {
@@ -565,7 +601,9 @@ impl SegmentTable {
         if valid > u64::from(pages_per_segment) {
             return Err("delta gives a segment more valid pages than it has");
         }
-        let freed_total = self.freed_this_transaction[segment_index as usize].checked_add(released).ok_or("delta releases too many pages")?;
+        let freed_total = self.freed_this_transaction[segment_index as usize]
+            .checked_add(released)
+            .ok_or("delta releases too many pages")?;
         self.update(segment_index, |entry, freed| {
             entry.valid_pages = valid as u32;
             *freed = freed_total;
@@ -653,11 +691,8 @@ impl SegmentTable {
             if word & !(ERASE_COUNT_MASK | RETIRED_FLAG) != 0 {
                 return Err(reader.invalid("flags", u64::from(word)));
             }
-            self.entries[segment_index] = SegmentEntry {
-                valid_pages,
-                erase_count: word & ERASE_COUNT_MASK,
-                retired: word & RETIRED_FLAG != 0,
-            };
+            self.entries[segment_index] =
+                SegmentEntry { valid_pages, erase_count: word & ERASE_COUNT_MASK, retired: word & RETIRED_FLAG != 0 };
         }
         Ok(())
     }
@@ -727,7 +762,8 @@ impl SegmentTable {
         // At least `dead_min` dead pages <=> at most `pages_per_segment - dead_min` valid ones.
         let valid_max = self.pages_per_segment.saturating_sub(dead_min);
         let all = self.pages_per_segment;
-        let (segments_low, valid_low) = (self.histogram_segments.prefix(valid_max), self.histogram_valid_pages.prefix(valid_max));
+        let (segments_low, valid_low) =
+            (self.histogram_segments.prefix(valid_max), self.histogram_valid_pages.prefix(valid_max));
         let (segments_all, valid_all) = (self.histogram_segments.prefix(all), self.histogram_valid_pages.prefix(all));
         let segments_high = segments_all - segments_low;
         let valid_high = valid_all - valid_low;

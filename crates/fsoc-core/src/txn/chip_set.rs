@@ -33,7 +33,9 @@ pub enum ChipSetError {
     ForeignChip { position: u32, expected_volume_id: u64, found_volume_id: u64 },
     #[error("chip in position {position} is chip {chip_index} of the volume: chips are out of order")]
     WrongOrder { position: u32, chip_index: u32 },
-    #[error("chip in position {position} describes a different array (chip count, geometry or format version) than chip 0")]
+    #[error(
+        "chip in position {position} describes a different array (chip count, geometry or format version) than chip 0"
+    )]
     Inconsistent { position: u32 },
 }
 
@@ -90,7 +92,10 @@ fn check_one(position: u32, found: &Superblock, first: &Superblock) -> Result<()
             found_volume_id: found.volume_id,
         });
     }
-    if found.chip_count != first.chip_count || found.geometry != first.geometry || found.format_version != first.format_version {
+    if found.chip_count != first.chip_count
+        || found.geometry != first.geometry
+        || found.format_version != first.format_version
+    {
         return Err(ChipSetError::Inconsistent { position });
     }
     if found.chip_index != position {

@@ -47,7 +47,8 @@ impl MetarootShape {
     /// (`Metaroot::direct_table_pages_max`), so the rest stays free for delta payloads.
     pub fn for_volume(format_version: u32, segment_count: u32, page_size_bytes: usize) -> MetarootShape {
         let table_page_count = crate::segment::SegmentTable::page_count_for(segment_count, page_size_bytes);
-        let indexed = format_version >= 2 && table_page_count as usize > Metaroot::direct_table_pages_max(page_size_bytes);
+        let indexed =
+            format_version >= 2 && table_page_count as usize > Metaroot::direct_table_pages_max(page_size_bytes);
         let pointers_per_page = (page_size_bytes / PagePointer::ENCODED_BYTES) as u32;
         MetarootShape {
             format_version,
@@ -132,7 +133,8 @@ impl Metaroot {
             self.delta.len()
         );
         assert!(self.shape.format_version >= 2 || !self.shape.is_indexed(), "version 1 has no table index");
-        let record_bytes = METAROOT_HEADER_BYTES + self.segment_table.len() * PagePointer::ENCODED_BYTES + self.delta.len();
+        let record_bytes =
+            METAROOT_HEADER_BYTES + self.segment_table.len() * PagePointer::ENCODED_BYTES + self.delta.len();
         let mut writer = Writer::with_capacity(page_size_bytes);
         writer.u64_le(METAROOT_MAGIC);
         writer.u32_le(self.shape.format_version);

@@ -17,11 +17,15 @@ use crate::segment::{PageTag, SegmentError, SegmentLog};
 fn convert(slot: &Cell<Option<SegmentError>>, address: LogAddress, error: SegmentError) -> TreeError {
     let converted = match &error {
         SegmentError::NoFreeSegment => TreeError::NoSpace,
-        SegmentError::Unreadable { .. } => TreeError::Io { address, reason: "page unreadable (uncorrectable or erased)" },
+        SegmentError::Unreadable { .. } => {
+            TreeError::Io { address, reason: "page unreadable (uncorrectable or erased)" }
+        }
         SegmentError::Media(NandError::PowerLost) => TreeError::Io { address, reason: "power lost" },
         SegmentError::Media(_) => TreeError::Io { address, reason: "flash error" },
         SegmentError::CorruptTable { .. } => TreeError::Io { address, reason: "segment table corrupt" },
-        SegmentError::Accounting { .. } => TreeError::Io { address, reason: "segment accounting broken by a corrupt record" },
+        SegmentError::Accounting { .. } => {
+            TreeError::Io { address, reason: "segment accounting broken by a corrupt record" }
+        }
     };
     slot.set(Some(error));
     converted

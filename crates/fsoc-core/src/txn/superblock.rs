@@ -102,12 +102,28 @@ impl Superblock {
             return Err(DecodeError::InvalidField { structure: "superblock", field: "geometry", value: 0 });
         }
         if chip_count == 0 || chip_count > CHIP_COUNT_MAX || chip_index >= chip_count {
-            return Err(DecodeError::InvalidField { structure: "superblock", field: "chip_index", value: u64::from(chip_index) });
+            return Err(DecodeError::InvalidField {
+                structure: "superblock",
+                field: "chip_index",
+                value: u64::from(chip_index),
+            });
         }
         if metaroot_area_count != 3 || first_log_segment != 4 {
-            return Err(DecodeError::InvalidField { structure: "superblock", field: "first_log_segment", value: u64::from(first_log_segment) });
+            return Err(DecodeError::InvalidField {
+                structure: "superblock",
+                field: "first_log_segment",
+                value: u64::from(first_log_segment),
+            });
         }
-        Ok(Superblock { format_version, geometry, chip_count, chip_index, volume_id, metaroot_area_count, first_log_segment })
+        Ok(Superblock {
+            format_version,
+            geometry,
+            chip_count,
+            chip_index,
+            volume_id,
+            metaroot_area_count,
+            first_log_segment,
+        })
     }
 }
 
@@ -148,7 +164,12 @@ mod tests {
             let bytes = Superblock { format_version: version, ..example() }.encode(2048);
             assert_eq!(
                 Superblock::decode(&bytes),
-                Err(DecodeError::UnsupportedVersion { structure: "superblock", found: version, oldest: 1, newest: FORMAT_VERSION })
+                Err(DecodeError::UnsupportedVersion {
+                    structure: "superblock",
+                    found: version,
+                    oldest: 1,
+                    newest: FORMAT_VERSION
+                })
             );
         }
         let old = Superblock { format_version: 1, ..example() };

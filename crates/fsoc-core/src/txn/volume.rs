@@ -43,7 +43,13 @@ pub struct VolumeConfig {
 
 impl Default for VolumeConfig {
     fn default() -> Self {
-        VolumeConfig { cache_nodes_max: 64, dirty_nodes_max: 256, reserve_segments: 0, read_only: false, paired_page_distance: None }
+        VolumeConfig {
+            cache_nodes_max: 64,
+            dirty_nodes_max: 256,
+            reserve_segments: 0,
+            read_only: false,
+            paired_page_distance: None,
+        }
     }
 }
 
@@ -215,7 +221,9 @@ impl<F: Flash> Volume<F> {
         for segment_index in [SUPERBLOCK_SEGMENT].into_iter().chain(METAROOT_SEGMENTS) {
             for block in layout.blocks_of_segment(segment_index) {
                 if device.flash.is_bad_block(block)? {
-                    return Err(TxnError::CannotFormat { reason: "a block of segments 0-3 (superblock, metaroots) is bad" });
+                    return Err(TxnError::CannotFormat {
+                        reason: "a block of segments 0-3 (superblock, metaroots) is bad",
+                    });
                 }
             }
             device.erase_segment(segment_index)?;
@@ -251,16 +259,18 @@ impl<F: Flash> Volume<F> {
                 }
             }
         }
-        let superblock = Superblock::decode(&Superblock {
-            format_version: FORMAT_VERSION,
-            geometry,
-            chip_count: layout.chip_count,
-            chip_index: 0,
-            volume_id,
-            metaroot_area_count: 3,
-            first_log_segment: FIRST_LOG_SEGMENT,
-        }
-        .encode(layout.page_size_bytes()))
+        let superblock = Superblock::decode(
+            &Superblock {
+                format_version: FORMAT_VERSION,
+                geometry,
+                chip_count: layout.chip_count,
+                chip_index: 0,
+                volume_id,
+                metaroot_area_count: 3,
+                first_log_segment: FIRST_LOG_SEGMENT,
+            }
+            .encode(layout.page_size_bytes()),
+        )
         .map_err(decode_error("superblock"))?;
         let mut log = SegmentLog::new(device, Some(table));
         let empty_root = TreeRoot { pointer: crate::address::PagePointer::NULL, height: 1 };
@@ -329,7 +339,10 @@ impl<F: Flash> Volume<F> {
             // mount, which starts from the twin: the unreadable page is the lost twin.
             Some(MountDamage::CleanRecordCopyLost { commit_counter: committed.commit_counter })
         } else if unreadable_after >= 2 {
-            Some(MountDamage::CommitsLost { unreadable_pages: unreadable_after, mounted_commit_counter: committed.commit_counter })
+            Some(MountDamage::CommitsLost {
+                unreadable_pages: unreadable_after,
+                mounted_commit_counter: committed.commit_counter,
+            })
         } else if superblock_copy > 0 {
             Some(MountDamage::SuperblockCopyLost)
         } else {
@@ -431,7 +444,8 @@ impl<F: Flash> Volume<F> {
         for (slot, segment_index) in METAROOT_SEGMENTS.iter().enumerate() {
             for page_index in 0..2 {
                 let address = layout.address(*segment_index, page_index);
-                head[slot][page_index as usize] = Self::read_metaroot_page(device, address, &mut buffer, superblock, shape)?;
+                head[slot][page_index as usize] =
+                    Self::read_metaroot_page(device, address, &mut buffer, superblock, shape)?;
             }
         }
         let counters = |slot: usize| head[slot].iter().flatten().map(|metaroot| metaroot.commit_counter);
@@ -521,8 +535,10 @@ impl<F: Flash> Volume<F> {
     /// Writes dirty tree nodes without committing, to keep within the dirty budget.
     pub fn flush_trees(&mut self) -> Result<(TreeRoot, TreeRoot), TxnError> {
         let mut store = LogNodeStore::new(&mut self.log);
-        let directory_root = self.directory.flush(&mut store).map_err(|error| unwrap_tree_error(error, store.take_error()))?;
-        let allocation_root = self.allocation.flush(&mut store).map_err(|error| unwrap_tree_error(error, store.take_error()))?;
+        let directory_root =
+            self.directory.flush(&mut store).map_err(|error| unwrap_tree_error(error, store.take_error()))?;
+        let allocation_root =
+            self.allocation.flush(&mut store).map_err(|error| unwrap_tree_error(error, store.take_error()))?;
         Ok((directory_root, allocation_root))
     }
 
@@ -591,7 +607,8 @@ impl<F: Flash> Volume<F> {
     /// After a commit: skip the chip's paired-page distance in the open segment, so no later
     /// program there shares cells with a committed page (docs/DESIGN.md).
     fn guard_paired_pages(&mut self) {
-        let paired_page_distance = self.config.paired_page_distance.unwrap_or_else(|| self.log.device.flash.paired_page_distance());
+        let paired_page_distance =
+            self.config.paired_page_distance.unwrap_or_else(|| self.log.device.flash.paired_page_distance());
         if paired_page_distance > 0 {
             self.log.guard_paired_pages(paired_page_distance);
         }
@@ -661,7 +678,8 @@ impl<F: Flash> Volume<F> {
         if self.cursor.next_page <= 1 {
             // Pages 0 and 1 identify the area at mount (the newer of the two counts).
             let counter = &mut self.cursor.area_counters[self.cursor.area_slot];
-            *counter = Some(counter.map_or(self.committed.commit_counter, |old| old.max(self.committed.commit_counter)));
+            *counter =
+                Some(counter.map_or(self.committed.commit_counter, |old| old.max(self.committed.commit_counter)));
         }
         self.cursor.next_page += 1;
         Ok(())
@@ -681,7 +699,9 @@ impl<F: Flash> Volume<F> {
 /// `take_error`), so power loss stays power loss.
 pub fn unwrap_tree_error(error: TreeError, segment_error: Option<SegmentError>) -> TxnError {
     match segment_error {
-        Some(segment_error) if matches!(error, TreeError::Io { .. } | TreeError::NoSpace) => TxnError::Segment(segment_error),
+        Some(segment_error) if matches!(error, TreeError::Io { .. } | TreeError::NoSpace) => {
+            TxnError::Segment(segment_error)
+        }
         _ => TxnError::Tree(error),
     }
 }

@@ -12,8 +12,24 @@ pub fn fresh(blocks: u32) -> FileSystem<SimFlash> {
     FileSystem::format(sim(Profile::Mlc, 1, blocks, 7), FsConfig::default(), 7).expect("format")
 }
 
-pub const CREATE: OpenFlags = OpenFlags { read: true, write: true, create: true, exclusive: false, truncate: false, append: false, directory: false };
-pub const READ: OpenFlags = OpenFlags { read: true, write: false, create: false, exclusive: false, truncate: false, append: false, directory: false };
+pub const CREATE: OpenFlags = OpenFlags {
+    read: true,
+    write: true,
+    create: true,
+    exclusive: false,
+    truncate: false,
+    append: false,
+    directory: false,
+};
+pub const READ: OpenFlags = OpenFlags {
+    read: true,
+    write: false,
+    create: false,
+    exclusive: false,
+    truncate: false,
+    append: false,
+    directory: false,
+};
 
 pub fn write_file<F: Flash>(fs: &mut FileSystem<F>, path: &str, data: &[u8]) -> Result<(), fsoc_core::FsError> {
     let fd = fs.open(path.as_bytes(), OpenFlags { truncate: true, ..CREATE }, 0o644)?;

@@ -3,9 +3,7 @@
 #![allow(dead_code)]
 
 use fsoc_media::ecc::BitErrorModel;
-use fsoc_media::{
-    BlockAddress, Flash, FaultConfig, NandError, PageAddress, Profile, ReadStatus, SimConfig, SimFlash,
-};
+use fsoc_media::{BlockAddress, FaultConfig, Flash, NandError, PageAddress, Profile, ReadStatus, SimConfig, SimFlash};
 
 /// A config without transient bit errors or wear-out, so outcomes depend only on the test.
 pub fn quiet_config(profile: Profile, chip_count: u32, block_count: u32, seed: u64) -> SimConfig {
