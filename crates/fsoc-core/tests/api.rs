@@ -48,3 +48,31 @@ fn a_file_handle_is_only_what_open_returned() {
     fs.close(fd).expect("close");
     assert_eq!(fs.close(fd), Err(FsError::BadDescriptor), "a closed handle is refused");
 }
+
+/// A listing reads each directory-tree node at most once (a cursor, not a descent per entry):
+/// 100,000 entries on a cold volume cost at most the directory tree's node count in page
+/// reads, and far fewer than one per entry.
+#[test]
+fn readdir_of_100000_entries_reads_each_node_at_most_once() {
+    let mut fs = fresh(2048);
+    fs.mkdir(b"/big", 0o755).expect("mkdir");
+    let (directory, _) = fs.stat(b"/big").expect("stat");
+    let count = 100_000usize;
+    for index in 0..count {
+        fs.create(directory, format!("f{index:06}").as_bytes(), fsoc_core::fs::FileKind::File, 0o644, 0, 0, None)
+            .expect("create");
+    }
+    let flash = fs.unmount().expect("unmount");
+    let mut fs = fsoc_core::FileSystem::mount(flash, fsoc_core::FsConfig::default()).expect("mount");
+    let directory_nodes = fs.fsck(true).expect("fsck").directory_nodes;
+    let flash = fs.unmount().expect("unmount");
+    let fs = fsoc_core::FileSystem::mount(flash, fsoc_core::FsConfig::default()).expect("cold mount");
+    let reads_before = fs.volume.directory.counters().pages_read;
+    let entries = fs.readdir(directory, None, usize::MAX).expect("readdir");
+    let reads = fs.volume.directory.counters().pages_read - reads_before;
+    assert_eq!(entries.len(), count);
+    assert!(entries.windows(2).all(|pair| pair[0].name < pair[1].name), "name order");
+    println!("readdir of {count} entries: {reads} directory-tree page reads; the tree has {directory_nodes} nodes");
+    assert!(reads <= directory_nodes, "{reads} reads for a tree of {directory_nodes} nodes");
+    assert!(reads < count as u64 / 20, "{reads} reads for {count} entries");
+}

@@ -261,6 +261,17 @@ fn check_ranges(tree: &mut Tree, store: &mut RamNodeStore, model: &Model, key: &
     assert_eq!(tree.first_at_or_after(store, key), Ok(at_or_after), "{context}: first_at_or_after {key:?}");
     assert_eq!(tree.first_after(store, key), Ok(after), "{context}: first_after {key:?}");
     assert_eq!(tree.last_at_or_before(store, key), Ok(at_or_before), "{context}: last_at_or_before {key:?}");
+    // The cursor: the next few entries from `key`, inclusive and not, as the model has them.
+    for (inclusive, lower) in [(true, Included(key)), (false, Excluded(key))] {
+        let expected: Vec<(Vec<u8>, Vec<u8>)> = model.range::<[u8], _>((lower, Unbounded)).take(5).map(clone).collect();
+        let mut found = Vec::new();
+        tree.scan_from(store, key, inclusive, &mut |key, value| {
+            found.push((key.to_vec(), value.to_vec()));
+            found.len() < 5
+        })
+        .unwrap_or_else(|error| panic!("{context}: scan_from {key:?}: {error:?}"));
+        assert_eq!(found, expected, "{context}: scan_from {key:?} inclusive {inclusive}");
+    }
 }
 
 /// Builds a flushed and committed tree holding `count` entries of 8-byte keys (BE index * 2, so
@@ -573,6 +584,27 @@ fn hundred_thousand_entries_stay_shallow() {
     }
     let root = flush_and_commit(&mut tree, &mut store, "100k");
     assert!(root.height <= 4, "height {} for 100k entries", root.height);
+    // A full scan through the cursor on a cold tree reads every node exactly once.
+    let node_count = check_tree(
+        &mut tree,
+        &mut store,
+        &(0..count).map(|index| (key_of(index).to_vec(), (index.to_le_bytes()).to_vec())).collect(),
+        "100k",
+    )
+    .node_count;
+    let cold = Tree::open(config(0), root);
+    let reads_before = store.read_count.get();
+    let mut scanned = 0u64;
+    let mut last: Option<Vec<u8>> = None;
+    cold.scan_from(&store, &[], true, &mut |key, _| {
+        assert!(last.as_deref().is_none_or(|last| last < key), "scan in key order");
+        last = Some(key.to_vec());
+        scanned += 1;
+        true
+    })
+    .unwrap();
+    assert_eq!(scanned, count, "the cursor visits every entry once");
+    assert_eq!(store.read_count.get() - reads_before, node_count, "the cursor reads each node once");
     let mut rng = Rng::new(7);
     for _ in 0..200 {
         let index = rng.below(count as usize) as u64;

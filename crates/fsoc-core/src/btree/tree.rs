@@ -436,6 +436,80 @@ impl Tree {
         self.seek_forward(store, root, key, true)
     }
 
+    /// Visits the entries with key >= `key` (> when not `inclusive`) in key order, calling
+    /// `visit(key, value)` until it returns false or the tree ends: a cursor that reads each
+    /// node of the range once (a leaf's successor is found through the internal nodes kept on
+    /// a stack of at most `height` frames), instead of one descent per entry.
+    ///
+    /// On a corrupt tree it stops with an error rather than loop: every step goes one level
+    /// down (checked when a child is opened), a non-root leaf must hold entries, and keys must
+    /// increase strictly across the walk, so the visits are bounded by the entries visited.
+    pub fn scan_from(
+        &self,
+        store: &dyn NodeReader,
+        key: &[u8],
+        inclusive: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), TreeError> {
+        // (internal node, index of the next child to descend into)
+        let mut stack: Vec<(NodeHandle, usize)> = Vec::with_capacity(usize::from(self.height));
+        let mut current = self.open_root(store)?;
+        let mut previous: Option<Vec<u8>> = None;
+        let mut first_leaf = true;
+        loop {
+            // Down to a leaf: along `key` the first time, leftmost afterwards.
+            loop {
+                let node = self.node(&current);
+                let child_index = match &node.entries {
+                    NodeEntries::Leaf(_) => break,
+                    NodeEntries::Internal(_) if first_leaf => node.child_index(key),
+                    NodeEntries::Internal(_) => 0,
+                };
+                if stack.len() >= usize::from(self.height) {
+                    return Err(self.too_deep());
+                }
+                let child = self.open_child(store, &current, child_index)?;
+                stack.push((current, child_index + 1));
+                current = child;
+            }
+            let node = self.node(&current);
+            let NodeEntries::Leaf(entries) = &node.entries else { unreachable!("the loop above ends at a leaf") };
+            if entries.is_empty() && !stack.is_empty() {
+                return Err(TreeError::Corrupt { address: self.root_address(), reason: "empty leaf below the root" });
+            }
+            let start = match (first_leaf, inclusive) {
+                (false, _) => 0,
+                (true, true) => entries.partition_point(|entry| entry.key.as_slice() < key),
+                (true, false) => entries.partition_point(|entry| entry.key.as_slice() <= key),
+            };
+            first_leaf = false;
+            for entry in entries.iter().skip(start) {
+                if previous.as_deref().is_some_and(|previous| entry.key.as_slice() <= previous) {
+                    return Err(TreeError::Corrupt {
+                        address: self.root_address(),
+                        reason: "keys out of order across leaves",
+                    });
+                }
+                if !visit(&entry.key, &entry.value) {
+                    return Ok(());
+                }
+                previous = Some(entry.key.clone());
+            }
+            // Up to the nearest ancestor with a child left, then into that child.
+            current = loop {
+                let Some((parent, next_index)) = stack.pop() else { return Ok(()) };
+                let NodeEntries::Internal(branches) = &self.node(&parent).entries else {
+                    unreachable!("only internal nodes are stacked")
+                };
+                if next_index < branches.len() {
+                    let child = self.open_child(store, &parent, next_index)?;
+                    stack.push((parent, next_index + 1));
+                    break child;
+                }
+            };
+        }
+    }
+
     /// The first entry with key > `key`.
     pub fn first_after(&self, store: &dyn NodeReader, key: &[u8]) -> Result<Option<KeyValue>, TreeError> {
         let root = self.open_root(store)?;

@@ -78,19 +78,26 @@ impl<F: Flash> FileSystem<F> {
         if let Some(extent) = self.extent_at(inode, first)? {
             extents.push(extent);
         }
-        let mut key = allocation_key(inode, RecordKind::Extent, first);
-        while let Some((found, value)) = self.tree_first_after(TreeId::Allocation, &key)? {
-            match parse_allocation_key(&found) {
-                Some((found_inode, kind, first_page)) if found_inode == inode && kind == RecordKind::Extent as u8 => {
-                    if first_page >= end {
-                        break;
+        let mut found: Result<(), FsError> = Ok(());
+        let start = allocation_key(inode, RecordKind::Extent, first);
+        self.tree_scan(TreeId::Allocation, &start, false, &mut |key, value| match parse_allocation_key(key) {
+            Some((found_inode, kind, first_page))
+                if found_inode == inode && kind == RecordKind::Extent as u8 && first_page < end =>
+            {
+                match self.checked_extent(inode, first_page, value) {
+                    Ok(extent) => {
+                        extents.push(extent);
+                        true
                     }
-                    extents.push(self.checked_extent(inode, first_page, &value)?);
+                    Err(error) => {
+                        found = Err(error);
+                        false
+                    }
                 }
-                _ => break,
             }
-            key = found;
-        }
+            _ => false,
+        })?;
+        found?;
         Ok(extents)
     }
 

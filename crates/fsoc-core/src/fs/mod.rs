@@ -389,6 +389,17 @@ impl<F: Flash> FileSystem<F> {
         Ok(old)
     }
 
+    /// Visits entries from `key` in order while `visit` returns true (`Tree::scan_from`).
+    fn tree_scan(
+        &self,
+        which: TreeId,
+        key: &[u8],
+        inclusive: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), FsError> {
+        self.with_tree_read(which, |tree, reader| tree.scan_from(reader, key, inclusive, visit))
+    }
+
     fn tree_first_after(&self, which: TreeId, key: &[u8]) -> Result<Option<KeyValue>, FsError> {
         self.with_tree_read(which, |tree, reader| tree.first_after(reader, key))
     }
@@ -473,22 +484,27 @@ impl<F: Flash> FileSystem<F> {
             return Err(FsError::NotDirectory);
         }
         let mut entries = Vec::new();
-        let mut key = directory_key(directory, after.unwrap_or(&[]));
-        let mut next = if after.is_some() {
-            self.tree_first_after(TreeId::Directory, &key)?
-        } else {
-            self.tree_first_at_or_after(TreeId::Directory, &key)?
-        };
-        while let Some((found_key, value)) = next {
-            let Some((parent, name)) = parse_directory_key(&found_key) else { break };
+        let mut undecodable = false;
+        // One cursor over the directory's key range: each leaf read once.
+        let start = directory_key(directory, after.unwrap_or(&[]));
+        self.tree_scan(TreeId::Directory, &start, after.is_none(), &mut |key, value| {
+            let Some((parent, name)) = parse_directory_key(key) else { return false };
             if parent != directory || entries.len() >= count_max {
-                break;
+                return false;
             }
-            let value = DirectoryValue::decode(&value)
-                .map_err(|_| FsError::CorruptFile { inode: directory, reason: "undecodable directory entry" })?;
-            entries.push(DirectoryEntry { name: name.to_vec(), inode: value.inode, kind: value.kind });
-            key = found_key;
-            next = self.tree_first_after(TreeId::Directory, &key)?;
+            match DirectoryValue::decode(value) {
+                Ok(value) => {
+                    entries.push(DirectoryEntry { name: name.to_vec(), inode: value.inode, kind: value.kind });
+                    true
+                }
+                Err(_) => {
+                    undecodable = true;
+                    false
+                }
+            }
+        })?;
+        if undecodable {
+            return Err(FsError::CorruptFile { inode: directory, reason: "undecodable directory entry" });
         }
         Ok(entries)
     }
