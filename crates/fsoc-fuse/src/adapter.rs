@@ -113,6 +113,19 @@ fn time_or_now(time: Option<TimeOrNow>, now_ns: u64) -> Option<u64> {
     })
 }
 
+/// The stream of open directory `handle` of `inode` (its own lock; the handle table is held only
+/// to find it).
+fn directory_stream<F: Flash>(
+    state: &MountState<F>,
+    handle: FileHandle,
+    inode: INodeNo,
+) -> Result<Arc<Mutex<DirectoryStream>>, Errno> {
+    let stream = state.handles().directories.get(&handle.0).cloned().ok_or(Errno::EBADF)?;
+    let stream_inode = stream.lock().unwrap_or_else(PoisonError::into_inner).inode();
+    assert_eq!(stream_inode, inode.0, "directory handle {} belongs to another inode", handle.0);
+    Ok(stream)
+}
+
 /// Opens `inode` for a new handle: takes an fsoc open count (released in `release`).
 fn open_file<F: Flash>(state: &mut MountState<F>, inode: u64, flags: i32) -> Result<u64, Errno> {
     let handle = state.handles_mut().allocate_handle()?;
@@ -466,9 +479,8 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
 
     fn readdir(&self, _request: &Request, inode: INodeNo, handle: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         let result = self.lock.read_on("readdir", Some(inode.0), |state| {
-            let stream = state.handles().directories.get(&handle.0).cloned().ok_or(Errno::EBADF)?;
+            let stream = directory_stream(state, handle, inode)?;
             let mut stream = stream.lock().unwrap_or_else(PoisonError::into_inner);
-            assert_eq!(stream.inode(), inode.0, "directory handle {} belongs to another inode", handle.0);
             stream
                 .read(&state.fs, offset, |entry_inode, cookie, kind, name| {
                     reply.add(INodeNo(entry_inode), cookie, file_type(kind), OsStr::from_bytes(name))
@@ -492,9 +504,8 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         mut reply: ReplyDirectoryPlus,
     ) {
         let result = self.lock.read_on("readdirplus", Some(inode.0), |state| {
-            let stream = state.handles().directories.get(&handle.0).cloned().ok_or(Errno::EBADF)?;
+            let stream = directory_stream(state, handle, inode)?;
             let mut stream = stream.lock().unwrap_or_else(PoisonError::into_inner);
-            assert_eq!(stream.inode(), inode.0, "directory handle {} belongs to another inode", handle.0);
             let page_size_bytes = page_size(state);
             let mut entry_error = None;
             stream

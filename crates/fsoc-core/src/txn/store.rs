@@ -49,15 +49,23 @@ impl<'a, F: Flash> LogNodeReader<'a, F> {
     }
 }
 
-impl<F: Flash> NodeReader for LogNodeReader<'_, F> {
-    fn node_size_bytes(&self) -> usize {
-        self.log.layout().page_size_bytes()
-    }
+/// Node reads through the segment log, for both adapters (they differ only in how they hold
+/// the log).
+macro_rules! node_reader_over_log {
+    ($adapter:ident) => {
+        impl<F: Flash> NodeReader for $adapter<'_, F> {
+            fn node_size_bytes(&self) -> usize {
+                self.log.layout().page_size_bytes()
+            }
 
-    fn read_page(&self, address: LogAddress, out: &mut Vec<u8>) -> Result<(), TreeError> {
-        self.log.read(address, out).map_err(|error| convert(&self.error, address, error))
-    }
+            fn read_page(&self, address: LogAddress, out: &mut Vec<u8>) -> Result<(), TreeError> {
+                self.log.read(address, out).map_err(|error| convert(&self.error, address, error))
+            }
+        }
+    };
 }
+
+node_reader_over_log!(LogNodeReader);
 
 /// Node pages for the writer: reads, appends and releases.
 pub struct LogNodeStore<'a, F: Flash> {
@@ -77,15 +85,7 @@ impl<'a, F: Flash> LogNodeStore<'a, F> {
     }
 }
 
-impl<F: Flash> NodeReader for LogNodeStore<'_, F> {
-    fn node_size_bytes(&self) -> usize {
-        self.log.layout().page_size_bytes()
-    }
-
-    fn read_page(&self, address: LogAddress, out: &mut Vec<u8>) -> Result<(), TreeError> {
-        self.log.read(address, out).map_err(|error| convert(&self.error, address, error))
-    }
-}
+node_reader_over_log!(LogNodeStore);
 
 impl<F: Flash> NodeStore for LogNodeStore<'_, F> {
     fn append_node(&mut self, bytes: &[u8], tag: NodeTag) -> Result<LogAddress, TreeError> {
