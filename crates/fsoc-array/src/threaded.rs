@@ -149,14 +149,6 @@ impl Flash for ThreadedFlash {
         self.sim.busy_until_ns(chip)
     }
 
-    fn counters(&self) -> FlashCounters {
-        self.sim.counters()
-    }
-
-    fn reset_counters(&mut self) {
-        self.sim.reset_counters();
-    }
-
     fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError> {
         self.sim.erase_count(block)
     }
@@ -173,5 +165,15 @@ impl Flash for ThreadedFlash {
     /// then overlap in real time as they already do in virtual time.
     fn prefetch(&self, pages: &[PageAddress]) {
         self.sim.inspect_store(|store| store.prefetch(pages));
+    }
+}
+
+impl fsoc_media::FlashStats for ThreadedFlash {
+    fn counters(&self) -> FlashCounters {
+        self.sim.counters()
+    }
+
+    fn reset_counters(&mut self) {
+        self.sim.reset_counters();
     }
 }

@@ -6,6 +6,7 @@
 use fsoc_array::{chip_file_path, chip_file_paths, ThreadedFlash};
 use fsoc_core::{FileSystem, FsConfig, OpenFlags};
 use fsoc_media::store::{BlockMeta, PageState, PageStore};
+use fsoc_media::FlashStats;
 use fsoc_media::{BlockAddress, ChipIndex, Flash, PageAddress, Profile, SimConfig, SimFlash};
 
 const VOLUME_ID: u64 = 0xA77A_0004;

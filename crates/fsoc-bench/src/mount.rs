@@ -4,6 +4,7 @@
 //! `FILES_PER_DIRECTORY` (`/d000/f00000`, ...), committing after each directory, unmount,
 //! reset the counters, mount, and record the page reads and simulated time of the mount.
 
+use fsoc_media::FlashStats;
 use std::time::Instant;
 
 use fsoc_media::{Flash, Profile, SimFlash};

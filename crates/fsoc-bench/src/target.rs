@@ -2,7 +2,8 @@
 //! they all run on. Invariant: every target of one run gets a `SimFlash` built from the same
 //! `BenchDevice` (profile, geometry, chip count, seed), so their counts are comparable.
 
-use fsoc_media::{Flash, NandError, Nanos, Profile, SimConfig, SimFlash};
+use fsoc_media::FlashStats;
+use fsoc_media::{NandError, Nanos, Profile, SimConfig, SimFlash};
 
 /// Whether a metadata change must be on flash when the call returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,7 +6,8 @@ use fsoc_bench::littlefs::{NandStorage, BLOCK_COUNT, BLOCK_SIZE_BYTES, PAGE_SIZE
 use fsoc_bench::{
     BenchDevice, BenchError, BenchTarget, Durability, LittlefsConfig, LittlefsCrateTarget, LittlefsTarget, Snapshot,
 };
-use fsoc_media::{Flash, NandError, Profile};
+use fsoc_media::FlashStats;
+use fsoc_media::{NandError, Profile};
 use littlefs2::driver::Storage;
 
 fn device(seed: u64) -> BenchDevice {

@@ -9,6 +9,7 @@
 //! Beside each figure stands the array's physical limit for that operation: p × page size ÷
 //! (array time + bus transfer of data and spare) of one page program or read.
 
+use fsoc_media::FlashStats;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::Path;
@@ -16,7 +17,7 @@ use std::time::Instant;
 
 use fsoc_core::{FileSystem, FsConfig, OpenFlags};
 use fsoc_media::rng::SeededRng;
-use fsoc_media::{Flash, Profile, SimConfig, SimFlash};
+use fsoc_media::{Profile, SimConfig, SimFlash};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::svg_chart::{self, LogScale};

@@ -1,5 +1,6 @@
 //! Volume commands: demo, mkfs, info, fsck, crashtest.
 
+use fsoc_media::FlashStats;
 use std::path::Path;
 use std::time::Instant;
 
@@ -476,10 +477,8 @@ pub fn demo(profile: &str, chips: u32, seed: u64) -> Result<(), String> {
         raw_mib_per_s
     );
     let flash = io(fs.unmount())?;
-    let reads_before = flash.counters().totals().reads;
     let mut fs = FileSystem::mount(flash, FsConfig::default()).map_err(|e| e.to_string())?;
     println!("mount: {} page reads", fs.mount_report().page_reads);
-    let _ = reads_before;
     let (_, record) = io(fs.stat(b"/docs/big.bin"))?;
     let (hello, _) = io(fs.resolve(b"/docs/hello.txt"))?;
     let text = io(fs.read(hello, 0, 100))?;
@@ -504,7 +503,7 @@ fn io<T>(result: Result<T, FsError>) -> Result<T, String> {
     result.map_err(|error| error.to_string())
 }
 
-fn counters<F: Flash>(fs: &FileSystem<F>) -> (u64, u64, u64) {
+fn counters<F: Flash + FlashStats>(fs: &FileSystem<F>) -> (u64, u64, u64) {
     let totals = fs.volume.log.device.flash.counters().totals();
     (totals.reads, totals.programs, totals.erases)
 }

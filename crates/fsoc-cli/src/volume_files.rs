@@ -163,14 +163,6 @@ impl Flash for VolumeFlash {
         forward!(self, flash => flash.all_done_ns())
     }
 
-    fn counters(&self) -> FlashCounters {
-        forward!(self, flash => flash.counters())
-    }
-
-    fn reset_counters(&mut self) {
-        forward!(self, flash => flash.reset_counters())
-    }
-
     fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError> {
         forward!(self, flash => flash.erase_count(block))
     }
@@ -227,6 +219,16 @@ pub fn mount<F: Flash>(flash: F, name: &Path, read_only: bool) -> Result<FileSys
 pub fn close(fs: FileSystem<VolumeFlash>, name: &Path) -> Result<(), String> {
     let flash = fs.unmount().map_err(|error| format!("{}: unmount: {error}", name.display()))?;
     flash.close().map_err(|error| format!("{}: close: {error}", name.display()))
+}
+
+impl fsoc_media::FlashStats for VolumeFlash {
+    fn counters(&self) -> FlashCounters {
+        forward!(self, flash => flash.counters())
+    }
+
+    fn reset_counters(&mut self) {
+        forward!(self, flash => flash.reset_counters())
+    }
 }
 
 #[cfg(test)]

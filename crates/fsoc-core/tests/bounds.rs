@@ -4,7 +4,8 @@
 mod common;
 use common::*;
 use fsoc_core::{FileSystem, FsConfig, OpenFlags};
-use fsoc_media::{Flash, Profile, SimFlash};
+use fsoc_media::FlashStats;
+use fsoc_media::{Profile, SimFlash};
 
 fn volume_with_files(file_count: u64, blocks: u32) -> FileSystem<SimFlash> {
     volume_with_files_config(file_count, blocks, FsConfig::default())

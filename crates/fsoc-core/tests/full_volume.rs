@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use fsoc_core::{FileSystem, FsConfig, FsError};
 use fsoc_media::rng::SeededRng;
+use fsoc_media::FlashStats;
 use fsoc_media::{Profile, SimFlash};
 
 /// What a fill to ENOSPC reached.
@@ -86,7 +87,6 @@ fn fill(
 }
 
 fn flash_programs(fs: &FileSystem<SimFlash>) -> u64 {
-    use fsoc_media::Flash;
     fs.volume.log.device.flash.counters().totals().programs
 }
 

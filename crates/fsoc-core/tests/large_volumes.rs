@@ -6,7 +6,8 @@
 mod common;
 use common::*;
 use fsoc_core::{FileSystem, FsConfig};
-use fsoc_media::{Flash, Profile};
+use fsoc_media::FlashStats;
+use fsoc_media::Profile;
 
 struct Expected {
     profile: Profile,

@@ -195,12 +195,6 @@ pub trait Flash {
         (0..self.chip_count()).map(|c| self.busy_until_ns(ChipIndex(c))).max().unwrap_or(0)
     }
 
-    /// Accounting since creation or the last `reset_counters` (a snapshot: the counters may
-    /// move on while the caller looks at it).
-    fn counters(&self) -> FlashCounters;
-    /// Zeroes the resettable counters (not erase counts, which are physical wear).
-    fn reset_counters(&mut self);
-
     /// Erase count of a block (physical wear; never reset).
     fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError>;
 
@@ -221,4 +215,15 @@ pub trait Flash {
     fn prefetch(&self, pages: &[PageAddress]) {
         let _ = pages;
     }
+}
+
+/// Statistics a simulated device keeps (operations, busy time and energy per chip and block),
+/// for benchmarks and tests. Apart from `Flash` on purpose: the file system never reads them
+/// (it counts its own page reads), so a real device need not keep them.
+pub trait FlashStats {
+    /// Accounting since creation or the last `reset_counters` (a snapshot: the counters may
+    /// move on while the caller looks at it).
+    fn counters(&self) -> FlashCounters;
+    /// Zeroes the resettable counters (not erase counts, which are physical wear).
+    fn reset_counters(&mut self);
 }

@@ -968,14 +968,6 @@ impl<S: PageStore> Flash for SimFlash<S> {
         (0..self.config.chip_count).map(|chip| state.busy_until_ns(ChipIndex(chip))).max().unwrap_or(0)
     }
 
-    fn counters(&self) -> FlashCounters {
-        self.state.lock().counters().clone()
-    }
-
-    fn reset_counters(&mut self) {
-        self.state.get_mut().reset_counters();
-    }
-
     fn paired_page_distance(&self) -> u32 {
         self.config.paired_page_distance
     }
@@ -986,5 +978,15 @@ impl<S: PageStore> Flash for SimFlash<S> {
 
     fn flush(&mut self) -> Result<(), NandError> {
         self.state.get_mut().flush()
+    }
+}
+
+impl<S: PageStore> crate::FlashStats for SimFlash<S> {
+    fn counters(&self) -> FlashCounters {
+        self.state.lock().counters().clone()
+    }
+
+    fn reset_counters(&mut self) {
+        self.state.get_mut().reset_counters();
     }
 }

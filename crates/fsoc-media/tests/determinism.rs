@@ -6,6 +6,7 @@ mod common;
 use fsoc_media::ecc::BitErrorModel;
 use fsoc_media::faults::FactoryBadBlocks;
 use fsoc_media::rng::SeededRng;
+use fsoc_media::FlashStats;
 use fsoc_media::{
     BlockAddress, Flash, FlashCounters, NandError, PageAddress, Profile, ReadStatus, SimConfig, SimFlash,
 };

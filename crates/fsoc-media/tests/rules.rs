@@ -3,6 +3,7 @@
 mod common;
 
 use common::{erase, pattern, program, quiet_config, quiet_sim, read};
+use fsoc_media::FlashStats;
 use fsoc_media::{
     BlockAddress, ChipIndex, FaultConfig, Flash, NandError, OperationKind, PageAddress, Profile, ReadStatus, SimFlash,
 };

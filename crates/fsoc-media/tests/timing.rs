@@ -5,6 +5,7 @@ mod common;
 
 use common::{pattern, quiet_sim};
 use fsoc_media::energy::EnergyModel;
+use fsoc_media::FlashStats;
 use fsoc_media::{BlockAddress, ChipIndex, Flash, OperationKind, PageAddress, Profile};
 
 /// SLC: program 200 us, read 25 us, erase 1.5 ms; 2048 + 64 bytes at 25 ns/byte = 52.8 us.
