@@ -7,6 +7,7 @@
 //! offset derived from it is used, and malformed input yields an `ImageError`, never a panic.
 #![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::host_endian_bytes)]
 
+use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -374,6 +375,21 @@ pub struct ImageStore {
     header: ImageHeader,
     layout: ImageLayout,
     block_metas: Vec<BlockMeta>,
+    /// What is known of each page's entry without reading the file: 0 unknown (read the
+    /// entry), else 1 + the state code of an entry with no flips and no damage (the common
+    /// case), so most reads and programs skip a system call. One byte per page; the file stays
+    /// the record (every change is written through).
+    known_states: RefCell<Vec<u8>>,
+}
+
+/// `known_states` value for a page whose entry is `meta`, or 0 when it carries more than a
+/// state (flips, damage) and must be read.
+fn known_state(meta: &PageMeta) -> u8 {
+    if meta.flip_count == 0 && !meta.excess_damage {
+        1 + meta.state.code()
+    } else {
+        0
+    }
 }
 
 impl ImageStore {
@@ -395,7 +411,15 @@ impl ImageStore {
         file.set_len(layout.file_size_bytes).map_err(io_error("set length"))?;
         file.write_all_at(&header.encode(&layout), 0).map_err(io_error("write header"))?;
         let block_total = config.chip_count as usize * config.geometry.block_count as usize;
-        Ok(ImageStore { file, header, layout, block_metas: vec![BlockMeta::default(); block_total] })
+        let page_total = block_total * config.geometry.pages_per_block as usize;
+        let erased = known_state(&PageMeta::default());
+        Ok(ImageStore {
+            file,
+            header,
+            layout,
+            block_metas: vec![BlockMeta::default(); block_total],
+            known_states: RefCell::new(vec![erased; page_total]),
+        })
     }
 
     /// Opens an existing image, checking its header and block table.
@@ -414,7 +438,8 @@ impl ImageStore {
         for (index, entry) in table.chunks_exact(BLOCK_ENTRY_BYTES as usize).enumerate() {
             block_metas.push(decode_block_entry(entry, index as u64, header.geometry.pages_per_block)?);
         }
-        Ok(ImageStore { file, header, layout, block_metas })
+        let page_total = block_metas.len() * header.geometry.pages_per_block as usize;
+        Ok(ImageStore { file, header, layout, block_metas, known_states: RefCell::new(vec![0; page_total]) })
     }
 
     pub fn header(&self) -> &ImageHeader {
@@ -444,6 +469,14 @@ impl ImageStore {
 
     fn page_entry_offset(&self, page: PageAddress) -> u64 {
         self.layout.page_table_offset + self.page_index(page) * PAGE_ENTRY_BYTES
+    }
+
+    /// The page's entry as the file holds it.
+    fn read_page_meta(&self, page: PageAddress) -> Result<PageMeta, NandError> {
+        let mut entry = [0u8; PAGE_ENTRY_BYTES as usize];
+        self.file.read_exact_at(&mut entry, self.page_entry_offset(page)).map_err(io_error("read page entry"))?;
+        let page_bit_count = crate::ecc::page_bit_count(&self.header.geometry);
+        Ok(decode_page_entry(&entry, self.page_index(page), page_bit_count)?)
     }
 
     fn page_slot_offset(&self, page: PageAddress) -> u64 {
@@ -479,16 +512,26 @@ impl PageStore for ImageStore {
     }
 
     fn page_meta(&self, page: PageAddress) -> Result<PageMeta, NandError> {
-        let mut entry = [0u8; PAGE_ENTRY_BYTES as usize];
-        self.file.read_exact_at(&mut entry, self.page_entry_offset(page)).map_err(io_error("read page entry"))?;
-        let page_bit_count = crate::ecc::page_bit_count(&self.header.geometry);
-        Ok(decode_page_entry(&entry, self.page_index(page), page_bit_count)?)
+        let index = self.page_index(page) as usize;
+        let known = self.known_states.borrow().get(index).copied().unwrap_or(0);
+        if let Some(state) = known.checked_sub(1).and_then(PageState::from_code) {
+            return Ok(PageMeta { state, ..PageMeta::default() });
+        }
+        let meta = self.read_page_meta(page)?;
+        if let Some(slot) = self.known_states.borrow_mut().get_mut(index) {
+            *slot = known_state(&meta);
+        }
+        Ok(meta)
     }
 
     fn set_page_meta(&mut self, page: PageAddress, meta: &PageMeta) -> Result<(), NandError> {
         self.file
             .write_all_at(&encode_page_entry(meta), self.page_entry_offset(page))
             .map_err(io_error("write page entry"))?;
+        let index = self.page_index(page) as usize;
+        if let Some(slot) = self.known_states.get_mut().get_mut(index) {
+            *slot = known_state(meta);
+        }
         Ok(())
     }
 
@@ -521,6 +564,12 @@ impl PageStore for ImageStore {
         let entries_bytes = u64::from(self.header.geometry.pages_per_block) * PAGE_ENTRY_BYTES;
         let zeros = vec![0u8; entries_bytes as usize];
         self.file.write_all_at(&zeros, self.page_entry_offset(first_page)).map_err(io_error("reset page entries"))?;
+        let first = self.page_index(first_page) as usize;
+        let pages = self.header.geometry.pages_per_block as usize;
+        let erased = known_state(&PageMeta::default());
+        if let Some(slots) = self.known_states.get_mut().get_mut(first..first + pages) {
+            slots.fill(erased);
+        }
         Ok(())
     }
 
