@@ -74,8 +74,15 @@ impl DirectoryStream {
             let batch_len = batch.len();
             for entry in batch {
                 let next_cookie = cookie + 1;
-                if add(entry.inode, next_cookie, entry.kind, &entry.name) {
+                // A name no entry may hold ("", ".", "..", "a/b", NUL; only a crafted image has
+                // one) is never handed to the kernel; it keeps its position, so cookies stay
+                // the same whether it is listed or not. fsck reports it.
+                let usable = FileSystem::<F>::validate_name(&entry.name).is_ok();
+                if usable && add(entry.inode, next_cookie, entry.kind, &entry.name) {
                     break 'batches;
+                }
+                if !usable {
+                    log::warn!("directory {}: entry with an unusable name skipped (run fsoc fsck)", self.inode);
                 }
                 cookie = next_cookie;
                 returned.push((cookie, entry.name.clone()));
@@ -153,6 +160,34 @@ mod tests {
             listed.extend(reply);
         }
         listed
+    }
+
+    /// Entries a crafted image holds under names no entry may have are never listed, and the
+    /// listing around them stays complete (cookies count them, so resuming never repeats).
+    #[test]
+    fn entries_with_unusable_names_are_skipped() {
+        use fsoc_core::fs::records::{directory_key, DirectoryValue};
+        use fsoc_core::txn::store::LogNodeStore;
+        let mut fs = volume();
+        let directory = fs.create(1, b"d", FileKind::Directory, 0o755, 0, 0, None).expect("mkdir");
+        for name in names(300) {
+            fs.create(directory, &name, FileKind::File, 0o644, 0, 0, None).expect("create");
+        }
+        let value = DirectoryValue { inode: 1, kind: FileKind::Directory }.encode();
+        for bad in [&b""[..], b".", b"..", b"entry-00100/x", b"entry-\0"] {
+            let key = directory_key(directory, bad);
+            let volume = &mut fs.volume;
+            let mut store = LogNodeStore::new(&mut volume.log);
+            volume.directory.insert(&mut store, &key, &value).expect("crafted entry");
+        }
+        let mut stream = DirectoryStream::new(directory, 1);
+        for per_reply in [1, 7, 1000] {
+            let listed: Vec<Vec<u8>> =
+                list(&mut fs, &mut stream, per_reply).into_iter().map(|(_, name)| name).collect();
+            let mut expected = vec![b".".to_vec(), b"..".to_vec()];
+            expected.extend(names(300));
+            assert_eq!(listed, expected, "{per_reply} entries per reply");
+        }
     }
 
     #[test]

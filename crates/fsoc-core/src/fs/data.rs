@@ -10,8 +10,8 @@ use crate::address::LogAddress;
 use crate::btree::Tree;
 use crate::fs::cleaner::SpaceUse;
 use crate::fs::records::{
-    allocation_key, parse_allocation_key, Extent, FileKind, RecordKind, RecordLimits, ALLOCATION_KEY_BYTES,
-    INODE_FLAG_INLINE,
+    allocation_key, parse_allocation_key, Extent, FileKind, InodeRecord, RecordKind, RecordLimits,
+    ALLOCATION_KEY_BYTES, INODE_FLAG_INLINE,
 };
 use crate::fs::{FileSystem, FsError, TreeId};
 use crate::segment::PageTag;
@@ -113,10 +113,11 @@ impl<F: Flash> FileSystem<F> {
     /// Reads up to `length` bytes at `offset` into a new vector; short at end of file; holes
     /// read as zeros. `read_into` fills a buffer of the caller's instead.
     pub fn read(&self, inode: u64, offset: u64, length: usize) -> Result<Vec<u8>, FsError> {
+        let record = self.getattr(inode)?;
         // Sized by what the file holds past `offset`, at most READ_BYTES_MAX.
-        let available = self.getattr(inode)?.size.saturating_sub(offset);
+        let available = record.size.saturating_sub(offset);
         let mut out = vec![0u8; length.min(READ_BYTES_MAX).min(usize::try_from(available).unwrap_or(usize::MAX))];
-        let read = self.read_into(inode, offset, &mut out)?;
+        let read = self.read_record_into(inode, &record, offset, &mut out)?;
         out.truncate(read);
         Ok(out)
     }
@@ -126,6 +127,17 @@ impl<F: Flash> FileSystem<F> {
     /// as zeros. The result needs no allocation of the caller's size.
     pub fn read_into(&self, inode: u64, offset: u64, buffer: &mut [u8]) -> Result<usize, FsError> {
         let record = self.getattr(inode)?;
+        self.read_record_into(inode, &record, offset, buffer)
+    }
+
+    /// `read_into` of a file whose (checked) inode record the caller has just read.
+    fn read_record_into(
+        &self,
+        inode: u64,
+        record: &InodeRecord,
+        offset: u64,
+        buffer: &mut [u8],
+    ) -> Result<usize, FsError> {
         match record.kind {
             FileKind::Directory => return Err(FsError::IsDirectory),
             FileKind::Symlink => return Err(FsError::InvalidArgument("read of a symbolic link")),
