@@ -9,7 +9,8 @@ import sys
 
 # Layer of each crate: a crate may depend on crates of a strictly lower layer.
 LAYERS = {
-    "fsoc-media": 1,   # NAND model and the Flash trait
+    "fsoc-flash": 0,   # the flash seam: Flash trait, addresses, codec, CRC, lock (no_std)
+    "fsoc-media": 1,   # NAND simulator (implements Flash)
     "fsoc-array": 2,   # chips in parallel
     "fsoc-core": 3,    # segment log, B+trees, transactions, file system (one no_std crate)
     "fsoc-model": 3,   # lab: the POSIX model (depends on nothing of ours)
@@ -19,6 +20,8 @@ LAYERS = {
     "fsoc-cli": 8,     # the command
 }
 LAB = {"fsoc-model", "fsoc-sim", "fsoc-bench"}
+# The core reaches flash through the seam only, never through a backend (the simulator).
+CORE_MAY_USE = {"fsoc-core": {"fsoc-flash"}}
 # Product crates that may use a lab crate, and how.
 ALLOWED_LAB = {
     # `fsoc crashtest` is a user-facing command (power cuts at every operation of a workload).
@@ -45,6 +48,13 @@ for package in metadata["packages"]:
             allowed = ALLOWED_LAB.get((name, target))
             if allowed is None or (allowed == "optional" and not dependency["optional"]):
                 problems.append(f"product crate {name} depends on lab crate {target}")
+for package in metadata["packages"]:
+    allowed = CORE_MAY_USE.get(package["name"])
+    if allowed is None:
+        continue
+    used = {d["name"] for d in package["dependencies"] if d["kind"] is None and d["name"] in LAYERS}
+    for extra in sorted(used - allowed):
+        problems.append(f"{package['name']} depends on {extra}: it may use only {sorted(allowed)}")
 if problems:
     print("layer rule broken:\n  " + "\n  ".join(problems), file=sys.stderr)
     sys.exit(1)

@@ -1,5 +1,7 @@
 //! Log addresses: the only page addresses layers above the segment log ever see.
 
+use fsoc_flash::codec::{DecodeError, Reader, Writer};
+
 /// A page in the volume's log, numbered `segment_index * pages_per_segment + page_in_segment`.
 /// `LogAddress::NULL` (all ones, like erased flash) means "no page".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -23,4 +25,29 @@ pub struct PagePointer {
 impl PagePointer {
     pub const NULL: PagePointer = PagePointer { address: LogAddress::NULL, checksum: 0 };
     pub const ENCODED_BYTES: usize = 8;
+}
+
+/// Reads a `PagePointer` (address, then checksum, both little-endian u32) from the codec.
+pub(crate) trait ReadPointer {
+    fn pointer(&mut self) -> Result<PagePointer, DecodeError>;
+}
+
+impl ReadPointer for Reader<'_> {
+    fn pointer(&mut self) -> Result<PagePointer, DecodeError> {
+        let address = LogAddress(self.u32_le()?);
+        let checksum = self.u32_le()?;
+        Ok(PagePointer { address, checksum })
+    }
+}
+
+/// Writes a `PagePointer` in the layout `ReadPointer` reads.
+pub(crate) trait WritePointer {
+    fn pointer(&mut self, pointer: PagePointer);
+}
+
+impl WritePointer for Writer {
+    fn pointer(&mut self, pointer: PagePointer) {
+        self.u32_le(pointer.address.0);
+        self.u32_le(pointer.checksum);
+    }
 }

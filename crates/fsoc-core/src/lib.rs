@@ -2,7 +2,8 @@
 //! file system API. Builds without the standard library (`no_std` + `alloc`).
 //!
 //! Module map (each is a layer of ARCHITECTURE.md): `segment` (layer 3), `btree` (layer 4),
-//! `txn` (layer 5), `fs` (layer 6). `codec` and `address` are shared vocabulary.
+//! `txn` (layer 5), `fs` (layer 6). `address` is shared vocabulary; the flash seam, the byte
+//! codec and CRC-32C come from fsoc-flash, the only crate the core depends on for flash.
 #![no_std]
 #![deny(clippy::unwrap_used)]
 
@@ -10,7 +11,6 @@ extern crate alloc;
 
 pub mod address;
 pub mod btree;
-pub mod codec;
 pub mod fs;
 pub mod segment;
 pub mod txn;

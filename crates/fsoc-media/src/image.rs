@@ -19,6 +19,7 @@ use crate::geometry::{Geometry, Profile};
 use crate::sim::{SimConfig, SimFlash};
 use crate::store::{BadMark, BlockMeta, PageMeta, PageState, PageStore, PAGE_FLIPS_MAX};
 use crate::{BlockAddress, NandError, PageAddress};
+use fsoc_flash::codec::{DecodeError, Reader, Writer};
 
 /// First 8 bytes of every image file.
 pub const IMAGE_MAGIC: [u8; 8] = *b"FSOCNAND";
@@ -46,11 +47,8 @@ const BLOCK_FLAG_ERASE_INCOMPLETE: u8 = 1 << 0;
 const BLOCK_FLAG_HAS_LAST_PROGRAMMED: u8 = 1 << 1;
 const PAGE_FLAG_EXCESS_DAMAGE: u8 = 1 << 0;
 
-/// CRC-32C (Castagnoli), the checksum used by every fsoc on-disk structure.
-pub fn crc32c(bytes: &[u8]) -> u32 {
-    const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
-    CRC32C.checksum(bytes)
-}
+/// CRC-32C (Castagnoli), the checksum used by every fsoc on-disk structure (fsoc-flash's codec).
+pub use fsoc_flash::codec::crc32c;
 
 /// Why an image file could not be created, opened or used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -59,6 +57,10 @@ pub enum ImageError {
     Io { operation: &'static str, message: String },
     #[error("image too short: need {needed_bytes} bytes, file has {actual_bytes}")]
     Truncated { needed_bytes: u64, actual_bytes: u64 },
+    /// A table entry or header field the codec could not read (callers check lengths first,
+    /// so this names a broken internal size rather than a short file).
+    #[error("image: {0}")]
+    Decode(#[from] DecodeError),
     #[error("not an fsoc flash image: magic {found:02x?}, expected \"FSOCNAND\"")]
     BadMagic { found: [u8; 8] },
     #[error("unsupported image format version {found} (this build reads version {IMAGE_FORMAT_VERSION})")]
@@ -135,62 +137,63 @@ impl ImageLayout {
 impl ImageHeader {
     /// Encodes the header (docs/FORMAT.md, "Image file" header table), CRC included.
     pub fn encode(&self, layout: &ImageLayout) -> [u8; HEADER_BYTES] {
-        let mut bytes = [0u8; HEADER_BYTES];
-        let mut writer = Writer { bytes: &mut bytes, position: 0 };
-        writer.put(&IMAGE_MAGIC);
-        writer.put(&IMAGE_FORMAT_VERSION.to_le_bytes());
-        writer.put(&self.profile.code().to_le_bytes());
-        writer.put(&self.geometry.page_data_bytes.to_le_bytes());
-        writer.put(&self.geometry.spare_bytes.to_le_bytes());
-        writer.put(&self.geometry.pages_per_block.to_le_bytes());
-        writer.put(&self.geometry.block_count.to_le_bytes());
-        writer.put(&self.chip_count.to_le_bytes());
-        writer.put(&self.ecc_correctable_bits_per_512.to_le_bytes());
-        writer.put(&self.endurance_cycles.to_le_bytes());
-        writer.put(&0u32.to_le_bytes());
-        writer.put(&self.seed.to_le_bytes());
-        writer.put(&layout.block_table_offset.to_le_bytes());
-        writer.put(&layout.page_table_offset.to_le_bytes());
-        writer.put(&layout.data_offset.to_le_bytes());
-        writer.put(&layout.file_size_bytes.to_le_bytes());
-        assert_eq!(writer.position, HEADER_CRC_COVERED_BYTES, "header fields fill the CRC-covered bytes");
-        let crc = crc32c(writer.bytes.get(..HEADER_CRC_COVERED_BYTES).unwrap_or(&[]));
-        writer.put(&crc.to_le_bytes());
-        assert_eq!(writer.position, HEADER_BYTES, "header length");
-        bytes
+        let mut writer = Writer::with_capacity(HEADER_BYTES);
+        writer.raw(&IMAGE_MAGIC);
+        writer.raw(&IMAGE_FORMAT_VERSION.to_le_bytes());
+        writer.raw(&self.profile.code().to_le_bytes());
+        writer.raw(&self.geometry.page_data_bytes.to_le_bytes());
+        writer.raw(&self.geometry.spare_bytes.to_le_bytes());
+        writer.raw(&self.geometry.pages_per_block.to_le_bytes());
+        writer.raw(&self.geometry.block_count.to_le_bytes());
+        writer.raw(&self.chip_count.to_le_bytes());
+        writer.raw(&self.ecc_correctable_bits_per_512.to_le_bytes());
+        writer.raw(&self.endurance_cycles.to_le_bytes());
+        writer.raw(&0u32.to_le_bytes());
+        writer.raw(&self.seed.to_le_bytes());
+        writer.raw(&layout.block_table_offset.to_le_bytes());
+        writer.raw(&layout.page_table_offset.to_le_bytes());
+        writer.raw(&layout.data_offset.to_le_bytes());
+        writer.raw(&layout.file_size_bytes.to_le_bytes());
+        assert_eq!(writer.bytes.len(), HEADER_CRC_COVERED_BYTES, "header fields fill the CRC-covered bytes");
+        let crc = crc32c(&writer.bytes);
+        writer.u32_le(crc);
+        fixed_size(writer.bytes)
     }
 
     /// Decodes and checks a header against the file's length. Checks run in the order of
     /// docs/FORMAT.md's validity rules, so each malformed file gets the most specific error.
     pub fn decode(bytes: &[u8], file_size_bytes: u64) -> Result<(ImageHeader, ImageLayout), ImageError> {
-        let mut reader = Reader { remaining: bytes, needed_total: HEADER_BYTES as u64, actual_total: file_size_bytes };
+        if bytes.len() < HEADER_BYTES {
+            return Err(ImageError::Truncated { needed_bytes: HEADER_BYTES as u64, actual_bytes: file_size_bytes });
+        }
+        let mut reader = Reader::new("image header", bytes);
         let magic = reader.array::<8>()?;
         if magic != IMAGE_MAGIC {
             return Err(ImageError::BadMagic { found: magic });
         }
-        let version = reader.u32()?;
+        let version = reader.u32_le()?;
         if version != IMAGE_FORMAT_VERSION {
             return Err(ImageError::UnsupportedVersion { found: version });
         }
-        let profile_code = reader.u32()?;
+        let profile_code = reader.u32_le()?;
         let geometry = Geometry {
-            page_data_bytes: reader.u32()?,
-            spare_bytes: reader.u32()?,
-            pages_per_block: reader.u32()?,
-            block_count: reader.u32()?,
+            page_data_bytes: reader.u32_le()?,
+            spare_bytes: reader.u32_le()?,
+            pages_per_block: reader.u32_le()?,
+            block_count: reader.u32_le()?,
         };
-        let chip_count = reader.u32()?;
-        let ecc_correctable_bits_per_512 = reader.u32()?;
-        let endurance_cycles = reader.u32()?;
-        let _reserved = reader.u32()?;
-        let seed = reader.u64()?;
+        let chip_count = reader.u32_le()?;
+        let ecc_correctable_bits_per_512 = reader.u32_le()?;
+        let endurance_cycles = reader.u32_le()?;
+        let _reserved = reader.u32_le()?;
+        let seed = reader.u64_le()?;
         let stored_layout = [
-            ("block_table_offset", reader.u64()?),
-            ("page_table_offset", reader.u64()?),
-            ("data_offset", reader.u64()?),
-            ("file_size_bytes", reader.u64()?),
+            ("block_table_offset", reader.u64_le()?),
+            ("page_table_offset", reader.u64_le()?),
+            ("data_offset", reader.u64_le()?),
+            ("file_size_bytes", reader.u64_le()?),
         ];
-        let stored_crc = reader.u32()?;
+        let stored_crc = reader.u32_le()?;
         let covered = bytes
             .get(..HEADER_CRC_COVERED_BYTES)
             .ok_or(ImageError::Truncated { needed_bytes: HEADER_BYTES as u64, actual_bytes: file_size_bytes })?;
@@ -236,59 +239,10 @@ impl ImageHeader {
     }
 }
 
-/// Little-endian writer into a fixed buffer (encode side; sizes are compile-time known).
-struct Writer<'a> {
-    bytes: &'a mut [u8],
-    position: usize,
-}
-
-impl Writer<'_> {
-    fn put(&mut self, field: &[u8]) {
-        let end = self.position + field.len();
-        let slot = self
-            .bytes
-            .get_mut(self.position..end)
-            .unwrap_or_else(|| panic!("encode: field at {} overruns {} bytes", self.position, end));
-        slot.copy_from_slice(field);
-        self.position = end;
-    }
-}
-
-/// Bounds-checked little-endian reader for decoding untrusted bytes.
-struct Reader<'a> {
-    remaining: &'a [u8],
-    needed_total: u64,
-    actual_total: u64,
-}
-
-impl Reader<'_> {
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], ImageError> {
-        let (head, rest) = self
-            .remaining
-            .split_first_chunk::<N>()
-            .ok_or(ImageError::Truncated { needed_bytes: self.needed_total, actual_bytes: self.actual_total })?;
-        self.remaining = rest;
-        Ok(*head)
-    }
-
-    fn u8(&mut self) -> Result<u8, ImageError> {
-        Ok(u8::from_le_bytes(self.array::<1>()?))
-    }
-
-    fn u32(&mut self) -> Result<u32, ImageError> {
-        Ok(u32::from_le_bytes(self.array::<4>()?))
-    }
-
-    fn u64(&mut self) -> Result<u64, ImageError> {
-        Ok(u64::from_le_bytes(self.array::<8>()?))
-    }
-}
-
 fn encode_block_entry(meta: &BlockMeta) -> [u8; BLOCK_ENTRY_BYTES as usize] {
-    let mut bytes = [0u8; BLOCK_ENTRY_BYTES as usize];
-    let mut writer = Writer { bytes: &mut bytes, position: 0 };
-    writer.put(&meta.erase_count.to_le_bytes());
-    writer.put(&[meta.bad_mark.code()]);
+    let mut writer = Writer::with_capacity(BLOCK_ENTRY_BYTES as usize);
+    writer.raw(&meta.erase_count.to_le_bytes());
+    writer.raw(&[meta.bad_mark.code()]);
     let mut flags = 0;
     if meta.erase_incomplete {
         flags |= BLOCK_FLAG_ERASE_INCOMPLETE;
@@ -296,16 +250,16 @@ fn encode_block_entry(meta: &BlockMeta) -> [u8; BLOCK_ENTRY_BYTES as usize] {
     if meta.last_programmed_page_index.is_some() {
         flags |= BLOCK_FLAG_HAS_LAST_PROGRAMMED;
     }
-    writer.put(&[flags, 0, 0]);
-    writer.put(&meta.last_programmed_page_index.unwrap_or(0).to_le_bytes());
-    writer.put(&0u32.to_le_bytes());
-    bytes
+    writer.raw(&[flags, 0, 0]);
+    writer.raw(&meta.last_programmed_page_index.unwrap_or(0).to_le_bytes());
+    writer.raw(&0u32.to_le_bytes());
+    fixed_size(writer.bytes)
 }
 
 fn decode_block_entry(bytes: &[u8], index: u64, pages_per_block: u32) -> Result<BlockMeta, ImageError> {
-    let mut reader = Reader { remaining: bytes, needed_total: BLOCK_ENTRY_BYTES, actual_total: bytes.len() as u64 };
+    let mut reader = Reader::new("block table entry", bytes);
     let corrupt = |reason, value| ImageError::CorruptEntry { structure: "block table", index, reason, value };
-    let erase_count = reader.u32()?;
+    let erase_count = reader.u32_le()?;
     let bad_code = reader.u8()?;
     let bad_mark =
         BadMark::from_code(bad_code).ok_or_else(|| corrupt("unknown bad-block mark", u64::from(bad_code)))?;
@@ -314,8 +268,8 @@ fn decode_block_entry(bytes: &[u8], index: u64, pages_per_block: u32) -> Result<
         return Err(corrupt("unknown flags", u64::from(flags)));
     }
     let _reserved = reader.array::<2>()?;
-    let last_programmed = reader.u32()?;
-    let _reserved_tail = reader.u32()?;
+    let last_programmed = reader.u32_le()?;
+    let _reserved_tail = reader.u32_le()?;
     let last_programmed_page_index = if flags & BLOCK_FLAG_HAS_LAST_PROGRAMMED != 0 {
         if last_programmed >= pages_per_block {
             return Err(corrupt("last programmed page beyond block", u64::from(last_programmed)));
@@ -333,18 +287,23 @@ fn decode_block_entry(bytes: &[u8], index: u64, pages_per_block: u32) -> Result<
 }
 
 fn encode_page_entry(meta: &PageMeta) -> [u8; PAGE_ENTRY_BYTES as usize] {
-    let mut bytes = [0u8; PAGE_ENTRY_BYTES as usize];
-    let mut writer = Writer { bytes: &mut bytes, position: 0 };
+    let mut writer = Writer::with_capacity(PAGE_ENTRY_BYTES as usize);
     let flags = if meta.excess_damage { PAGE_FLAG_EXCESS_DAMAGE } else { 0 };
-    writer.put(&[meta.state.code(), meta.flip_count, flags, 0, 0, 0, 0, 0]);
+    writer.raw(&[meta.state.code(), meta.flip_count, flags, 0, 0, 0, 0, 0]);
     for position in meta.flip_positions {
-        writer.put(&position.to_le_bytes());
+        writer.raw(&position.to_le_bytes());
     }
-    bytes
+    fixed_size(writer.bytes)
+}
+
+/// An encoder's output as the fixed-size array its layout promises.
+fn fixed_size<const N: usize>(bytes: Vec<u8>) -> [u8; N] {
+    let length = bytes.len();
+    bytes.try_into().unwrap_or_else(|_| panic!("encoder wrote {length} bytes where its layout has {N}"))
 }
 
 fn decode_page_entry(bytes: &[u8], index: u64, page_bit_count: u32) -> Result<PageMeta, ImageError> {
-    let mut reader = Reader { remaining: bytes, needed_total: PAGE_ENTRY_BYTES, actual_total: bytes.len() as u64 };
+    let mut reader = Reader::new("page table entry", bytes);
     let corrupt = |reason, value| ImageError::CorruptEntry { structure: "page table", index, reason, value };
     let state_code = reader.u8()?;
     let state = PageState::from_code(state_code).ok_or_else(|| corrupt("unknown page state", u64::from(state_code)))?;
@@ -359,7 +318,7 @@ fn decode_page_entry(bytes: &[u8], index: u64, page_bit_count: u32) -> Result<Pa
     let _reserved = reader.array::<5>()?;
     let mut flip_positions = [0u32; PAGE_FLIPS_MAX];
     for (slot_index, slot) in flip_positions.iter_mut().enumerate() {
-        *slot = reader.u32()?;
+        *slot = reader.u32_le()?;
         if slot_index < usize::from(flip_count) && *slot >= page_bit_count {
             return Err(corrupt("flip position beyond page", u64::from(*slot)));
         }

@@ -32,7 +32,7 @@ pub use node::{
 pub use tree::{KeyValue, Tree, TreeCounters};
 
 use crate::address::{LogAddress, PagePointer};
-use crate::codec::DecodeError;
+use fsoc_flash::codec::DecodeError;
 
 /// The tree's only way to the flash. The segment log implements it; tests use a RAM store.
 /// Where a tree reads its node pages: shared by concurrent readers (`&self`).

@@ -57,7 +57,8 @@
 use alloc::vec::Vec;
 
 use crate::address::PagePointer;
-use crate::codec::{crc32c_excluding, DecodeError, Reader, Writer};
+use crate::address::{ReadPointer, WritePointer};
+use fsoc_flash::codec::{crc32c_excluding, DecodeError, Reader, Writer};
 
 /// `magic` of every node: the bytes "BN" read as a little-endian u16.
 pub const NODE_MAGIC: u16 = 0x4E42;
@@ -351,8 +352,8 @@ mod tests {
     #![allow(clippy::indexing_slicing, clippy::unwrap_used)]
     use super::*;
     use crate::address::LogAddress;
-    use crate::codec::crc32c;
     use alloc::vec;
+    use fsoc_flash::codec::crc32c;
 
     fn leaf(entries: &[(&[u8], &[u8])]) -> Node {
         Node {

@@ -18,7 +18,7 @@ use crate::btree::node::{
     NODE_HEADER_BYTES, NODE_SIZE_BYTES_MAX, NODE_SIZE_BYTES_MIN,
 };
 use crate::btree::{NodeReader, NodeStore, NodeTag, TreeConfig, TreeError, TreeRoot, TreeStats};
-use fsoc_media::sync::Mutex;
+use fsoc_flash::sync::Mutex;
 use portable_atomic::{AtomicU64, Ordering};
 
 /// An entry returned by the range queries: key, then value.

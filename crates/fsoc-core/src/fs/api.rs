@@ -6,7 +6,7 @@
 
 use alloc::vec::Vec;
 
-use fsoc_media::Flash;
+use fsoc_flash::Flash;
 
 use crate::fs::records::{FileKind, InodeRecord, ROOT_INODE};
 use crate::fs::{DirectoryEntry, FileSystem, FsError, StatFs};

@@ -6,7 +6,7 @@
 
 use alloc::vec::Vec;
 
-use fsoc_media::{Flash, ReadStatus};
+use fsoc_flash::{Flash, ReadStatus};
 
 use crate::address::LogAddress;
 use crate::fs::{FileSystem, FsError, TreeId};

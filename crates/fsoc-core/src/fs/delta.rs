@@ -11,7 +11,7 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use crate::codec::{DecodeError, Reader, Writer};
+use fsoc_flash::codec::{DecodeError, Reader, Writer};
 
 const OPERATION_PUT: u8 = 1;
 const OPERATION_REMOVE: u8 = 2;

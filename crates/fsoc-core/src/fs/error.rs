@@ -1,9 +1,9 @@
 //! File-system errors and their one mapping onto errno values.
 
 use crate::btree::TreeError;
-use crate::codec::DecodeError;
 use crate::segment::SegmentError;
 use crate::txn::TxnError;
+use fsoc_flash::codec::DecodeError;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FsError {

@@ -7,7 +7,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use fsoc_media::Flash;
+use fsoc_flash::Flash;
 
 use core::cell::RefCell;
 
@@ -72,8 +72,8 @@ impl<F: Flash> FileSystem<F> {
                     layout.address(crate::segment::layout::SUPERBLOCK_SEGMENT, chip_index + copy * layout.chip_count);
                 let problem = match self.volume.log.device.read(address, &mut buffer) {
                     Err(error) => Some(format!("unreadable ({error})")),
-                    Ok(fsoc_media::ReadStatus::Uncorrectable) => Some(String::from("unreadable (uncorrectable)")),
-                    Ok(fsoc_media::ReadStatus::Erased) => Some(String::from("erased")),
+                    Ok(fsoc_flash::ReadStatus::Uncorrectable) => Some(String::from("unreadable (uncorrectable)")),
+                    Ok(fsoc_flash::ReadStatus::Erased) => Some(String::from("erased")),
                     Ok(_) => match crate::txn::Superblock::decode(&buffer) {
                         Err(error) => Some(format!("undecodable ({error})")),
                         Ok(found) if found.volume_id != mounted.volume_id || found.chip_index != chip_index => {

@@ -16,7 +16,7 @@ pub mod records;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use fsoc_media::Flash;
+use fsoc_flash::Flash;
 
 use crate::btree::{KeyValue, Tree, TreeError};
 pub use crate::fs::cleaner::SpaceAccount;

@@ -8,7 +8,7 @@
 use alloc::vec::Vec;
 
 use crate::address::LogAddress;
-use crate::codec::{DecodeError, Reader, Writer};
+use fsoc_flash::codec::{DecodeError, Reader, Writer};
 
 pub const ROOT_INODE: u64 = 1;
 /// Pseudo-inode under which orphans (unlinked while open) are listed.

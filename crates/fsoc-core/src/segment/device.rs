@@ -7,7 +7,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use fsoc_media::{Flash, NandError, Nanos, ReadStatus};
+use fsoc_flash::{Flash, NandError, Nanos, ReadStatus};
 use portable_atomic::{AtomicU64, Ordering};
 
 use crate::address::LogAddress;

@@ -2,7 +2,7 @@
 //! reserved. A segment is a stripe: erase block `segment_index` on every chip; stripe page k
 //! lives on chip `k mod p` at page `k / p` (docs/FORMAT.md, "Layout").
 
-use fsoc_media::{BlockAddress, Geometry, PageAddress};
+use fsoc_flash::{BlockAddress, Geometry, PageAddress};
 
 use crate::address::LogAddress;
 

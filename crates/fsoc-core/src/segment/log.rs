@@ -17,13 +17,13 @@ use alloc::collections::BTreeSet;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use fsoc_media::{Flash, NandError, ReadStatus};
+use fsoc_flash::{Flash, NandError, ReadStatus};
 
 use crate::address::{LogAddress, PagePointer};
-use crate::codec::crc32c;
 use crate::segment::device::{Device, PageTag};
 use crate::segment::layout::{Layout, FIRST_LOG_SEGMENT};
 use crate::segment::segment_table::SegmentTable;
+use fsoc_flash::codec::crc32c;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SegmentError {
@@ -285,7 +285,7 @@ impl<F: Flash> SegmentLog<F> {
         Err(SegmentError::NoFreeSegment)
     }
 
-    fn retire(&mut self, segment_index: u32, bad_block: Option<fsoc_media::BlockAddress>) {
+    fn retire(&mut self, segment_index: u32, bad_block: Option<fsoc_flash::BlockAddress>) {
         self.table_mut().retire(segment_index);
         if let Some(block) = bad_block {
             // Best effort: a failed mark leaves the segment retired in our table anyway.

@@ -20,8 +20,9 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::address::PagePointer;
-use crate::codec::{DecodeError, Reader, Writer};
+use crate::address::{ReadPointer, WritePointer};
 use crate::segment::layout::FIRST_LOG_SEGMENT;
+use fsoc_flash::codec::{DecodeError, Reader, Writer};
 
 /// Encoded size of one segment entry (docs/FORMAT.md, "Segment table").
 pub const SEGMENT_ENTRY_BYTES: usize = 8;

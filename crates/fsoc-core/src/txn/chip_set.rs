@@ -9,7 +9,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use fsoc_media::{Flash, ReadStatus};
+use fsoc_flash::{Flash, ReadStatus};
 
 use crate::address::LogAddress;
 use crate::segment::layout::SUPERBLOCK_SEGMENT;

@@ -11,8 +11,9 @@
 use alloc::vec::Vec;
 
 use crate::address::PagePointer;
+use crate::address::{ReadPointer, WritePointer};
 use crate::btree::TreeRoot;
-use crate::codec::{crc32c_excluding, DecodeError, Reader, Writer};
+use fsoc_flash::codec::{crc32c_excluding, DecodeError, Reader, Writer};
 
 pub const METAROOT_MAGIC: u64 = u64::from_le_bytes(*b"FSOCMETA");
 /// The version field of a metaroot equals its volume's format version (the superblock's).

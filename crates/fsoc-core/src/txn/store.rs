@@ -7,7 +7,7 @@
 use alloc::vec::Vec;
 use core::cell::Cell;
 
-use fsoc_media::{Flash, NandError};
+use fsoc_flash::{Flash, NandError};
 
 use crate::address::LogAddress;
 use crate::btree::{NodeReader, NodeStore, NodeTag, TreeError};

@@ -4,9 +4,9 @@
 
 use alloc::vec::Vec;
 
-use fsoc_media::Geometry;
+use fsoc_flash::Geometry;
 
-use crate::codec::{crc32c_excluding, DecodeError, Reader, Writer};
+use fsoc_flash::codec::{crc32c_excluding, DecodeError, Reader, Writer};
 
 pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"FSOCVOL\0");
 /// The format version this build writes (docs/FORMAT.md lists what each version added).

@@ -8,16 +8,16 @@
 
 use alloc::vec::Vec;
 
-use fsoc_media::{Flash, NandError, ReadStatus};
+use fsoc_flash::{Flash, NandError, ReadStatus};
 
 use crate::address::LogAddress;
 use crate::btree::{Tree, TreeConfig, TreeError, TreeRoot};
-use crate::codec::DecodeError;
 use crate::segment::layout::{FIRST_LOG_SEGMENT, METAROOT_SEGMENTS, SUPERBLOCK_SEGMENT};
 use crate::segment::{Device, Layout, PageTag, SegmentError, SegmentLog, SegmentTable};
 use crate::txn::metaroot::{Metaroot, MetarootShape, FLAG_CLEAN, FLAG_CLEAN_TWIN, FLAG_ORPHANS};
 use crate::txn::store::LogNodeStore;
 use crate::txn::superblock::{Superblock, FORMAT_VERSION};
+use fsoc_flash::codec::DecodeError;
 
 pub const DIRECTORY_TREE_ID: u8 = 1;
 pub const ALLOCATION_TREE_ID: u8 = 2;

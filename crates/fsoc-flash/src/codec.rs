@@ -1,10 +1,8 @@
-//! Byte-level encoding helpers: CRC-32C and a bounds-checked little-endian cursor.
-//! Decoders read through `Reader`, which returns `DecodeError` instead of panicking.
+//! The one byte codec of the on-media formats: CRC-32C, a bounds-checked little-endian
+//! cursor (`Reader`, which returns `DecodeError` instead of panicking) and a `Writer`.
 #![deny(clippy::indexing_slicing)]
 
 use alloc::vec::Vec;
-
-use crate::address::{LogAddress, PagePointer};
 
 const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 
@@ -66,6 +64,12 @@ impl<'a> Reader<'a> {
         self.remaining = rest;
         Ok(head)
     }
+    /// The next `N` bytes as an array.
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let (head, rest) = self.remaining.split_first_chunk::<N>().ok_or_else(|| self.truncated(N))?;
+        self.remaining = rest;
+        Ok(*head)
+    }
     pub fn u8(&mut self) -> Result<u8, DecodeError> {
         let (head, rest) = self.remaining.split_first().ok_or_else(|| self.truncated(1))?;
         self.remaining = rest;
@@ -90,11 +94,6 @@ impl<'a> Reader<'a> {
         let (head, rest) = self.remaining.split_first_chunk::<8>().ok_or_else(|| self.truncated(8))?;
         self.remaining = rest;
         Ok(u64::from_be_bytes(*head))
-    }
-    pub fn pointer(&mut self) -> Result<PagePointer, DecodeError> {
-        let address = LogAddress(self.u32_le()?);
-        let checksum = self.u32_le()?;
-        Ok(PagePointer { address, checksum })
     }
     pub fn invalid(&self, field: &'static str, value: u64) -> DecodeError {
         DecodeError::InvalidField { structure: self.structure, field, value }
@@ -128,10 +127,6 @@ impl Writer {
     }
     pub fn raw(&mut self, bytes: &[u8]) {
         self.bytes.extend_from_slice(bytes);
-    }
-    pub fn pointer(&mut self, pointer: PagePointer) {
-        self.u32_le(pointer.address.0);
-        self.u32_le(pointer.checksum);
     }
 }
 

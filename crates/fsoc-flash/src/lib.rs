@@ -1,0 +1,198 @@
+//! The flash seam: what the file system needs from a flash device, and nothing else.
+//!
+//! - `Flash`: an array of identical raw NAND chips with per-chip virtual clocks. The simulator
+//!   (fsoc-media), the threaded chip-file array (fsoc-array) and, later, a Linux MTD backend
+//!   implement it; the core (fsoc-core) is generic over it and depends on this crate only.
+//! - Address, geometry and timing types, and `NandError`.
+//! - `codec`: the one little-endian byte codec and CRC-32C every on-media structure uses.
+//! - `sync`: the one lock type of the storage crates (std `Mutex`, or a spin lock without std).
+//!
+//! `no_std` + `alloc`. Simulator statistics are not here: they reach benchmarks through
+//! fsoc-media's `FlashStats`, never through this seam.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![deny(clippy::unwrap_used)]
+
+extern crate alloc;
+
+pub mod codec;
+mod geometry;
+pub mod sync;
+
+pub use geometry::{Geometry, Timing};
+
+/// Virtual time in nanoseconds since the device was created.
+pub type Nanos = u64;
+
+/// Index of a chip in the array (0-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChipIndex(pub u32);
+
+/// Index of an erase block within one chip (0-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EraseBlockIndex(pub u32);
+
+/// A physical page: chip, erase block within the chip, page within the block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PageAddress {
+    pub chip: ChipIndex,
+    pub block: EraseBlockIndex,
+    pub page_index: u32,
+}
+
+/// A physical erase block: chip and block within the chip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BlockAddress {
+    pub chip: ChipIndex,
+    pub block: EraseBlockIndex,
+}
+
+impl PageAddress {
+    pub fn new(chip: u32, block: u32, page_index: u32) -> Self {
+        PageAddress { chip: ChipIndex(chip), block: EraseBlockIndex(block), page_index }
+    }
+    pub fn block_address(&self) -> BlockAddress {
+        BlockAddress { chip: self.chip, block: self.block }
+    }
+}
+
+impl BlockAddress {
+    pub fn new(chip: u32, block: u32) -> Self {
+        BlockAddress { chip: ChipIndex(chip), block: EraseBlockIndex(block) }
+    }
+}
+
+/// What the ECC engine reports for a page read, as a controller with BCH ECC would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadStatus {
+    /// No bit errors.
+    Clean,
+    /// Bit errors were present but corrected; the returned data is what was programmed.
+    /// `bits` is the total over all ECC sectors, `max_per_sector` the worst sector.
+    Corrected { bits: u32, max_per_sector: u32 },
+    /// At least one ECC sector had more errors than the code corrects; the returned data is
+    /// the raw (wrong) content.
+    Uncorrectable,
+    /// The page is erased (all 0xFF); ECC is not applied to erased pages.
+    Erased,
+}
+
+/// The result of an operation together with its virtual completion time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completed<T> {
+    pub value: T,
+    /// Virtual time at which the chip finished this operation.
+    pub done_ns: Nanos,
+}
+
+/// Kinds of operation, for errors and accounting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OperationKind {
+    Read,
+    Program,
+    Erase,
+}
+
+/// Typed errors of the flash layer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NandError {
+    #[error("address out of range: {what} {value} >= {limit}")]
+    OutOfRange { what: &'static str, value: u64, limit: u64 },
+    #[error("buffer size: {what} needs {expected_bytes} bytes, got {actual_bytes}")]
+    BufferSize { what: &'static str, expected_bytes: usize, actual_bytes: usize },
+    #[error("program of page {page:?} which is not erased")]
+    NotErased { page: PageAddress },
+    #[error(
+        "out-of-order program: page {page:?}, but page {last_programmed_index} of that block is already programmed"
+    )]
+    OutOfOrder { page: PageAddress, last_programmed_index: u32 },
+    #[error("block {block:?} is marked bad")]
+    BadBlock { block: BlockAddress },
+    #[error("block {block:?} is worn out after {erase_count} erases")]
+    WornOut { block: BlockAddress, erase_count: u32 },
+    #[error("{kind:?} failed on block {block:?} (status fail; block should be retired)")]
+    OperationFailed { kind: OperationKind, block: BlockAddress },
+    #[error("power lost")]
+    PowerLost,
+    #[error("chip {chip:?} failed")]
+    ChipFailed { chip: ChipIndex },
+    #[error("image file: {0}")]
+    Image(alloc::string::String),
+    #[error("invalid configuration: {reason}")]
+    InvalidConfig { reason: &'static str },
+}
+
+/// An array of identical raw NAND chips with per-chip virtual clocks.
+///
+/// All methods take the virtual time at which the caller issues the operation and return the
+/// time it completes. Data returned by `read_page` is valid once the caller's clock reaches
+/// `done_ns`; a sequential caller simply sets its clock to `done_ns`.
+pub trait Flash {
+    /// Geometry of one chip (every chip is the same).
+    fn geometry(&self) -> Geometry;
+    /// Number of chips in the array (>= 1).
+    fn chip_count(&self) -> u32;
+    /// Latency profile.
+    fn timing(&self) -> Timing;
+
+    /// Reads a page's data and spare area. `data` must be `page_data_bytes` long and `spare`
+    /// `spare_bytes` long. Takes `&self`: reads may be issued by several threads at once (an
+    /// implementation serializes what it must inside); a read racing a program or erase of the
+    /// same page is the caller's error (the file system never does it: its writers exclude its
+    /// readers).
+    fn read_page(
+        &self,
+        issue_ns: Nanos,
+        page: PageAddress,
+        data: &mut [u8],
+        spare: &mut [u8],
+    ) -> Result<Completed<ReadStatus>, NandError>;
+
+    /// Programs a page (data and spare). The page must be erased and its index higher than any
+    /// page already programmed in the block since its last erase.
+    fn program_page(
+        &mut self,
+        issue_ns: Nanos,
+        page: PageAddress,
+        data: &[u8],
+        spare: &[u8],
+    ) -> Result<Completed<()>, NandError>;
+
+    /// Erases a whole block (all bits to 1).
+    fn erase_block(&mut self, issue_ns: Nanos, block: BlockAddress) -> Result<Completed<()>, NandError>;
+
+    /// Whether the block carries a bad-block mark (factory or grown). Reading the mark is
+    /// treated as free: controllers keep a bad-block table in RAM after the first scan.
+    fn is_bad_block(&self, block: BlockAddress) -> Result<bool, NandError>;
+
+    /// Marks a block bad (a grown bad block). The mark survives erases and reopening.
+    fn mark_bad_block(&mut self, block: BlockAddress) -> Result<(), NandError>;
+
+    /// Virtual time at which the chip finishes all operations issued so far.
+    fn busy_until_ns(&self, chip: ChipIndex) -> Nanos;
+
+    /// Latest `busy_until_ns` over all chips: the time at which everything issued is done.
+    fn all_done_ns(&self) -> Nanos {
+        (0..self.chip_count()).map(|c| self.busy_until_ns(ChipIndex(c))).max().unwrap_or(0)
+    }
+
+    /// Erase count of a block (physical wear; never reset).
+    fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError>;
+
+    /// Pages between an MLC/TLC upper page and the lower page that shares its cells (0: none,
+    /// as on SLC). A program cut by power loss may corrupt that lower page.
+    fn paired_page_distance(&self) -> u32 {
+        0
+    }
+
+    /// Makes everything programmed so far durable on the backing store (a no-op for RAM).
+    fn flush(&mut self) -> Result<(), NandError> {
+        Ok(())
+    }
+
+    /// A hint that `read_page` of each of `pages` follows, before any program or erase: a
+    /// backend with real per-chip queues may start fetching them in parallel. It changes no
+    /// state, no counters and no virtual time; the default does nothing.
+    fn prefetch(&self, pages: &[PageAddress]) {
+        let _ = pages;
+    }
+}
