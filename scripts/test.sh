@@ -17,6 +17,11 @@ if cargo tree -p fsoc-cli --no-default-features -e normal | grep -q littlefs; th
     exit 1
 fi
 cargo check --quiet --release -p fsoc-cli --no-default-features
+# ... and no product build opens the core's test-only window (FileSystem::craft).
+if cargo tree -p fsoc-cli -p fsoc-fuse -e normal -f '{p} [{f}]' | grep -q 'fsoc-core.*craft'; then
+    echo "a product build enables fsoc-core's test-only craft feature" >&2
+    exit 1
+fi
 echo "== clippy, warnings denied"
 cargo clippy --quiet --release --workspace --all-targets -- -D warnings
 echo "== no_std build of fsoc-core (links without std: a std dependency would clash on panic_impl), and a run of it"

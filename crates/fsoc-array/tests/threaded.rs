@@ -44,7 +44,7 @@ fn populate<F: Flash>(flash: F, trace: &mut Trace) -> F {
         fs.pwrite(fd, 0, &pattern(index, length)).expect("pwrite");
         fs.fsync_fd(fd).expect("fsync");
         fs.close(fd).expect("close");
-        trace.clocks_ns.push(fs.volume.log.device.now_ns());
+        trace.clocks_ns.push(fs.device_now_ns());
     }
     trace.commit_counters.push(fs.commit_counter());
     fs.unmount().expect("unmount")
@@ -63,7 +63,7 @@ fn churn<F: Flash>(flash: F, trace: &mut Trace) -> F {
     fs.unlink(b"/f5").expect("unlink");
     fs.unlink(b"/f7").expect("unlink");
     fs.transact().expect("transact");
-    trace.clocks_ns.push(fs.volume.log.device.now_ns());
+    trace.clocks_ns.push(fs.device_now_ns());
     read_all(&mut fs, trace);
     trace.commit_counters.push(fs.commit_counter());
     fs.unmount().expect("unmount")
@@ -80,7 +80,7 @@ fn read_all<F: Flash>(fs: &mut FileSystem<F>, trace: &mut Trace) {
         trace.file_bytes.push(fs.pread(fd, 0, record.size as usize).expect("pread"));
         fs.close(fd).expect("close");
     }
-    trace.clocks_ns.push(fs.volume.log.device.now_ns());
+    trace.clocks_ns.push(fs.device_now_ns());
 }
 
 /// Every block's metadata, then every page that holds contents with its state and bytes.

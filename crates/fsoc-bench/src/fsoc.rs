@@ -92,13 +92,12 @@ impl BenchTarget for FsocTarget {
     }
 
     fn flash(&mut self) -> &mut SimFlash {
-        &mut self.fs.volume.log.device.flash
+        self.fs.flash_mut()
     }
 
     fn now_ns(&mut self) -> Nanos {
         // Programs are issued without waiting; the operation is done when the chips are.
-        let device = &self.fs.volume.log.device;
-        device.now_ns().max(device.flash.all_done_ns())
+        self.fs.device_now_ns().max(self.fs.flash().all_done_ns())
     }
 
     fn settings_json(settings: &FsConfig) -> serde_json::Value {

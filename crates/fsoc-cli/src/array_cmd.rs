@@ -95,8 +95,8 @@ pub fn info(base: Option<&Path>, chip_files: &[PathBuf]) -> Result<(), String> {
     let mut fs = FileSystem::mount(flash, config).map_err(|error| format!("cannot mount: {error}"))?;
     let report = fs.mount_report();
     let statfs = fs.statfs().map_err(|error| format!("statfs: {error}"))?;
-    let layout = fs.volume.layout();
-    println!("volume id         {:#018x}", fs.volume.superblock.volume_id);
+    let layout = fs.layout();
+    println!("volume id         {:#018x}", fs.superblock().volume_id);
     for (chip, path) in paths.iter().enumerate() {
         println!("chip {chip:<3}          {}", path.display());
     }

@@ -219,7 +219,7 @@ fn remount(fs: Fs, mount_reads: &mut Vec<u64>) -> Result<Fs, String> {
     let flash = fs.unmount().map_err(fs_error("unmount"))?;
     let mut fs = FileSystem::mount(flash, config).map_err(fs_error("mount"))?;
     mount_reads.push(fs.mount_report().page_reads);
-    fs.volume.log.device.barrier();
+    fs.wait_for_device();
     Ok(fs)
 }
 
@@ -266,9 +266,9 @@ impl Cell<'_> {
             OpenFlags { read: true, ..OpenFlags::default() }
         };
         let fd = fs.open(b"/iozone.tmp", flags, 0o644).map_err(fs_error("open"))?;
-        let counters_before = fs.volume.log.device.flash.counters().totals();
+        let counters_before = fs.flash().counters().totals();
         let commits_before = fs.stats.commits;
-        let start_ns = fs.volume.log.device.now_ns();
+        let start_ns = fs.device_now_ns();
         let mut record = vec![0u8; self.record_bytes as usize];
         let mut expected = vec![0u8; self.record_bytes as usize];
         for &index in order {
@@ -293,8 +293,8 @@ impl Cell<'_> {
                 }
             }
         }
-        let device_ns = fs.volume.log.device.now_ns() - start_ns;
-        let counters = fs.volume.log.device.flash.counters().totals();
+        let device_ns = fs.device_now_ns() - start_ns;
+        let counters = fs.flash().counters().totals();
         let commits = fs.stats.commits - commits_before;
         fs.close(fd).map_err(fs_error("close"))?;
         let mib_per_s = file_bytes as f64 / MIB as f64 / (device_ns.max(1) as f64 / NANOS_PER_SECOND);

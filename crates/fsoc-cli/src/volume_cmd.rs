@@ -231,8 +231,8 @@ pub fn info(image: &Path) -> Result<(), String> {
     let crate::volume_files::OpenVolume { files, mut fs, locks: _locks } = open_read_only(image)?;
     let report = fs.mount_report();
     let statfs = fs.statfs().map_err(|error| format!("statfs: {error}"))?;
-    let layout = fs.volume.layout();
-    let table = fs.volume.log.table();
+    let layout = fs.layout();
+    let table = fs.segment_table().ok_or("the segment table was not read by statfs")?;
     let (erase_min, erase_max) = table.erase_count_range();
     println!("volume            {}", files.name().display());
     if let crate::volume_files::VolumeFiles::Array { chips, .. } = &files {
@@ -240,7 +240,7 @@ pub fn info(image: &Path) -> Result<(), String> {
             println!("chip {chip:<3}          {}", path.display());
         }
     }
-    println!("volume id         {:#018x}", fs.volume.superblock.volume_id);
+    println!("volume id         {:#018x}", fs.superblock().volume_id);
     println!(
         "geometry          {} chips × {} blocks × {} pages × {} B (+{} B spare)",
         layout.chip_count,
@@ -446,25 +446,25 @@ pub fn demo(profile: &str, chips: u32, seed: u64) -> Result<(), String> {
     let fd = io(fs.open(b"/docs/hello.txt", create, 0o644))?;
     io(fs.write_fd(fd, b"hello, flash\n"))?;
     let before = counters(&fs);
-    let clock_before = fs.volume.log.device.now_ns();
+    let clock_before = fs.device_now_ns();
     io(fs.fsync_fd(fd))?;
     let after = counters(&fs);
     println!(
         "fsync of a small file: {} page programs, {} erases, {:.0} us simulated",
         after.1 - before.1,
         after.2 - before.2,
-        (fs.volume.log.device.now_ns() - clock_before) as f64 / 1000.0
+        (fs.device_now_ns() - clock_before) as f64 / 1000.0
     );
     io(fs.close(fd))?;
     let big = OpenFlags { write: true, create: true, ..Default::default() };
     let fd = io(fs.open(b"/docs/big.bin", big, 0o644))?;
     let megabyte: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
-    let clock_before = fs.volume.log.device.now_ns();
+    let clock_before = fs.device_now_ns();
     for _ in 0..8 {
         io(fs.write_fd(fd, &megabyte))?;
     }
     io(fs.fsync_fd(fd))?;
-    let elapsed_ns = fs.volume.log.device.now_ns() - clock_before;
+    let elapsed_ns = fs.device_now_ns() - clock_before;
     io(fs.close(fd))?;
     let raw_mib_per_s = f64::from(chips) * f64::from(geometry.page_data_bytes)
         / ((timing.program_latency_ns
@@ -485,7 +485,7 @@ pub fn demo(profile: &str, chips: u32, seed: u64) -> Result<(), String> {
     println!("after remount: big.bin is {} bytes; hello.txt says {:?}", record.size, String::from_utf8_lossy(&text));
     let report = io(fs.fsck(true))?;
     println!("fsck: {} files, {} directories, {} violations", report.files, report.directories, report.violation_count);
-    let totals = fs.volume.log.device.flash.counters().totals();
+    let totals = fs.flash().counters().totals();
     println!(
         "flash totals: {} reads, {} programs, {} erases, {:.3} J",
         totals.reads,
@@ -504,7 +504,7 @@ fn io<T>(result: Result<T, FsError>) -> Result<T, String> {
 }
 
 fn counters<F: Flash + FlashStats>(fs: &FileSystem<F>) -> (u64, u64, u64) {
-    let totals = fs.volume.log.device.flash.counters().totals();
+    let totals = fs.flash().counters().totals();
     (totals.reads, totals.programs, totals.erases)
 }
 

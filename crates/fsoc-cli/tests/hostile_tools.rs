@@ -69,8 +69,8 @@ fn write(fs: &mut FileSystem<impl fsoc_media::Flash>, path: &str, data: &[u8]) {
 
 /// Adds a raw directory entry `name` in `parent` naming `inode`, bypassing every check.
 fn raw_entry(fs: &mut FileSystem<impl fsoc_media::Flash>, parent: u64, name: &[u8], inode: u64, kind: FileKind) {
-    let volume = &mut fs.volume;
-    let mut store = LogNodeStore::new(&mut volume.log);
+    let volume = &mut fs.craft();
+    let mut store = LogNodeStore::new(volume.log);
     let value = DirectoryValue { inode, kind }.encode();
     volume.directory.insert(&mut store, &directory_key(parent, name), &value).expect("raw insert");
 }
@@ -467,8 +467,8 @@ fn keep_going_extracts_around_unreadable_files() {
         write(fs, "/x/c-last", b"readable too");
         // Point the broken file's extent outside the volume (checksums stay valid).
         let inode = inode_of(fs, "/x/b-broken");
-        let volume = &mut fs.volume;
-        let mut store = LogNodeStore::new(&mut volume.log);
+        let volume = &mut fs.craft();
+        let mut store = LogNodeStore::new(volume.log);
         let mut value = 0xFFFF_FF00u32.to_le_bytes().to_vec();
         value.extend_from_slice(&4u32.to_le_bytes());
         volume
@@ -509,9 +509,9 @@ fn keep_going_extracts_around_an_uncorrectable_page() {
         fs.commit().expect("commit");
         // The physical page holding the worn file's first page of data.
         let inode = inode_of(fs, "/x/b-worn");
-        let volume = &mut fs.volume;
+        let volume = &mut fs.craft();
         let layout = volume.layout();
-        let store = LogNodeStore::new(&mut volume.log);
+        let store = LogNodeStore::new(volume.log);
         let (key, value) = volume
             .allocation
             .first_at_or_after(&store, &allocation_key(inode, RecordKind::Extent, 0))

@@ -314,8 +314,8 @@ fn eio_is_logged_with_its_cause() {
     fs.pwrite(fd, 0, &[7u8; 20_000]).expect("write");
     fs.close(fd).expect("close");
     let inode = fs.stat(b"/broken").expect("stat").0;
-    let volume_state = &mut fs.volume;
-    let mut store = LogNodeStore::new(&mut volume_state.log);
+    let volume_state = &mut fs.craft();
+    let mut store = LogNodeStore::new(volume_state.log);
     let mut extent = 0xFFFF_FF00u32.to_le_bytes().to_vec();
     extent.extend_from_slice(&4u32.to_le_bytes());
     volume_state

@@ -96,7 +96,7 @@ fn main() {
     fs.mkdir(b"/late", 0o755).expect("mkdir");
     fs.unlink(b"/docs/readme.md").expect("unlink");
     fs.transact().expect("delta commit");
-    assert!(!fs.volume.committed().delta.is_empty(), "the newest commit must be a delta commit");
+    assert!(!fs.committed().delta.is_empty(), "the newest commit must be a delta commit");
     let flash = fs.into_flash_without_commit();
     drop(flash);
     let packed = pack_sparse(&image);

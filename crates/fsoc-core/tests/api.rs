@@ -67,9 +67,9 @@ fn readdir_of_100000_entries_reads_each_node_at_most_once() {
     let directory_nodes = fs.fsck(true).expect("fsck").directory_nodes;
     let flash = fs.unmount().expect("unmount");
     let fs = fsoc_core::FileSystem::mount(flash, fsoc_core::FsConfig::default()).expect("cold mount");
-    let reads_before = fs.volume.directory.counters().pages_read;
+    let reads_before = fs.directory_tree_counters().pages_read;
     let entries = fs.readdir(directory, None, usize::MAX).expect("readdir");
-    let reads = fs.volume.directory.counters().pages_read - reads_before;
+    let reads = fs.directory_tree_counters().pages_read - reads_before;
     assert_eq!(entries.len(), count);
     assert!(entries.windows(2).all(|pair| pair[0].name < pair[1].name), "name order");
     println!("readdir of {count} entries: {reads} directory-tree page reads; the tree has {directory_nodes} nodes");

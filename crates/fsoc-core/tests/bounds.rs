@@ -35,7 +35,7 @@ fn mount_reads(file_count: u64) -> u64 {
     let report = fs.mount_report();
     assert!(report.clean);
     // Everything FileSystem::mount read, not just the volume's metaroot search.
-    let page_reads = fs.volume.log.device.flash.counters().totals().reads;
+    let page_reads = fs.flash().counters().totals().reads;
     assert_eq!(page_reads, report.page_reads, "mount read pages beyond the metaroot search");
     page_reads
 }
@@ -55,10 +55,10 @@ fn small_fsync_programs(fs: &mut FileSystem<SimFlash>, path: &str) -> (u64, u64)
     let fd =
         fs.open(path.as_bytes(), OpenFlags { write: true, create: true, ..Default::default() }, 0o644).expect("open");
     fs.transact().expect("settle");
-    let before = fs.volume.log.device.flash.counters().totals();
+    let before = fs.flash().counters().totals();
     fs.pwrite(fd, 10, b"a small change").expect("write");
     fs.fsync_fd(fd).expect("fsync");
-    let after = fs.volume.log.device.flash.counters().totals();
+    let after = fs.flash().counters().totals();
     fs.close(fd).expect("close");
     (after.programs - before.programs, after.erases - before.erases)
 }

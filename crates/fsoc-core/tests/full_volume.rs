@@ -38,7 +38,7 @@ fn fill(
     context: &str,
 ) -> FillResult {
     let page_bytes = u64::from(fs.statfs().expect("statfs").block_size_bytes);
-    let pages_per_segment = u64::from(fs.volume.layout().pages_per_segment());
+    let pages_per_segment = u64::from(fs.layout().pages_per_segment());
     let mut result = FillResult { files: Vec::new(), valid_pages: 0, free_blocks_at_enospc: 0, bytes_written: 0 };
     for index in 0.. {
         let size = file_size(rng, size_max);
@@ -81,13 +81,13 @@ fn fill(
         assert!(index < 1_000_000, "{context}: never ran out of space");
     }
     result.valid_pages = fs.space().expect("space").valid_pages;
-    fs.volume.log.table().check_totals();
+    fs.segment_table().expect("segment table loaded").check_totals();
     result.free_blocks_at_enospc = fs.statfs().expect("statfs").free_blocks;
     result
 }
 
 fn flash_programs(fs: &FileSystem<SimFlash>) -> u64 {
-    fs.volume.log.device.flash.counters().totals().programs
+    fs.flash().counters().totals().programs
 }
 
 struct Case {
@@ -136,7 +136,7 @@ fn run_case(case: &Case, seed: u64) {
     // Fill again: the volume takes as much as before, within one segment, less the dead pages
     // the cleaner cannot recover at a profit (statfs does not promise those), at most 4%.
     let second = fill(&mut fs, "/fill", &mut rng, case.size_max, &context);
-    let pages_per_segment = u64::from(fs.volume.layout().pages_per_segment());
+    let pages_per_segment = u64::from(fs.layout().pages_per_segment());
     println!("{context}: cleaning overhead {} pages per victim", fs.stats.cleaning_overhead_pages_x16 as f64 / 16.0);
     assert!(
         second.valid_pages + pages_per_segment + first.valid_pages / 25 >= first.valid_pages,

@@ -60,7 +60,7 @@ fn check_golden(packed: &[u8], label: &str, format_version: u32) -> FileSystem<S
     let mut fs =
         FileSystem::mount(SimFlash::open_image(&path).expect("open image"), read_only).expect("read-only mount");
     assert!(!fs.mount_report().clean, "{label}: the generator did not unmount");
-    assert_eq!(fs.volume.superblock.format_version, format_version, "{label}");
+    assert_eq!(fs.superblock().format_version, format_version, "{label}");
     check_contents(&mut fs, &format!("{label}, read-only"));
     assert_clean(&mut fs, &format!("{label}, read-only"));
     drop(fs);
@@ -77,8 +77,8 @@ fn check_golden(packed: &[u8], label: &str, format_version: u32) -> FileSystem<S
     check_contents(&mut fs, &format!("{label}, remounted"));
     assert_eq!(read_file(&mut fs, "/late/new.txt").expect("new file"), b"written by this build");
     assert_clean(&mut fs, &format!("{label}, remounted"));
-    assert_eq!(fs.volume.superblock.format_version, format_version, "{label}: the version changed");
-    assert_eq!(fs.volume.committed().shape.format_version, format_version, "{label}: metaroots of another version");
+    assert_eq!(fs.superblock().format_version, format_version, "{label}: the version changed");
+    assert_eq!(fs.committed().shape.format_version, format_version, "{label}: metaroots of another version");
     fs
 }
 
@@ -93,7 +93,7 @@ fn golden_image_of_format_version_1_reads_back() {
 #[test]
 fn golden_image_of_format_version_2_reads_back() {
     let fs = check_golden(include_bytes!("fixtures/golden-v2.sparse"), "golden-v2", 2);
-    assert!(!fs.volume.committed().shape.is_indexed());
+    assert!(!fs.committed().shape.is_indexed());
 }
 
 /// Format version 2, a 2 GiB volume (16,384 segments, 64 table pages): the metaroot names one
@@ -101,7 +101,7 @@ fn golden_image_of_format_version_2_reads_back() {
 #[test]
 fn golden_image_of_format_version_2_with_an_indexed_table_reads_back() {
     let fs = check_golden(include_bytes!("fixtures/golden-v2-indexed.sparse"), "golden-v2-indexed", 2);
-    let shape = fs.volume.committed().shape;
+    let shape = fs.committed().shape;
     assert_eq!((shape.table_page_count, shape.table_index_levels, shape.index_page_count), (64, 1, 1));
 }
 

@@ -100,8 +100,8 @@ enum Tree {
 
 /// Rewrites one record as it is on flash (no validation): `None` removes it.
 fn put_raw(fs: &mut FileSystem<SimFlash>, tree: Tree, key: &[u8], value: Option<&[u8]>) {
-    let volume = &mut fs.volume;
-    let mut store = LogNodeStore::new(&mut volume.log);
+    let volume = &mut fs.craft();
+    let mut store = LogNodeStore::new(volume.log);
     let tree = match tree {
         Tree::Directory => &mut volume.directory,
         Tree::Allocation => &mut volume.allocation,
@@ -114,8 +114,8 @@ fn put_raw(fs: &mut FileSystem<SimFlash>, tree: Tree, key: &[u8], value: Option<
 }
 
 fn get_raw(fs: &mut FileSystem<SimFlash>, tree: Tree, key: &[u8]) -> Option<Vec<u8>> {
-    let volume = &mut fs.volume;
-    let store = LogNodeStore::new(&mut volume.log);
+    let volume = &mut fs.craft();
+    let store = LogNodeStore::new(volume.log);
     let tree = match tree {
         Tree::Directory => &mut volume.directory,
         Tree::Allocation => &mut volume.allocation,
@@ -125,8 +125,8 @@ fn get_raw(fs: &mut FileSystem<SimFlash>, tree: Tree, key: &[u8]) -> Option<Vec<
 
 /// Every record of a tree, in key order (a crafted volume has a few dozen).
 fn all_records(fs: &mut FileSystem<SimFlash>, tree: Tree) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let volume = &mut fs.volume;
-    let mut store = LogNodeStore::new(&mut volume.log);
+    let volume = &mut fs.craft();
+    let mut store = LogNodeStore::new(volume.log);
     let tree = match tree {
         Tree::Directory => &mut volume.directory,
         Tree::Allocation => &mut volume.allocation,
@@ -239,7 +239,7 @@ fn exercise(fs: &mut FileSystem<SimFlash>, healthy_intact: bool, context: &str) 
     note(fs.unlink(b"/big"));
     note(fs.transact());
     seen.errors = errors.get();
-    seen.poisoned = fs.volume.is_poisoned();
+    seen.poisoned = fs.is_poisoned();
     seen
 }
 
@@ -552,7 +552,7 @@ enum Shape {
 /// Rewrites the root node of `tree` with redirected child pointers, as a valid node page, and
 /// makes it the tree's root (the next commit records it).
 fn reshape(mut fs: FileSystem<SimFlash>, tree: Tree, shape: Shape) -> FileSystem<SimFlash> {
-    let volume = &mut fs.volume;
+    let volume = &mut fs.craft();
     let other_root = match tree {
         Tree::Directory => volume.allocation.root(),
         Tree::Allocation => volume.directory.root(),
@@ -564,7 +564,7 @@ fn reshape(mut fs: FileSystem<SimFlash>, tree: Tree, shape: Shape) -> FileSystem
     };
     let root: TreeRoot = target.root().expect("committed tree");
     assert!(root.height >= 2, "{tree:?} has no internal root (height {})", root.height);
-    let mut store = LogNodeStore::new(&mut volume.log);
+    let mut store = LogNodeStore::new(volume.log);
     let node_size = store.node_size_bytes();
     let mut page = Vec::new();
     store.read_page(root.pointer.address, &mut page).expect("root page");
@@ -627,8 +627,8 @@ fn crafting_encodings_match_the_format() {
 fn an_unreadable_segment_table_page_is_a_violation() {
     let (fs, _) = volume();
     let fs = seal(fs);
-    let pointer = fs.volume.committed().segment_table[0];
-    let page = fs.volume.layout().physical(pointer.address);
+    let pointer = fs.committed().segment_table[0];
+    let page = fs.layout().physical(pointer.address);
     let mut flash = fs.into_flash_without_commit();
     flash.inject_bit_flips(page, 400).expect("inject");
     let read_only =

@@ -23,7 +23,7 @@ fn format_fill_mount(expected: &Expected) {
     let label = format!("{} × {} blocks", expected.profile.name(), expected.blocks);
     let mut fs =
         FileSystem::format(sim(expected.profile, 1, expected.blocks, 8), FsConfig::default(), 8).expect("format");
-    let shape = fs.volume.committed().shape;
+    let shape = fs.committed().shape;
     assert_eq!(
         (shape.table_page_count, shape.index_page_count),
         (expected.table_pages, expected.index_pages),
@@ -55,13 +55,13 @@ fn format_fill_mount(expected: &Expected) {
     assert!(fs.mount_report().clean, "{label}");
     assert_eq!(fs.mount_report().page_reads, expected.mount_page_reads, "{label}: mount page reads");
     assert_eq!(
-        fs.volume.log.device.flash.counters().totals().reads,
+        fs.flash().counters().totals().reads,
         expected.mount_page_reads,
         "{label}: reads beyond the metaroot search"
     );
     // The table is read on first use: its index pages, then its table pages.
     fs.statfs().expect("statfs");
-    let table_reads = fs.volume.log.device.flash.counters().totals().reads - expected.mount_page_reads;
+    let table_reads = fs.flash().counters().totals().reads - expected.mount_page_reads;
     assert_eq!(table_reads, u64::from(expected.table_pages + expected.index_pages), "{label}: table load");
     for (path, data) in files.iter().filter(|(path, _)| path != "/a/f1") {
         assert_eq!(&read_file(&mut fs, path).expect("read"), data, "{label}: {path}");
@@ -70,10 +70,10 @@ fn format_fill_mount(expected: &Expected) {
     // leaves the metaroot page room for the payload).
     let fd = fs.open(b"/a/b/f0", fsoc_core::OpenFlags { write: true, ..Default::default() }, 0).expect("open");
     fs.transact().expect("settle");
-    let programs_before = fs.volume.log.device.flash.counters().totals().programs;
+    let programs_before = fs.flash().counters().totals().programs;
     fs.pwrite(fd, 3, b"small").expect("write");
     fs.fsync_fd(fd).expect("fsync");
-    let fsync_programs = fs.volume.log.device.flash.counters().totals().programs - programs_before;
+    let fsync_programs = fs.flash().counters().totals().programs - programs_before;
     assert_eq!(fsync_programs, 1, "{label}: programs per small fsync");
     fs.close(fd).expect("close");
     write_file(&mut fs, "/after-mount", b"written after the remount").expect("write");

@@ -8,7 +8,7 @@ use fsoc_core::{FileSystem, FsConfig, FsError, VolumeConfig};
 use fsoc_media::{BlockAddress, Flash, Profile, SimFlash};
 
 fn visited(fs: &FileSystem<SimFlash>) -> u64 {
-    fs.volume.log.table().entries_visited()
+    fs.segment_table().expect("segment table loaded").entries_visited()
 }
 
 /// Runs one named operation and returns the entries it visited.
@@ -108,7 +108,7 @@ fn full_volume_visits(blocks: u32) -> (u64, u64) {
     assert_clean(&mut fs, "after the churn");
     // 16,384 segments have 64 table pages: more than a metaroot names directly, so the churn
     // also relocates the index page when its segment is a victim.
-    assert_eq!(fs.volume.log.table().is_indexed(), blocks > 15_616, "{blocks} segments");
+    assert_eq!(fs.segment_table().expect("segment table loaded").is_indexed(), blocks > 15_616, "{blocks} segments");
     (most, fs.stats.cleaner_runs)
 }
 

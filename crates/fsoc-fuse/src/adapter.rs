@@ -103,7 +103,7 @@ fn attributes<F: Flash>(state: &MountState<F>, inode: u64) -> Result<fuser::File
 }
 
 fn page_size<F: Flash>(state: &MountState<F>) -> u32 {
-    state.fs.volume.layout().geometry.page_data_bytes
+    state.fs.layout().geometry.page_data_bytes
 }
 
 fn time_or_now(time: Option<TimeOrNow>, now_ns: u64) -> Option<u64> {

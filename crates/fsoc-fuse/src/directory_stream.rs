@@ -176,8 +176,8 @@ mod tests {
         let value = DirectoryValue { inode: 1, kind: FileKind::Directory }.encode();
         for bad in [&b""[..], b".", b"..", b"entry-00100/x", b"entry-\0"] {
             let key = directory_key(directory, bad);
-            let volume = &mut fs.volume;
-            let mut store = LogNodeStore::new(&mut volume.log);
+            let volume = &mut fs.craft();
+            let mut store = LogNodeStore::new(volume.log);
             volume.directory.insert(&mut store, &key, &value).expect("crafted entry");
         }
         let mut stream = DirectoryStream::new(directory, 1);

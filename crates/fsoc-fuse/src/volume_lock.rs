@@ -175,7 +175,7 @@ impl<F: Flash> VolumeLock<F> {
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         if self.failed() {
             // Also poisons the volume after a reader's panic: nothing more is written.
-            state.fs.volume.poison();
+            state.fs.poison();
             return Err(Errno::EIO);
         }
         state.fs.now_ns = now_ns();
@@ -183,7 +183,7 @@ impl<F: Flash> VolumeLock<F> {
             Ok(result) => result,
             Err(payload) => {
                 self.record_failure(operation, &panic_message(payload.as_ref()));
-                state.fs.volume.poison();
+                state.fs.poison();
                 Err(Errno::EIO)
             }
         }
@@ -213,7 +213,7 @@ impl<F: Flash> VolumeLock<F> {
     pub fn into_state(self) -> MountState<F> {
         let mut state = self.state.into_inner().unwrap_or_else(PoisonError::into_inner);
         if let Some(failure) = self.failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
-            state.fs.volume.poison();
+            state.fs.poison();
             state.failure = Some(failure);
         }
         state
@@ -277,7 +277,7 @@ mod tests {
         assert_eq!(wrote, Err(Errno::EIO), "no change is made after a panic");
         let state = lock.into_state();
         assert_eq!(state.failure(), Some("lookup: injected reader bug"));
-        assert!(state.fs.volume.is_poisoned());
+        assert!(state.fs.is_poisoned());
     }
 
     #[test]

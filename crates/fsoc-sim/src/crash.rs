@@ -113,8 +113,7 @@ fn reference_run(device: &SimFlash, steps: &[Step], config: &CrashConfig) -> Res
             if fs.commit_counter() != counter {
                 counter = fs.commit_counter();
                 let visible = if commits_at_end { after.clone() } else { current.clone() };
-                snapshots
-                    .push(Snapshot { durable_after_operations: fs.volume.last_commit_operations, listing: visible });
+                snapshots.push(Snapshot { durable_after_operations: fs.last_commit_operations(), listing: visible });
             }
             current = after;
             Ok(())
@@ -128,7 +127,7 @@ fn reference_run(device: &SimFlash, steps: &[Step], config: &CrashConfig) -> Res
             return Err(format!("reference run: fsck after step {index} {step:?}: {:?}", report.violations));
         }
     }
-    let operations = fs.volume.log.device.operations_issued;
+    let operations = fs.flash_operations_issued();
     Ok((snapshots, operations))
 }
 

@@ -75,11 +75,7 @@ impl<F: Flash> FileSystem<F> {
 
     /// Pages the paired-page guard skips after a commit in both heads.
     fn guard_pages(&self) -> u64 {
-        let guard_rows = self
-            .config
-            .volume
-            .paired_page_distance
-            .unwrap_or_else(|| self.volume.log.device.flash.paired_page_distance());
+        let guard_rows = self.volume.paired_page_distance();
         2 * u64::from(guard_rows) * u64::from(self.volume.layout().chip_count)
     }
 
@@ -327,7 +323,6 @@ impl<F: Flash> FileSystem<F> {
                     buffers.resize(addresses.len(), Vec::new());
                     fs.volume
                         .log
-                        .device
                         .read_many_with_tags(&addresses, &mut buffers, &mut statuses, &mut tags)
                         .map_err(crate::txn::TxnError::from)?;
                     pending = addresses

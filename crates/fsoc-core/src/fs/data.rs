@@ -175,7 +175,6 @@ impl<F: Flash> FileSystem<F> {
             buffers.resize(addresses.len(), Vec::new());
             self.volume
                 .log
-                .device
                 .read_many(&addresses, &mut buffers[..addresses.len()], &mut statuses)
                 .map_err(crate::txn::TxnError::from)?;
             for ((page, _address), (page_buffer, status)) in chunk.iter().zip(buffers.iter().zip(statuses.iter())) {

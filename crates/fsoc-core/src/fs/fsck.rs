@@ -70,7 +70,7 @@ impl<F: Flash> FileSystem<F> {
             for copy in 0..2 {
                 let address =
                     layout.address(crate::segment::layout::SUPERBLOCK_SEGMENT, chip_index + copy * layout.chip_count);
-                let problem = match self.volume.log.device.read(address, &mut buffer) {
+                let problem = match self.volume.log.read_with_status(address, &mut buffer) {
                     Err(error) => Some(format!("unreadable ({error})")),
                     Ok(fsoc_flash::ReadStatus::Uncorrectable) => Some(String::from("unreadable (uncorrectable)")),
                     Ok(fsoc_flash::ReadStatus::Erased) => Some(String::from("erased")),

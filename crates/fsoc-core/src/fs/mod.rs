@@ -11,6 +11,7 @@ mod data;
 pub mod delta;
 pub mod error;
 pub mod fsck;
+mod inspect;
 pub mod records;
 
 use alloc::collections::BTreeMap;
@@ -134,7 +135,7 @@ pub struct FsStats {
 }
 
 pub struct FileSystem<F: Flash> {
-    pub volume: Volume<F>,
+    pub(crate) volume: Volume<F>,
     pub config: FsConfig,
     /// Logical time for timestamps, set by the caller (no clock is read here).
     pub now_ns: u64,

@@ -88,15 +88,15 @@ impl PageTag {
 /// current value and moves the clock forward to its completion (a maximum, so concurrent
 /// reads never move it back). Programs, erases and `barrier` take `&mut self`.
 pub struct Device<F: Flash> {
-    pub flash: F,
-    pub layout: Layout,
+    flash: F,
+    layout: Layout,
     now_ns: AtomicU64,
     /// Page reads issued through this device, so a caller (mount, a benchmark) counts its own
     /// reads without asking the flash for simulator statistics.
     pages_read: AtomicU64,
     /// Programs and erases issued through this device (including ones that failed), so a
     /// simulation can tell at which flash operation a commit became durable.
-    pub operations_issued: u64,
+    operations_issued: u64,
     spare_buffer: Vec<u8>,
 }
 
@@ -112,6 +112,25 @@ impl<F: Flash> Device<F> {
             operations_issued: 0,
             spare_buffer,
         }
+    }
+
+    /// The flash under the device: for the layers above, only what `Flash` offers that the
+    /// device does not wrap (bad-block marks, paired-page distance, flush).
+    pub fn flash(&self) -> &F {
+        &self.flash
+    }
+    pub fn flash_mut(&mut self) -> &mut F {
+        &mut self.flash
+    }
+    pub fn into_flash(self) -> F {
+        self.flash
+    }
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+    /// Programs and erases issued through this device (including ones that failed).
+    pub fn operations_issued(&self) -> u64 {
+        self.operations_issued
     }
 
     /// The volume's virtual clock: when everything waited for so far has completed.

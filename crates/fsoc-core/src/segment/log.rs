@@ -94,7 +94,7 @@ enum TablePage {
 const RETRIES_MAX: u32 = 8;
 
 pub struct SegmentLog<F: Flash> {
-    pub device: Device<F>,
+    device: Device<F>,
     table: Option<SegmentTable>,
     /// The open segment of each head, indexed by `LogHead as usize`.
     open: [Option<OpenSegment>; 2],
@@ -109,8 +109,21 @@ impl<F: Flash> SegmentLog<F> {
         SegmentLog { device, table, open: [None, None], accounting_error: None }
     }
 
+    /// The device under the log, for the transaction layer's I/O outside the log (superblocks,
+    /// metaroot areas, the chip-set check) and for its clock. The file-system layer reads and
+    /// writes through the log's own methods, never through this.
+    pub(crate) fn device(&self) -> &Device<F> {
+        &self.device
+    }
+    pub(crate) fn device_mut(&mut self) -> &mut Device<F> {
+        &mut self.device
+    }
+    pub(crate) fn into_device(self) -> Device<F> {
+        self.device
+    }
+
     pub fn layout(&self) -> Layout {
-        self.device.layout
+        self.device.layout()
     }
 
     pub fn is_table_loaded(&self) -> bool {
@@ -236,7 +249,7 @@ impl<F: Flash> SegmentLog<F> {
         let Some(open) = self.open[head as usize].as_ref() else {
             return 0;
         };
-        let chip_count = self.device.layout.chip_count;
+        let chip_count = self.device.layout().chip_count;
         let rows_per_chip = self.layout().pages_per_segment() / chip_count;
         (0..chip_count)
             .map(|chip| {
@@ -273,7 +286,7 @@ impl<F: Flash> SegmentLog<F> {
             match self.device.erase_segment(segment_index) {
                 Ok(()) => {
                     self.table_mut().record_erase(segment_index);
-                    self.open[head as usize] = Some(OpenSegment::new(segment_index, self.device.layout.chip_count));
+                    self.open[head as usize] = Some(OpenSegment::new(segment_index, self.device.layout().chip_count));
                     return Ok(());
                 }
                 Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. }) => {
@@ -289,7 +302,7 @@ impl<F: Flash> SegmentLog<F> {
         self.table_mut().retire(segment_index);
         if let Some(block) = bad_block {
             // Best effort: a failed mark leaves the segment retired in our table anyway.
-            let _ = self.device.flash.mark_bad_block(block);
+            let _ = self.device.flash_mut().mark_bad_block(block);
         }
         for open in &mut self.open {
             if open.as_ref().is_some_and(|open| open.segment_index == segment_index) {
@@ -300,7 +313,7 @@ impl<F: Flash> SegmentLog<F> {
 
     /// Takes the next log address of `head` and counts it valid, without programming it yet.
     pub fn reserve_address(&mut self, head: LogHead) -> Result<LogAddress, SegmentError> {
-        let chip_count = self.device.layout.chip_count;
+        let chip_count = self.device.layout().chip_count;
         let pages_per_segment = self.layout().pages_per_segment();
         // Each pass takes a page or skips one below its chip's guard floor, so this ends within
         // a segment's pages (a fresh segment has no floors).
@@ -315,7 +328,7 @@ impl<F: Flash> SegmentLog<F> {
                 open.next_page += 1;
                 continue;
             }
-            let address = self.device.layout.address(open.segment_index, open.next_page);
+            let address = self.device.layout().address(open.segment_index, open.next_page);
             open.next_page += 1;
             open.taken_since_guard[chip] = Some(row);
             let segment_index = open.segment_index;
@@ -379,6 +392,39 @@ impl<F: Flash> SegmentLog<F> {
             ReadStatus::Uncorrectable | ReadStatus::Erased => Err(SegmentError::Unreadable { address }),
             ReadStatus::Clean | ReadStatus::Corrected { .. } => Ok(()),
         }
+    }
+
+    /// Reads any page of the volume (the log or the reserved areas before it) and returns its
+    /// ECC status instead of judging it: for checks that report what they find (fsck).
+    pub fn read_with_status(&self, address: LogAddress, data: &mut Vec<u8>) -> Result<ReadStatus, SegmentError> {
+        Ok(self.device.read(address, data)?)
+    }
+
+    /// Reads several log pages at once (they overlap across chips); each page's ECC status is
+    /// left to the caller, as `read_with_status`.
+    pub fn read_many(
+        &self,
+        addresses: &[LogAddress],
+        buffers: &mut [Vec<u8>],
+        statuses: &mut Vec<ReadStatus>,
+    ) -> Result<(), SegmentError> {
+        Ok(self.device.read_many(addresses, buffers, statuses)?)
+    }
+
+    /// `read_many` that also decodes each page's owner tag from its spare area (the cleaner).
+    pub fn read_many_with_tags(
+        &self,
+        addresses: &[LogAddress],
+        buffers: &mut [Vec<u8>],
+        statuses: &mut Vec<ReadStatus>,
+        tags: &mut Vec<Option<PageTag>>,
+    ) -> Result<(), SegmentError> {
+        Ok(self.device.read_many_with_tags(addresses, buffers, statuses, tags)?)
+    }
+
+    /// Pages between an upper page and the lower page sharing its cells, as the flash reports.
+    pub fn flash_paired_page_distance(&self) -> u32 {
+        self.device.flash().paired_page_distance()
     }
 
     /// Writes every dirty segment-table page, and the index pages naming any that moved.

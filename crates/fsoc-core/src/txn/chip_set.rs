@@ -42,7 +42,7 @@ pub enum ChipSetError {
 /// Checks that the array's chips are exactly the volume's chips, in order. `first` is the
 /// superblock already read from chip 0.
 pub fn check_chip_set<F: Flash>(device: &mut Device<F>, first: &Superblock) -> Result<(), TxnError> {
-    let layout = device.layout;
+    let layout = device.layout();
     let array_chip_count = layout.chip_count;
     if first.chip_count > array_chip_count {
         return Err(ChipSetError::MissingChip { volume_chip_count: first.chip_count, array_chip_count }.into());

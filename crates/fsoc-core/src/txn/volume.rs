@@ -142,21 +142,21 @@ impl core::fmt::Display for MountDamage {
 }
 
 pub struct Volume<F: Flash> {
-    pub log: SegmentLog<F>,
-    pub directory: Tree,
-    pub allocation: Tree,
-    pub superblock: Superblock,
-    pub config: VolumeConfig,
-    pub next_inode: u64,
+    pub(crate) log: SegmentLog<F>,
+    pub(crate) directory: Tree,
+    pub(crate) allocation: Tree,
+    pub(crate) superblock: Superblock,
+    pub(crate) config: VolumeConfig,
+    pub(crate) next_inode: u64,
     committed: Metaroot,
     cursor: MetarootCursor,
     poisoned: bool,
-    pub mount_report: MountReport,
+    pub(crate) mount_report: MountReport,
     /// `Device::operations_issued` when the latest commit became durable.
-    pub last_commit_operations: u64,
+    pub(crate) last_commit_operations: u64,
     /// The orphan list may be non-empty (recorded in the metaroot, so a mount of a volume
     /// without orphans need not read the allocation tree).
-    pub may_have_orphans: bool,
+    pub(crate) may_have_orphans: bool,
 }
 
 fn decode_error(structure: &'static str) -> impl Fn(DecodeError) -> TxnError {
@@ -212,7 +212,7 @@ impl<F: Flash> Volume<F> {
     /// first metaroot. The caller (fs layer) then inserts the root directory and commits.
     pub fn format(flash: F, config: VolumeConfig, volume_id: u64) -> Result<Volume<F>, TxnError> {
         let mut device = Device::new(flash);
-        let layout = device.layout;
+        let layout = device.layout();
         let geometry = layout.geometry;
         geometry.validate().map_err(|reason| TxnError::CannotFormat { reason })?;
         if let Some(reason) = Self::format_refusal(&layout, &config) {
@@ -220,7 +220,7 @@ impl<F: Flash> Volume<F> {
         }
         for segment_index in [SUPERBLOCK_SEGMENT].into_iter().chain(METAROOT_SEGMENTS) {
             for block in layout.blocks_of_segment(segment_index) {
-                if device.flash.is_bad_block(block)? {
+                if device.flash().is_bad_block(block)? {
                     return Err(TxnError::CannotFormat {
                         reason: "a block of segments 0-3 (superblock, metaroots) is bad",
                     });
@@ -254,7 +254,7 @@ impl<F: Flash> Volume<F> {
         }
         for segment_index in FIRST_LOG_SEGMENT..layout.segment_count() {
             for block in layout.blocks_of_segment(segment_index) {
-                if device.flash.is_bad_block(block)? {
+                if device.flash().is_bad_block(block)? {
                     table.retire(segment_index);
                 }
             }
@@ -315,7 +315,7 @@ impl<F: Flash> Volume<F> {
         // Counted by the device itself (every read of the volume goes through it), so the
         // bound holds on any flash, not only on one that keeps statistics.
         let reads_before = device.pages_read();
-        let layout = device.layout;
+        let layout = device.layout();
         let (superblock, superblock_copy) = Self::read_superblock(&mut device)?;
         if superblock.geometry != layout.geometry {
             return Err(TxnError::WrongDevice { reason: "flash geometry differs from the superblock's" });
@@ -368,7 +368,7 @@ impl<F: Flash> Volume<F> {
         };
         volume.may_have_orphans = volume.committed.may_have_orphans();
         volume.mount_report = MountReport {
-            page_reads: volume.log.device.pages_read() - reads_before,
+            page_reads: volume.log.device().pages_read() - reads_before,
             clean,
             commit_counter: volume.committed.commit_counter,
             damage,
@@ -387,7 +387,7 @@ impl<F: Flash> Volume<F> {
     /// Reads chip 0's superblock: the first copy, or the second if the first is unreadable.
     /// Returns the superblock and which copy it came from.
     fn read_superblock(device: &mut Device<F>) -> Result<(Superblock, u32), TxnError> {
-        let layout = device.layout;
+        let layout = device.layout();
         let mut buffer = Vec::new();
         let mut first_error = TxnError::NotAVolume { reason: "no readable superblock" };
         for copy in 0..2 {
@@ -434,7 +434,7 @@ impl<F: Flash> Volume<F> {
         superblock: &Superblock,
         shape: MetarootShape,
     ) -> Result<FoundMetaroot, TxnError> {
-        let layout = device.layout;
+        let layout = device.layout();
         let pages_per_segment = layout.pages_per_segment();
         let mut buffer = Vec::new();
         // An area is identified by its first two pages: a cut while programming page d of an
@@ -581,7 +581,7 @@ impl<F: Flash> Volume<F> {
             delta: Vec::new(),
         };
         // Every node and table page the metaroot names must be on flash before it is.
-        self.log.device.barrier();
+        self.log.device_mut().barrier();
         self.committed = metaroot;
         let pages_per_segment = self.log.layout().pages_per_segment();
         if clean && self.cursor.next_page + 2 > pages_per_segment {
@@ -595,7 +595,7 @@ impl<F: Flash> Volume<F> {
             self.write_metaroot(self.committed.flags | FLAG_CLEAN_TWIN)?;
         }
         // A backing store (an image file) must hold the commit before it is reported durable.
-        self.log.device.flash.flush()?;
+        self.log.device_mut().flash_mut().flush()?;
         self.log.end_transaction();
         self.guard_paired_pages();
         if clean {
@@ -604,11 +604,15 @@ impl<F: Flash> Volume<F> {
         Ok(())
     }
 
+    /// The paired-page distance the commit guard skips: configured, or the flash's own.
+    pub fn paired_page_distance(&self) -> u32 {
+        self.config.paired_page_distance.unwrap_or_else(|| self.log.flash_paired_page_distance())
+    }
+
     /// After a commit: skip the chip's paired-page distance in the open segment, so no later
     /// program there shares cells with a committed page (docs/DESIGN.md).
     fn guard_paired_pages(&mut self) {
-        let paired_page_distance =
-            self.config.paired_page_distance.unwrap_or_else(|| self.log.device.flash.paired_page_distance());
+        let paired_page_distance = self.paired_page_distance();
         if paired_page_distance > 0 {
             self.log.guard_paired_pages(paired_page_distance);
         }
@@ -636,13 +640,13 @@ impl<F: Flash> Volume<F> {
             return Err(SegmentError::Accounting { address }.into());
         }
         let result = (|| {
-            self.log.device.barrier();
+            self.log.device_mut().barrier();
             self.committed.commit_counter += 1;
             self.committed.next_inode = self.next_inode;
             self.committed.delta = delta;
             let flags = if self.may_have_orphans { FLAG_ORPHANS } else { 0 };
             self.write_metaroot(flags)?;
-            self.log.device.flash.flush()?;
+            self.log.device_mut().flash_mut().flush()?;
             self.guard_paired_pages();
             Ok(())
         })();
@@ -666,15 +670,15 @@ impl<F: Flash> Volume<F> {
                 .min_by_key(|&slot| self.cursor.area_counters[slot].map_or(0, |counter| counter + 1))
                 .expect("three areas");
             self.cursor.area_counters[target] = None;
-            self.log.device.erase_segment(METAROOT_SEGMENTS[target])?;
+            self.log.device_mut().erase_segment(METAROOT_SEGMENTS[target])?;
             self.cursor = MetarootCursor { area_slot: target, next_page: 0, ..self.cursor };
         }
         self.committed.flags = flags;
         let bytes = self.committed.encode(layout.page_size_bytes());
         let address = layout.address(METAROOT_SEGMENTS[self.cursor.area_slot], self.cursor.next_page);
-        self.log.device.program(address, &bytes, PageTag::Metaroot)?;
-        self.log.device.barrier();
-        self.last_commit_operations = self.log.device.operations_issued;
+        self.log.device_mut().program(address, &bytes, PageTag::Metaroot)?;
+        self.log.device_mut().barrier();
+        self.last_commit_operations = self.log.device().operations_issued();
         if self.cursor.next_page <= 1 {
             // Pages 0 and 1 identify the area at mount (the newer of the two counts).
             let counter = &mut self.cursor.area_counters[self.cursor.area_slot];
@@ -687,7 +691,7 @@ impl<F: Flash> Volume<F> {
 
     /// Consumes the volume, returning the flash (for remount in tests and tools).
     pub fn into_flash(self) -> F {
-        self.log.device.flash
+        self.log.into_device().into_flash()
     }
 
     pub fn layout(&self) -> Layout {

@@ -1,0 +1,110 @@
+//! What tools, tests and benchmarks may look at below the file system, read-only except where
+//! named: the flash (for a simulator's statistics and fault injection), the device's virtual
+//! clock, the layout, the superblock, the committed metaroot and the segment table. The layers'
+//! own structures (`Volume`, `SegmentLog`, `Device`) stay private to the crate; this is the
+//! whole window onto them.
+
+use fsoc_flash::{Flash, Nanos};
+
+use crate::btree::TreeCounters;
+use crate::fs::FileSystem;
+use crate::segment::{Layout, SegmentTable};
+use crate::txn::{Metaroot, Superblock};
+
+impl<F: Flash> FileSystem<F> {
+    /// The flash under the volume.
+    pub fn flash(&self) -> &F {
+        self.volume.log.device().flash()
+    }
+
+    /// The flash, mutably: for a simulator's fault injection and counter resets between
+    /// measurements. Programming or erasing through it behind the file system's back breaks
+    /// the volume, as it would on a real device.
+    pub fn flash_mut(&mut self) -> &mut F {
+        self.volume.log.device_mut().flash_mut()
+    }
+
+    /// The device's virtual clock (simulated time): when everything waited for has completed.
+    pub fn device_now_ns(&self) -> Nanos {
+        self.volume.log.device().now_ns()
+    }
+
+    /// Waits for every operation issued so far (moves the virtual clock to the last chip's
+    /// completion), so a measurement that follows starts from an idle array.
+    pub fn wait_for_device(&mut self) {
+        self.volume.log.device_mut().barrier();
+    }
+
+    /// Programs and erases issued since mount (failed ones included): a simulation's count of
+    /// where a power cut may fall.
+    pub fn flash_operations_issued(&self) -> u64 {
+        self.volume.log.device().operations_issued()
+    }
+
+    /// `flash_operations_issued` when the newest commit became durable.
+    pub fn last_commit_operations(&self) -> u64 {
+        self.volume.last_commit_operations
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.volume.layout()
+    }
+
+    /// The superblock the volume was mounted with.
+    pub fn superblock(&self) -> &Superblock {
+        &self.volume.superblock
+    }
+
+    /// The newest committed metaroot.
+    pub fn committed(&self) -> &Metaroot {
+        self.volume.committed()
+    }
+
+    /// The segment table, if it has been read (mount reads it only after a crash that left a
+    /// delta commit, or on the first write; `space` and `statfs` read it).
+    pub fn segment_table(&self) -> Option<&SegmentTable> {
+        self.volume.log.is_table_loaded().then(|| self.volume.log.table())
+    }
+
+    /// Counters of the directory tree's node cache (page reads, hits), for read-cost tests.
+    pub fn directory_tree_counters(&self) -> TreeCounters {
+        self.volume.directory.counters()
+    }
+
+    /// Whether a failed change has made the volume refuse further changes.
+    pub fn is_poisoned(&self) -> bool {
+        self.volume.is_poisoned()
+    }
+
+    /// Makes the volume refuse further changes (its last commit stays what mount finds): for a
+    /// caller that caught a panic mid-change, as the FUSE adapter does.
+    pub fn poison(&mut self) {
+        self.volume.poison();
+    }
+}
+
+/// Test-only access to the trees and the log, to build the hostile and damaged images the
+/// hardening tests need (a record rewritten with a valid checksum chain, a crafted root).
+/// Behind the `craft` feature, which only dev-dependencies enable: no product build has it.
+#[cfg(feature = "craft")]
+pub struct Craft<'a, F: Flash> {
+    pub directory: &'a mut crate::btree::Tree,
+    pub allocation: &'a mut crate::btree::Tree,
+    pub log: &'a mut crate::segment::SegmentLog<F>,
+}
+
+#[cfg(feature = "craft")]
+impl<F: Flash> Craft<'_, F> {
+    pub fn layout(&self) -> Layout {
+        self.log.layout()
+    }
+}
+
+#[cfg(feature = "craft")]
+impl<F: Flash> FileSystem<F> {
+    /// The trees and the log, bypassing every check (`craft` feature; tests only).
+    pub fn craft(&mut self) -> Craft<'_, F> {
+        let volume = &mut self.volume;
+        Craft { directory: &mut volume.directory, allocation: &mut volume.allocation, log: &mut volume.log }
+    }
+}
