@@ -9,8 +9,8 @@ use fsoc_core::{FileSystem, FsConfig};
 use fsoc_media::{FaultConfig, Profile, SimConfig, SimFlash};
 
 use crate::listing::{listing_cached, DigestCache, Listing};
-use crate::rng::SplitMix64;
 use crate::workloads::{apply, Step, Workload};
+use fsoc_media::rng::SeededRng;
 
 #[derive(Clone, Debug)]
 pub struct CrashConfig {
@@ -212,7 +212,7 @@ pub fn crash_test(
     let cut_points: Vec<u64> = match config.max_cuts {
         // Cut after k operations for k in 0..operations: operation k+1 exists and is torn.
         Some(max_cuts) if max_cuts < operations => {
-            let mut rng = SplitMix64::new(config.seed ^ 0xC0FFEE);
+            let mut rng = SeededRng::new(config.seed ^ 0xC0FFEE);
             let mut points: Vec<u64> = (0..max_cuts).map(|_| rng.below(operations)).collect();
             points.sort_unstable();
             points.dedup();
