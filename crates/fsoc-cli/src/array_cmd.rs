@@ -14,14 +14,13 @@ use fsoc_media::{Flash, Profile, SimConfig};
 /// an array that is mounted or in use.
 pub fn mkfs(
     base: &Path,
-    profile: &str,
+    profile: Profile,
     chips: u32,
     blocks: u32,
     seed: u64,
     volume_id: Option<u64>,
     force: bool,
 ) -> Result<(), String> {
-    let profile = Profile::from_name(profile).ok_or_else(|| format!("unknown profile {profile:?}"))?;
     if let Some(refusal) = crate::volume_cmd::volume_size_refusal(profile, chips, blocks) {
         return Err(format!("{}: {refusal}", base.display()));
     }

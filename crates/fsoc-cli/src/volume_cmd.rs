@@ -14,13 +14,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 type ImageFlash = SimFlash<ImageStore>;
 
-fn parse_profile(name: &str) -> Result<Profile, String> {
-    Profile::from_name(name).ok_or_else(|| {
-        let names: Vec<&str> = Profile::ALL.iter().map(|profile| profile.name()).collect();
-        format!("unknown profile {name:?}; expected one of {}", names.join(", "))
-    })
-}
-
 /// Parses sizes like 4096, 64K, 64M, 1G, 2T (binary units; a trailing B or iB is accepted).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
@@ -68,7 +61,7 @@ pub fn refuse_array_chip(image: &Path) -> Result<(), String> {
 
 /// What `fsoc mkfs` was asked for.
 pub struct MkfsOptions {
-    pub profile: String,
+    pub profile: Profile,
     pub chips: u32,
     pub blocks: Option<u32>,
     pub size: Option<String>,
@@ -162,7 +155,7 @@ fn source_date_epoch() -> Result<Option<u64>, String> {
 }
 
 pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
-    let profile = parse_profile(&options.profile)?;
+    let profile = options.profile;
     let chips = options.chips;
     let block_bytes = profile.geometry(1).block_data_bytes();
     let blocks = match (options.blocks, options.size.as_deref()) {
@@ -306,29 +299,22 @@ pub fn fsck(image: &Path) -> Result<bool, String> {
 
 #[allow(clippy::too_many_arguments)]
 pub fn crashtest(
-    workload: &str,
+    workloads: &[Workload],
     seed: u64,
     json: Option<&Path>,
     max_cuts: Option<u64>,
     cut_after: Option<u64>,
-    profile: &str,
+    profile: Profile,
     chips: u32,
     blocks: u32,
     unstable_bits: bool,
     paired_pages: bool,
 ) -> Result<u64, String> {
-    let workloads: Vec<Workload> = if workload == "all" {
-        Workload::ALL.to_vec()
-    } else {
-        let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
-        vec![Workload::from_name(workload)
-            .ok_or_else(|| format!("unknown workload {workload:?}; expected all or one of {}", names.join(", ")))?]
-    };
-    if let Some(refusal) = volume_size_refusal(parse_profile(profile)?, chips, blocks) {
+    if let Some(refusal) = volume_size_refusal(profile, chips, blocks) {
         return Err(format!("--blocks {blocks}: {refusal}"));
     }
     let config = CrashConfig {
-        profile: parse_profile(profile)?,
+        profile,
         chip_count: chips,
         block_count: blocks,
         seed,
@@ -347,7 +333,7 @@ pub fn crashtest(
     }
     let started = Instant::now();
     let mut reports = Vec::new();
-    for workload in workloads {
+    for &workload in workloads {
         let bar = ProgressBar::new(0);
         bar.set_style(
             ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} cuts ({eta})")
@@ -378,7 +364,7 @@ pub fn crashtest(
     println!("cut points: {cut_points}, failures: {failures}");
     println!(
         "(seed {seed}, {} {} chip(s) × {} blocks, {:.1} s)",
-        profile,
+        profile.name(),
         chips,
         blocks,
         started.elapsed().as_secs_f64()
@@ -388,7 +374,7 @@ pub fn crashtest(
             "cut_points": cut_points,
             "failures": failures,
             "seed": seed,
-            "profile": profile,
+            "profile": profile.name(),
             "chips": chips,
             "blocks": blocks,
             "workloads": reports,
@@ -400,8 +386,7 @@ pub fn crashtest(
 }
 
 /// The main job: a short tour of the simulator and of the file system on it.
-pub fn demo(profile: &str, chips: u32, seed: u64) -> Result<(), String> {
-    let profile = parse_profile(profile)?;
+pub fn demo(profile: Profile, chips: u32, seed: u64) -> Result<(), String> {
     let timing = profile.timing();
     let geometry = profile.geometry(256);
     println!("== fsoc demo: simulated {} NAND, {} chip(s), seed {seed}", profile.name(), chips);
