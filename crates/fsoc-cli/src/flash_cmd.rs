@@ -23,8 +23,8 @@ pub fn create(image: &Path, profile: Profile, chips: u32, blocks: u32, seed: u64
 /// Describes an existing image: geometry, profile, chips, capacity, wear and bad blocks.
 pub fn info(image: &Path) -> Result<String, String> {
     // The one rule for mounted images: refused (the server holds an exclusive lock).
-    let _lock = crate::tools_cmd::lock_image(image, false)?;
-    let store = ImageStore::open(image).map_err(|error| format!("{}: {error}", image.display()))?;
+    let _lock = crate::volume_files::lock_image(image, false)?;
+    let store = ImageStore::open(image).map_err(|error| crate::volume_files::describe_image_error(image, &error))?;
     let header = store.header();
     let geometry = header.geometry;
     let timing = header.profile.timing();

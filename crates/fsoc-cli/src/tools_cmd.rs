@@ -15,7 +15,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, UNIX_EPOCH};
 
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 
@@ -23,18 +22,13 @@ use clap::Subcommand;
 
 use crate::image_walk::{Step, Walk, DEPTH_MAX};
 use crate::names::{escaped, invalid_name_reason, shown};
+use crate::volume_files::{self, ImageLock, OpenVolume, VolumeFlash};
 use fsoc_core::fs::{FileKind, FsError, InodeRecord};
-use fsoc_core::{FileSystem, FsConfig};
-use fsoc_media::image::{ImageError, ImageStore};
-use fsoc_media::{Flash, SimFlash};
+use fsoc_core::FileSystem;
 use indicatif::{ProgressBar, ProgressStyle};
-
-pub type ImageFlash = SimFlash<ImageStore>;
 
 /// Bytes copied per read or write call.
 const COPY_CHUNK_BYTES: usize = 1 << 20;
-/// Tree nodes cached by tools and the mount (2 KiB to 8 KiB each: 8 to 32 MiB).
-pub const CACHE_NODES: usize = 4096;
 const ROOT_INODE: u64 = 1;
 
 #[derive(Subcommand)]
@@ -133,119 +127,21 @@ pub fn run(command: ToolCommand) -> Result<(), String> {
 
 // ----- opening and closing images -------------------------------------------------------------
 
-/// An advisory lock on an image file, held while a tool or a mount uses it.
-pub struct ImageLock {
-    _file: File,
-}
-
-/// Locks `image` (exclusive for writers, shared for readers) or says who holds it.
-pub fn lock_image(image: &Path, exclusive: bool) -> Result<ImageLock, String> {
-    let file = File::open(image).map_err(|error| format!("{}: {error}", image.display()))?;
-    let operation = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
-    // SAFETY: flock on a descriptor this function owns; no memory is passed.
-    if unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) } != 0 {
-        return Err(format!(
-            "{}: the image is in use by another fsoc process (mounted, or a tool is running); unmount it first",
-            image.display()
-        ));
-    }
-    Ok(ImageLock { _file: file })
-}
-
-/// Waits until no fsoc process holds `image` (a server releases it after its final commit).
-pub fn wait_for_image(image: &Path, timeout: Duration) -> Result<(), String> {
-    let file = File::open(image).map_err(|error| format!("{}: {error}", image.display()))?;
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        // SAFETY: flock on a descriptor this function owns; no memory is passed.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0 {
-            return Ok(()); // released when `file` closes
-        }
-        if std::time::Instant::now() >= deadline {
-            return Err(format!("{}: still in use after {timeout:?}; is it mounted elsewhere?", image.display()));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Explains an image-file error and says what to do about it.
-pub fn describe_image_error(image: &Path, error: &ImageError) -> String {
-    let hint = match error {
-        ImageError::BadMagic { .. } => "this file is not an fsoc image (create one with `fsoc mkfs`)",
-        ImageError::Truncated { .. } | ImageError::FileSizeMismatch { .. } => {
-            "the image file is truncated or was damaged: restore it from a copy"
-        }
-        ImageError::Io { .. } => "the image file cannot be read",
-        _ => "the image header is damaged: restore the image from a copy",
-    };
-    format!("{}: {error}: {hint}", image.display())
-}
-
-/// Explains why a volume does not mount.
-pub fn describe_mount_error(image: &Path, error: &FsError) -> String {
-    let hint = match error {
-        FsError::Io(fsoc_core::txn::TxnError::NotAVolume { .. }) => {
-            "the flash image holds no fsoc volume: create one with `fsoc mkfs`".to_string()
-        }
-        // fsck cannot say more: it needs a mounted volume too. Say what is known.
-        FsError::Io(fsoc_core::txn::TxnError::NoMetaroot) => {
-            "no readable metaroot (transaction record): the volume cannot be recovered by fsoc; restore it from a copy"
-                .to_string()
-        }
-        FsError::Io(fsoc_core::txn::TxnError::ChipSet(_)) => {
-            "these chip files do not form one volume: put back the volume's own chip files, named \
-             BASE.chip0, BASE.chip1, … in chip order"
-                .to_string()
-        }
-        _ => "the volume's fixed structures are damaged beyond what mount recovers; restore it from a copy".to_string(),
-    };
-    format!("{}: cannot mount: {error}; {hint}", image.display())
-}
-
-/// A file-system configuration for tools and the mount: defaults with a larger node cache.
-pub fn volume_config(read_only: bool) -> FsConfig {
-    let mut config = FsConfig::default();
-    config.volume.cache_nodes_max = config.volume.cache_nodes_max.max(CACHE_NODES);
-    config.volume.read_only = read_only;
-    config
-}
-
-/// Opens and mounts the volume in `image`.
-pub fn open_volume(image: &Path, read_only: bool) -> Result<FileSystem<ImageFlash>, String> {
-    crate::volume_cmd::refuse_array_chip(image)?;
-    let flash = SimFlash::open_image(image).map_err(|error| describe_image_error(image, &error))?;
-    let mut fs =
-        FileSystem::mount(flash, volume_config(read_only)).map_err(|error| describe_mount_error(image, &error))?;
-    fs.now_ns = now_ns();
-    Ok(fs)
-}
-
-/// Unmounts cleanly (commit) and flushes the image file to stable storage.
-pub fn close_volume(fs: FileSystem<ImageFlash>, image: &Path) -> Result<(), String> {
-    let mut flash = fs.unmount().map_err(|error| format!("{}: unmount: {error}", image.display()))?;
-    flash.flush().map_err(|error| format!("{}: flush: {error}", image.display()))
-}
-
-fn now_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64)
-}
-
-/// An open image with its lock; `finish` commits (writers) and closes.
+/// An open image with its locks; `finish` commits (writers) and closes.
 struct Session {
     image: PathBuf,
-    fs: FileSystem<ImageFlash>,
-    _lock: ImageLock,
+    fs: FileSystem<VolumeFlash>,
+    _locks: Vec<ImageLock>,
 }
 
 impl Session {
     fn open(image: &Path, writable: bool) -> Result<Session, String> {
-        let lock = lock_image(image, writable)?;
-        let fs = open_volume(image, !writable)?;
-        Ok(Session { image: image.to_path_buf(), fs, _lock: lock })
+        let OpenVolume { files: _, fs, locks } = volume_files::open_image(image, !writable)?;
+        Ok(Session { image: image.to_path_buf(), fs, _locks: locks })
     }
 
     fn finish(self) -> Result<(), String> {
-        close_volume(self.fs, &self.image)
+        volume_files::close(self.fs, &self.image)
     }
 
     fn error(&self, path: &[u8], error: FsError) -> String {
@@ -272,7 +168,7 @@ fn parse_target(text: &str) -> Result<(PathBuf, Vec<u8>), String> {
     }
     match fallback {
         Some((image, _)) => {
-            crate::volume_cmd::refuse_array_chip(Path::new(image))?;
+            volume_files::refuse_array_chip(Path::new(image))?;
             Err(format!("{image}: no such image file"))
         }
         None => Err(format!("{text:?}: expected IMAGE:/path (for example disk.img:/docs/a.txt)")),
@@ -332,12 +228,12 @@ fn split_last(path: &[u8]) -> Option<(&[u8], &[u8])> {
     Some((if slash == 0 { b"/" } else { &path[..slash] }, name))
 }
 
-fn resolve(fs: &mut FileSystem<ImageFlash>, path: &[u8]) -> Result<(u64, FileKind), FsError> {
+fn resolve(fs: &mut FileSystem<VolumeFlash>, path: &[u8]) -> Result<(u64, FileKind), FsError> {
     fs.resolve(path)
 }
 
 /// The parent directory's inode and the final name.
-fn resolve_parent<'p>(fs: &mut FileSystem<ImageFlash>, path: &'p [u8]) -> Result<(u64, &'p [u8]), FsError> {
+fn resolve_parent<'p>(fs: &mut FileSystem<VolumeFlash>, path: &'p [u8]) -> Result<(u64, &'p [u8]), FsError> {
     let (parent, name) = split_last(path).ok_or(FsError::Exists)?;
     let (inode, kind) = fs.resolve(parent)?;
     if kind != FileKind::Directory {
@@ -467,7 +363,7 @@ fn list_tree(
 }
 
 fn print_entry(
-    fs: &mut FileSystem<ImageFlash>,
+    fs: &mut FileSystem<VolumeFlash>,
     out: &mut Listing<impl Write>,
     name: &[u8],
     inode: u64,
@@ -838,7 +734,7 @@ fn get(source_text: &str, destination: &Path, options: GetOptions) -> Result<(),
 
 /// Bytes in the files under `inode`, for the progress bar (unreadable parts count 0). The
 /// walk skips what the extraction refuses; the extraction reports it.
-fn image_tree_bytes(fs: &mut FileSystem<ImageFlash>, inode: u64, kind: FileKind) -> u64 {
+fn image_tree_bytes(fs: &mut FileSystem<VolumeFlash>, inode: u64, kind: FileKind) -> u64 {
     match kind {
         FileKind::File => return fs.getattr(inode).map_or(0, |record| record.size),
         FileKind::Symlink => return 0,

@@ -43,22 +43,6 @@ fn open_read_only(path: &Path) -> Result<crate::volume_files::OpenVolume, String
     crate::volume_files::open(path, true, false)
 }
 
-/// A chip file of an `fsoc array` volume (BASE.chipN), or its BASE, given to an image tool
-/// (ls, cat, put, get, rm, mkdir, mv), which reads single-file images only: say so and say
-/// what works on it, instead of calling it damaged.
-pub fn refuse_array_chip(image: &Path) -> Result<(), String> {
-    if let Some(base) = crate::volume_files::array_base(image) {
-        return Err(format!(
-            "{}: this is an array volume made by `fsoc array mkfs` (one file per chip); the image tools \
-             (ls, cat, put, get, rm, mkdir, mv) read single-file images from `fsoc mkfs`. Mount the array to use \
-             its files: `fsoc mount {} MOUNTPOINT` (fsoc fsck and fsoc info take it too).",
-            image.display(),
-            base.display()
-        ));
-    }
-    Ok(())
-}
-
 /// What `fsoc mkfs` was asked for.
 pub struct MkfsOptions {
     pub profile: Profile,
@@ -176,16 +160,14 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
         if !options.force {
             return Err(format!("{} exists; pass --force to replace it", image.display()));
         }
-        Some(crate::tools_cmd::lock_image(image, true)?)
+        Some(crate::volume_files::lock_image(image, true)?)
     } else {
         None
     };
     let volume_id = new_volume_id(options.volume_id, options.seed)?;
     let now_ns = match source_date_epoch()? {
         Some(epoch) => epoch.saturating_mul(1_000_000_000),
-        None => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_nanos() as u64),
+        None => crate::volume_files::wall_clock_ns(),
     };
     let file_name = image.file_name().ok_or_else(|| format!("{}: not a file name", image.display()))?;
     let temporary = image.with_file_name(format!(".{}.mkfs-{}", file_name.to_string_lossy(), std::process::id()));
