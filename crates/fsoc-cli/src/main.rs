@@ -9,11 +9,15 @@ mod fuse_bench_cmd;
 mod fuse_bench_mounts;
 mod fuse_bench_workloads;
 mod fuse_cmd;
+mod image_target;
 mod image_walk;
 mod names;
 mod scaling_cmd;
 mod svg_chart;
 mod tools_cmd;
+mod tools_get;
+mod tools_ls;
+mod tools_put;
 mod volume_cmd;
 mod volume_files;
 
