@@ -7,9 +7,7 @@
 //! only, healthy files still readable, and fsck reporting a violation in bounded memory.
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
 use fsoc_core::address::PagePointer;
@@ -25,32 +23,12 @@ use fsoc_media::{Profile, SimFlash};
 
 // ----- peak heap, to show fsck's memory does not follow corrupt values ------------------------
 
-struct Counting;
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let now = CURRENT.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-        PEAK.fetch_max(now, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
-        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(pointer, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// Peak heap growth while `work` runs (tests run concurrently, so this is an upper bound).
-fn peak_during<T>(work: impl FnOnce() -> T) -> (T, usize) {
-    let base = CURRENT.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    let result = work();
-    (result, PEAK.load(Ordering::Relaxed).saturating_sub(base))
-}
+// Counted per thread: these tests run concurrently, and with one process-wide counter a test's
+// peak included the others' allocations (`bad_names_are_reported` once failed its fsck bound
+// while `a_read_of_a_huge_sparse_size_is_short_not_huge` held a 64 MiB read buffer).
+#[path = "common/counting_allocator.rs"]
+mod counting_allocator;
+use counting_allocator::peak_during;
 
 /// Heap fsck may use on these small volumes, whatever the records say (issue target: 64 MiB
 /// plus the node cache; these volumes need far less).
