@@ -158,27 +158,37 @@ impl<F: Flash> FileSystem<F> {
         let page_size = self.page_size();
         let first_page = offset / page_size;
         let end_page = end.div_ceil(page_size);
-        let extents = self.extents_in(inode, first_page, end_page)?;
-        // Collect (file page, address) pairs, then read them in batches issued together so
-        // pages on different chips are read in parallel.
+        // One batch of file pages at a time: the page list, the extents and the page buffers
+        // follow `io_batch_pages`, not the request (up to READ_BYTES_MAX) or the file's
+        // fragmentation. The pages of a batch are read together, so pages on different chips
+        // are read in parallel.
+        let batch = self.config.io_batch_pages.max(1) as u64;
         let mut wanted: Vec<(u64, LogAddress)> = Vec::new();
-        for extent in &extents {
-            for page in extent.first_page.max(first_page)..extent.end_page().min(end_page) {
-                wanted.push((page, extent.address_of(page)));
-            }
-        }
-        let batch = self.config.io_batch_pages.max(1);
+        let mut addresses: Vec<LogAddress> = Vec::new();
         let mut buffers: Vec<Vec<u8>> = Vec::new();
         let mut statuses = Vec::new();
-        for chunk in wanted.chunks(batch) {
-            let addresses: Vec<LogAddress> = chunk.iter().map(|(_, address)| *address).collect();
+        let mut chunk_first = first_page;
+        while chunk_first < end_page {
+            let chunk_end = (chunk_first + batch).min(end_page);
+            wanted.clear();
+            for extent in self.extents_in(inode, chunk_first, chunk_end)? {
+                for page in extent.first_page.max(chunk_first)..extent.end_page().min(chunk_end) {
+                    wanted.push((page, extent.address_of(page)));
+                }
+            }
+            chunk_first = chunk_end;
+            if wanted.is_empty() {
+                continue; // a hole: already zeros
+            }
+            addresses.clear();
+            addresses.extend(wanted.iter().map(|(_, address)| *address));
             buffers.resize(addresses.len(), Vec::new());
             self.volume
                 .log
                 .device
                 .read_many(&addresses, &mut buffers[..addresses.len()], &mut statuses)
                 .map_err(crate::txn::TxnError::from)?;
-            for ((page, _address), (page_buffer, status)) in chunk.iter().zip(buffers.iter().zip(statuses.iter())) {
+            for ((page, _address), (page_buffer, status)) in wanted.iter().zip(buffers.iter().zip(statuses.iter())) {
                 if matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased) {
                     return Err(FsError::CorruptFile { inode, reason: "file data page unreadable" });
                 }
