@@ -74,6 +74,12 @@ impl<F: Flash> FileSystem<F> {
 
     /// Extents overlapping file pages [first, end), in order.
     fn extents_in(&self, inode: u64, first: u64, end: u64) -> Result<Vec<Extent>, FsError> {
+        self.extents_in_at_most(inode, first, end, usize::MAX)
+    }
+
+    /// The first `count_max` (at least one) extents overlapping file pages [first, end), in
+    /// order.
+    fn extents_in_at_most(&self, inode: u64, first: u64, end: u64, count_max: usize) -> Result<Vec<Extent>, FsError> {
         let mut extents = Vec::new();
         if let Some(extent) = self.extent_at(inode, first)? {
             extents.push(extent);
@@ -82,7 +88,10 @@ impl<F: Flash> FileSystem<F> {
         let start = allocation_key(inode, RecordKind::Extent, first);
         self.tree_scan(TreeId::Allocation, &start, false, &mut |key, value| match parse_allocation_key(key) {
             Some((found_inode, kind, first_page))
-                if found_inode == inode && kind == RecordKind::Extent as u8 && first_page < end =>
+                if found_inode == inode
+                    && kind == RecordKind::Extent as u8
+                    && first_page < end
+                    && extents.len() < count_max.max(1) =>
             {
                 match self.checked_extent(inode, first_page, value) {
                     Ok(extent) => {
@@ -370,9 +379,26 @@ impl<F: Flash> FileSystem<F> {
         Ok(())
     }
 
-    /// Unmaps file pages [first, end), releasing their flash pages.
+    /// Unmaps file pages [first, end), releasing their flash pages. Takes `io_batch_pages`
+    /// extents at a time, so a delete or truncate of a file in many extents holds one batch of
+    /// them, not the whole file's.
     pub(crate) fn punch(&mut self, inode: u64, first: u64, end: u64) -> Result<(), FsError> {
-        let extents = self.extents_in(inode, first, end)?;
+        let batch = self.config.io_batch_pages.max(1);
+        let mut cursor = first;
+        while cursor < end {
+            let extents = self.extents_in_at_most(inode, cursor, end, batch)?;
+            let Some(last) = extents.last() else { break };
+            // Extents are disjoint and in order: the batch holds every extent overlapping
+            // [cursor, last's end), so the next batch starts there.
+            let next = last.end_page();
+            self.punch_extents(inode, first, end, extents)?;
+            cursor = next;
+        }
+        Ok(())
+    }
+
+    /// Unmaps the pages of `extents` that lie in [first, end).
+    fn punch_extents(&mut self, inode: u64, first: u64, end: u64, extents: Vec<Extent>) -> Result<(), FsError> {
         for extent in extents {
             self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Extent, extent.first_page))?;
             let cut_first = extent.first_page.max(first);
