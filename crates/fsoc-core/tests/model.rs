@@ -258,9 +258,9 @@ fn matrix_configs() -> [FsConfig; 3] {
     [default, tight, FsConfig { delta_commits: false, ..default }]
 }
 
-/// Seeds per (profile, chip count) cell: 18 × 15 cells × 1,500 operations take about 25 s of
+/// Seeds per (profile, chip count) cell: 12 × 15 cells × 1,500 operations take about 17 s of
 /// one CPU in release; each profile is its own test, so they share the machine's CPUs.
-const SEEDS_PER_CELL: usize = 18;
+const SEEDS_PER_CELL: usize = 12;
 
 /// `profile` on 1, 2 and 4 chips: segments striped over several chips (docs/FORMAT.md,
 /// "Layout"), with the profile's page size, pages per block and paired-page distance. Each
