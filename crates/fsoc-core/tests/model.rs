@@ -1,6 +1,7 @@
 //! Model-based testing: seeded random operation sequences (every API call, error cases,
 //! remounts and power cuts) run on fsoc and on the in-memory oracle `fsoc_model::ModelFs`;
-//! every outcome and the whole visible tree must agree. A failure prints its replay line.
+//! every outcome and the whole visible tree must agree. A failure prints its seed, the
+//! geometry it ran on and its replay line.
 
 mod common;
 
@@ -12,6 +13,50 @@ use fsoc_model::{
     listing_through_calls, replay, run_and_compare, Attributes, GeneratorConfig, Listing, ModelConfig, ModelFs,
     Operation, OperationGenerator, Outcome, Output, RunOptions,
 };
+
+/// The simulated array a run formats: profile (page and block size), chips, blocks per chip.
+#[derive(Clone, Copy, Debug)]
+struct ArrayShape {
+    profile: Profile,
+    chip_count: u32,
+    block_count: u32,
+}
+
+impl ArrayShape {
+    /// The geometry the older tests ran on alone: one 2 KiB-page MLC chip of 1,024 blocks.
+    const MLC_ONE_CHIP: ArrayShape = ArrayShape { profile: Profile::Mlc, chip_count: 1, block_count: 1024 };
+
+    /// `profile` on `chip_count` chips with about `VOLUME_BYTES` in all, and never fewer than
+    /// `SEGMENT_COUNT_MIN` segments (a segment is one block on every chip), so even 4 MiB
+    /// blocks on 4 chips leave the cleaner room. The RAM store holds only programmed pages,
+    /// so a large volume costs no memory until written.
+    fn sized(profile: Profile, chip_count: u32) -> ArrayShape {
+        const VOLUME_BYTES: u64 = 128 << 20;
+        const SEGMENT_COUNT_MIN: u64 = 64;
+        let block_bytes = profile.geometry(1).block_data_bytes();
+        let block_count = (VOLUME_BYTES / (block_bytes * u64::from(chip_count))).max(SEGMENT_COUNT_MIN);
+        ArrayShape { profile, chip_count, block_count: block_count as u32 }
+    }
+
+    fn page_size_bytes(self) -> u64 {
+        u64::from(self.profile.geometry(1).page_data_bytes)
+    }
+}
+
+impl std::fmt::Display for ArrayShape {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let geometry = self.profile.geometry(self.block_count);
+        write!(
+            formatter,
+            "{} ({} B pages, {} pages/block) x {} chip(s) x {} blocks",
+            self.profile.name(),
+            geometry.page_data_bytes,
+            geometry.pages_per_block,
+            self.chip_count,
+            self.block_count
+        )
+    }
+}
 
 /// fsoc driven through the model's operation vocabulary.
 struct FsocUnderTest {
@@ -59,8 +104,8 @@ fn outcome<T>(result: Result<T, FsError>, map: impl FnOnce(T) -> Output) -> Outc
 }
 
 impl FsocUnderTest {
-    fn new(config: FsConfig) -> Self {
-        let flash = common::sim(Profile::Mlc, 1, 1024, 11);
+    fn new(shape: ArrayShape, config: FsConfig) -> Self {
+        let flash = common::sim(shape.profile, shape.chip_count, shape.block_count, 11);
         let fs = FileSystem::format(flash, config, 11).expect("format");
         FsocUnderTest { fs: Some(fs), config }
     }
@@ -163,18 +208,34 @@ fn model_config(fs: &FsocUnderTest) -> ModelConfig {
     }
 }
 
-fn check_seed(seed: u64, operation_count: usize, config: FsConfig) {
-    let mut fs = FsocUnderTest::new(config);
-    let model_config = model_config(&fs);
-    let generator = GeneratorConfig { page_size_bytes: 2048, ..GeneratorConfig::default() };
-    let operations = OperationGenerator::generate(seed, generator, model_config.clone(), operation_count);
-    let mut model = ModelFs::new(model_config);
-    let options = RunOptions { compare_timestamps: true, ..RunOptions::default() };
-    if let Err(mismatch) = run_and_compare(&mut fs, &mut model, &operations, &options) {
-        panic!("{mismatch}\n{}", replay::replay_line(seed, "fsoc-core", "--test model"));
+/// Runs `operation_count` operations generated from `seed ^ salt` on fsoc (formatted on
+/// `shape`) and on the model. `seed` comes from `replay::test_seeds`, so the replay line
+/// printed on failure (with `FSOC_SEED=seed`) reruns exactly this sequence; `salt` gives each
+/// test its own sequences from the same seed list. Any panic (a mismatch, a failed remount,
+/// fsck) is reported with the seed and the geometry.
+fn check_seed(seed: u64, salt: u64, operation_count: usize, shape: ArrayShape, config: FsConfig) {
+    let run = || {
+        let mut fs = FsocUnderTest::new(shape, config);
+        let model_config = model_config(&fs);
+        let generator = GeneratorConfig { page_size_bytes: shape.page_size_bytes(), ..GeneratorConfig::default() };
+        let operations = OperationGenerator::generate(seed ^ salt, generator, model_config.clone(), operation_count);
+        let mut model = ModelFs::new(model_config);
+        let options = RunOptions { compare_timestamps: true, ..RunOptions::default() };
+        if let Err(mismatch) = run_and_compare(&mut fs, &mut model, &operations, &options) {
+            panic!("{mismatch}");
+        }
+        let report = fs.fs().fsck(false).expect("fsck runs");
+        assert!(report.is_clean(), "fsck: {:?}", report.violations);
+    };
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        let test_name = std::thread::current().name().unwrap_or_default().to_owned();
+        eprintln!(
+            "model run failed: seed {seed:#018x} (salt {salt:#x}), geometry {shape}, config {config:?}\n{}",
+            // The test harness names each test's thread after the test.
+            replay::replay_line(seed, "fsoc-core", &format!("--release --test model {test_name}"))
+        );
+        std::panic::resume_unwind(panic);
     }
-    let report = fs.fs().fsck(false).expect("fsck runs");
-    assert!(report.is_clean(), "seed {seed:#x}: fsck: {:?}", report.violations);
 }
 
 /// Default configuration: commits on fsync and transact only.
@@ -182,8 +243,77 @@ fn check_seed(seed: u64, operation_count: usize, config: FsConfig) {
 fn fsoc_agrees_with_the_model() {
     let config = FsConfig { open_files_max: 256, ..FsConfig::default() };
     for seed in replay::test_seeds(40) {
-        check_seed(seed, 1500, config);
+        check_seed(seed, 0, 1500, ArrayShape::MLC_ONE_CHIP, config);
     }
+}
+
+/// The configurations the geometry matrix cycles through: the default, a tiny node cache and
+/// dirty budget (node evictions and mid-transaction flushes, with nodes one page of the
+/// geometry's size), and full commits only.
+fn matrix_configs() -> [FsConfig; 3] {
+    let default = FsConfig { open_files_max: 256, ..FsConfig::default() };
+    let mut tight = default;
+    tight.volume.cache_nodes_max = 3;
+    tight.volume.dirty_nodes_max = 4;
+    [default, tight, FsConfig { delta_commits: false, ..default }]
+}
+
+/// Seeds per (profile, chip count) cell: 12 × 15 cells × 1,500 operations take about 17 s of
+/// one CPU in release; each profile is its own test, so they share the machine's CPUs.
+const SEEDS_PER_CELL: usize = 12;
+
+/// `profile` on 1, 2 and 4 chips: segments striped over several chips (docs/FORMAT.md,
+/// "Layout"), with the profile's page size, pages per block and paired-page distance. Each
+/// cell runs its own seeds, cycling through `matrix_configs`. With `FSOC_SEED` every cell runs
+/// that one seed under every configuration; a failure names its cell and configuration.
+fn check_profile(profile: Profile) {
+    let chip_counts = [1, 2, 4];
+    let configs = matrix_configs();
+    let seeds = replay::test_seeds(chip_counts.len() * SEEDS_PER_CELL);
+    let salt = 0x6E0 + u64::from(profile.code());
+    for (cell_index, chip_count) in chip_counts.into_iter().enumerate() {
+        let shape = ArrayShape::sized(profile, chip_count);
+        if let [seed] = seeds[..] {
+            for config in configs {
+                check_seed(seed, salt, 1500, shape, config);
+            }
+            continue;
+        }
+        let cell_seeds = &seeds[cell_index * SEEDS_PER_CELL..(cell_index + 1) * SEEDS_PER_CELL];
+        for (index, &seed) in cell_seeds.iter().enumerate() {
+            check_seed(seed, salt, 1500, shape, configs[index % configs.len()]);
+        }
+    }
+}
+
+/// 2 KiB pages, 64 pages per block, no page pairing.
+#[test]
+fn fsoc_agrees_with_the_model_on_slc_chips() {
+    check_profile(Profile::Slc);
+}
+
+/// 2 KiB pages, 64 pages per block, paired pages 2 apart.
+#[test]
+fn fsoc_agrees_with_the_model_on_mlc_chips() {
+    check_profile(Profile::Mlc);
+}
+
+/// 4 KiB pages, 128 pages per block, paired pages 3 apart.
+#[test]
+fn fsoc_agrees_with_the_model_on_tlc_chips() {
+    check_profile(Profile::Tlc);
+}
+
+/// 8 KiB pages, 256 pages (2 MiB) per block, paired pages 2 apart.
+#[test]
+fn fsoc_agrees_with_the_model_on_mlc8k_chips() {
+    check_profile(Profile::Mlc8k);
+}
+
+/// 16 KiB pages, 256 pages (4 MiB) per block, paired pages 3 apart.
+#[test]
+fn fsoc_agrees_with_the_model_on_mlc16k_chips() {
+    check_profile(Profile::Mlc16k);
 }
 
 /// A tiny node cache and dirty budget force evictions and mid-transaction flushes.
@@ -193,7 +323,7 @@ fn fsoc_agrees_with_the_model_under_tight_memory() {
     config.volume.cache_nodes_max = 3;
     config.volume.dirty_nodes_max = 4;
     for seed in replay::test_seeds(20) {
-        check_seed(seed ^ 0x5EED, 1500, config);
+        check_seed(seed, 0x5EED, 1500, ArrayShape::MLC_ONE_CHIP, config);
     }
 }
 
@@ -206,8 +336,8 @@ fn regressions_from_seed_sweeps() {
     tight.volume.dirty_nodes_max = 4;
     let default = FsConfig { open_files_max: 256, ..FsConfig::default() };
     for seed in [0x167d3u64, 0x554fc, 0x62d85, 0x61299, 0x357d2, 0x26d154 ^ 0x5EED] {
-        check_seed(seed, 1500, default);
-        check_seed(seed ^ 0x5EED, 1500, tight);
+        check_seed(seed, 0, 1500, ArrayShape::MLC_ONE_CHIP, default);
+        check_seed(seed, 0x5EED, 1500, ArrayShape::MLC_ONE_CHIP, tight);
     }
 }
 
@@ -216,6 +346,6 @@ fn regressions_from_seed_sweeps() {
 fn fsoc_agrees_with_the_model_with_full_commits_only() {
     let config = FsConfig { open_files_max: 256, delta_commits: false, ..FsConfig::default() };
     for seed in replay::test_seeds(15) {
-        check_seed(seed ^ 0xF011, 1500, config);
+        check_seed(seed, 0xF011, 1500, ArrayShape::MLC_ONE_CHIP, config);
     }
 }

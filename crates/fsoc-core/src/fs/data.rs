@@ -74,6 +74,12 @@ impl<F: Flash> FileSystem<F> {
 
     /// Extents overlapping file pages [first, end), in order.
     fn extents_in(&self, inode: u64, first: u64, end: u64) -> Result<Vec<Extent>, FsError> {
+        self.extents_in_at_most(inode, first, end, usize::MAX)
+    }
+
+    /// The first `count_max` (at least one) extents overlapping file pages [first, end), in
+    /// order.
+    fn extents_in_at_most(&self, inode: u64, first: u64, end: u64, count_max: usize) -> Result<Vec<Extent>, FsError> {
         let mut extents = Vec::new();
         if let Some(extent) = self.extent_at(inode, first)? {
             extents.push(extent);
@@ -82,7 +88,10 @@ impl<F: Flash> FileSystem<F> {
         let start = allocation_key(inode, RecordKind::Extent, first);
         self.tree_scan(TreeId::Allocation, &start, false, &mut |key, value| match parse_allocation_key(key) {
             Some((found_inode, kind, first_page))
-                if found_inode == inode && kind == RecordKind::Extent as u8 && first_page < end =>
+                if found_inode == inode
+                    && kind == RecordKind::Extent as u8
+                    && first_page < end
+                    && extents.len() < count_max.max(1) =>
             {
                 match self.checked_extent(inode, first_page, value) {
                     Ok(extent) => {
@@ -158,26 +167,36 @@ impl<F: Flash> FileSystem<F> {
         let page_size = self.page_size();
         let first_page = offset / page_size;
         let end_page = end.div_ceil(page_size);
-        let extents = self.extents_in(inode, first_page, end_page)?;
-        // Collect (file page, address) pairs, then read them in batches issued together so
-        // pages on different chips are read in parallel.
+        // One batch of file pages at a time: the page list, the extents and the page buffers
+        // follow `io_batch_pages`, not the request (up to READ_BYTES_MAX) or the file's
+        // fragmentation. The pages of a batch are read together, so pages on different chips
+        // are read in parallel.
+        let batch = self.config.io_batch_pages.max(1) as u64;
         let mut wanted: Vec<(u64, LogAddress)> = Vec::new();
-        for extent in &extents {
-            for page in extent.first_page.max(first_page)..extent.end_page().min(end_page) {
-                wanted.push((page, extent.address_of(page)));
-            }
-        }
-        let batch = self.config.io_batch_pages.max(1);
+        let mut addresses: Vec<LogAddress> = Vec::new();
         let mut buffers: Vec<Vec<u8>> = Vec::new();
         let mut statuses = Vec::new();
-        for chunk in wanted.chunks(batch) {
-            let addresses: Vec<LogAddress> = chunk.iter().map(|(_, address)| *address).collect();
+        let mut chunk_first = first_page;
+        while chunk_first < end_page {
+            let chunk_end = (chunk_first + batch).min(end_page);
+            wanted.clear();
+            for extent in self.extents_in(inode, chunk_first, chunk_end)? {
+                for page in extent.first_page.max(chunk_first)..extent.end_page().min(chunk_end) {
+                    wanted.push((page, extent.address_of(page)));
+                }
+            }
+            chunk_first = chunk_end;
+            if wanted.is_empty() {
+                continue; // a hole: already zeros
+            }
+            addresses.clear();
+            addresses.extend(wanted.iter().map(|(_, address)| *address));
             buffers.resize(addresses.len(), Vec::new());
             self.volume
                 .log
                 .read_many(&addresses, &mut buffers[..addresses.len()], &mut statuses)
                 .map_err(crate::txn::TxnError::from)?;
-            for ((page, _address), (page_buffer, status)) in chunk.iter().zip(buffers.iter().zip(statuses.iter())) {
+            for ((page, _address), (page_buffer, status)) in wanted.iter().zip(buffers.iter().zip(statuses.iter())) {
                 if matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased) {
                     return Err(FsError::CorruptFile { inode, reason: "file data page unreadable" });
                 }
@@ -359,9 +378,26 @@ impl<F: Flash> FileSystem<F> {
         Ok(())
     }
 
-    /// Unmaps file pages [first, end), releasing their flash pages.
+    /// Unmaps file pages [first, end), releasing their flash pages. Takes `io_batch_pages`
+    /// extents at a time, so a delete or truncate of a file in many extents holds one batch of
+    /// them, not the whole file's.
     pub(crate) fn punch(&mut self, inode: u64, first: u64, end: u64) -> Result<(), FsError> {
-        let extents = self.extents_in(inode, first, end)?;
+        let batch = self.config.io_batch_pages.max(1);
+        let mut cursor = first;
+        while cursor < end {
+            let extents = self.extents_in_at_most(inode, cursor, end, batch)?;
+            let Some(last) = extents.last() else { break };
+            // Extents are disjoint and in order: the batch holds every extent overlapping
+            // [cursor, last's end), so the next batch starts there.
+            let next = last.end_page();
+            self.punch_extents(inode, first, end, extents)?;
+            cursor = next;
+        }
+        Ok(())
+    }
+
+    /// Unmaps the pages of `extents` that lie in [first, end).
+    fn punch_extents(&mut self, inode: u64, first: u64, end: u64, extents: Vec<Extent>) -> Result<(), FsError> {
         for extent in extents {
             self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Extent, extent.first_page))?;
             let cut_first = extent.first_page.max(first);

@@ -644,6 +644,9 @@ impl<F: Flash> FileSystem<F> {
         self.ensure_space(0, SpaceUse::Metadata)?;
         self.mutate(|fs| {
             let (inode, kind) = fs.lookup(parent, name)?;
+            // Read what the removal will need before changing anything, so a corrupt record
+            // fails this call alone instead of leaving a half-done removal (which poisons).
+            let record = fs.entry_target(inode, kind)?;
             match (directory, kind == FileKind::Directory) {
                 (false, true) => return Err(FsError::IsDirectory),
                 (true, false) => return Err(FsError::NotDirectory),
@@ -652,9 +655,6 @@ impl<F: Flash> FileSystem<F> {
             if directory && !fs.directory_is_empty(inode)? {
                 return Err(FsError::NotEmpty);
             }
-            // Read what the removal will need before changing anything, so a corrupt record
-            // fails this call alone instead of leaving a half-done removal (which poisons).
-            let record = fs.getattr(inode)?;
             if record.kind == FileKind::File && record.nlink <= 1 && !record.is_inline() {
                 fs.check_extents(inode)?;
             }
@@ -663,6 +663,18 @@ impl<F: Flash> FileSystem<F> {
             fs.drop_link(inode)
         })?;
         self.after_namespace_change()
+    }
+
+    /// The record of the inode a directory entry names, refused when its kind is not the one
+    /// the entry records: removals and renames act on the entry's kind, so a corrupt entry
+    /// naming a directory as a file would otherwise delete that directory with its contents,
+    /// or move it into its own subtree.
+    fn entry_target(&self, inode: u64, kind: FileKind) -> Result<InodeRecord, FsError> {
+        let record = self.getattr(inode)?;
+        if record.kind != kind {
+            return Err(FsError::CorruptFile { inode, reason: "directory entry's kind differs from the inode's" });
+        }
+        Ok(record)
     }
 
     /// One fewer name refers to `inode`: delete it when no name and no descriptor remain.
@@ -748,6 +760,7 @@ impl<F: Flash> FileSystem<F> {
         self.ensure_space(0, SpaceUse::Metadata)?;
         self.mutate(|fs| {
             let (inode, kind) = fs.lookup(source_parent, source_name)?;
+            fs.entry_target(inode, kind)?;
             let target_record = fs.getattr(target_parent)?;
             if target_record.kind != FileKind::Directory {
                 return Err(FsError::NotDirectory);
@@ -759,7 +772,10 @@ impl<F: Flash> FileSystem<F> {
                 }
             }
             let existing = match fs.lookup(target_parent, target_name) {
-                Ok(found) => Some(found),
+                Ok((existing_inode, existing_kind)) => {
+                    fs.entry_target(existing_inode, existing_kind)?;
+                    Some((existing_inode, existing_kind))
+                }
                 Err(FsError::NotFound) => None,
                 Err(error) => return Err(error),
             };
