@@ -93,7 +93,7 @@ fn a_clean_mount_reads_the_documented_pages_on_every_geometry() {
             let expected = documented_mount_reads(chip_count, pages_per_block, 1);
             assert_eq!(report.page_reads, expected, "{label}: mount page reads");
             assert_eq!(
-                fs.volume.log.device.flash.counters().totals().reads,
+                fs.flash().counters().totals().reads,
                 expected,
                 "{label}: reads beyond the search"
             );
