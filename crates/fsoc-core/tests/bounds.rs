@@ -92,11 +92,7 @@ fn a_clean_mount_reads_the_documented_pages_on_every_geometry() {
             assert!(report.clean, "{label}: unmount was clean");
             let expected = documented_mount_reads(chip_count, pages_per_block, 1);
             assert_eq!(report.page_reads, expected, "{label}: mount page reads");
-            assert_eq!(
-                fs.flash().counters().totals().reads,
-                expected,
-                "{label}: reads beyond the search"
-            );
+            assert_eq!(fs.flash().counters().totals().reads, expected, "{label}: reads beyond the search");
         }
     }
 }
