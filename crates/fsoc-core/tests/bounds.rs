@@ -102,9 +102,7 @@ fn a_clean_mount_reads_the_documented_pages_on_every_geometry() {
 /// mount has already read, so no candidate is read again. On one 64-page MLC chip, format
 /// writes page 0 and each commit one page: after 61 or 62 commits the pair starts a fresh area
 /// (13 reads); after 60 or 63 it does not (14).
-// FIXME(docs): DESIGN.md says a clean mount reads `p + 6 + log2(pages per segment) + 1` pages;
-// that is its maximum. The code is right (it never re-reads pages 0 and 1); DESIGN.md should
-// say "+ 1, or + 0 when the record is on page 0 or 1 of its area".
+// DESIGN.md and FORMAT.md state both counts ("+ 1, or one fewer ... on page 0 or 1").
 #[test]
 fn a_clean_record_that_starts_a_fresh_area_is_not_read_twice() {
     for (commits, candidates) in [(60u8, 1u64), (61, 0), (62, 0), (63, 1)] {
@@ -141,14 +139,9 @@ fn programmed_metaroot_pages(flash: &SimFlash) -> Vec<PageAddress> {
 /// programmed metaroot pages unreadable (each costs one more candidate read) and, on top,
 /// superblock copy 0 of every chip unreadable (each costs a read of copy 1). Exact counts on
 /// 1, 2 and 4 MLC chips; one more damaged page and mount finds no metaroot at all.
-// FIXME(docs): FORMAT.md ("Finding the committed state") bounds mount by
-// `p + 6 + ceil(log2(pages_per_segment)) + 3` pages plus one per lost superblock copy, and
-// DESIGN.md says "at most 3 candidates"; the code reads up to 4 candidates, one more. Step 4's
-// window is the last programmed page and the 3 before it (4 pages), and the last programmed
-// page, already read by the binary search, is read again as the first candidate. Either the
-// docs should say `+ 4` (this test asserts what the code does), or the search's read of that
-// page should be kept and used, which makes the bound `+ 3` and every clean mount one read
-// cheaper (13 on one MLC chip, which the docs would then have to say too).
+// FORMAT.md ("Finding the committed state") states this bound: `+ 4` candidates plus one read
+// per lost superblock copy 0. (Keeping the binary search's read of the last programmed page
+// would make it `+ 3` and clean mounts one read cheaper: a possible later change, with the docs.)
 #[test]
 fn mount_reads_after_damage_are_bounded_and_exact() {
     for chip_count in [1u32, 2, 4] {
