@@ -9,14 +9,6 @@ use fsoc_core::{FileSystem, FsConfig, OpenFlags};
 use fsoc_media::store::{PageState, PageStore, RamStore};
 use fsoc_media::{PageAddress, Profile, SimConfig, SimFlash};
 
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-}
-
 fn populated_store() -> (SimConfig, RamStore) {
     let config = SimConfig::new(Profile::Mlc, 1, 64, 21);
     let mut fs =
@@ -89,29 +81,29 @@ fn corrupted_metadata_pages_give_errors_not_panics() {
     let pages = metadata_pages(&config, &store);
     assert!(pages.len() > 20, "only {} metadata pages", pages.len());
     let geometry = config.geometry;
-    let mut rng = Lcg(0x5EED);
+    let mut rng = fsoc_media::rng::SeededRng::new(0x5EED);
     let mut data = vec![0u8; geometry.page_data_bytes as usize];
     let mut spare = vec![0u8; geometry.spare_bytes as usize];
     let mut noticed = 0;
     for case in 0..300 {
-        let page = pages[(rng.next() as usize) % pages.len()];
+        let page = pages[(rng.next_u64() as usize) % pages.len()];
         let mut corrupted = store.clone();
         corrupted.read_contents(page, &mut data, &mut spare).expect("contents");
         // A few random bytes, or a run of bytes in the header, or the whole page garbage.
         match case % 3 {
             0 => {
-                for _ in 0..(1 + rng.next() % 4) {
-                    let index = rng.next() as usize % data.len();
-                    data[index] ^= 1 << (rng.next() % 8);
+                for _ in 0..(1 + rng.next_u64() % 4) {
+                    let index = rng.next_u64() as usize % data.len();
+                    data[index] ^= 1 << (rng.next_u64() % 8);
                 }
             }
             1 => {
-                let start = rng.next() as usize % 64;
+                let start = rng.next_u64() as usize % 64;
                 for byte in &mut data[start..start + 8] {
-                    *byte = rng.next() as u8;
+                    *byte = rng.next_u64() as u8;
                 }
             }
-            _ => data.iter_mut().for_each(|byte| *byte = rng.next() as u8),
+            _ => data.iter_mut().for_each(|byte| *byte = rng.next_u64() as u8),
         }
         corrupted.write_contents(page, &data, &spare).expect("write");
         let flash = SimFlash::with_store(config.clone(), corrupted).expect("sim");

@@ -10,28 +10,18 @@ use fsoc_core::segment::{PageTag, SegmentTable};
 use fsoc_core::txn::{Metaroot, MetarootShape, Superblock};
 use fsoc_media::Geometry;
 
-struct SplitMix(fsoc_media::rng::SeededRng);
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0.next_u64()
-    }
-    fn bytes(&mut self, length: usize) -> Vec<u8> {
-        (0..length).map(|_| self.next() as u8).collect()
-    }
-}
-
 /// Random inputs of random length plus mutations of `valid`.
 fn inputs(seed: u64, valid: &[u8], count: usize) -> Vec<Vec<u8>> {
-    let mut rng = SplitMix(fsoc_media::rng::SeededRng::new(seed));
+    let mut rng = fsoc_media::rng::SeededRng::new(seed);
     let mut all = Vec::new();
     for _ in 0..count {
-        let length = (rng.next() % (valid.len() as u64 + 16)) as usize;
+        let length = (rng.next_u64() % (valid.len() as u64 + 16)) as usize;
         all.push(rng.bytes(length));
         let mut mutated = valid.to_vec();
-        let index = (rng.next() as usize) % mutated.len();
-        mutated[index] = rng.next() as u8;
+        let index = (rng.next_u64() as usize) % mutated.len();
+        mutated[index] = rng.next_u64() as u8;
         all.push(mutated);
-        all.push(valid[..(rng.next() as usize) % valid.len()].to_vec());
+        all.push(valid[..(rng.next_u64() as usize) % valid.len()].to_vec());
     }
     all
 }
