@@ -34,6 +34,20 @@ pub fn u32_from_usize(value: usize) -> u32 {
     }
 }
 
+/// `value` as a `u16` (a length bounded by the page, at most 64 KiB - 1 where a format stores
+/// it in 16 bits).
+#[track_caller]
+#[inline]
+// In range by construction at every call site; a broken invariant must stop loudly rather
+// than truncate silently.
+#[allow(clippy::panic)]
+pub fn u16_from_usize(value: usize) -> u16 {
+    match u16::try_from(value) {
+        Ok(converted) => converted,
+        Err(_) => panic!("u16_from_usize: {value} does not fit in u16"),
+    }
+}
+
 /// `value` as a `u32` (a count or index bounded by a `u32` geometry field).
 #[track_caller]
 #[inline]
@@ -56,6 +70,7 @@ mod tests {
         assert_eq!(usize_from_u64(7), 7);
         assert_eq!(u32_from_usize(u32::MAX as usize), u32::MAX);
         assert_eq!(u32_from_u64(u64::from(u32::MAX)), u32::MAX);
+        assert_eq!(u16_from_usize(usize::from(u16::MAX)), u16::MAX);
     }
 
     #[test]
