@@ -215,9 +215,9 @@ impl<F: Flash> SegmentLog<F> {
         self.table_mut()
     }
 
-    // Invariant: the volume loads the table (`Volume::ensure_table_loaded`, or `install_table`
-    // at format) before any path that allocates, releases or reports space; a table that fails
-    // to load is an error there, so no input reaches this with none.
+    // Invariant: format creates the log with its table, and mount's volume loads it
+    // (`Volume::ensure_table_loaded`) before any path that allocates, releases or reports
+    // space; a table that fails to load is an error there, so no input reaches this with none.
     #[allow(clippy::expect_used)]
     pub fn table(&self) -> &SegmentTable {
         self.table.as_ref().expect("segment table used before it was loaded")
