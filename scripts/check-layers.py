@@ -13,8 +13,8 @@ LAYERS = {
     "fsoc-media": 1,   # NAND simulator (implements Flash)
     "fsoc-array": 2,   # chips in parallel
     "fsoc-core": 3,    # segment log, B+trees, transactions, file system (one no_std crate)
-    "fsoc-model": 3,   # lab: the POSIX model (depends on nothing of ours)
-    "fsoc-sim": 4,     # lab: crash workloads over fsoc-core
+    "fsoc-model": 3,   # lab: the POSIX model (uses only fsoc-media's seeded generator)
+    "fsoc-sim": 4,     # lab: crash workloads over fsoc-core, compared as fsoc-model listings
     "fsoc-bench": 4,   # lab: peer benchmarks over fsoc-core and fsoc-array
     "fsoc-fuse": 7,    # FUSE mount over fsoc-core
     "fsoc-cli": 8,     # the command

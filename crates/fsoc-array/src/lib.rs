@@ -35,4 +35,4 @@ mod worker;
 
 pub use chip_files::{chip_file_path, chip_file_paths, ArrayError, CHIP_FILE_SUFFIX};
 pub use store::ChipArrayStore;
-pub use threaded::{ArrayConfig, ThreadedFlash};
+pub use threaded::{ArrayConfig, ChipControl, ThreadedFlash};

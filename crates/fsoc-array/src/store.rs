@@ -90,6 +90,10 @@ impl ChipArrayStore {
         &self.paths
     }
 
+    pub(crate) fn controls(&self) -> Vec<std::sync::Arc<crate::worker::WorkerControl>> {
+        self.workers.iter().map(ChipWorker::control).collect()
+    }
+
     /// The chip's worker, or `OutOfRange` (the simulator checks addresses first).
     fn worker(&self, chip: fsoc_media::ChipIndex) -> Result<&ChipWorker, NandError> {
         self.workers.get(chip.0 as usize).ok_or(NandError::OutOfRange {
@@ -220,9 +224,25 @@ impl PageStore for ChipArrayStore {
 
     /// Flushes every chip file at once and waits for all of them.
     fn flush(&mut self) -> Result<(), NandError> {
+        self.on_every_chip(ChipWorker::flush)
+    }
+
+    /// Waits until every chip's queue has drained: the pages a commit's metaroot names are then
+    /// in their files before the metaroot is queued, whatever chip each went to.
+    fn write_barrier(&mut self) -> Result<(), NandError> {
+        self.on_every_chip(ChipWorker::drain)
+    }
+}
+
+impl ChipArrayStore {
+    /// Sends `request` to every worker at once, then waits for every reply (the first error wins).
+    fn on_every_chip(
+        &self,
+        request: impl Fn(&ChipWorker) -> Result<std::sync::mpsc::Receiver<Result<(), String>>, NandError>,
+    ) -> Result<(), NandError> {
         let mut replies = Vec::with_capacity(self.workers.len());
         for worker in &self.workers {
-            replies.push(worker.flush()?);
+            replies.push(request(worker)?);
         }
         let mut result = Ok(());
         for (worker, reply) in self.workers.iter().zip(&replies) {

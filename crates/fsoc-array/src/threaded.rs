@@ -15,6 +15,8 @@ use crate::chip_files::{
     chip_file_path, chip_file_paths, create_chip_files, open_chip_files, ArrayError, CHIP_COUNT_MAX,
 };
 use crate::store::ChipArrayStore;
+use crate::worker::WorkerControl;
+use std::sync::Arc;
 
 /// Settings of the array layer (not of the chips).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +37,39 @@ pub struct ThreadedFlash {
     sim: SimFlash<ChipArrayStore>,
     /// The chip files in chip order (a copy of the store's, readable without its lock).
     paths: Vec<PathBuf>,
+    controls: Vec<Arc<WorkerControl>>,
+}
+
+/// Fault injection on a threaded array's workers, usable from another thread while the array
+/// is in use: hold a chip's worker, and emulate a `kill -9` of the process.
+#[derive(Clone, Debug)]
+pub struct ChipControl {
+    controls: Vec<Arc<WorkerControl>>,
+}
+
+impl ChipControl {
+    /// Chip `chip`'s worker executes nothing more until `release` (its queue fills, and a
+    /// submitter then blocks, as behind a slow chip).
+    pub fn hold(&self, chip: u32) {
+        if let Some(control) = self.controls.get(chip as usize) {
+            control.set_held(true);
+        }
+    }
+
+    pub fn release(&self, chip: u32) {
+        if let Some(control) = self.controls.get(chip as usize) {
+            control.set_held(false);
+        }
+    }
+
+    /// Emulates the death of the process: every request still queued on any chip is lost
+    /// (never reaches its file), as with `kill -9`; the workers stop, so every later call on
+    /// the array fails. What the files hold is what a real kill would have left.
+    pub fn kill(&self) {
+        for control in &self.controls {
+            control.kill();
+        }
+    }
 }
 
 impl ThreadedFlash {
@@ -53,9 +88,10 @@ impl ThreadedFlash {
         config.validate()?;
         let stores = create_chip_files(paths, &config)?;
         let store = ChipArrayStore::start(stores, paths.to_vec(), array.queue_depth_max, false)?;
+        let controls = store.controls();
         let mut sim = SimFlash::with_store(config, store)?;
         sim.mark_factory_bad_blocks()?;
-        Ok(ThreadedFlash { sim, paths: paths.to_vec() })
+        Ok(ThreadedFlash { sim, paths: paths.to_vec(), controls })
     }
 
     /// Opens the chip files `base.chip0`, `base.chip1`, … (up to the first missing one).
@@ -72,7 +108,8 @@ impl ThreadedFlash {
     pub fn open_files(paths: &[PathBuf], array: ArrayConfig) -> Result<ThreadedFlash, ArrayError> {
         let (stores, config) = open_chip_files(paths)?;
         let store = ChipArrayStore::start(stores, paths.to_vec(), array.queue_depth_max, true)?;
-        Ok(ThreadedFlash { sim: SimFlash::with_store(config, store)?, paths: paths.to_vec() })
+        let controls = store.controls();
+        Ok(ThreadedFlash { sim: SimFlash::with_store(config, store)?, paths: paths.to_vec(), controls })
     }
 
     /// The NAND model (fault injection, power cuts, page states for tests).
@@ -91,6 +128,12 @@ impl ThreadedFlash {
     /// The chip files, in chip order.
     pub fn paths(&self) -> &[PathBuf] {
         &self.paths
+    }
+
+    /// Fault injection on the workers (hold a chip, emulate `kill -9`), for tests of what a
+    /// dead process leaves in the chip files.
+    pub fn chip_control(&self) -> ChipControl {
+        ChipControl { controls: self.controls.clone() }
     }
 
     /// Flushes every chip file, waits for every worker and stops them.
@@ -159,6 +202,11 @@ impl Flash for ThreadedFlash {
 
     fn flush(&mut self) -> Result<(), NandError> {
         self.sim.flush()
+    }
+
+    /// Waits until every chip's queue has drained into its file.
+    fn write_barrier(&mut self) -> Result<(), NandError> {
+        self.sim.write_barrier()
     }
 
     /// Starts the reads on every chip's worker at once; the `read_page` calls that follow

@@ -6,8 +6,9 @@
 //! page write, a metadata update) is latched and reported by every later request and by the
 //! submitter's next call, so no failure is silently lost.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use fsoc_media::image::ImageStore;
@@ -19,6 +20,43 @@ use crate::chip_files::ArrayError;
 /// Page data followed by spare, as read from or written to a chip.
 pub(crate) type PageBytes = Vec<u8>;
 pub(crate) type ReadReply = Receiver<Result<PageBytes, String>>;
+
+/// Fault injection shared with a worker thread: hold it (it executes nothing queued until
+/// released) and emulate the death of the process (what is still queued never reaches the
+/// file). A real `kill -9` loses exactly the queued requests; this makes that loss
+/// deterministic for tests of the write order.
+#[derive(Debug, Default)]
+pub struct WorkerControl {
+    held: Mutex<bool>,
+    changed: Condvar,
+    dead: AtomicBool,
+}
+
+impl WorkerControl {
+    pub fn set_held(&self, held: bool) {
+        if let Ok(mut guard) = self.held.lock() {
+            *guard = held;
+        }
+        self.changed.notify_all();
+    }
+
+    pub fn kill(&self) {
+        self.dead.store(true, Ordering::SeqCst);
+        self.changed.notify_all();
+    }
+
+    /// Waits while held; false once the process is "dead" (the worker then stops).
+    fn may_run(&self) -> bool {
+        let Ok(mut held) = self.held.lock() else { return false };
+        while *held && !self.dead.load(Ordering::SeqCst) {
+            held = match self.changed.wait(held) {
+                Ok(guard) => guard,
+                Err(_) => return false,
+            };
+        }
+        !self.dead.load(Ordering::SeqCst)
+    }
+}
 
 /// Everything the caller needs to rebuild its metadata mirror of one chip.
 #[derive(Debug, Default)]
@@ -59,6 +97,10 @@ pub(crate) enum Request {
     Flush {
         reply: SyncSender<Result<(), String>>,
     },
+    /// Replies once every earlier request of this chip has been executed (`write_barrier`).
+    Drain {
+        reply: SyncSender<Result<(), String>>,
+    },
 }
 
 pub(crate) struct ChipWorker {
@@ -67,6 +109,7 @@ pub(crate) struct ChipWorker {
     handle: Option<JoinHandle<()>>,
     /// The first failure of an asynchronous request, shared with the thread.
     failure: Arc<Mutex<Option<String>>>,
+    control: Arc<WorkerControl>,
 }
 
 impl ChipWorker {
@@ -76,11 +119,17 @@ impl ChipWorker {
         let (sender, receiver) = sync_channel(queue_depth_max.max(1));
         let failure = Arc::new(Mutex::new(None));
         let thread_failure = Arc::clone(&failure);
+        let control = Arc::new(WorkerControl::default());
+        let thread_control = Arc::clone(&control);
         let handle = std::thread::Builder::new()
             .name(format!("fsoc-chip{chip}"))
-            .spawn(move || run(store, receiver, thread_failure))
+            .spawn(move || run(store, receiver, thread_failure, &thread_control))
             .map_err(|error| ArrayError::Worker { chip, reason: error.to_string() })?;
-        Ok(ChipWorker { chip, sender: Some(sender), handle: Some(handle), failure })
+        Ok(ChipWorker { chip, sender: Some(sender), handle: Some(handle), failure, control })
+    }
+
+    pub fn control(&self) -> Arc<WorkerControl> {
+        Arc::clone(&self.control)
     }
 
     fn stopped(&self, reason: &str) -> NandError {
@@ -129,6 +178,13 @@ impl ChipWorker {
         Ok(receiver)
     }
 
+    /// Queues a drain; its reply comes once everything queued before it is in the file.
+    pub fn drain(&self) -> Result<Receiver<Result<(), String>>, NandError> {
+        let (reply, receiver) = sync_channel(1);
+        self.submit(Request::Drain { reply })?;
+        Ok(receiver)
+    }
+
     /// Lets the worker finish every queued request and stops it.
     pub fn close(&mut self) -> Result<(), NandError> {
         self.sender = None;
@@ -158,7 +214,12 @@ impl Drop for ChipWorker {
 }
 
 /// The worker loop: executes requests until every sender is gone.
-fn run(mut store: ImageStore, receiver: Receiver<Request>, failure: Arc<Mutex<Option<String>>>) {
+fn run(
+    mut store: ImageStore,
+    receiver: Receiver<Request>,
+    failure: Arc<Mutex<Option<String>>>,
+    control: &WorkerControl,
+) {
     let latched = |failure: &Arc<Mutex<Option<String>>>| failure.lock().ok().and_then(|guard| guard.clone());
     let latch = |failure: &Arc<Mutex<Option<String>>>, error: NandError| {
         if let Ok(mut guard) = failure.lock() {
@@ -166,6 +227,9 @@ fn run(mut store: ImageStore, receiver: Receiver<Request>, failure: Arc<Mutex<Op
         }
     };
     while let Ok(request) = receiver.recv() {
+        if !control.may_run() {
+            return; // the emulated process died: this request and every queued one are lost
+        }
         match request {
             Request::WriteContents { page, bytes, data_bytes } => {
                 let (data, spare) = bytes.split_at(data_bytes.min(bytes.len()));
@@ -209,6 +273,9 @@ fn run(mut store: ImageStore, receiver: Receiver<Request>, failure: Arc<Mutex<Op
                     None => store.flush().map_err(|error| error.to_string()),
                 };
                 let _ = reply.send(result);
+            }
+            Request::Drain { reply } => {
+                let _ = reply.send(latched(&failure).map_or(Ok(()), Err));
             }
         }
     }

@@ -12,6 +12,7 @@
 
 use std::time::Instant;
 
+use fsoc_media::rng::SeededRng;
 use fsoc_media::Profile;
 use serde_json::{json, Map, Value};
 
@@ -89,17 +90,9 @@ impl FsioConfig {
 
     /// Deterministic contents of one file, different for every file and seed.
     fn contents(&self, sample_index: u32, file_index: u32) -> Vec<u8> {
-        let mut state =
-            self.device.seed ^ (u64::from(sample_index) << 32 | u64::from(file_index)) ^ 0x9e37_79b9_7f4a_7c15;
-        (0..self.file_size_bytes)
-            .map(|_| {
-                // xorshift64*: cheap, seeded, and enough to defeat any compression or dedup.
-                state ^= state >> 12;
-                state ^= state << 25;
-                state ^= state >> 27;
-                (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 56) as u8
-            })
-            .collect()
+        // Random bytes defeat any compression or dedup a target might do.
+        let file_seed = self.device.seed ^ (u64::from(sample_index) << 32 | u64::from(file_index));
+        SeededRng::new(file_seed).bytes(self.file_size_bytes)
     }
 
     pub fn to_json(&self) -> Value {

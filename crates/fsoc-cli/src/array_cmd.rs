@@ -8,20 +8,21 @@ use fsoc_array::{chip_file_path, chip_file_paths, ArrayConfig, ThreadedFlash};
 use fsoc_core::{FileSystem, FsConfig};
 use fsoc_media::{Flash, Profile, SimConfig};
 
+use crate::volume_files::{self, OpenVolume, VolumeFiles};
+
 /// Creates `BASE.chip0` … `BASE.chip{chips-1}`. The chips are formatted in temporary files
 /// beside them and renamed into place only once the volume is complete and closed, so a
 /// failure leaves no chip files behind and never damages an existing array; `--force` refuses
 /// an array that is mounted or in use.
 pub fn mkfs(
     base: &Path,
-    profile: &str,
+    profile: Profile,
     chips: u32,
     blocks: u32,
     seed: u64,
     volume_id: Option<u64>,
     force: bool,
 ) -> Result<(), String> {
-    let profile = Profile::from_name(profile).ok_or_else(|| format!("unknown profile {profile:?}"))?;
     if let Some(refusal) = crate::volume_cmd::volume_size_refusal(profile, chips, blocks) {
         return Err(format!("{}: {refusal}", base.display()));
     }
@@ -29,7 +30,7 @@ pub fn mkfs(
     if !existing.is_empty() && !force {
         return Err(format!("{} exists; pass --force to replace the array", existing[0].display()));
     }
-    let _locks = existing.iter().map(|path| crate::tools_cmd::lock_image(path, true)).collect::<Result<Vec<_>, _>>()?;
+    let _locks = existing.iter().map(|path| volume_files::lock_image(path, true)).collect::<Result<Vec<_>, _>>()?;
     let volume_id = crate::volume_cmd::new_volume_id(volume_id, seed)?;
     let final_paths: Vec<PathBuf> = (0..chips).map(|chip| chip_file_path(base, chip)).collect();
     let temporary_paths: Vec<PathBuf> =
@@ -87,12 +88,10 @@ pub fn info(base: Option<&Path>, chip_files: &[PathBuf]) -> Result<(), String> {
             base.map(|b| b.display().to_string()).unwrap_or_default()
         ));
     }
-    // The one rule for mounted volumes: refused (the server locks every chip file).
-    let _locks = paths.iter().map(|path| crate::tools_cmd::lock_image(path, false)).collect::<Result<Vec<_>, _>>()?;
-    let flash = ThreadedFlash::open_files(&paths, ArrayConfig::default()).map_err(|error| error.to_string())?;
-    let mut config = FsConfig::default();
-    config.volume.read_only = true;
-    let mut fs = FileSystem::mount(flash, config).map_err(|error| format!("cannot mount: {error}"))?;
+    // The one path that opens volumes: locked first (so a mounted array is refused), read-only.
+    let base = base.map_or_else(|| paths[0].clone(), Path::to_path_buf);
+    let OpenVolume { mut fs, locks: _locks, .. } =
+        volume_files::open_files(VolumeFiles::Array { base, chips: paths.clone() }, true, false)?;
     let report = fs.mount_report();
     let statfs = fs.statfs().map_err(|error| format!("statfs: {error}"))?;
     let layout = fs.layout();

@@ -1,10 +1,13 @@
 //! `fsoc bench fsio` and `fsoc bench mount`: fsoc and littlefs on the same simulated chips
 //! (fsoc-bench), results as JSON plus a printed summary.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use indicatif::ProgressBar;
 use serde_json::Value;
+
+use crate::svg_chart::{self, LogScale};
 
 fn write_json(path: &Path, value: &Value) -> Result<(), String> {
     let text = serde_json::to_string_pretty(value).map_err(|error| error.to_string())?;
@@ -109,68 +112,59 @@ fn mount_rows(report: &Value) -> Vec<MountRow> {
         .unwrap_or_default()
 }
 
-/// Page reads per mount against file count (both log scale), fsoc and littlefs.
+/// Page reads per mount against file count (both log scale), fsoc and littlefs, drawn with
+/// svg_chart.rs like every benchmark chart.
 fn mount_chart(rows: &[MountRow]) -> String {
-    let (width, height, margin) = (640.0, 400.0, 60.0);
+    const WIDTH: f64 = 640.0;
+    const HEIGHT: f64 = 400.0;
+    const LEFT: f64 = 70.0;
+    const TOP: f64 = 50.0;
+    const PANEL_WIDTH: f64 = 520.0;
+    const PANEL_HEIGHT: f64 = 290.0;
     let files_max = rows.iter().map(|row| row.files).max().unwrap_or(10).max(10) as f64;
-    let reads_max = rows
-        .iter()
-        .flat_map(|row| [Some(row.fsoc.0), row.littlefs.map(|(reads, _)| reads)])
-        .flatten()
-        .max()
-        .unwrap_or(10)
-        .max(10) as f64;
-    let x = |files: u64| margin + (files.max(1) as f64).log10() / files_max.log10() * (width - 2.0 * margin);
-    let y = |reads: u64| height - margin - (reads.max(1) as f64).log10() / reads_max.log10() * (height - 2.0 * margin);
-    let line = |points: Vec<(u64, u64)>, colour: &str, label: &str, label_y: f64| {
-        let path: Vec<String> =
-            points.iter().map(|&(files, reads)| format!("{:.1},{:.1}", x(files), y(reads))).collect();
-        let dots: String = points
-            .iter()
-            .map(|&(files, reads)| format!("<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{colour}\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{reads}</text>", x(files), y(reads), x(files) + 5.0, y(reads) - 5.0))
-            .collect();
-        format!(
-            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>{dots}<text x=\"{:.1}\" y=\"{label_y}\" fill=\"{colour}\" font-size=\"13\">{label}</text>",
-            path.join(" "),
-            width - margin - 80.0
-        )
-    };
-    let fsoc = line(rows.iter().map(|row| (row.files, row.fsoc.0)).collect(), "#1f77b4", "fsoc", margin);
-    let littlefs = line(
-        rows.iter().filter_map(|row| row.littlefs.map(|(reads, _)| (row.files, reads))).collect(),
-        "#d62728",
-        "littlefs",
-        margin + 18.0,
+    let files_min = rows.iter().map(|row| row.files).min().unwrap_or(1).max(1) as f64;
+    let reads = rows.iter().flat_map(|row| [Some(row.fsoc.0), row.littlefs.map(|(reads, _)| reads)]).flatten();
+    let (reads_min, reads_max) = reads.fold((u64::MAX, 1), |(low, high), reads| (low.min(reads), high.max(reads)));
+    let files_axis = LogScale::new(files_min, files_max, LEFT, PANEL_WIDTH);
+    let reads_axis = LogScale::new(reads_min.clamp(1, reads_max) as f64, reads_max as f64 * 1.2, TOP, PANEL_HEIGHT);
+    let mut svg = String::new();
+    svg_chart::begin(&mut svg, WIDTH, HEIGHT);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{LEFT}" y="25" font-size="15">Mount cost: page reads against file count (log-log)</text>"#
     );
-    let ticks: String = rows
-        .iter()
-        .map(|row| {
-            format!(
-                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
-                x(row.files),
-                height - margin + 18.0,
-                row.files
-            )
-        })
-        .collect();
-    format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\">\
-         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\
-         <text x=\"{margin}\" y=\"25\" font-size=\"15\">Mount cost: page reads against file count (log-log)</text>\
-         <line x1=\"{margin}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\
-         <line x1=\"{margin}\" y1=\"{margin}\" x2=\"{margin}\" y2=\"{:.1}\" stroke=\"black\"/>\
-         <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\">files</text>\
-         <text x=\"15\" y=\"{:.1}\" font-size=\"12\" transform=\"rotate(-90 15 {:.1})\">page reads per mount</text>\
-         {ticks}{fsoc}{littlefs}</svg>\n",
-        height - margin,
-        width - margin,
-        height - margin,
-        height - margin,
-        width / 2.0,
-        height - 15.0,
-        height / 2.0,
-        height / 2.0
-    )
+    svg_chart::frame(&mut svg, LEFT, TOP, PANEL_WIDTH, PANEL_HEIGHT);
+    reads_axis.grid(&mut svg, LEFT, PANEL_WIDTH);
+    files_axis.grid_vertical(&mut svg, TOP, PANEL_HEIGHT);
+    let fsoc: Vec<(u64, u64)> = rows.iter().map(|row| (row.files, row.fsoc.0)).collect();
+    let littlefs: Vec<(u64, u64)> =
+        rows.iter().filter_map(|row| row.littlefs.map(|(reads, _)| (row.files, reads))).collect();
+    for (index, (name, color, points)) in
+        [("fsoc", "#1f77b4", fsoc), ("littlefs", "#d62728", littlefs)].into_iter().enumerate()
+    {
+        let coordinates: Vec<(f64, f64)> =
+            points.iter().map(|&(files, reads)| (files_axis.x(files as f64), reads_axis.y(reads as f64))).collect();
+        svg_chart::series(&mut svg, &coordinates, color, 3.0);
+        for (&(_, reads), (x, y)) in points.iter().zip(&coordinates) {
+            let _ = writeln!(svg, r#"<text x="{:.1}" y="{:.1}">{reads}</text>"#, x + 5.0, y - 5.0);
+        }
+        let legend_y = TOP + 18.0 + 18.0 * index as f64;
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{legend_y}" fill="{color}" font-size="13">{name}</text>"#,
+            LEFT + PANEL_WIDTH - 80.0
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r##"<text x="{:.1}" y="{:.1}" font-size="12" text-anchor="middle" fill="#555">files</text><text x="15" y="{:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 15 {:.1})" fill="#555">page reads per mount</text>"##,
+        LEFT + PANEL_WIDTH / 2.0,
+        TOP + PANEL_HEIGHT + 34.0,
+        TOP + PANEL_HEIGHT / 2.0,
+        TOP + PANEL_HEIGHT / 2.0
+    );
+    svg_chart::end(&mut svg);
+    svg
 }
 
 pub fn readers(json: Option<&Path>, quick: bool, seed: u64) -> Result<(), String> {
@@ -216,4 +210,25 @@ pub fn readers(json: Option<&Path>, quick: bool, seed: u64) -> Result<(), String
         println!("wrote {}", json.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The chart has both series, a value label per point and the decades of both axes.
+    #[test]
+    fn mount_chart_draws_both_file_systems() {
+        let rows = vec![
+            MountRow { files: 10, fsoc: (14, 1.0), littlefs: Some((12, 1.0)) },
+            MountRow { files: 1000, fsoc: (14, 1.0), littlefs: Some((61, 2.0)) },
+            MountRow { files: 100_000, fsoc: (14, 1.0), littlefs: None },
+        ];
+        let svg = mount_chart(&rows);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{svg}");
+        assert_eq!(svg.matches("<polyline").count(), 2, "{svg}");
+        assert_eq!(svg.matches("<circle").count(), 5, "{svg}");
+        assert!(svg.contains(">61<") && svg.contains(">fsoc<") && svg.contains(">littlefs<"), "{svg}");
+        assert!(svg.contains(">100000<") && svg.contains(">100<"), "decade labels of both axes: {svg}");
+    }
 }

@@ -11,11 +11,7 @@ use fsoc_media::{Flash, Profile, SimConfig, SimFlash};
 
 /// Creates a new image at `image` (which must not exist) for `chips` chips of `blocks` blocks
 /// of the named profile, and returns its description.
-pub fn create(image: &Path, profile: &str, chips: u32, blocks: u32, seed: u64) -> Result<String, String> {
-    let profile = Profile::from_name(profile).ok_or_else(|| {
-        let names: Vec<&str> = Profile::ALL.iter().map(|p| p.name()).collect();
-        format!("unknown profile {profile:?}; expected one of {}", names.join(", "))
-    })?;
+pub fn create(image: &Path, profile: Profile, chips: u32, blocks: u32, seed: u64) -> Result<String, String> {
     let config = SimConfig::new(profile, chips, blocks, seed);
     let mut flash = SimFlash::create_image(image, config).map_err(|error| format!("{}: {error}", image.display()))?;
     flash.flush().map_err(|error| format!("{}: {error}", image.display()))?;
@@ -27,8 +23,8 @@ pub fn create(image: &Path, profile: &str, chips: u32, blocks: u32, seed: u64) -
 /// Describes an existing image: geometry, profile, chips, capacity, wear and bad blocks.
 pub fn info(image: &Path) -> Result<String, String> {
     // The one rule for mounted images: refused (the server holds an exclusive lock).
-    let _lock = crate::tools_cmd::lock_image(image, false)?;
-    let store = ImageStore::open(image).map_err(|error| format!("{}: {error}", image.display()))?;
+    let _lock = crate::volume_files::lock_image(image, false)?;
+    let store = ImageStore::open(image).map_err(|error| crate::volume_files::describe_image_error(image, &error))?;
     let header = store.header();
     let geometry = header.geometry;
     let timing = header.profile.timing();
@@ -125,12 +121,12 @@ mod tests {
     fn create_then_info() {
         let path = scratch_path("create");
         let _ = std::fs::remove_file(&path);
-        let created = create(&path, "mlc8k", 2, 8, 7).expect("create");
+        let created = create(&path, Profile::Mlc8k, 2, 8, 7).expect("create");
         assert!(created.contains("profile:   mlc8k"), "{created}");
         assert!(created.contains("2 chip(s) x 8 blocks x 256 pages x (8192 + 448 spare) bytes"), "{created}");
         assert!(created.contains("capacity:  32.00 MiB"), "{created}");
         assert!(created.contains("erase count min 0 / mean 0.0 / max 0"), "{created}");
-        assert!(create(&path, "mlc8k", 2, 8, 7).is_err(), "create must not overwrite");
+        assert!(create(&path, Profile::Mlc8k, 2, 8, 7).is_err(), "create must not overwrite");
         let described = info(&path).expect("info");
         assert!(described.contains("0 block(s) (0 factory, 0 grown)"), "{described}");
         std::fs::remove_file(&path).expect("cleanup");
@@ -140,9 +136,7 @@ mod tests {
     fn bad_arguments_are_errors() {
         let path = scratch_path("bad");
         let _ = std::fs::remove_file(&path);
-        let error = create(&path, "qlc", 1, 8, 0).expect_err("unknown profile");
-        assert!(error.contains("slc, mlc, tlc, mlc8k, mlc16k"), "{error}");
-        assert!(create(&path, "slc", 1, 2, 0).is_err(), "too few blocks");
+        assert!(create(&path, Profile::Slc, 1, 2, 0).is_err(), "too few blocks");
         assert!(info(&path).is_err(), "missing image");
     }
 

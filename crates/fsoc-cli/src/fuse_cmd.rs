@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use clap::{Args, Subcommand};
 use fsoc_fuse::{Mount, MountConfig, Unmounted};
 
-use crate::tools_cmd::wait_for_image;
+use crate::volume_files::wait_for_image;
 
 /// Names the descriptor on which a daemon child reports "ready" or its error.
 const READY_FD_VARIABLE: &str = "FSOC_MOUNT_READY_FD";

@@ -1,5 +1,6 @@
 //! The `fsoc` command: simulator demo, image tools, checker, crash test and benchmarks.
 
+mod arguments;
 mod array_cmd;
 #[cfg(feature = "lab")]
 mod bench_cmd;
@@ -8,11 +9,15 @@ mod fuse_bench_cmd;
 mod fuse_bench_mounts;
 mod fuse_bench_workloads;
 mod fuse_cmd;
+mod image_target;
 mod image_walk;
 mod names;
 mod scaling_cmd;
 mod svg_chart;
 mod tools_cmd;
+mod tools_get;
+mod tools_ls;
+mod tools_put;
 mod volume_cmd;
 mod volume_files;
 
@@ -21,10 +26,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use fsoc_media::Profile;
-
-/// Erase blocks per chip any simulated chip may have (fsoc-media's `Geometry::validate`).
-const BLOCK_COUNT_MIN: u32 = 4;
-const BLOCK_COUNT_MAX: u32 = 1 << 24;
 
 #[derive(Parser)]
 #[command(name = "fsoc", version, about = "fsoc: a power-fail-safe transactional file system for raw NAND flash")]
@@ -39,10 +40,10 @@ enum Command {
     Demo {
         /// NAND profile: slc, mlc, tlc (seed 001 Table 1), mlc8k (8 KiB pages) or mlc16k (16 KiB
         /// pages, 4 MiB blocks).
-        #[arg(long, default_value = "mlc", value_parser = profile_name)]
-        profile: String,
+        #[arg(long, default_value = "mlc", value_parser = arguments::profile)]
+        profile: Profile,
         /// Chips in the array, 1 to 64.
-        #[arg(long, default_value_t = 4, value_parser = chip_count)]
+        #[arg(long, default_value_t = 4, value_parser = arguments::chip_count)]
         chips: u32,
         /// Simulator seed (bit errors, timing): the same seed gives the same run.
         #[arg(long, default_value_t = 1)]
@@ -61,14 +62,14 @@ enum Command {
         image: PathBuf,
         /// NAND profile: slc, mlc, tlc (seed 001 Table 1), mlc8k (8 KiB pages) or mlc16k (16 KiB
         /// pages, 4 MiB blocks).
-        #[arg(long, default_value = "mlc", value_parser = profile_name)]
-        profile: String,
+        #[arg(long, default_value = "mlc", value_parser = arguments::profile)]
+        profile: Profile,
         /// Chips in the volume (striped), 1 to 64.
-        #[arg(long, default_value_t = 1, value_parser = chip_count)]
+        #[arg(long, default_value_t = 1, value_parser = arguments::chip_count)]
         chips: u32,
         /// Erase blocks per chip (default: enough for --size, else 512 = 64 MiB per mlc chip).
         /// The allowed range depends on the profile and chips and is stated if exceeded.
-        #[arg(long, value_parser = block_count)]
+        #[arg(long, value_parser = arguments::block_count)]
         blocks: Option<u32>,
         /// Volume size with a K, M, G or T suffix, e.g. 64M or 1G (sets --blocks; default 64M
         /// per chip for mlc). The limits depend on the profile and are stated if exceeded.
@@ -79,7 +80,7 @@ enum Command {
         seed: u64,
         /// Volume id (hex or decimal) recorded on every chip. Default: random, or derived from
         /// SOURCE_DATE_EPOCH and --seed when that variable is set (reproducible images).
-        #[arg(long, value_parser = parse_volume_id)]
+        #[arg(long, value_parser = arguments::volume_id)]
         volume_id: Option<u64>,
         /// Replace an existing image (refused while it is mounted or in use).
         #[arg(long)]
@@ -102,8 +103,8 @@ enum Command {
     Crashtest {
         /// small-files, overwrite, rename-storm, deep-tree, fill-delete, cleaner, churn, or all
         /// (all seven; churn alone cuts about 5,000 points and takes minutes).
-        #[arg(long, default_value = "all", value_parser = workload_name)]
-        workload: String,
+        #[arg(long, default_value = "all", value_parser = arguments::workloads)]
+        workload: arguments::Workloads,
         /// Seed of the workload, the device and the sampled cut points.
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -117,15 +118,15 @@ enum Command {
         #[arg(long)]
         cut_after: Option<u64>,
         /// NAND profile: slc, mlc, tlc, mlc8k or mlc16k.
-        #[arg(long, default_value = "mlc", value_parser = profile_name)]
-        profile: String,
+        #[arg(long, default_value = "mlc", value_parser = arguments::profile)]
+        profile: Profile,
         /// Chips in the array, 1 to 64.
-        #[arg(long, default_value_t = 1, value_parser = chip_count)]
+        #[arg(long, default_value_t = 1, value_parser = arguments::chip_count)]
         chips: u32,
         /// Erase blocks per chip (small, so workloads fill the volume and run the cleaner); the
         /// smallest volume the format allows depends on the profile and chips (15 for one mlc
         /// chip) and is stated if --blocks is below it.
-        #[arg(long, default_value_t = 40, value_parser = block_count)]
+        #[arg(long, default_value_t = 40, value_parser = arguments::block_count)]
         blocks: u32,
         /// Also let torn pages read back correctly once (unstable-bits hazard).
         #[arg(long)]
@@ -158,20 +159,20 @@ enum ArrayCommand {
         /// Chip files are BASE.chip0, BASE.chip1, …
         base: PathBuf,
         /// NAND profile: slc, mlc, tlc, mlc8k or mlc16k.
-        #[arg(long, default_value = "mlc", value_parser = profile_name)]
-        profile: String,
+        #[arg(long, default_value = "mlc", value_parser = arguments::profile)]
+        profile: Profile,
         /// Chips (one file and one worker thread each), 1 to 64.
-        #[arg(long, default_value_t = 4, value_parser = chip_count)]
+        #[arg(long, default_value_t = 4, value_parser = arguments::chip_count)]
         chips: u32,
         /// Erase blocks per chip (512 = 64 MiB per mlc chip). The allowed range depends on the
         /// profile and chips and is stated if exceeded.
-        #[arg(long, default_value_t = 512, value_parser = block_count)]
+        #[arg(long, default_value_t = 512, value_parser = arguments::block_count)]
         blocks: u32,
         /// Simulator seed (bit errors, factory bad blocks).
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Volume id; default random, or derived from SOURCE_DATE_EPOCH and --seed when set.
-        #[arg(long, value_parser = parse_volume_id)]
+        #[arg(long, value_parser = arguments::volume_id)]
         volume_id: Option<u64>,
         /// Replace existing chip files.
         #[arg(long)]
@@ -251,8 +252,8 @@ enum BenchCommand {
         #[arg(long, default_value = "1G")]
         size: String,
         /// NAND profile of the fsoc image: slc, mlc, tlc, mlc8k or mlc16k.
-        #[arg(long, default_value = "mlc", value_parser = profile_name)]
-        profile: String,
+        #[arg(long, default_value = "mlc", value_parser = arguments::profile)]
+        profile: Profile,
         /// Comma-separated workloads to run: postmark, dbench, fio, metadata_storm (default:
         /// all four).
         #[arg(long, value_delimiter = ',')]
@@ -281,13 +282,13 @@ enum FlashCommand {
         /// The image file to create.
         image: PathBuf,
         /// NAND profile: slc, mlc, tlc, mlc8k or mlc16k.
-        #[arg(long, default_value = "mlc", value_parser = profile_name)]
-        profile: String,
+        #[arg(long, default_value = "mlc", value_parser = arguments::profile)]
+        profile: Profile,
         /// Chips, 1 to 64.
-        #[arg(long, default_value_t = 1, value_parser = chip_count)]
+        #[arg(long, default_value_t = 1, value_parser = arguments::chip_count)]
         chips: u32,
         /// Erase blocks per chip, 4 to 16777216 (1024 = 128 MiB per mlc chip; the file is sparse).
-        #[arg(long, default_value_t = 1024, value_parser = block_count)]
+        #[arg(long, default_value_t = 1024, value_parser = arguments::block_count)]
         blocks: u32,
         /// Simulator seed (bit errors, factory bad blocks).
         #[arg(long, default_value_t = 1)]
@@ -300,73 +301,12 @@ enum FlashCommand {
     },
 }
 
-/// `--chips`: 1 to 64 (what the superblock allows), refused at parsing with the range.
-fn chip_count(text: &str) -> Result<u32, String> {
-    let max = fsoc_core::txn::superblock::CHIP_COUNT_MAX;
-    match text.parse::<u32>() {
-        Ok(count) if (1..=max).contains(&count) => Ok(count),
-        _ => Err(format!("{text} is not a chip count: give 1 to {max}")),
-    }
-}
-
-/// `--profile`: one of the simulator's NAND profiles, refused at parsing with the list.
-fn profile_name(text: &str) -> Result<String, String> {
-    match Profile::from_name(text) {
-        Some(profile) => Ok(profile.name().to_string()),
-        None => {
-            let names: Vec<&str> = Profile::ALL.iter().map(|profile| profile.name()).collect();
-            Err(format!("unknown profile {text:?}: give one of {}", names.join(", ")))
-        }
-    }
-}
-
-/// `--workload`: `all` or one of fsoc-sim's workloads, refused at parsing with the list.
-fn workload_name(text: &str) -> Result<String, String> {
-    let names: Vec<&str> = fsoc_sim::workloads::Workload::ALL.iter().map(|workload| workload.name()).collect();
-    if text == "all" || names.contains(&text) {
-        Ok(text.to_string())
-    } else {
-        Err(format!("unknown workload {text:?}: give all or one of {}", names.join(", ")))
-    }
-}
-
-/// `--blocks`: what any chip may have (4 to 2^24 erase blocks). Whether a volume fits is the
-/// format's rule, which depends on the profile and chips; the commands check it and state it.
-fn block_count(text: &str) -> Result<u32, String> {
-    let (min, max) = (BLOCK_COUNT_MIN, BLOCK_COUNT_MAX);
-    // The same range as the simulator's own rule, checked on both ends.
-    for (blocks, valid) in [(min - 1, false), (min, true), (max, true), (max + 1, false)] {
-        assert_eq!(
-            Profile::Mlc.geometry(blocks).validate().is_ok(),
-            valid,
-            "block range drifted from Geometry::validate at {blocks}"
-        );
-    }
-    match text.parse::<u32>() {
-        Ok(count) if (min..=max).contains(&count) => Ok(count),
-        _ => Err(format!("{text} is not a block count: give {min} to {max} erase blocks per chip")),
-    }
-}
-
-/// `--volume-id`: decimal or 0x-prefixed hex, not zero.
-fn parse_volume_id(text: &str) -> Result<u64, String> {
-    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => text.parse(),
-    };
-    match parsed {
-        Ok(0) => Err("the volume id must not be 0".into()),
-        Ok(id) => Ok(id),
-        Err(_) => Err(format!("{text:?} is not a number (decimal, or hex with 0x)")),
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Demo { profile, chips, seed } => volume_cmd::demo(&profile, chips, seed),
+        Command::Demo { profile, chips, seed } => volume_cmd::demo(profile, chips, seed),
         Command::Flash { command: FlashCommand::Create { image, profile, chips, blocks, seed } } => {
-            flash_cmd::create(&image, &profile, chips, blocks, seed).map(|text| println!("{text}"))
+            flash_cmd::create(&image, profile, chips, blocks, seed).map(|text| println!("{text}"))
         }
         Command::Flash { command: FlashCommand::Info { image } } => {
             flash_cmd::info(&image).map(|text| println!("{text}"))
@@ -393,12 +333,12 @@ fn main() -> ExitCode {
             paired_pages,
         } => {
             match volume_cmd::crashtest(
-                &workload,
+                &workload.0,
                 seed,
                 json.as_deref(),
                 max_cuts,
                 cut_after,
-                &profile,
+                profile,
                 chips,
                 blocks,
                 unstable_bits,
@@ -423,10 +363,11 @@ fn main() -> ExitCode {
             bench_cmd::mount(&files, json.as_deref(), seed)
         }
         Command::Bench { command: BenchCommand::Fuse { json, reps, quick, size, profile, workloads } } => {
+            let profile = profile.name().to_string();
             fuse_bench_cmd::run(&fuse_bench_cmd::FuseBenchOptions { json, reps, quick, size, profile, workloads })
         }
         Command::Array { command: ArrayCommand::Mkfs { base, profile, chips, blocks, seed, volume_id, force } } => {
-            array_cmd::mkfs(&base, &profile, chips, blocks, seed, volume_id, force)
+            array_cmd::mkfs(&base, profile, chips, blocks, seed, volume_id, force)
         }
         Command::Array { command: ArrayCommand::Info { base, chip_files } } => {
             array_cmd::info(base.as_deref(), &chip_files)

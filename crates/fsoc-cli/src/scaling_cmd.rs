@@ -654,19 +654,9 @@ pub fn render_svg(sweep: &SweepConfig, rows: &[Row]) -> String {
                         left + PANEL_WIDTH
                     );
                 }
-                let points: Vec<String> = series
-                    .iter()
-                    .map(|row| format!("{:.1},{:.1}", x_of(row.record_bytes as f64), scale.y(row.mib_per_s)))
-                    .collect();
-                let _ = writeln!(
-                    svg,
-                    r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
-                    points.join(" ")
-                );
-                for point in &points {
-                    let (x, y) = point.split_once(',').unwrap_or(("0", "0"));
-                    let _ = writeln!(svg, r#"<circle cx="{x}" cy="{y}" r="2.5" fill="{color}"/>"#);
-                }
+                let points: Vec<(f64, f64)> =
+                    series.iter().map(|row| (x_of(row.record_bytes as f64), scale.y(row.mib_per_s))).collect();
+                svg_chart::series(&mut svg, &points, color, 2.5);
             }
         }
     }

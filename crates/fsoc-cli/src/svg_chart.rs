@@ -1,5 +1,5 @@
-//! The one hand-written SVG writer of the benchmark charts (`bench scaling`, `bench fuse`): the
-//! document, panel frames and log-scale value axes with decade grid lines.
+//! The one SVG writer of the benchmark charts (`bench scaling`, `bench fuse`, `bench mount`):
+//! the document, panel frames, log-scale axes with decade grid lines, and line series.
 //!
 //! Invariant: it emits the same bytes for the same calls (the scaling chart was written by this
 //! code before it moved here, and its output did not change).
@@ -31,47 +31,93 @@ pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-/// A vertical log10 value axis over a panel: whole decades from the one at or below the
-/// smallest value to the one at or above the largest.
+/// A log10 axis over a panel, vertical (`y`, `grid`) or horizontal (`x`, `grid_vertical`):
+/// whole decades from the one at or below the smallest value to the one at or above the
+/// largest.
 #[derive(Clone, Copy, Debug)]
 pub struct LogScale {
     log_low: f64,
     log_high: f64,
-    top: f64,
-    height: f64,
+    start: f64,
+    length: f64,
 }
 
 impl LogScale {
-    /// The axis of a panel at `top`, `height` tall, showing `value_min` to `value_max` (both
-    /// positive; pass the maximum with any headroom wanted).
-    pub fn new(value_min: f64, value_max: f64, top: f64, height: f64) -> LogScale {
+    /// The axis of a panel starting at `start` (its top, or its left edge), `length` long,
+    /// showing `value_min` to `value_max` (both positive; pass the maximum with any headroom
+    /// wanted).
+    pub fn new(value_min: f64, value_max: f64, start: f64, length: f64) -> LogScale {
         let log_low = value_min.log10().floor();
         let log_high = value_max.log10().ceil();
         // A single decade would divide by zero below: widen it.
         let log_high = if log_high > log_low { log_high } else { log_low + 1.0 };
-        LogScale { log_low, log_high, top, height }
+        LogScale { log_low, log_high, start, length }
     }
 
-    /// The y coordinate of `value` (values at or below zero are drawn at 1e-9).
+    /// Where `value` lies between the lowest decade (0) and the highest (1); values at or
+    /// below zero are placed at 1e-9.
+    fn fraction(&self, value: f64) -> f64 {
+        (value.max(1e-9).log10() - self.log_low) / (self.log_high - self.log_low)
+    }
+
+    /// The y coordinate of `value` on a vertical axis (larger values higher up).
     pub fn y(&self, value: f64) -> f64 {
-        self.top + self.height - (value.max(1e-9).log10() - self.log_low) / (self.log_high - self.log_low) * self.height
+        self.start + self.length - self.fraction(value) * self.length
     }
 
-    /// A light grid line across the panel at every decade, labelled left of `left`.
+    /// The x coordinate of `value` on a horizontal axis (larger values to the right).
+    pub fn x(&self, value: f64) -> f64 {
+        self.start + self.fraction(value) * self.length
+    }
+
+    /// The decades the axis spans, lowest first.
+    fn decades(&self) -> impl Iterator<Item = f64> {
+        let (low, high) = (self.log_low as i32, self.log_high as i32);
+        (low..=high).map(|decade| 10f64.powi(decade))
+    }
+
+    /// A light grid line across the panel at every decade of a vertical axis, labelled left
+    /// of `left`.
     pub fn grid(&self, svg: &mut String, left: f64, width: f64) {
-        let mut decade = self.log_low;
-        while decade <= self.log_high {
-            let y = self.y(10f64.powf(decade));
+        for value in self.decades() {
+            let y = self.y(value);
             let _ = writeln!(
                 svg,
                 r##"<line x1="{left}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
                 left + width,
                 left - 4.0,
                 y + 4.0,
-                format_value(10f64.powf(decade))
+                format_value(value)
             );
-            decade += 1.0;
         }
+    }
+
+    /// A light grid line down the panel at every decade of a horizontal axis, labelled below
+    /// the panel (`top` + `height`).
+    pub fn grid_vertical(&self, svg: &mut String, top: f64, height: f64) {
+        for value in self.decades() {
+            let x = self.x(value);
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{}" stroke="#ddd"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+                top + height,
+                top + height + 14.0,
+                format_value(value)
+            );
+        }
+    }
+}
+
+/// A line through `points` (already in chart coordinates) with a dot of `dot_radius` at each.
+pub fn series(svg: &mut String, points: &[(f64, f64)], color: &str, dot_radius: f64) {
+    let coordinates: Vec<String> = points.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+    let _ = writeln!(
+        svg,
+        r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
+        coordinates.join(" ")
+    );
+    for (x, y) in points {
+        let _ = writeln!(svg, r#"<circle cx="{x:.1}" cy="{y:.1}" r="{dot_radius}" fill="{color}"/>"#);
     }
 }
 
@@ -98,6 +144,23 @@ mod tests {
         scale.grid(&mut svg, 50.0, 200.0);
         assert_eq!(svg.lines().count(), 4, "0.1, 1, 10, 100:\n{svg}");
         assert!(svg.contains(">0.1<") && svg.contains(">100<"), "{svg}");
+    }
+
+    // A horizontal axis runs left to right, with a labelled line per decade.
+    #[test]
+    fn horizontal_scale_and_series() {
+        let scale = LogScale::new(10.0, 1000.0, 50.0, 200.0);
+        assert!((scale.x(10.0) - 50.0).abs() < 1e-9 && (scale.x(1000.0) - 250.0).abs() < 1e-9);
+        let mut svg = String::new();
+        scale.grid_vertical(&mut svg, 0.0, 100.0);
+        assert_eq!(svg.lines().count(), 3, "10, 100, 1000:\n{svg}");
+        let mut line = String::new();
+        series(&mut line, &[(1.0, 2.0), (3.04, 4.06)], "red", 2.5);
+        assert_eq!(
+            line,
+            "<polyline points=\"1.0,2.0 3.0,4.1\" fill=\"none\" stroke=\"red\" stroke-width=\"2\"/>\n\
+             <circle cx=\"1.0\" cy=\"2.0\" r=\"2.5\" fill=\"red\"/>\n<circle cx=\"3.0\" cy=\"4.1\" r=\"2.5\" fill=\"red\"/>\n"
+        );
     }
 
     // A range inside one decade still gets a usable axis (no division by zero).

@@ -14,13 +14,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 type ImageFlash = SimFlash<ImageStore>;
 
-fn parse_profile(name: &str) -> Result<Profile, String> {
-    Profile::from_name(name).ok_or_else(|| {
-        let names: Vec<&str> = Profile::ALL.iter().map(|profile| profile.name()).collect();
-        format!("unknown profile {name:?}; expected one of {}", names.join(", "))
-    })
-}
-
 /// Parses sizes like 4096, 64K, 64M, 1G, 2T (binary units; a trailing B or iB is accepted).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
@@ -50,25 +43,9 @@ fn open_read_only(path: &Path) -> Result<crate::volume_files::OpenVolume, String
     crate::volume_files::open(path, true, false)
 }
 
-/// A chip file of an `fsoc array` volume (BASE.chipN), or its BASE, given to an image tool
-/// (ls, cat, put, get, rm, mkdir, mv), which reads single-file images only: say so and say
-/// what works on it, instead of calling it damaged.
-pub fn refuse_array_chip(image: &Path) -> Result<(), String> {
-    if let Some(base) = crate::volume_files::array_base(image) {
-        return Err(format!(
-            "{}: this is an array volume made by `fsoc array mkfs` (one file per chip); the image tools \
-             (ls, cat, put, get, rm, mkdir, mv) read single-file images from `fsoc mkfs`. Mount the array to use \
-             its files: `fsoc mount {} MOUNTPOINT` (fsoc fsck and fsoc info take it too).",
-            image.display(),
-            base.display()
-        ));
-    }
-    Ok(())
-}
-
 /// What `fsoc mkfs` was asked for.
 pub struct MkfsOptions {
-    pub profile: String,
+    pub profile: Profile,
     pub chips: u32,
     pub blocks: Option<u32>,
     pub size: Option<String>,
@@ -162,7 +139,7 @@ fn source_date_epoch() -> Result<Option<u64>, String> {
 }
 
 pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
-    let profile = parse_profile(&options.profile)?;
+    let profile = options.profile;
     let chips = options.chips;
     let block_bytes = profile.geometry(1).block_data_bytes();
     let blocks = match (options.blocks, options.size.as_deref()) {
@@ -183,16 +160,14 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
         if !options.force {
             return Err(format!("{} exists; pass --force to replace it", image.display()));
         }
-        Some(crate::tools_cmd::lock_image(image, true)?)
+        Some(crate::volume_files::lock_image(image, true)?)
     } else {
         None
     };
     let volume_id = new_volume_id(options.volume_id, options.seed)?;
     let now_ns = match source_date_epoch()? {
         Some(epoch) => epoch.saturating_mul(1_000_000_000),
-        None => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_nanos() as u64),
+        None => crate::volume_files::wall_clock_ns(),
     };
     let file_name = image.file_name().ok_or_else(|| format!("{}: not a file name", image.display()))?;
     let temporary = image.with_file_name(format!(".{}.mkfs-{}", file_name.to_string_lossy(), std::process::id()));
@@ -306,29 +281,22 @@ pub fn fsck(image: &Path) -> Result<bool, String> {
 
 #[allow(clippy::too_many_arguments)]
 pub fn crashtest(
-    workload: &str,
+    workloads: &[Workload],
     seed: u64,
     json: Option<&Path>,
     max_cuts: Option<u64>,
     cut_after: Option<u64>,
-    profile: &str,
+    profile: Profile,
     chips: u32,
     blocks: u32,
     unstable_bits: bool,
     paired_pages: bool,
 ) -> Result<u64, String> {
-    let workloads: Vec<Workload> = if workload == "all" {
-        Workload::ALL.to_vec()
-    } else {
-        let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
-        vec![Workload::from_name(workload)
-            .ok_or_else(|| format!("unknown workload {workload:?}; expected all or one of {}", names.join(", ")))?]
-    };
-    if let Some(refusal) = volume_size_refusal(parse_profile(profile)?, chips, blocks) {
+    if let Some(refusal) = volume_size_refusal(profile, chips, blocks) {
         return Err(format!("--blocks {blocks}: {refusal}"));
     }
     let config = CrashConfig {
-        profile: parse_profile(profile)?,
+        profile,
         chip_count: chips,
         block_count: blocks,
         seed,
@@ -347,7 +315,7 @@ pub fn crashtest(
     }
     let started = Instant::now();
     let mut reports = Vec::new();
-    for workload in workloads {
+    for &workload in workloads {
         let bar = ProgressBar::new(0);
         bar.set_style(
             ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} cuts ({eta})")
@@ -378,7 +346,7 @@ pub fn crashtest(
     println!("cut points: {cut_points}, failures: {failures}");
     println!(
         "(seed {seed}, {} {} chip(s) × {} blocks, {:.1} s)",
-        profile,
+        profile.name(),
         chips,
         blocks,
         started.elapsed().as_secs_f64()
@@ -388,7 +356,7 @@ pub fn crashtest(
             "cut_points": cut_points,
             "failures": failures,
             "seed": seed,
-            "profile": profile,
+            "profile": profile.name(),
             "chips": chips,
             "blocks": blocks,
             "workloads": reports,
@@ -400,8 +368,7 @@ pub fn crashtest(
 }
 
 /// The main job: a short tour of the simulator and of the file system on it.
-pub fn demo(profile: &str, chips: u32, seed: u64) -> Result<(), String> {
-    let profile = parse_profile(profile)?;
+pub fn demo(profile: Profile, chips: u32, seed: u64) -> Result<(), String> {
     let timing = profile.timing();
     let geometry = profile.geometry(256);
     println!("== fsoc demo: simulated {} NAND, {} chip(s), seed {seed}", profile.name(), chips);

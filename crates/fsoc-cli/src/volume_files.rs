@@ -1,24 +1,26 @@
-//! Finding, locking, opening and closing the volume one path names, for the commands that
-//! take a volume (mount, fsck, info): a single image file from `fsoc mkfs`, or the chip files
-//! of an array from `fsoc array mkfs` (`BASE.chip0`, `BASE.chip1`, …), given as `BASE` or as
-//! any of its chip files.
+//! Finding, locking, opening and closing the volume one path names, for every command that
+//! takes a volume (mount, fsck, info, array info, the image tools) and every one that locks
+//! an image (mkfs, flash info): a single image file from `fsoc mkfs`, or the chip files of an
+//! array from `fsoc array mkfs` (`BASE.chip0`, `BASE.chip1`, …), given as `BASE` or as any of
+//! its chip files. Why an image does not open or a volume does not mount is worded here once.
 //!
 //! Invariants: every file of the volume is locked before it is opened (exclusive for writers,
 //! shared for readers), so a mounted volume is refused by every command and never written by
 //! two processes; chip files are opened as a set (chip 0 up to the first missing one) and
 //! whether they form one volume is the file system's chip-set check, not a guess here.
 
+use std::fs::File;
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use fsoc_array::{chip_file_path, chip_file_paths, ArrayConfig, ThreadedFlash, CHIP_FILE_SUFFIX};
-use fsoc_core::FileSystem;
-use fsoc_media::image::ImageStore;
+use fsoc_core::fs::FsError;
+use fsoc_core::{FileSystem, FsConfig};
+use fsoc_media::image::{ImageError, ImageStore};
 use fsoc_media::{
     BlockAddress, ChipIndex, Completed, Flash, FlashCounters, Geometry, NandError, Nanos, PageAddress, ReadStatus,
     SimFlash, Timing,
 };
-
-use crate::tools_cmd::{describe_image_error, describe_mount_error, lock_image, volume_config, ImageLock};
 
 /// The files a volume path stands for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,6 +72,86 @@ impl VolumeFiles {
     }
 }
 
+/// An advisory lock on an image file, held while a tool or a mount uses it.
+pub struct ImageLock {
+    _file: File,
+}
+
+/// Locks `image` (exclusive for writers, shared for readers) or says who holds it.
+pub fn lock_image(image: &Path, exclusive: bool) -> Result<ImageLock, String> {
+    let file = File::open(image).map_err(|error| format!("{}: {error}", image.display()))?;
+    let operation = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
+    // SAFETY: flock on a descriptor this function owns; no memory is passed.
+    if unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) } != 0 {
+        return Err(format!(
+            "{}: the image is in use by another fsoc process (mounted, or a tool is running); unmount it first",
+            image.display()
+        ));
+    }
+    Ok(ImageLock { _file: file })
+}
+
+/// Waits until no fsoc process holds `image` (a server releases it after its final commit).
+pub fn wait_for_image(image: &Path, timeout: std::time::Duration) -> Result<(), String> {
+    let file = File::open(image).map_err(|error| format!("{}: {error}", image.display()))?;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        // SAFETY: flock on a descriptor this function owns; no memory is passed.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0 {
+            return Ok(()); // released when `file` closes
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(format!("{}: still in use after {timeout:?}; is it mounted elsewhere?", image.display()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Explains an image-file error and says what to do about it.
+pub fn describe_image_error(image: &Path, error: &ImageError) -> String {
+    let hint = match error {
+        ImageError::BadMagic { .. } => "this file is not an fsoc image (create one with `fsoc mkfs`)",
+        ImageError::Truncated { .. } | ImageError::FileSizeMismatch { .. } => {
+            "the image file is truncated or was damaged: restore it from a copy"
+        }
+        ImageError::Io { .. } => "the image file cannot be read",
+        _ => "the image header is damaged: restore the image from a copy",
+    };
+    format!("{}: {error}: {hint}", image.display())
+}
+
+/// Explains why a volume does not mount.
+pub fn describe_mount_error(image: &Path, error: &FsError) -> String {
+    let hint = match error {
+        FsError::Io(fsoc_core::txn::TxnError::NotAVolume { .. }) => {
+            "the flash image holds no fsoc volume: create one with `fsoc mkfs`".to_string()
+        }
+        // fsck cannot say more: it needs a mounted volume too. Say what is known.
+        FsError::Io(fsoc_core::txn::TxnError::NoMetaroot) => {
+            "no readable metaroot (transaction record): the volume cannot be recovered by fsoc; restore it from a copy"
+                .to_string()
+        }
+        FsError::Io(fsoc_core::txn::TxnError::ChipSet(_)) => {
+            "these chip files do not form one volume: put back the volume's own chip files, named \
+             BASE.chip0, BASE.chip1, … in chip order"
+                .to_string()
+        }
+        _ => "the volume's fixed structures are damaged beyond what mount recovers; restore it from a copy".to_string(),
+    };
+    format!("{}: cannot mount: {error}; {hint}", image.display())
+}
+
+/// Tree nodes cached by tools and the mount (2 KiB to 8 KiB each: 8 to 32 MiB).
+const CACHE_NODES: usize = 4096;
+
+/// A file-system configuration for tools and the mount: defaults with a larger node cache.
+pub fn volume_config(read_only: bool) -> FsConfig {
+    let mut config = FsConfig::default();
+    config.volume.cache_nodes_max = config.volume.cache_nodes_max.max(CACHE_NODES);
+    config.volume.read_only = read_only;
+    config
+}
+
 /// The base of the array `path` belongs to, if it names one (see `VolumeFiles::locate`).
 pub fn array_base(path: &Path) -> Option<PathBuf> {
     let name = path.file_name()?.to_string_lossy().into_owned();
@@ -81,6 +163,22 @@ pub fn array_base(path: &Path) -> Option<PathBuf> {
         .map(|(base, _)| path.with_file_name(base))
         .filter(|base| chip_file_path(base, 0).exists());
     chip_base.or_else(|| (!path.exists() && chip_file_path(path, 0).exists()).then(|| path.to_path_buf()))
+}
+
+/// A chip file of an `fsoc array` volume (BASE.chipN), or its BASE, given to an image tool
+/// (ls, cat, put, get, rm, mkdir, mv), which reads single-file images only: say so and say
+/// what works on it, instead of calling it damaged.
+pub fn refuse_array_chip(image: &Path) -> Result<(), String> {
+    if let Some(base) = array_base(image) {
+        return Err(format!(
+            "{}: this is an array volume made by `fsoc array mkfs` (one file per chip); the image tools \
+             (ls, cat, put, get, rm, mkdir, mv) read single-file images from `fsoc mkfs`. Mount the array to use \
+             its files: `fsoc mount {} MOUNTPOINT` (fsoc fsck and fsoc info take it too).",
+            image.display(),
+            base.display()
+        ));
+    }
+    Ok(())
 }
 
 /// The flash under a volume of either kind, so one code path mounts, checks and serves both.
@@ -190,7 +288,18 @@ pub struct OpenVolume {
 /// Locks the files of the volume `path` names (a writer always exclusively, a reader as
 /// `exclusive` says), opens and mounts it.
 pub fn open(path: &Path, read_only: bool, exclusive: bool) -> Result<OpenVolume, String> {
-    let files = VolumeFiles::locate(path);
+    open_files(VolumeFiles::locate(path), read_only, exclusive)
+}
+
+/// `open` for the image tools, which read single-file images only: an array's chip file (or
+/// its base) is refused with what works on it instead.
+pub fn open_image(image: &Path, read_only: bool) -> Result<OpenVolume, String> {
+    refuse_array_chip(image)?;
+    open_files(VolumeFiles::Image(image.to_path_buf()), read_only, !read_only)
+}
+
+/// Locks `files` (as `open` does), opens and mounts the volume they hold.
+pub fn open_files(files: VolumeFiles, read_only: bool, exclusive: bool) -> Result<OpenVolume, String> {
     let locks = files.lock(exclusive || !read_only)?;
     let flash = match &files {
         VolumeFiles::Image(image) => {
@@ -210,9 +319,13 @@ pub fn open(path: &Path, read_only: bool, exclusive: bool) -> Result<OpenVolume,
 pub fn mount<F: Flash>(flash: F, name: &Path, read_only: bool) -> Result<FileSystem<F>, String> {
     let mut fs =
         FileSystem::mount(flash, volume_config(read_only)).map_err(|error| describe_mount_error(name, &error))?;
-    fs.now_ns =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64);
+    fs.now_ns = wall_clock_ns();
     Ok(fs)
+}
+
+/// Nanoseconds since the Unix epoch: the time the commands stamp on what they change.
+pub fn wall_clock_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64)
 }
 
 /// Unmounts cleanly (the final commit) and makes it durable; `name` is for messages.

@@ -1,8 +1,11 @@
-//! Deterministic seeded randomness for the simulator: xoshiro256** seeded through SplitMix64,
+//! The workspace's one seeded generator, `SeededRng` (xoshiro256** seeded through SplitMix64),
 //! plus a stateless `hash64` for patterns that must be recomputable from an address alone.
 //!
-//! Nothing here touches OS randomness, so one seed and one operation sequence always give the
-//! same faults and bit errors (the simulator's determinism rests on this module).
+//! The simulator's faults, the crash workloads (fsoc-sim), the model's operation generator
+//! (fsoc-model), benchmark data (fsoc-bench) and seeded tests all draw from it. Nothing here
+//! touches OS randomness, so one seed and one operation sequence always give the same faults,
+//! bit errors and workloads on every platform and with every version of every dependency;
+//! `sequence_is_pinned` makes any change of the stream deliberate.
 // Lint set pending: this module is being rewritten on another branch (issue 15); fixed at merge.
 #![allow(
     clippy::unwrap_used,
@@ -96,6 +99,15 @@ impl SeededRng {
         }
     }
 
+    /// A uniform value in `low..=high_inclusive`; the whole `u64` range is allowed.
+    pub fn range(&mut self, low: u64, high_inclusive: u64) -> u64 {
+        assert!(low <= high_inclusive, "range({low}, {high_inclusive}) is empty");
+        match (high_inclusive - low).checked_add(1) {
+            Some(span) => low + self.below(span),
+            None => self.next_u64(),
+        }
+    }
+
     /// A uniform value in `[0, 1)` with 53 bits of precision.
     pub fn unit_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
@@ -112,16 +124,73 @@ impl SeededRng {
         self.unit_f64() < probability
     }
 
-    /// True with probability `parts_per_million / 1_000_000`. Zero never draws from the
-    /// stream, so disabled faults do not shift the random sequence of anything else.
-    pub fn chance_ppm(&mut self, parts_per_million: u32) -> bool {
-        if parts_per_million == 0 {
+    /// True with probability `numerator / denominator`, exactly (an unbiased integer draw).
+    /// A certain outcome (`numerator` 0, or at least `denominator`) never draws from the
+    /// stream, so a disabled fault or choice does not shift the sequence of anything else.
+    pub fn chance_ratio(&mut self, numerator: u64, denominator: u64) -> bool {
+        assert!(denominator > 0, "chance_ratio({numerator}, 0)");
+        if numerator == 0 {
             return false;
         }
-        if parts_per_million >= PARTS_PER_MILLION {
+        if numerator >= denominator {
             return true;
         }
-        self.below(u64::from(PARTS_PER_MILLION)) < u64::from(parts_per_million)
+        self.below(denominator) < numerator
+    }
+
+    /// True with probability `percent / 100` (`chance_ratio`).
+    pub fn chance_percent(&mut self, percent: u32) -> bool {
+        self.chance_ratio(u64::from(percent), 100)
+    }
+
+    /// True with probability `parts_per_million / 1_000_000` (`chance_ratio`).
+    pub fn chance_ppm(&mut self, parts_per_million: u32) -> bool {
+        self.chance_ratio(u64::from(parts_per_million), u64::from(PARTS_PER_MILLION))
+    }
+
+    /// A uniformly chosen element; `None` for an empty slice.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
+        if items.is_empty() {
+            return None;
+        }
+        items.get(self.below(items.len() as u64) as usize)
+    }
+
+    /// An index chosen with probability proportional to its weight; `None` if all are 0.
+    pub fn weighted_index(&mut self, weights: &[u32]) -> Option<usize> {
+        let total: u64 = weights.iter().map(|&weight| u64::from(weight)).sum();
+        if total == 0 {
+            return None;
+        }
+        let mut ticket = self.below(total);
+        for (index, &weight) in weights.iter().enumerate() {
+            if ticket < u64::from(weight) {
+                return Some(index);
+            }
+            ticket -= u64::from(weight);
+        }
+        unreachable!("ticket {ticket} left over below the total weight {total}")
+    }
+
+    /// Fills `bytes` from the stream, eight bytes per draw (little-endian, so the same on
+    /// every platform).
+    pub fn fill_bytes(&mut self, bytes: &mut [u8]) {
+        let mut chunks = bytes.chunks_exact_mut(8);
+        for chunk in &mut chunks {
+            chunk.copy_from_slice(&self.next_u64().to_le_bytes());
+        }
+        let tail = chunks.into_remainder();
+        if !tail.is_empty() {
+            let word = self.next_u64().to_le_bytes();
+            tail.copy_from_slice(&word[..tail.len()]);
+        }
+    }
+
+    /// `count` bytes from the stream (`fill_bytes`).
+    pub fn bytes(&mut self, count: usize) -> alloc::vec::Vec<u8> {
+        let mut bytes = alloc::vec![0; count];
+        self.fill_bytes(&mut bytes);
+        bytes
     }
 
     /// A Poisson-distributed count with mean `mean` (Knuth's product method, capped at `cap`
@@ -181,6 +250,14 @@ mod tests {
         assert_ne!(stream_a, stream_c);
     }
 
+    #[test]
+    fn sequence_is_pinned() {
+        // Pinned so a change of algorithm (which would change every recorded seed's faults,
+        // workloads and generated operations) is deliberate.
+        let mut rng = SeededRng::new(0);
+        assert_eq!(rng.next_u64(), 0x99ec_5f36_cb75_f2b4);
+    }
+
     // Checks that below() stays in range and hits every value of a small range.
     #[test]
     fn below_covers_its_range() {
@@ -195,6 +272,39 @@ mod tests {
         assert_eq!(rng.below(0), 0);
     }
 
+    // Checks range() at its edges (a single value, the whole u64 range) and inside.
+    #[test]
+    fn range_stays_in_bounds() {
+        let mut rng = SeededRng::new(7);
+        for _ in 0..10_000 {
+            let value = rng.range(10, 12);
+            assert!((10..=12).contains(&value), "range(10, 12) gave {value}");
+        }
+        assert_eq!(rng.range(5, 5), 5);
+        let _any = rng.range(0, u64::MAX);
+    }
+
+    // Checks pick() and weighted_index() on empty, zero-weight and single-choice inputs.
+    #[test]
+    fn choices_respect_weights() {
+        let mut rng = SeededRng::new(8);
+        assert_eq!(rng.pick::<u8>(&[]), None);
+        assert_eq!(rng.pick(&[4]), Some(&4));
+        assert_eq!(rng.weighted_index(&[0, 0, 5, 0]), Some(2));
+        assert_eq!(rng.weighted_index(&[0, 0]), None);
+        let heavy = (0..1000).filter(|_| rng.weighted_index(&[1, 9]) == Some(1)).count();
+        assert!((850..950).contains(&heavy), "weight 9 of 10 chosen {heavy} of 1000 times");
+    }
+
+    // Checks that fill_bytes() is the little-endian stream, tail included.
+    #[test]
+    fn bytes_are_the_stream_in_little_endian() {
+        let mut words = SeededRng::new(9);
+        let expected: alloc::vec::Vec<u8> = (0..2).flat_map(|_| words.next_u64().to_le_bytes()).take(13).collect();
+        assert_eq!(SeededRng::new(9).bytes(13), expected);
+        assert!(SeededRng::new(9).bytes(0).is_empty());
+    }
+
     // Checks chance_ppm's frequency roughly (10% over 100k draws) and its exact extremes.
     #[test]
     fn chance_frequencies() {
@@ -203,6 +313,10 @@ mod tests {
         assert!((9_000..11_000).contains(&hits), "10% chance hit {hits} of 100000");
         assert!(!rng.chance_ppm(0));
         assert!(rng.chance_ppm(PARTS_PER_MILLION));
+        assert!(!rng.chance_percent(0));
+        assert!(rng.chance_percent(100));
+        let quarter = (0..10_000).filter(|_| rng.chance_ratio(1, 4)).count();
+        assert!((2_300..2_700).contains(&quarter), "1/4 chance hit {quarter} of 10000");
         assert!(!rng.chance(0.0));
         assert!(rng.chance(1.0));
     }

@@ -763,6 +763,10 @@ impl<S: PageStore> SimState<S> {
     fn flush(&mut self) -> Result<(), NandError> {
         self.store.flush()
     }
+
+    fn write_barrier(&mut self) -> Result<(), NandError> {
+        self.store.write_barrier()
+    }
 }
 
 /// A simulated array of NAND chips over a `PageStore` backend.
@@ -988,6 +992,10 @@ impl<S: PageStore> Flash for SimFlash<S> {
 
     fn flush(&mut self) -> Result<(), NandError> {
         self.state.get_mut().flush()
+    }
+
+    fn write_barrier(&mut self) -> Result<(), NandError> {
+        self.state.get_mut().write_barrier()
     }
 }
 

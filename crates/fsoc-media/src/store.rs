@@ -194,6 +194,12 @@ pub trait PageStore {
     fn flush(&mut self) -> Result<(), NandError> {
         Ok(())
     }
+
+    /// `Flash::write_barrier`: every write issued so far is executed before any later one
+    /// (stores that write synchronously need nothing).
+    fn write_barrier(&mut self) -> Result<(), NandError> {
+        Ok(())
+    }
 }
 
 /// Collects the contents of a read started by `PageStore::start_read_contents` into

@@ -9,8 +9,8 @@
 use crate::model::{ModelConfig, ModelFs, OpenFileInfo, PathInfo};
 use crate::operation::{Operation, OperationKind};
 use crate::path;
-use crate::random::SeededRandom;
 use crate::types::{Fd, FileKind, OpenFlags, Whence, FD_FIRST, NAME_SIZE_MAX_BYTES};
+use fsoc_media::rng::SeededRng;
 
 /// Relative frequency of each operation kind; 0 disables a kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -173,7 +173,7 @@ impl GeneratorConfig {
 #[derive(Clone, Debug)]
 pub struct OperationGenerator {
     seed: u64,
-    random: SeededRandom,
+    random: SeededRng,
     config: GeneratorConfig,
     /// The model's limit as of the last `next`; limit probes aim just past it.
     file_size_max_bytes: u64,
@@ -190,7 +190,7 @@ impl OperationGenerator {
     pub fn new(seed: u64, config: GeneratorConfig) -> Self {
         config.check();
         let file_size_max_bytes = ModelConfig::default().file_size_max_bytes;
-        OperationGenerator { seed, random: SeededRandom::new(seed), config, file_size_max_bytes }
+        OperationGenerator { seed, random: SeededRng::new(seed), config, file_size_max_bytes }
     }
 
     pub fn seed(&self) -> u64 {
@@ -517,7 +517,7 @@ impl OperationGenerator {
 
     /// Any path built from the alphabet, one to `depth_max` levels deep.
     fn random_path(&mut self) -> Vec<u8> {
-        let depth = self.random.in_range(1, self.config.depth_max as u64);
+        let depth = self.random.range(1, self.config.depth_max as u64);
         let mut path = b"/".to_vec();
         for _ in 0..depth {
             let name = self.name();
@@ -570,7 +570,7 @@ impl OperationGenerator {
             0 => Vec::new(), // ENOENT
             1..=9 => self.random_path(),
             _ => {
-                let length = self.random.in_range(1, 40) as usize;
+                let length = self.random.range(1, 40) as usize;
                 self.random.bytes(length).into_iter().map(|byte| b'!' + byte % 94).collect()
             }
         }
@@ -584,14 +584,14 @@ impl OperationGenerator {
         let size_max = self.config.write_size_max_bytes;
         let size = match self.random.below(100) {
             0..=1 => 0,
-            2..=41 => self.random.in_range(1, 100),
+            2..=41 => self.random.range(1, 100),
             42..=66 => {
                 let pages = *self.random.pick(&[page / 2, page, 2 * page]).expect("3");
                 let nudge = *self.random.pick(&[0i64, 0, 0, 1, -1, -17]).expect("6");
                 pages.saturating_add_signed(nudge).max(1)
             }
-            67..=76 => self.random.in_range(101, page.max(102) - 1),
-            _ => self.random.in_range(page + 1, size_max.max(page + 1)),
+            67..=76 => self.random.range(101, page.max(102) - 1),
+            _ => self.random.range(page + 1, size_max.max(page + 1)),
         };
         size.min(size_max)
     }
@@ -619,13 +619,13 @@ impl OperationGenerator {
         }
         let offset = match self.random.below(100) {
             0..=19 => 0,
-            20..=44 => self.random.in_range(0, file_size),
+            20..=44 => self.random.range(0, file_size),
             45..=64 => file_size,
-            65..=79 => file_size + self.random.in_range(1, 3 * page),
-            80..=89 => page * self.random.in_range(0, file_size / page + 1),
+            65..=79 => file_size + self.random.range(1, 3 * page),
+            80..=89 => page * self.random.range(0, file_size / page + 1),
             _ => {
-                let boundary = page * self.random.in_range(1, file_size / page + 2);
-                boundary.saturating_add_signed(self.random.in_range(0, 16) as i64 - 8)
+                let boundary = page * self.random.range(1, file_size / page + 2);
+                boundary.saturating_add_signed(self.random.range(0, 16) as i64 - 8)
             }
         };
         offset.min(self.config.file_size_soft_max_bytes)
@@ -638,9 +638,9 @@ impl OperationGenerator {
         }
         let size = match self.random.below(10) {
             0..=1 => 0,
-            2..=4 => self.random.in_range(0, file_size),
-            5..=6 => file_size + self.random.in_range(1, 4 * page),
-            7..=8 => page * self.random.in_range(0, file_size / page + 2),
+            2..=4 => self.random.range(0, file_size),
+            5..=6 => file_size + self.random.range(1, 4 * page),
+            7..=8 => page * self.random.range(0, file_size / page + 2),
             _ => file_size,
         };
         size.min(self.config.file_size_soft_max_bytes)
@@ -667,7 +667,7 @@ impl OperationGenerator {
 }
 
 /// An offset at which an access of `size_bytes` ends past `file_size_max_bytes`.
-fn limit_probe(random: &mut SeededRandom, file_size_max_bytes: u64, size_bytes: u64) -> u64 {
+fn limit_probe(random: &mut SeededRng, file_size_max_bytes: u64, size_bytes: u64) -> u64 {
     let just_past = file_size_max_bytes.saturating_sub(size_bytes.max(1)) + 1;
     match random.below(3) {
         0 => just_past,

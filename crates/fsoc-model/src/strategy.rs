@@ -10,8 +10,8 @@ use proptest::strategy::Union;
 use crate::generator::{GeneratorConfig, OperationGenerator};
 use crate::model::ModelConfig;
 use crate::operation::{Operation, OperationKind};
-use crate::random::SeededRandom;
 use crate::types::{Fd, OpenFlags, Whence, NAME_SIZE_MAX_BYTES};
+use fsoc_media::rng::SeededRng;
 
 /// Single operations with the configured weights, over the configured alphabet and depth.
 /// Descriptors are drawn from 0..=12 (3..=6 most often), so a sequence opens files and
@@ -196,5 +196,5 @@ fn offset_strategy(config: &GeneratorConfig) -> BoxedStrategy<u64> {
 /// Write data of a generated size; the bytes come from a seed so shrinking works on the
 /// size alone and a 40 KiB buffer costs one strategy value, not 40 Ki.
 fn data_strategy(config: &GeneratorConfig) -> BoxedStrategy<Vec<u8>> {
-    (size_strategy(config), any::<u64>()).prop_map(|(size, seed)| SeededRandom::new(seed).bytes(size as usize)).boxed()
+    (size_strategy(config), any::<u64>()).prop_map(|(size, seed)| SeededRng::new(seed).bytes(size as usize)).boxed()
 }

@@ -9,8 +9,8 @@ use fsoc_core::{FileSystem, FsConfig};
 use fsoc_media::{FaultConfig, Profile, SimConfig, SimFlash};
 
 use crate::listing::{listing_cached, DigestCache, Listing};
-use crate::rng::SplitMix64;
 use crate::workloads::{apply, Step, Workload};
+use fsoc_media::rng::SeededRng;
 
 #[derive(Clone, Debug)]
 pub struct CrashConfig {
@@ -103,7 +103,7 @@ fn formatted_device(config: &CrashConfig) -> Result<SimFlash, String> {
 fn reference_run(device: &SimFlash, steps: &[Step], config: &CrashConfig) -> Result<(Vec<Snapshot>, u64), String> {
     let mut fs = FileSystem::mount(device.clone(), fs_config(config)).map_err(|error| format!("mount: {error}"))?;
     let mut cache = DigestCache::new();
-    let mut current = listing_cached(&mut fs, &mut cache).map_err(|error| format!("listing: {error}"))?;
+    let mut current = listing_cached(&fs, &mut cache).map_err(|error| format!("listing: {error}"))?;
     let mut snapshots = vec![Snapshot { durable_after_operations: 0, listing: current.clone() }];
     let mut counter = fs.commit_counter();
     for (index, step) in steps.iter().enumerate() {
@@ -168,16 +168,21 @@ fn cut_run(
         Ok(report) => return CrashOutcome::Failed(format!("fsck: {:?}", report.violations)),
         Err(error) => return CrashOutcome::Failed(format!("fsck: {error}")),
     }
-    let visible = match listing_cached(&mut fs, &mut DigestCache::new()) {
+    let visible = match listing_cached(&fs, &mut DigestCache::new()) {
         Ok(visible) => visible,
         Err(error) => return CrashOutcome::Failed(format!("listing after remount: {error}")),
     };
     let durable = snapshots.iter().rposition(|snapshot| snapshot.durable_after_operations <= cut_after).unwrap_or(0);
     let in_flight = snapshots.get(durable + 1);
     if visible != snapshots[durable].listing && in_flight.is_none_or(|snapshot| visible != snapshot.listing) {
+        let difference = Listing::difference(&visible, &snapshots[durable].listing);
+        // The first few differing paths are enough to start from; the replay line gives all.
+        let text = difference.to_string();
+        let lines: Vec<&str> = text.lines().take(8).map(str::trim).collect();
         return CrashOutcome::Failed(format!(
-            "visible state is neither commit {durable} nor the one in flight: {}",
-            visible.difference(&snapshots[durable].listing)
+            "visible state is neither commit {durable} nor the one in flight (fs: after remount, \
+             model: commit {durable}): {}",
+            lines.join("; ")
         ));
     }
     // Liveness: with faults off, the volume accepts a change, commits and remounts.
@@ -211,7 +216,7 @@ pub fn crash_test(
     let cut_points: Vec<u64> = match config.max_cuts {
         // Cut after k operations for k in 0..operations: operation k+1 exists and is torn.
         Some(max_cuts) if max_cuts < operations => {
-            let mut rng = SplitMix64::new(config.seed ^ 0xC0FFEE);
+            let mut rng = SeededRng::new(config.seed ^ 0xC0FFEE);
             let mut points: Vec<u64> = (0..max_cuts).map(|_| rng.below(operations)).collect();
             points.sort_unstable();
             points.dedup();

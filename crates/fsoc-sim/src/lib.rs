@@ -4,7 +4,6 @@
 
 pub mod crash;
 pub mod listing;
-pub mod rng;
 pub mod workloads;
 
 pub use crash::{crash_test, CrashConfig, CrashOutcome, WorkloadReport};

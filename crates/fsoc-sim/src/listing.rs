@@ -1,48 +1,36 @@
-//! The visible state of a volume as one comparable value: every path with its kind,
-//! attributes that matter, a content digest and symlink target.
+//! The visible state of a volume as one comparable value: fsoc-model's `Listing` (every path
+//! with its attributes, content hash or symlink target, and hard-link structure), read through
+//! fsoc's inode-level API.
+//!
+//! Timestamps are left out: the crash test compares a remounted volume with the state a
+//! commit made durable, and what it checks is which commit survived, not the clock.
 
-use std::collections::BTreeMap;
-
-use fsoc_core::fs::{FileKind, FsError};
+use fsoc_core::fs::{FileKind, FsError, InodeRecord};
 use fsoc_core::FileSystem;
 use fsoc_media::Flash;
+use fsoc_model::listing::Fnv1a64;
+use fsoc_model::{Attributes, ListingContent};
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct ListingEntry {
-    pub kind: &'static str,
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub nlink: u32,
-    pub size: u64,
-    /// FNV-1a of the content (files) or of the target (symlinks).
-    pub digest: u64,
-}
+pub use fsoc_model::Listing;
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Listing(pub BTreeMap<String, ListingEntry>);
-
-fn fnv1a(state: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(state, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
-}
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 const READDIR_BATCH: usize = 256;
+const ROOT_INODE: u64 = 1;
 
-/// Content digests by (inode, mtime, size): valid while callers advance `FileSystem::now_ns`
+/// Content hashes by (inode, mtime, size): valid while callers advance `FileSystem::now_ns`
 /// between modifications, so each change gets a new mtime.
 pub type DigestCache = std::collections::HashMap<(u64, u64, u64), u64>;
 
 /// Walks the whole volume from the root.
-pub fn listing<F: Flash>(fs: &mut FileSystem<F>) -> Result<Listing, FsError> {
+pub fn listing<F: Flash>(fs: &FileSystem<F>) -> Result<Listing, FsError> {
     listing_cached(fs, &mut DigestCache::new())
 }
 
-/// `listing`, reusing content digests of files that did not change.
-pub fn listing_cached<F: Flash>(fs: &mut FileSystem<F>, cache: &mut DigestCache) -> Result<Listing, FsError> {
-    let mut result = Listing::default();
-    let mut pending: Vec<(String, u64)> = vec![(String::new(), 1)];
+/// `listing`, reusing content hashes of files that did not change.
+pub fn listing_cached<F: Flash>(fs: &FileSystem<F>, cache: &mut DigestCache) -> Result<Listing, FsError> {
+    let root = fs.getattr(ROOT_INODE)?;
+    let mut files = vec![(b"/".to_vec(), attributes(ROOT_INODE, &root), ListingContent::Directory)];
+    let mut pending: Vec<(Vec<u8>, u64)> = vec![(Vec::new(), ROOT_INODE)];
     while let Some((path, directory)) = pending.pop() {
         let mut after: Option<Vec<u8>> = None;
         loop {
@@ -50,72 +38,65 @@ pub fn listing_cached<F: Flash>(fs: &mut FileSystem<F>, cache: &mut DigestCache)
             let Some(last) = entries.last() else { break };
             after = Some(last.name.clone());
             for entry in entries {
-                let child = format!("{path}/{}", String::from_utf8_lossy(&entry.name));
+                let child = [path.as_slice(), b"/", &entry.name].concat();
                 let record = fs.getattr(entry.inode)?;
-                let digest = match entry.kind {
-                    FileKind::File if cache.contains_key(&(entry.inode, record.mtime_ns, record.size)) => {
-                        cache[&(entry.inode, record.mtime_ns, record.size)]
-                    }
-                    FileKind::File => {
-                        let mut hash = FNV_OFFSET;
-                        let mut offset = 0u64;
-                        while offset < record.size {
-                            let bytes = fs.read(entry.inode, offset, READ_CHUNK_BYTES)?;
-                            if bytes.is_empty() {
-                                break;
-                            }
-                            hash = fnv1a(hash, &bytes);
-                            offset += bytes.len() as u64;
-                        }
-                        cache.insert((entry.inode, record.mtime_ns, record.size), hash);
-                        hash
-                    }
-                    FileKind::Symlink => fnv1a(FNV_OFFSET, &fs.readlink(entry.inode)?),
+                let content = match entry.kind {
+                    FileKind::File => ListingContent::File { fnv1a_64: file_hash(fs, entry.inode, &record, cache)? },
+                    FileKind::Symlink => ListingContent::Symlink { target: fs.readlink(entry.inode)? },
                     FileKind::Directory => {
                         pending.push((child.clone(), entry.inode));
-                        0
+                        ListingContent::Directory
                     }
                 };
-                let kind = match entry.kind {
-                    FileKind::File => "file",
-                    FileKind::Directory => "dir",
-                    FileKind::Symlink => "symlink",
-                };
-                result.0.insert(
-                    child,
-                    ListingEntry {
-                        kind,
-                        mode: record.mode,
-                        uid: record.uid,
-                        gid: record.gid,
-                        nlink: record.nlink,
-                        size: record.size,
-                        digest,
-                    },
-                );
+                files.push((child, attributes(entry.inode, &record), content));
             }
         }
     }
-    Ok(result)
+    Ok(Listing::from_files(files).without_timestamps())
 }
 
-impl Listing {
-    /// A short description of how two listings differ, for failure messages.
-    pub fn difference(&self, other: &Listing) -> String {
-        let mut lines = Vec::new();
-        for (path, entry) in &self.0 {
-            match other.0.get(path) {
-                None => lines.push(format!("only in left: {path}")),
-                Some(theirs) if theirs != entry => lines.push(format!("differs: {path}: {entry:?} vs {theirs:?}")),
-                _ => {}
-            }
+/// FNV-1a of a file's bytes, from the cache when its (inode, mtime, size) was hashed before.
+fn file_hash<F: Flash>(
+    fs: &FileSystem<F>,
+    inode: u64,
+    record: &InodeRecord,
+    cache: &mut DigestCache,
+) -> Result<u64, FsError> {
+    let key = (inode, record.mtime_ns, record.size);
+    if let Some(&hash) = cache.get(&key) {
+        return Ok(hash);
+    }
+    let mut hasher = Fnv1a64::new();
+    let mut offset = 0u64;
+    while offset < record.size {
+        let bytes = fs.read(inode, offset, READ_CHUNK_BYTES)?;
+        if bytes.is_empty() {
+            break;
         }
-        for path in other.0.keys() {
-            if !self.0.contains_key(path) {
-                lines.push(format!("only in right: {path}"));
-            }
-        }
-        lines.truncate(8);
-        lines.join("; ")
+        hasher.update(&bytes);
+        offset += bytes.len() as u64;
+    }
+    cache.insert(key, hasher.finish());
+    Ok(hasher.finish())
+}
+
+/// fsoc's inode record in the model's terms; the inode number only groups hard links.
+fn attributes(inode: u64, record: &InodeRecord) -> Attributes {
+    let kind = match record.kind {
+        FileKind::File => fsoc_model::FileKind::File,
+        FileKind::Directory => fsoc_model::FileKind::Directory,
+        FileKind::Symlink => fsoc_model::FileKind::Symlink,
+    };
+    Attributes {
+        ino: inode,
+        kind,
+        mode: record.mode,
+        uid: record.uid,
+        gid: record.gid,
+        nlink: record.nlink,
+        size: record.size,
+        atime_ns: record.atime_ns,
+        mtime_ns: record.mtime_ns,
+        ctime_ns: record.ctime_ns,
     }
 }

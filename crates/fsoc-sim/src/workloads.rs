@@ -6,7 +6,7 @@ use fsoc_core::fs::FsError;
 use fsoc_core::{FileHandle, FileSystem, OpenFlags};
 use fsoc_media::Flash;
 
-use crate::rng::SplitMix64;
+use fsoc_media::rng::SeededRng;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -91,7 +91,7 @@ impl Workload {
 
     /// The step list for this workload and seed. `scale` multiplies the amount of work.
     pub fn steps(self, seed: u64, scale: u32) -> Vec<Step> {
-        let mut rng = SplitMix64::new(seed ^ (self as u64).wrapping_mul(0x9E37_79B9));
+        let mut rng = SeededRng::new(seed ^ (self as u64).wrapping_mul(0x9E37_79B9));
         let scale = u64::from(scale.max(1));
         let mut steps = Vec::new();
         match self {
@@ -99,15 +99,15 @@ impl Workload {
                 steps.push(Step::Mkdir("/a".into()));
                 steps.push(Step::Mkdir("/b".into()));
                 for round in 0..(40 * scale) {
-                    let directory = if rng.chance(1, 2) { "/a" } else { "/b" };
+                    let directory = if rng.chance_ratio(1, 2) { "/a" } else { "/b" };
                     let path = format!("{directory}/f{}", rng.below(12));
-                    if rng.chance(2, 3) {
-                        let size = if rng.chance(1, 3) { rng.range(600, 6000) } else { rng.range(0, 400) };
+                    if rng.chance_ratio(2, 3) {
+                        let size = if rng.chance_ratio(1, 3) { rng.range(600, 6000) } else { rng.range(0, 400) };
                         steps.push(Step::WriteFile { path, size, fill: round as u8 });
                     } else {
                         steps.push(Step::Unlink(path));
                     }
-                    if rng.chance(1, 4) {
+                    if rng.chance_ratio(1, 4) {
                         steps.push(Step::Transact);
                     }
                 }
@@ -119,14 +119,14 @@ impl Workload {
                     let length = rng.range(1, 9000);
                     let offset = rng.below(96 * 1024 - length);
                     steps.push(Step::Overwrite { path: "/big".into(), offset, length, fill: round as u8 + 2 });
-                    if rng.chance(1, 3) {
+                    if rng.chance_ratio(1, 3) {
                         steps.push(Step::AppendSync {
                             path: "/big".into(),
                             length: rng.range(1, 300),
                             fill: round as u8,
                         });
                     }
-                    if rng.chance(1, 5) {
+                    if rng.chance_ratio(1, 5) {
                         steps.push(Step::Truncate { path: "/big".into(), size: rng.range(90 * 1024, 110 * 1024) });
                     }
                 }
@@ -143,8 +143,8 @@ impl Workload {
                 }
                 steps.push(Step::Transact);
                 for _round in 0..(40 * scale) {
-                    let from = format!("/{}/n{}", if rng.chance(1, 2) { "x" } else { "y" }, rng.below(10));
-                    let to = format!("/{}/n{}", if rng.chance(1, 2) { "x" } else { "y" }, rng.below(10));
+                    let from = format!("/{}/n{}", if rng.chance_ratio(1, 2) { "x" } else { "y" }, rng.below(10));
+                    let to = format!("/{}/n{}", if rng.chance_ratio(1, 2) { "x" } else { "y" }, rng.below(10));
                     match rng.below(6) {
                         0 => steps.push(Step::Unlink(from)),
                         1 => steps.push(Step::Link { existing: from, new: to }),
@@ -156,7 +156,7 @@ impl Workload {
                         }),
                         _ => steps.push(Step::Rename { from, to }),
                     }
-                    if rng.chance(1, 3) {
+                    if rng.chance_ratio(1, 3) {
                         steps.push(Step::Transact);
                     }
                 }
@@ -213,7 +213,7 @@ impl Workload {
                 steps.push(Step::Transact);
                 for round in 0..(60 * scale) {
                     let index = rng.below(6);
-                    if rng.chance(1, 2) {
+                    if rng.chance_ratio(1, 2) {
                         steps.push(Step::WriteFile {
                             path: format!("/keep{index}"),
                             size: 40 * 1024,
@@ -228,7 +228,7 @@ impl Workload {
                             fill: round as u8,
                         });
                     }
-                    if rng.chance(1, 3) {
+                    if rng.chance_ratio(1, 3) {
                         steps.push(Step::Transact);
                     }
                 }

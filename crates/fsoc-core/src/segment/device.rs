@@ -256,6 +256,14 @@ impl<F: Flash> Device<F> {
         self.advance_to(all_done_ns);
     }
 
+    /// `barrier`, then the flash's write barrier: everything issued so far reaches the backing
+    /// store before anything issued later (the commit protocol's ordering points around each
+    /// metaroot program; a threaded array drains its chip queues here).
+    pub fn write_barrier(&mut self) -> Result<(), NandError> {
+        self.barrier();
+        self.flash.write_barrier()
+    }
+
     /// Sets the clock (a volume opened on a device that has already run, e.g. after format).
     pub fn set_now_ns(&mut self, now_ns: Nanos) {
         *self.now_ns.get_mut() = now_ns;

@@ -3,9 +3,12 @@
 //! A metaroot names the committed state: both tree roots, the segment table's pages, the
 //! commit counter. Records are appended page by page into one of three metaroot areas
 //! (segments 1–3); the valid metaroot is the one with a good CRC and the highest counter.
-//! Mount finds it with a handful of reads: page 0 of each area (the area whose page 0 has the
-//! highest counter is the current one), a binary search for the current area's last
-//! programmed page, and a short step back past at most one torn page (docs/DESIGN.md).
+//! Mount finds it with a handful of reads (the search itself is `Volume::mount`'s): pages 0
+//! and 1 of each area (the area whose first records carry the highest counter is the current
+//! one; two pages, because on MLC/TLC a torn program can corrupt its paired lower page), a
+//! binary search for the current area's last programmed page, and a short step back past at
+//! most one torn page. docs/FORMAT.md states the count and its worst case; tests/bounds.rs and
+//! tests/invariants.rs assert it.
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use alloc::vec::Vec;

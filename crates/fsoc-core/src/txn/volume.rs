@@ -630,7 +630,7 @@ impl<F: Flash> Volume<F> {
             delta: Vec::new(),
         };
         // Every node and table page the metaroot names must be on flash before it is.
-        self.log.device_mut().barrier();
+        self.log.device_mut().write_barrier()?;
         self.committed = metaroot;
         let pages_per_segment = self.log.layout().pages_per_segment();
         if clean && self.cursor.next_page + 2 > pages_per_segment {
@@ -689,7 +689,7 @@ impl<F: Flash> Volume<F> {
             return Err(SegmentError::Accounting { address }.into());
         }
         let result = (|| {
-            self.log.device_mut().barrier();
+            self.log.device_mut().write_barrier()?;
             self.committed.commit_counter += 1;
             self.committed.next_inode = self.next_inode;
             self.committed.delta = delta;
@@ -725,7 +725,9 @@ impl<F: Flash> Volume<F> {
         let bytes = self.committed.encode(layout.page_size_bytes());
         let address = layout.address(self.cursor.area_slot.segment_index(), self.cursor.next_page);
         self.log.device_mut().program(address, &bytes, PageTag::Metaroot)?;
-        self.log.device_mut().barrier();
+        // Nothing issued later (an erase of a segment this commit frees) may reach the backing
+        // store before the metaroot that makes it free.
+        self.log.device_mut().write_barrier()?;
         self.last_commit_operations = self.log.device().operations_issued();
         if self.cursor.next_page <= 1 {
             // Pages 0 and 1 identify the area at mount (the newer of the two counts).

@@ -1,0 +1,374 @@
+//! `fsoc get [-r] IMAGE:/path LOCAL`: copies out of an image. Nothing is ever written outside
+//! LOCAL: names from the image are checked (names.rs), the walk follows no cycle (image_walk.rs),
+//! and everything is created relative to an open directory with O_NOFOLLOW. With --keep-going
+//! a damaged image gives up what cannot be read and everything else.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+
+use fsoc_core::fs::{FileKind, FsError, InodeRecord};
+use fsoc_core::FileSystem;
+use indicatif::ProgressBar;
+
+use crate::image_target::{parse_target, split_last};
+use crate::image_walk::{Step, Walk, DEPTH_MAX};
+use crate::names::{escaped, invalid_name_reason, shown};
+use crate::tools_cmd::{bad_name, progress_bar, resolve, Session, COPY_CHUNK_BYTES};
+use crate::volume_files::VolumeFlash;
+
+#[derive(Clone, Copy)]
+pub struct GetOptions {
+    pub recursive: bool,
+    pub keep_going: bool,
+    pub skip_bad_names: bool,
+}
+
+/// Why one entry could not be extracted: the image's fault (skippable with --keep-going) or
+/// the local side's (always fatal).
+enum ExtractError {
+    Image(String),
+    Local(String),
+}
+
+pub fn get(source_text: &str, destination: &Path, options: GetOptions) -> Result<(), String> {
+    let (image, source) = parse_target(source_text)?;
+    let mut session = Session::open(&image, false)?;
+    let (inode, kind) = resolve(&mut session.fs, &source).map_err(|error| session.error(&source, error))?;
+    if kind == FileKind::Directory && !options.recursive {
+        return Err(session.error(&source, FsError::IsDirectory).replace("is a directory", "is a directory (use -r)"));
+    }
+    // The destination is the user's: it may be followed. Below it nothing from the image is.
+    let (parent, name) = if destination.is_dir() {
+        let name = split_last(&source).map_or(&b"root"[..], |(_, name)| name).to_vec();
+        (destination.to_path_buf(), name)
+    } else {
+        let name = destination.file_name().ok_or_else(|| format!("{}: not a file name", destination.display()))?;
+        let parent = destination.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        (parent.to_path_buf(), name.as_bytes().to_vec())
+    };
+    let parent_fd = open_directory(None, parent.as_os_str().as_bytes(), true)
+        .map_err(|error| format!("{}: {error}", parent.display()))?;
+    let bar = progress_bar(0, "get");
+    if !bar.is_hidden() {
+        // A second walk of the tree only to size the bar: skipped when nobody sees the bar.
+        bar.set_length(image_tree_bytes(&mut session.fs, inode, kind));
+    }
+    let depth_max = extract_depth_max();
+    let mut extraction = Extraction { session: &mut session, bar: &bar, options, failures: 0, depth_max };
+    let result = extraction.extract(&parent_fd, &name, &source, inode, kind);
+    let failures = extraction.failures;
+    bar.finish_and_clear();
+    result?;
+    session.finish()?;
+    match failures {
+        0 => Ok(()),
+        1 => Err(format!(
+            "1 entry of {} could not be extracted and was skipped (named above); everything else was",
+            image.display()
+        )),
+        _ => Err(format!(
+            "{failures} entries of {} could not be extracted and were skipped (named above); everything else was",
+            image.display()
+        )),
+    }
+}
+
+/// Bytes in the files under `inode`, for the progress bar (unreadable parts count 0). The
+/// walk skips what the extraction refuses; the extraction reports it.
+fn image_tree_bytes(fs: &mut FileSystem<VolumeFlash>, inode: u64, kind: FileKind) -> u64 {
+    match kind {
+        FileKind::File => return fs.getattr(inode).map_or(0, |record| record.size),
+        FileKind::Symlink => return 0,
+        FileKind::Directory => {}
+    }
+    let mut total = 0;
+    let mut walk = Walk::new(inode, b"", DEPTH_MAX);
+    loop {
+        match walk.next(fs) {
+            Step::Done => return total,
+            Step::Entry(entry) if invalid_name_reason(&entry.name).is_none() => match entry.kind {
+                FileKind::File => total += fs.getattr(entry.inode).map_or(0, |record| record.size),
+                FileKind::Directory => {
+                    let _ = walk.enter(fs, &entry);
+                }
+                FileKind::Symlink => {}
+            },
+            Step::Entry(_) | Step::Leave | Step::Unreadable(_) => {}
+        }
+    }
+}
+
+/// Deepest tree `get -r` extracts. It holds one open local directory per level (so nothing
+/// is ever reached through a path that could have been swapped for a link), hence the limit
+/// is what the open-file limit allows, raised to its hard maximum first, and at most DEPTH_MAX.
+fn extract_depth_max() -> usize {
+    /// Descriptors kept for everything else (the image, standard streams, the allocator).
+    const SPARE_DESCRIPTORS: u64 = 64;
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit fills the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 256;
+    }
+    let wanted = limit.rlim_max.min(DEPTH_MAX as u64 + SPARE_DESCRIPTORS);
+    if wanted > limit.rlim_cur {
+        let raised = libc::rlimit { rlim_cur: wanted, rlim_max: limit.rlim_max };
+        // SAFETY: setrlimit reads the struct it is given; raising the soft limit up to the
+        // hard one needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit.rlim_cur = wanted;
+        }
+    }
+    (limit.rlim_cur.saturating_sub(SPARE_DESCRIPTORS) as usize).clamp(16, DEPTH_MAX)
+}
+
+struct Extraction<'a> {
+    session: &'a mut Session,
+    bar: &'a ProgressBar,
+    options: GetOptions,
+    failures: u64,
+    depth_max: usize,
+}
+
+impl Extraction<'_> {
+    fn image_error(&self, path: &[u8], error: FsError) -> ExtractError {
+        ExtractError::Image(self.session.error(path, error))
+    }
+
+    /// A skippable failure: reported and counted with --keep-going, fatal otherwise.
+    fn failed(&mut self, error: ExtractError) -> Result<(), String> {
+        match error {
+            ExtractError::Image(message) if self.options.keep_going => {
+                self.bar.suspend(|| eprintln!("fsoc get: skipped {message}"));
+                self.failures += 1;
+                Ok(())
+            }
+            ExtractError::Image(message) | ExtractError::Local(message) => Err(message),
+        }
+    }
+
+    /// Extracts `source` (inode `inode`) as `name` inside the local directory `parent`.
+    fn extract(
+        &mut self,
+        parent: &OwnedFd,
+        name: &[u8],
+        source: &[u8],
+        inode: u64,
+        kind: FileKind,
+    ) -> Result<(), String> {
+        match kind {
+            FileKind::File => self.extract_file(parent, name, source, inode).or_else(|error| self.failed(error)),
+            FileKind::Symlink => self.extract_symlink(parent, name, source, inode).or_else(|error| self.failed(error)),
+            FileKind::Directory => self.extract_tree(parent, name, source, inode),
+        }
+    }
+
+    /// A directory and everything under it, walked iteratively (image_walk.rs: no directory
+    /// twice, bounded depth) with one open local directory per level. Every name is checked
+    /// before it is created, and everything is created relative to its directory's descriptor
+    /// with O_NOFOLLOW: so nothing is ever written outside the destination.
+    fn extract_tree(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8], inode: u64) -> Result<(), String> {
+        // The start directory is fatal either way: without it there is nothing to extract.
+        let record = self
+            .directory_record(source, inode)
+            .map_err(|(ExtractError::Image(message) | ExtractError::Local(message))| message)?;
+        // The open local directories, one per level of the walk, with the image's record of
+        // each (applied when it is left).
+        let mut directories = vec![(self.open_new_directory(parent, name, source)?, record)];
+        let mut walk = Walk::new(inode, source, self.depth_max);
+        loop {
+            let entry = match walk.next(&mut self.session.fs) {
+                Step::Done => return Ok(()),
+                Step::Unreadable(error) => {
+                    let error = self.image_error(walk.directory_path(), error);
+                    self.failed(error)?;
+                    continue;
+                }
+                Step::Leave => {
+                    let (fd, record) = directories.pop().expect("one open directory per level of the walk");
+                    // Permissions last, so a read-only directory could still be filled.
+                    set_fd_mode_and_times(&fd, &record)
+                        .map_err(|error| format!("{}: {error}", shown(walk.directory_path())))?;
+                    continue;
+                }
+                Step::Entry(entry) => entry,
+            };
+            if let Some(reason) = invalid_name_reason(&entry.name) {
+                bad_name(
+                    &self.session.image,
+                    walk.directory_path(),
+                    &entry.name,
+                    reason,
+                    self.options.skip_bad_names,
+                    "get",
+                )?;
+                continue;
+            }
+            let child_source = walk.entry_path(&entry.name);
+            let (directory_fd, _) = directories.last().expect("one open directory per level of the walk");
+            if entry.kind != FileKind::Directory {
+                self.extract(directory_fd, &entry.name, &child_source, entry.inode, entry.kind)?;
+                continue;
+            }
+            let record = match self.directory_record(&child_source, entry.inode) {
+                Ok(record) => record,
+                Err(error) => {
+                    self.failed(error)?;
+                    continue;
+                }
+            };
+            if let Err(error) = walk.enter(&mut self.session.fs, &entry) {
+                // Not followed either way; --keep-going extracts the rest of the tree.
+                let message =
+                    format!("{}:{}: {}", self.session.image.display(), shown(&child_source), error.describe());
+                self.failed(ExtractError::Image(message))?;
+                continue;
+            }
+            let fd = self.open_new_directory(directory_fd, &entry.name, &child_source)?;
+            directories.push((fd, record));
+        }
+    }
+
+    /// The record of a directory about to be extracted, which must be one.
+    fn directory_record(&mut self, source: &[u8], inode: u64) -> Result<InodeRecord, ExtractError> {
+        let record = self.session.fs.getattr(inode).map_err(|error| self.image_error(source, error))?;
+        if record.kind != FileKind::Directory {
+            return Err(ExtractError::Image(format!(
+                "{}:{}: the entry names a directory but inode {inode} is not one; the image is damaged (see `fsoc fsck`)",
+                self.session.image.display(),
+                shown(source)
+            )));
+        }
+        Ok(record)
+    }
+
+    /// Creates (or reuses) directory `name` in `parent` and opens it without following links.
+    fn open_new_directory(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8]) -> Result<OwnedFd, String> {
+        let c_name = c_name(name)?;
+        // SAFETY: a valid directory descriptor and a NUL-terminated name.
+        let made = unsafe { libc::mkdirat(parent.as_raw_fd(), c_name.as_ptr(), 0o700) };
+        if made != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+            return Err(format!("{}: {}", shown(source), std::io::Error::last_os_error()));
+        }
+        open_directory(Some(parent), name, false).map_err(|error| match error.raw_os_error() {
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => format!(
+                "{}: a symbolic link or a file is in the way at the destination; it is not followed (remove it and retry)",
+                shown(source)
+            ),
+            _ => format!("{}: {error}", shown(source)),
+        })
+    }
+
+    fn extract_file(&mut self, parent: &OwnedFd, name: &[u8], source: &[u8], inode: u64) -> Result<(), ExtractError> {
+        let record = self.session.fs.getattr(inode).map_err(|error| self.image_error(source, error))?;
+        let local = |error: std::io::Error| ExtractError::Local(format!("{}: {error}", shown(source)));
+        let c_name = c_name(name).map_err(ExtractError::Local)?;
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid directory descriptor and a NUL-terminated name.
+        let mut raw = unsafe { libc::openat(parent.as_raw_fd(), c_name.as_ptr(), flags, 0o600) };
+        if raw < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ELOOP) {
+            // A symbolic link is in the way: replace it, never write through it.
+            // SAFETY: as above.
+            unsafe { libc::unlinkat(parent.as_raw_fd(), c_name.as_ptr(), 0) };
+            // SAFETY: as above.
+            raw = unsafe { libc::openat(parent.as_raw_fd(), c_name.as_ptr(), flags, 0o600) };
+        }
+        if raw < 0 {
+            return Err(local(std::io::Error::last_os_error()));
+        }
+        // SAFETY: openat returned a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut file = File::from(fd);
+        let mut offset = 0u64;
+        while offset < record.size {
+            let bytes = match self.session.fs.read(inode, offset, COPY_CHUNK_BYTES) {
+                Ok(bytes) => bytes,
+                Err(error) => {
+                    // Leave no half-copied file behind a skipped one.
+                    drop(file);
+                    // SAFETY: as above.
+                    unsafe { libc::unlinkat(parent.as_raw_fd(), c_name.as_ptr(), 0) };
+                    return Err(self.image_error(source, error));
+                }
+            };
+            if bytes.is_empty() {
+                break;
+            }
+            file.write_all(&bytes).map_err(local)?;
+            offset += bytes.len() as u64;
+            self.bar.inc(bytes.len() as u64);
+        }
+        let fd = OwnedFd::from(file);
+        set_fd_mode_and_times(&fd, &record).map_err(local)
+    }
+
+    fn extract_symlink(
+        &mut self,
+        parent: &OwnedFd,
+        name: &[u8],
+        source: &[u8],
+        inode: u64,
+    ) -> Result<(), ExtractError> {
+        let target = self.session.fs.readlink(inode).map_err(|error| self.image_error(source, error))?;
+        let local = |error: std::io::Error| ExtractError::Local(format!("{}: {error}", shown(source)));
+        let c_name = c_name(name).map_err(ExtractError::Local)?;
+        let c_target = std::ffi::CString::new(target)
+            .map_err(|_| ExtractError::Image(format!("{}: link target contains NUL", shown(source))))?;
+        // The link is created, never followed: its target may point anywhere, harmlessly.
+        // SAFETY: a valid directory descriptor and NUL-terminated strings.
+        let mut made = unsafe { libc::symlinkat(c_target.as_ptr(), parent.as_raw_fd(), c_name.as_ptr()) };
+        if made != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
+            // SAFETY: as above (removes a file or link; a directory in the way stays an error).
+            unsafe { libc::unlinkat(parent.as_raw_fd(), c_name.as_ptr(), 0) };
+            // SAFETY: as above.
+            made = unsafe { libc::symlinkat(c_target.as_ptr(), parent.as_raw_fd(), c_name.as_ptr()) };
+        }
+        if made != 0 {
+            return Err(local(std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+}
+
+fn c_name(name: &[u8]) -> Result<std::ffi::CString, String> {
+    std::ffi::CString::new(name).map_err(|_| format!("{}: name contains NUL", escaped(name)))
+}
+
+/// Opens a directory: `name` relative to `parent` (or a path of the user's when `parent` is
+/// None). `follow` is false for anything named by the image: a symbolic link is refused.
+fn open_directory(parent: Option<&OwnedFd>, name: &[u8], follow: bool) -> std::io::Result<OwnedFd> {
+    let c_name = std::ffi::CString::new(name).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let mut flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let directory = parent.map_or(libc::AT_FDCWD, |fd| fd.as_raw_fd());
+    // SAFETY: a valid directory descriptor (or AT_FDCWD) and a NUL-terminated name.
+    let raw = unsafe { libc::openat(directory, c_name.as_ptr(), flags) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: openat returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// Sets mode and times from an image record on an open file or directory.
+fn set_fd_mode_and_times(fd: &OwnedFd, record: &InodeRecord) -> std::io::Result<()> {
+    // SAFETY: a valid descriptor.
+    if unsafe { libc::fchmod(fd.as_fd().as_raw_fd(), (record.mode & 0o7777) as libc::mode_t) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let timespec = |nanoseconds: u64| libc::timespec {
+        tv_sec: (nanoseconds / 1_000_000_000) as libc::time_t,
+        tv_nsec: (nanoseconds % 1_000_000_000) as libc::c_long,
+    };
+    let times = [timespec(record.atime_ns), timespec(record.mtime_ns)];
+    // SAFETY: a valid descriptor and a two-element times array.
+    if unsafe { libc::futimens(fd.as_fd().as_raw_fd(), times.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
