@@ -96,6 +96,7 @@ pub(crate) fn open_chip_files(paths: &[PathBuf]) -> Result<(Vec<ImageStore>, Sim
         stores.push(store);
     }
     let (first_header, _) = first.ok_or(ArrayError::ChipCount { chip_count: 0 })?;
-    let config = SimConfig { chip_count: paths.len() as u32, ..first_header.sim_config() };
+    let chip_count = u32::try_from(paths.len()).map_err(|_| ArrayError::ChipCount { chip_count: paths.len() })?;
+    let config = SimConfig { chip_count, ..first_header.sim_config() };
     Ok((stores, config))
 }

@@ -26,7 +26,9 @@ pub struct ChipArrayStore {
     geometry: Geometry,
     /// Metadata of every chip (contents are never stored here).
     mirror: RamStore,
+    /// One per chip, in chip order (`chip_count` of them).
     workers: Vec<ChipWorker>,
+    chip_count: u32,
     paths: Vec<PathBuf>,
     /// Reads started ahead by `prefetch`, by (global) page address.
     prefetched: RefCell<HashMap<PageAddress, ReadReply>>,
@@ -62,25 +64,25 @@ impl ChipArrayStore {
     ) -> Result<ChipArrayStore, ArrayError> {
         assert_eq!(stores.len(), paths.len(), "one path per chip file");
         let geometry = stores.first().map(|store| store.geometry()).ok_or(ArrayError::ChipCount { chip_count: 0 })?;
-        let chip_count = stores.len() as u32;
+        let chip_count = u32::try_from(stores.len()).map_err(|_| ArrayError::ChipCount { chip_count: stores.len() })?;
         let mut workers = Vec::with_capacity(stores.len());
-        for (chip, store) in stores.into_iter().enumerate() {
+        for (chip, store) in (0u32..).zip(stores) {
             assert_eq!(store.geometry(), geometry, "chip files checked identical before start");
-            workers.push(ChipWorker::spawn(chip as u32, store, queue_depth_max)?);
+            workers.push(ChipWorker::spawn(chip, store, queue_depth_max)?);
         }
         let mut mirror = RamStore::new(geometry, chip_count);
         if load_metadata {
-            for (chip, worker) in workers.iter().enumerate() {
+            for (chip, worker) in (0u32..).zip(&workers) {
                 let metadata = worker.load_metadata()?;
-                for (block_index, meta) in metadata.blocks.iter().enumerate() {
-                    mirror.set_block_meta(BlockAddress::new(chip as u32, block_index as u32), meta)?;
+                for (block_index, meta) in (0u32..).zip(&metadata.blocks) {
+                    mirror.set_block_meta(BlockAddress::new(chip, block_index), meta)?;
                 }
                 for (block_index, page_index, meta) in &metadata.pages {
-                    mirror.set_page_meta(PageAddress::new(chip as u32, *block_index, *page_index), meta)?;
+                    mirror.set_page_meta(PageAddress::new(chip, *block_index, *page_index), meta)?;
                 }
             }
         }
-        Ok(ChipArrayStore { geometry, mirror, workers, paths, prefetched: RefCell::new(HashMap::new()) })
+        Ok(ChipArrayStore { geometry, mirror, workers, chip_count, paths, prefetched: RefCell::new(HashMap::new()) })
     }
 
     /// The chip files, in chip order.
@@ -92,8 +94,13 @@ impl ChipArrayStore {
         self.workers.iter().map(ChipWorker::control).collect()
     }
 
-    fn worker(&self, chip: fsoc_media::ChipIndex) -> &ChipWorker {
-        self.workers.get(chip.0 as usize).unwrap_or_else(|| panic!("chip {chip:?} has no worker"))
+    /// The chip's worker, or `OutOfRange` (the simulator checks addresses first).
+    fn worker(&self, chip: fsoc_media::ChipIndex) -> Result<&ChipWorker, NandError> {
+        self.workers.get(chip.0 as usize).ok_or(NandError::OutOfRange {
+            what: "chip",
+            value: u64::from(chip.0),
+            limit: u64::from(self.chip_count),
+        })
     }
 
     /// Starts reading `pages` on their chips' workers, so the following `read_contents` calls
@@ -105,11 +112,12 @@ impl ChipArrayStore {
             prefetched.clear();
         }
         for &page in pages.iter().take(PREFETCH_PAGES_MAX) {
-            if page.chip.0 as usize >= self.workers.len() || prefetched.contains_key(&page) {
+            if prefetched.contains_key(&page) {
                 continue;
             }
-            // A failed submit is left to the real read, which reports it.
-            if let Ok(reply) = self.worker(page.chip).read(local_page(page), data_bytes, spare_bytes) {
+            // A chip out of range or a failed submit is left to the real read, which reports it.
+            let Ok(worker) = self.worker(page.chip) else { continue };
+            if let Ok(reply) = worker.read(local_page(page), data_bytes, spare_bytes) {
                 prefetched.insert(page, reply);
             }
         }
@@ -149,7 +157,7 @@ impl PageStore for ChipArrayStore {
     }
 
     fn chip_count(&self) -> u32 {
-        self.workers.len() as u32
+        self.chip_count
     }
 
     fn block_meta(&self, block: BlockAddress) -> Result<BlockMeta, NandError> {
@@ -157,7 +165,7 @@ impl PageStore for ChipArrayStore {
     }
 
     fn set_block_meta(&mut self, block: BlockAddress, meta: &BlockMeta) -> Result<(), NandError> {
-        self.worker(block.chip).submit(Request::SetBlockMeta { block: local_block(block), meta: *meta })?;
+        self.worker(block.chip)?.submit(Request::SetBlockMeta { block: local_block(block), meta: *meta })?;
         self.mirror.set_block_meta(block, meta)
     }
 
@@ -166,7 +174,7 @@ impl PageStore for ChipArrayStore {
     }
 
     fn set_page_meta(&mut self, page: PageAddress, meta: &PageMeta) -> Result<(), NandError> {
-        self.worker(page.chip).submit(Request::SetPageMeta { page: local_page(page), meta: *meta })?;
+        self.worker(page.chip)?.submit(Request::SetPageMeta { page: local_page(page), meta: *meta })?;
         self.mirror.set_page_meta(page, meta)
     }
 
@@ -178,7 +186,7 @@ impl PageStore for ChipArrayStore {
         let mut bytes = Vec::with_capacity(data.len() + spare.len());
         bytes.extend_from_slice(data);
         bytes.extend_from_slice(spare);
-        self.worker(page.chip).submit(Request::WriteContents { page: local_page(page), bytes, data_bytes: data.len() })
+        self.worker(page.chip)?.submit(Request::WriteContents { page: local_page(page), bytes, data_bytes: data.len() })
     }
 
     /// The read goes to the chip's worker (or was prefetched); the caller waits for the bytes
@@ -199,7 +207,7 @@ impl PageStore for ChipArrayStore {
     }
 
     fn read_contents(&self, page: PageAddress, data: &mut [u8], spare: &mut [u8]) -> Result<(), NandError> {
-        let worker = self.worker(page.chip);
+        let worker = self.worker(page.chip)?;
         let pending = self.prefetched.borrow_mut().remove(&page);
         let reply = match pending {
             Some(reply) => reply,
@@ -210,7 +218,7 @@ impl PageStore for ChipArrayStore {
     }
 
     fn reset_block_pages(&mut self, block: BlockAddress) -> Result<(), NandError> {
-        self.worker(block.chip).submit(Request::ResetBlockPages { block: local_block(block) })?;
+        self.worker(block.chip)?.submit(Request::ResetBlockPages { block: local_block(block) })?;
         self.mirror.reset_block_pages(block)
     }
 

@@ -6,15 +6,28 @@
 //! - Address, geometry and timing types, and `NandError`.
 //! - `codec`: the one little-endian byte codec and CRC-32C every on-media structure uses.
 //! - `sync`: the one lock type of the storage crates (std `Mutex`, or a spin lock without std).
+//! - `convert`: the checked narrowing conversions for values in range by construction.
 //!
 //! `no_std` + `alloc`. Simulator statistics are not here: they reach benchmarks through
 //! fsoc-media's `FlashStats`, never through this seam.
 #![cfg_attr(not(feature = "std"), no_std)]
-#![deny(clippy::unwrap_used)]
+// The storage crates' lint set: no unwrap, expect, panic!, unchecked indexing or truncating
+// `as` in product code (unit tests are exempt); each remaining allowance says why at its item.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::cast_possible_truncation
+    )
+)]
 
 extern crate alloc;
 
 pub mod codec;
+pub mod convert;
 mod geometry;
 pub mod sync;
 

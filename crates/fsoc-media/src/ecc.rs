@@ -8,6 +8,8 @@
 
 use alloc::vec;
 
+use fsoc_flash::convert::u32_from_u64;
+
 use crate::geometry::Geometry;
 use crate::rng::SeededRng;
 use crate::ReadStatus;
@@ -137,7 +139,8 @@ impl BitErrorModel {
             let mean = rber * f64::from(end - start);
             let count = rng.poisson(mean, cap);
             for _ in 0..count {
-                positions.push(start + rng.below(u64::from(end - start)) as u32);
+                // Below `end - start`, a u32.
+                positions.push(start + u32_from_u64(rng.below(u64::from(end - start))));
             }
         }
     }
@@ -151,7 +154,8 @@ pub fn apply_bit_flips(positions: &[u32], data: &mut [u8], spare: &mut [u8]) {
         let position = u64::from(position);
         let (area, bit_index) =
             if position < data_bit_count { (&mut *data, position) } else { (&mut *spare, position - data_bit_count) };
-        if let Some(byte) = area.get_mut((bit_index / u64::from(BITS_PER_BYTE)) as usize) {
+        let byte_index = usize::try_from(bit_index / u64::from(BITS_PER_BYTE)).ok();
+        if let Some(byte) = byte_index.and_then(|index| area.get_mut(index)) {
             *byte ^= 1 << (bit_index % u64::from(BITS_PER_BYTE));
         }
     }

@@ -32,9 +32,9 @@ pub const HEADER_CRC_COVERED_BYTES: usize = 88;
 /// Encoded header length: the covered bytes plus the 4-byte CRC.
 pub const HEADER_BYTES: usize = HEADER_CRC_COVERED_BYTES + 4;
 /// Size of one block-table entry.
-pub const BLOCK_ENTRY_BYTES: u64 = 16;
+pub const BLOCK_ENTRY_BYTES: usize = 16;
 /// Size of one page-table entry: 8 bytes of state and flags, then the flip positions.
-pub const PAGE_ENTRY_BYTES: u64 = 8 + 4 * PAGE_FLIPS_MAX as u64;
+pub const PAGE_ENTRY_BYTES: usize = 8 + 4 * PAGE_FLIPS_MAX;
 /// Tables and the data area start on multiples of this.
 pub const REGION_ALIGNMENT_BYTES: u64 = 4096;
 /// Largest chip count an image may declare (same bound as `SimConfig::validate`).
@@ -127,8 +127,9 @@ impl ImageLayout {
         let page_total = block_total.checked_mul(u64::from(geometry.pages_per_block))?;
         let page_slot_bytes = u64::from(geometry.page_data_bytes) + u64::from(geometry.spare_bytes);
         let block_table_offset = HEADER_REGION_BYTES;
-        let page_table_offset = align_up(block_table_offset.checked_add(block_total.checked_mul(BLOCK_ENTRY_BYTES)?)?)?;
-        let data_offset = align_up(page_table_offset.checked_add(page_total.checked_mul(PAGE_ENTRY_BYTES)?)?)?;
+        let page_table_offset =
+            align_up(block_table_offset.checked_add(block_total.checked_mul(BLOCK_ENTRY_BYTES as u64)?)?)?;
+        let data_offset = align_up(page_table_offset.checked_add(page_total.checked_mul(PAGE_ENTRY_BYTES as u64)?)?)?;
         let file_size_bytes = data_offset.checked_add(page_total.checked_mul(page_slot_bytes)?)?;
         Some(ImageLayout { block_table_offset, page_table_offset, data_offset, file_size_bytes, page_slot_bytes })
     }
@@ -239,8 +240,8 @@ impl ImageHeader {
     }
 }
 
-fn encode_block_entry(meta: &BlockMeta) -> [u8; BLOCK_ENTRY_BYTES as usize] {
-    let mut writer = Writer::with_capacity(BLOCK_ENTRY_BYTES as usize);
+fn encode_block_entry(meta: &BlockMeta) -> [u8; BLOCK_ENTRY_BYTES] {
+    let mut writer = Writer::with_capacity(BLOCK_ENTRY_BYTES);
     writer.raw(&meta.erase_count.to_le_bytes());
     writer.raw(&[meta.bad_mark.code()]);
     let mut flags = 0;
@@ -286,8 +287,8 @@ fn decode_block_entry(bytes: &[u8], index: u64, pages_per_block: u32) -> Result<
     })
 }
 
-fn encode_page_entry(meta: &PageMeta) -> [u8; PAGE_ENTRY_BYTES as usize] {
-    let mut writer = Writer::with_capacity(PAGE_ENTRY_BYTES as usize);
+fn encode_page_entry(meta: &PageMeta) -> [u8; PAGE_ENTRY_BYTES] {
+    let mut writer = Writer::with_capacity(PAGE_ENTRY_BYTES);
     let flags = if meta.excess_damage { PAGE_FLAG_EXCESS_DAMAGE } else { 0 };
     writer.raw(&[meta.state.code(), meta.flip_count, flags, 0, 0, 0, 0, 0]);
     for position in meta.flip_positions {
@@ -297,6 +298,9 @@ fn encode_page_entry(meta: &PageMeta) -> [u8; PAGE_ENTRY_BYTES as usize] {
 }
 
 /// An encoder's output as the fixed-size array its layout promises.
+// Invariant: each encoder writes a fixed sequence of fields whatever the values (the unit
+// tests round-trip every structure), so no input reaches this panic.
+#[allow(clippy::panic)]
 fn fixed_size<const N: usize>(bytes: Vec<u8>) -> [u8; N] {
     let length = bytes.len();
     bytes.try_into().unwrap_or_else(|_| panic!("encoder wrote {length} bytes where its layout has {N}"))
@@ -385,16 +389,22 @@ impl ImageStore {
     pub fn open(path: &Path) -> Result<ImageStore, ImageError> {
         let file = OpenOptions::new().read(true).write(true).open(path).map_err(io_error("open"))?;
         let file_size_bytes = file.metadata().map_err(io_error("stat"))?.len();
-        let header_bytes_available = file_size_bytes.min(HEADER_BYTES as u64) as usize;
+        let header_bytes_available =
+            usize::try_from(file_size_bytes).map_or(HEADER_BYTES, |size| size.min(HEADER_BYTES));
         let mut header_bytes = vec![0u8; header_bytes_available];
         file.read_exact_at(&mut header_bytes, 0).map_err(io_error("read header"))?;
         let (header, layout) = ImageHeader::decode(&header_bytes, file_size_bytes)?;
-        let block_total = u64::from(header.chip_count) * u64::from(header.geometry.block_count);
-        let table_bytes = block_total * BLOCK_ENTRY_BYTES;
-        let mut table = vec![0u8; table_bytes as usize];
+        // The header is checked (chip count and block count bounded), but the table must also
+        // fit this target's memory.
+        let block_total = usize::try_from(u64::from(header.chip_count) * u64::from(header.geometry.block_count))
+            .map_err(|_| ImageError::InvalidGeometry { reason: "block table larger than this target's memory" })?;
+        let table_bytes = block_total
+            .checked_mul(BLOCK_ENTRY_BYTES)
+            .ok_or(ImageError::InvalidGeometry { reason: "block table larger than this target's memory" })?;
+        let mut table = vec![0u8; table_bytes];
         file.read_exact_at(&mut table, layout.block_table_offset).map_err(io_error("read block table"))?;
-        let mut block_metas = Vec::with_capacity(block_total as usize);
-        for (index, entry) in table.chunks_exact(BLOCK_ENTRY_BYTES as usize).enumerate() {
+        let mut block_metas = Vec::with_capacity(block_total);
+        for (index, entry) in table.chunks_exact(BLOCK_ENTRY_BYTES).enumerate() {
             block_metas.push(decode_block_entry(entry, index as u64, header.geometry.pages_per_block)?);
         }
         let page_total = block_metas.len() * header.geometry.pages_per_block as usize;
@@ -426,13 +436,18 @@ impl ImageStore {
             + u64::from(page.page_index)
     }
 
+    /// The error for a block index (from `block_index`) the cached block table does not hold.
+    fn no_block_entry(&self, index: u64) -> NandError {
+        NandError::OutOfRange { what: "image block table entry", value: index, limit: self.block_metas.len() as u64 }
+    }
+
     fn page_entry_offset(&self, page: PageAddress) -> u64 {
-        self.layout.page_table_offset + self.page_index(page) * PAGE_ENTRY_BYTES
+        self.layout.page_table_offset + self.page_index(page) * PAGE_ENTRY_BYTES as u64
     }
 
     /// The page's entry as the file holds it.
     fn read_page_meta(&self, page: PageAddress) -> Result<PageMeta, NandError> {
-        let mut entry = [0u8; PAGE_ENTRY_BYTES as usize];
+        let mut entry = [0u8; PAGE_ENTRY_BYTES];
         self.file.read_exact_at(&mut entry, self.page_entry_offset(page)).map_err(io_error("read page entry"))?;
         let page_bit_count = crate::ecc::page_bit_count(&self.header.geometry);
         Ok(decode_page_entry(&entry, self.page_index(page), page_bit_count)?)
@@ -454,24 +469,23 @@ impl PageStore for ImageStore {
 
     fn block_meta(&self, block: BlockAddress) -> Result<BlockMeta, NandError> {
         let index = self.block_index(block);
-        let meta = self.block_metas.get(index as usize).copied();
-        Ok(meta.unwrap_or_else(|| panic!("image: block table has no entry {index}")))
+        let slot = usize::try_from(index).ok().and_then(|slot| self.block_metas.get(slot));
+        slot.copied().ok_or_else(|| self.no_block_entry(index))
     }
 
     fn set_block_meta(&mut self, block: BlockAddress, meta: &BlockMeta) -> Result<(), NandError> {
         let index = self.block_index(block);
-        let offset = self.layout.block_table_offset + index * BLOCK_ENTRY_BYTES;
+        let offset = self.layout.block_table_offset + index * BLOCK_ENTRY_BYTES as u64;
+        let missing = self.no_block_entry(index);
+        let slot = usize::try_from(index).ok().and_then(|slot| self.block_metas.get_mut(slot)).ok_or(missing)?;
         self.file.write_all_at(&encode_block_entry(meta), offset).map_err(io_error("write block entry"))?;
-        let slot = self
-            .block_metas
-            .get_mut(index as usize)
-            .unwrap_or_else(|| panic!("image: block table has no entry {index}"));
         *slot = *meta;
         Ok(())
     }
 
     fn page_meta(&self, page: PageAddress) -> Result<PageMeta, NandError> {
-        let index = self.page_index(page) as usize;
+        // An index that does not fit memory has no cached state: the file is read.
+        let index = usize::try_from(self.page_index(page)).unwrap_or(usize::MAX);
         let known = self.known_states.borrow().get(index).copied().unwrap_or(0);
         if let Some(state) = known.checked_sub(1).and_then(PageState::from_code) {
             return Ok(PageMeta { state, ..PageMeta::default() });
@@ -487,7 +501,7 @@ impl PageStore for ImageStore {
         self.file
             .write_all_at(&encode_page_entry(meta), self.page_entry_offset(page))
             .map_err(io_error("write page entry"))?;
-        let index = self.page_index(page) as usize;
+        let index = usize::try_from(self.page_index(page)).unwrap_or(usize::MAX);
         if let Some(slot) = self.known_states.get_mut().get_mut(index) {
             *slot = known_state(meta);
         }
@@ -520,13 +534,13 @@ impl PageStore for ImageStore {
     /// an erased entry means they are never read.
     fn reset_block_pages(&mut self, block: BlockAddress) -> Result<(), NandError> {
         let first_page = PageAddress { chip: block.chip, block: block.block, page_index: 0 };
-        let entries_bytes = u64::from(self.header.geometry.pages_per_block) * PAGE_ENTRY_BYTES;
-        let zeros = vec![0u8; entries_bytes as usize];
-        self.file.write_all_at(&zeros, self.page_entry_offset(first_page)).map_err(io_error("reset page entries"))?;
-        let first = self.page_index(first_page) as usize;
         let pages = self.header.geometry.pages_per_block as usize;
+        let zeros = vec![0u8; pages * PAGE_ENTRY_BYTES];
+        self.file.write_all_at(&zeros, self.page_entry_offset(first_page)).map_err(io_error("reset page entries"))?;
+        // As in `page_meta`, an index beyond memory has no cached states to reset.
+        let first = usize::try_from(self.page_index(first_page)).unwrap_or(usize::MAX);
         let erased = known_state(&PageMeta::default());
-        if let Some(slots) = self.known_states.get_mut().get_mut(first..first + pages) {
+        if let Some(slots) = first.checked_add(pages).and_then(|end| self.known_states.get_mut().get_mut(first..end)) {
             slots.fill(erased);
         }
         Ok(())

@@ -13,7 +13,17 @@
 //! - after a power cut every operation fails with `NandError::PowerLost` until
 //!   `restore_power`.
 #![cfg_attr(not(feature = "std"), no_std)]
-#![deny(clippy::unwrap_used)]
+// The storage crates' lint set (see fsoc-flash): each remaining allowance says why at its item.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::cast_possible_truncation
+    )
+)]
 
 extern crate alloc;
 
@@ -40,7 +50,7 @@ pub use stats::{BlockCounters, ChipCounters, FlashCounters};
 pub use store::{PageStore, RamStore};
 
 // The seam itself lives in fsoc-flash; re-exported so the simulator's users name one crate.
-pub use fsoc_flash::sync;
+pub use fsoc_flash::{convert, sync};
 pub use fsoc_flash::{
     BlockAddress, ChipIndex, Completed, EraseBlockIndex, Flash, Geometry, NandError, Nanos, OperationKind, PageAddress,
     ReadStatus, Timing,

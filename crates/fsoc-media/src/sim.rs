@@ -8,6 +8,8 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use fsoc_flash::convert::u32_from_u64;
+
 use crate::ecc::{self, BitErrorModel};
 use crate::energy::EnergyModel;
 use crate::faults::{FactoryBadBlocks, FaultConfig, FaultState, OperationFate};
@@ -147,7 +149,8 @@ impl<S: PageStore> SimState<S> {
                     let mut attempts = 0u64;
                     while marked < target && attempts < 64 * u64::from(block_count) {
                         attempts += 1;
-                        let block = BlockAddress::new(chip, 1 + self.rng.below(u64::from(block_count - 1)) as u32);
+                        let block =
+                            BlockAddress::new(chip, 1 + u32_from_u64(self.rng.below(u64::from(block_count - 1))));
                         let mut meta = self.store.block_meta(block)?;
                         if !meta.bad_mark.is_bad() {
                             meta.bad_mark = BadMark::Factory;
@@ -230,7 +233,7 @@ impl<S: PageStore> SimState<S> {
             // Draw until the position is new, bounded since a page has far more bits than
             // flips can be recorded.
             for _attempt in 0..64 {
-                let position = self.rng.below(bit_count) as u32;
+                let position = u32_from_u64(self.rng.below(bit_count));
                 if !meta.flips().contains(&position) {
                     meta.add_flip(position);
                     break;
@@ -348,8 +351,9 @@ impl<S: PageStore> SimState<S> {
     // ---- time and accounting ----------------------------------------------------------------
 
     /// Occupies the chip for `busy_ns` starting no earlier than `issue_ns`; returns the
-    /// completion time and charges the counters.
-    fn run_on_chip(&mut self, issue_ns: Nanos, kind: OperationKind, block: BlockAddress) -> Nanos {
+    /// completion time and charges the counters. The caller has checked the address; one out of
+    /// range is refused before anything changes.
+    fn run_on_chip(&mut self, issue_ns: Nanos, kind: OperationKind, block: BlockAddress) -> Result<Nanos, NandError> {
         let chip_slot = block.chip.0 as usize;
         let (latency_ns, transfer_bytes) = match kind {
             OperationKind::Read => (self.config.timing.read_latency_ns, self.config.page_transfer_bytes()),
@@ -358,16 +362,20 @@ impl<S: PageStore> SimState<S> {
         };
         let transfer_ns = transfer_bytes * self.config.timing.bus_ns_per_byte;
         let busy_ns = latency_ns + transfer_ns;
-        let busy_until =
-            self.busy_until_ns.get_mut(chip_slot).unwrap_or_else(|| panic!("chip {chip_slot} has no clock"));
+        let chip_count = self.busy_until_ns.len() as u64;
+        let busy_until = self.busy_until_ns.get_mut(chip_slot).ok_or(NandError::OutOfRange {
+            what: "chip",
+            value: u64::from(block.chip.0),
+            limit: chip_count,
+        })?;
+        let energy_nj =
+            self.config.energy.array_energy_nj(kind, latency_ns) + self.config.energy.transfer_energy_nj(transfer_ns);
+        self.counters.record(OperationRecord { kind, block, transfer_bytes, busy_ns, energy_nj })?;
         let start_ns = issue_ns.max(*busy_until);
         let done_ns = start_ns + busy_ns;
         *busy_until = done_ns;
         debug_assert!(done_ns >= issue_ns, "operation completes before it is issued");
-        let energy_nj =
-            self.config.energy.array_energy_nj(kind, latency_ns) + self.config.energy.transfer_energy_nj(transfer_ns);
-        self.counters.record(OperationRecord { kind, block, transfer_bytes, busy_ns, energy_nj });
-        done_ns
+        Ok(done_ns)
     }
 
     // ---- reads ------------------------------------------------------------------------------
@@ -415,7 +423,7 @@ impl<S: PageStore> SimState<S> {
         self.check_buffers(data_bytes, spare_bytes)?;
         self.check_power_and_chip(page.chip)?;
         let plan = self.plan_read(page)?;
-        let done_ns = self.run_on_chip(issue_ns, OperationKind::Read, page.block_address());
+        let done_ns = self.run_on_chip(issue_ns, OperationKind::Read, page.block_address())?;
         Ok((plan, done_ns))
     }
 
@@ -451,7 +459,7 @@ impl<S: PageStore> SimState<S> {
             self.tear_program(page, data, spare, &mut block_meta)?;
             return Err(NandError::PowerLost);
         }
-        let done_ns = self.run_on_chip(issue_ns, OperationKind::Program, block);
+        let done_ns = self.run_on_chip(issue_ns, OperationKind::Program, block)?;
         block_meta.last_programmed_page_index = Some(page.page_index);
         self.store.write_contents(page, data, spare)?;
         if self.rng.chance_ppm(self.config.faults.program_failure_ppm) {
@@ -494,7 +502,7 @@ impl<S: PageStore> SimState<S> {
                 // fix. Record t + 1 flips in the first sector so the raw data is visibly wrong.
                 let sector_bits = ecc::SECTOR_DATA_BYTES * ecc::BITS_PER_BYTE;
                 for _ in 0..=self.config.ecc_correctable_bits_per_512 {
-                    paired_meta.add_flip(self.rng.below(u64::from(sector_bits)) as u32);
+                    paired_meta.add_flip(u32_from_u64(self.rng.below(u64::from(sector_bits))));
                 }
                 paired_meta.excess_damage = true;
                 self.store.set_page_meta(paired, &paired_meta)?;
@@ -514,7 +522,7 @@ impl<S: PageStore> SimState<S> {
             self.interrupt_erase(block, &mut block_meta)?;
             return Err(NandError::PowerLost);
         }
-        let done_ns = self.run_on_chip(issue_ns, OperationKind::Erase, block);
+        let done_ns = self.run_on_chip(issue_ns, OperationKind::Erase, block)?;
         let prior_erase_count = block_meta.erase_count;
         block_meta.erase_count = prior_erase_count.saturating_add(1);
         let wear_out_ppm = self.config.faults.wear_out_ppm(prior_erase_count, self.config.endurance_cycles);
@@ -545,7 +553,7 @@ impl<S: PageStore> SimState<S> {
         block_meta.erase_count = block_meta.erase_count.saturating_add(1);
         block_meta.erase_incomplete = true;
         block_meta.last_programmed_page_index = None;
-        let erased_ppm = 1 + self.rng.below(999_999) as u32;
+        let erased_ppm = 1 + u32_from_u64(self.rng.below(999_999));
         for page_index in 0..self.config.geometry.pages_per_block {
             let page = PageAddress { chip: block.chip, block: block.block, page_index };
             let meta = self.store.page_meta(page)?;
@@ -660,7 +668,9 @@ fn progress_mask(
     mask: &mut [u8],
 ) {
     let page_word = page_linear_index(config, page);
-    let level = (hash64(config.seed, page_word, u64::from(erase_count), level_salt) % 255 + 1) as u8;
+    // In 1..=255, so the conversion is exact.
+    let level =
+        u8::try_from(hash64(config.seed, page_word, u64::from(erase_count), level_salt) % 255 + 1).unwrap_or(u8::MAX);
     let mask_seed = hash64(config.seed, page_word, u64::from(erase_count), mask_salt);
     for (byte_index, byte) in mask.iter_mut().enumerate() {
         let random = hash64(mask_seed, byte_index as u64, 0, 0).to_le_bytes();

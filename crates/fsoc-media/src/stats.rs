@@ -7,7 +7,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::{BlockAddress, ChipIndex, Nanos, OperationKind};
+use crate::{BlockAddress, ChipIndex, NandError, Nanos, OperationKind};
 
 /// What one chip did since creation or the last reset.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -108,17 +108,24 @@ impl FlashCounters {
         self.blocks.iter_mut().for_each(|block| *block = BlockCounters::default());
     }
 
-    /// Adds one completed operation. The address must be in range (the simulator validated it).
-    pub fn record(&mut self, record: OperationRecord) {
+    /// Adds one completed operation. An address out of range (the simulator validates them
+    /// first) is refused and nothing is counted.
+    pub fn record(&mut self, record: OperationRecord) -> Result<(), NandError> {
+        let out_of_range =
+            |what, value: u32, limit: u64| NandError::OutOfRange { what, value: u64::from(value), limit };
+        if record.block.block.0 >= self.block_count {
+            return Err(out_of_range("block", record.block.block.0, u64::from(self.block_count)));
+        }
         let slot = self.block_slot(record.block);
-        let chip = self
-            .chips
-            .get_mut(record.block.chip.0 as usize)
-            .unwrap_or_else(|| panic!("counters: chip {:?} out of range", record.block.chip));
+        let chip_count = self.chips.len() as u64;
+        let chip = self.chips.get_mut(record.block.chip.0 as usize).ok_or(out_of_range(
+            "chip",
+            record.block.chip.0,
+            chip_count,
+        ))?;
+        let block = self.blocks.get_mut(slot).ok_or(out_of_range("chip", record.block.chip.0, chip_count))?;
         chip.busy_ns += record.busy_ns;
         chip.energy_nj += record.energy_nj;
-        let block =
-            self.blocks.get_mut(slot).unwrap_or_else(|| panic!("counters: block {:?} out of range", record.block));
         match record.kind {
             OperationKind::Read => {
                 chip.reads += 1;
@@ -135,6 +142,7 @@ impl FlashCounters {
                 block.erases += 1;
             }
         }
+        Ok(())
     }
 
     fn block_slot(&self, block: BlockAddress) -> usize {
@@ -170,13 +178,14 @@ impl EraseCountHistogram {
             erase_count_sum: 0,
             block_count: 0,
         };
+        let last_bucket_index = histogram.block_counts.len() - 1;
         for erase_count in erase_counts {
-            let bucket_index = (erase_count / bucket_width) as usize;
-            let slot = histogram
-                .block_counts
-                .get_mut(bucket_index)
-                .unwrap_or_else(|| panic!("bucket {bucket_index} beyond {bucket_count} buckets"));
-            *slot += 1;
+            // The width covers the maximum, so `min` changes nothing unless the iterator's clone
+            // yielded other values than the iterator; then the last bucket takes the excess.
+            let bucket_index = ((erase_count / bucket_width) as usize).min(last_bucket_index);
+            if let Some(slot) = histogram.block_counts.get_mut(bucket_index) {
+                *slot += 1;
+            }
             histogram.erase_count_min = histogram.erase_count_min.min(erase_count);
             histogram.erase_count_sum += u64::from(erase_count);
             histogram.block_count += 1;
@@ -205,20 +214,33 @@ mod tests {
     fn record_totals_and_reset() {
         let mut counters = FlashCounters::new(2, 4);
         let block = BlockAddress::new(1, 3);
-        counters.record(OperationRecord {
-            kind: OperationKind::Program,
-            block,
-            transfer_bytes: 2112,
-            busy_ns: 100,
-            energy_nj: 5,
-        });
-        counters.record(OperationRecord {
-            kind: OperationKind::Read,
-            block: BlockAddress::new(0, 0),
-            transfer_bytes: 2112,
-            busy_ns: 10,
+        counters
+            .record(OperationRecord {
+                kind: OperationKind::Program,
+                block,
+                transfer_bytes: 2112,
+                busy_ns: 100,
+                energy_nj: 5,
+            })
+            .expect("in range");
+        counters
+            .record(OperationRecord {
+                kind: OperationKind::Read,
+                block: BlockAddress::new(0, 0),
+                transfer_bytes: 2112,
+                busy_ns: 10,
+                energy_nj: 1,
+            })
+            .expect("in range");
+        let beyond = OperationRecord {
+            kind: OperationKind::Erase,
+            block: BlockAddress::new(2, 0),
+            transfer_bytes: 0,
+            busy_ns: 1,
             energy_nj: 1,
-        });
+        };
+        assert!(counters.record(beyond).is_err(), "a chip out of range is refused");
+        assert!(counters.record(OperationRecord { block: BlockAddress::new(0, 4), ..beyond }).is_err());
         assert_eq!(counters.chip(ChipIndex(1)).map(|c| c.programs), Some(1));
         assert_eq!(counters.block(block).map(|b| b.programs), Some(1));
         assert_eq!(counters.block(BlockAddress::new(1, 4)), None);

@@ -238,37 +238,68 @@ impl RamStore {
         RamStore { geometry, chip_count, blocks: vec![RamBlock::default(); block_slots] }
     }
 
-    fn block(&self, block: BlockAddress) -> &RamBlock {
-        assert!(block.chip.0 < self.chip_count, "ram store: chip {:?} out of range", block.chip);
-        assert!(block.block.0 < self.geometry.block_count, "ram store: block {:?} out of range", block);
-        let slot = block.chip.0 as usize * self.geometry.block_count as usize + block.block.0 as usize;
-        self.blocks.get(slot).unwrap_or_else(|| panic!("ram store: no slot {slot}"))
-    }
-
-    fn block_mut(&mut self, block: BlockAddress) -> &mut RamBlock {
-        assert!(block.chip.0 < self.chip_count, "ram store: chip {:?} out of range", block.chip);
-        assert!(block.block.0 < self.geometry.block_count, "ram store: block {:?} out of range", block);
-        let slot = block.chip.0 as usize * self.geometry.block_count as usize + block.block.0 as usize;
-        self.blocks.get_mut(slot).unwrap_or_else(|| panic!("ram store: no slot {slot}"))
-    }
-
-    fn page(&self, page: PageAddress) -> Option<&RamPage> {
-        assert!(page.page_index < self.geometry.pages_per_block, "ram store: page {page:?} out of range");
-        self.block(page.block_address()).pages.get(page.page_index as usize).and_then(|slot| slot.as_deref())
-    }
-
-    fn page_mut(&mut self, page: PageAddress) -> &mut RamPage {
-        assert!(page.page_index < self.geometry.pages_per_block, "ram store: page {page:?} out of range");
-        let pages_per_block = self.geometry.pages_per_block as usize;
-        let block = self.block_mut(page.block_address());
-        if block.pages.is_empty() {
-            block.pages = vec![None; pages_per_block];
+    /// The slot of `block` in `blocks`, or `OutOfRange` (the simulator checks addresses first).
+    fn block_slot(&self, block: BlockAddress) -> Result<usize, NandError> {
+        let out_of_range = |what, value: u32, limit: u32| NandError::OutOfRange {
+            what,
+            value: u64::from(value),
+            limit: u64::from(limit),
+        };
+        if block.chip.0 >= self.chip_count {
+            return Err(out_of_range("chip", block.chip.0, self.chip_count));
         }
-        let slot = block
-            .pages
-            .get_mut(page.page_index as usize)
-            .unwrap_or_else(|| panic!("ram store: page {page:?} has no slot"));
-        slot.get_or_insert_with(|| Box::new(RamPage { meta: PageMeta::default(), contents: Vec::new() }))
+        if block.block.0 >= self.geometry.block_count {
+            return Err(out_of_range("block", block.block.0, self.geometry.block_count));
+        }
+        Ok(block.chip.0 as usize * self.geometry.block_count as usize + block.block.0 as usize)
+    }
+
+    fn check_page_index(&self, page: PageAddress) -> Result<usize, NandError> {
+        if page.page_index >= self.geometry.pages_per_block {
+            return Err(NandError::OutOfRange {
+                what: "page",
+                value: u64::from(page.page_index),
+                limit: u64::from(self.geometry.pages_per_block),
+            });
+        }
+        Ok(page.page_index as usize)
+    }
+
+    /// The error for a slot `new` allocated but cannot be found (a broken store).
+    fn no_slot(&self, slot: usize) -> NandError {
+        NandError::OutOfRange { what: "ram store slot", value: slot as u64, limit: self.blocks.len() as u64 }
+    }
+
+    fn block(&self, block: BlockAddress) -> Result<&RamBlock, NandError> {
+        let slot = self.block_slot(block)?;
+        self.blocks.get(slot).ok_or_else(|| self.no_slot(slot))
+    }
+
+    fn block_mut(&mut self, block: BlockAddress) -> Result<&mut RamBlock, NandError> {
+        let slot = self.block_slot(block)?;
+        let missing = self.no_slot(slot);
+        self.blocks.get_mut(slot).ok_or(missing)
+    }
+
+    fn page(&self, page: PageAddress) -> Result<Option<&RamPage>, NandError> {
+        let page_index = self.check_page_index(page)?;
+        Ok(self.block(page.block_address())?.pages.get(page_index).and_then(|slot| slot.as_deref()))
+    }
+
+    fn page_mut(&mut self, page: PageAddress) -> Result<&mut RamPage, NandError> {
+        let page_index = self.check_page_index(page)?;
+        let pages_per_block = self.geometry.pages_per_block;
+        let block = self.block_mut(page.block_address())?;
+        if block.pages.is_empty() {
+            block.pages = vec![None; pages_per_block as usize];
+        }
+        // A touched block has one slot per page, and `page_index` was checked against that.
+        let slot = block.pages.get_mut(page_index).ok_or(NandError::OutOfRange {
+            what: "page",
+            value: u64::from(page.page_index),
+            limit: u64::from(pages_per_block),
+        })?;
+        Ok(slot.get_or_insert_with(|| Box::new(RamPage { meta: PageMeta::default(), contents: Vec::new() })))
     }
 
     /// Number of pages currently holding allocated contents (for memory-use tests).
@@ -291,30 +322,30 @@ impl PageStore for RamStore {
     }
 
     fn block_meta(&self, block: BlockAddress) -> Result<BlockMeta, NandError> {
-        Ok(self.block(block).meta)
+        Ok(self.block(block)?.meta)
     }
 
     fn set_block_meta(&mut self, block: BlockAddress, meta: &BlockMeta) -> Result<(), NandError> {
-        self.block_mut(block).meta = *meta;
+        self.block_mut(block)?.meta = *meta;
         Ok(())
     }
 
     fn page_meta(&self, page: PageAddress) -> Result<PageMeta, NandError> {
-        Ok(self.page(page).map(|stored| stored.meta).unwrap_or_default())
+        Ok(self.page(page)?.map(|stored| stored.meta).unwrap_or_default())
     }
 
     fn set_page_meta(&mut self, page: PageAddress, meta: &PageMeta) -> Result<(), NandError> {
         if meta.is_pristine() {
             // Dropping the slot frees the contents: an erased page costs nothing.
-            if self.page(page).is_some() {
-                let block = self.block_mut(page.block_address());
+            if self.page(page)?.is_some() {
+                let block = self.block_mut(page.block_address())?;
                 if let Some(slot) = block.pages.get_mut(page.page_index as usize) {
                     *slot = None;
                 }
             }
             return Ok(());
         }
-        let stored = self.page_mut(page);
+        let stored = self.page_mut(page)?;
         stored.meta = *meta;
         if !meta.state.has_contents() {
             stored.contents = Vec::new();
@@ -326,7 +357,7 @@ impl PageStore for RamStore {
         let geometry = self.geometry;
         assert_eq!(data.len(), geometry.page_data_bytes as usize, "ram store: data size");
         assert_eq!(spare.len(), geometry.spare_bytes as usize, "ram store: spare size");
-        let stored = self.page_mut(page);
+        let stored = self.page_mut(page)?;
         stored.contents.clear();
         stored.contents.extend_from_slice(data);
         stored.contents.extend_from_slice(spare);
@@ -334,7 +365,7 @@ impl PageStore for RamStore {
     }
 
     fn read_contents(&self, page: PageAddress, data: &mut [u8], spare: &mut [u8]) -> Result<(), NandError> {
-        match self.page(page).filter(|stored| !stored.contents.is_empty()) {
+        match self.page(page)?.filter(|stored| !stored.contents.is_empty()) {
             Some(stored) => {
                 let (stored_data, stored_spare) = stored.contents.split_at(data.len().min(stored.contents.len()));
                 data.copy_from_slice(stored_data);
@@ -349,7 +380,7 @@ impl PageStore for RamStore {
     }
 
     fn reset_block_pages(&mut self, block: BlockAddress) -> Result<(), NandError> {
-        self.block_mut(block).pages = Vec::new();
+        self.block_mut(block)?.pages = Vec::new();
         Ok(())
     }
 }

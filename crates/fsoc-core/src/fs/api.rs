@@ -154,10 +154,11 @@ impl<F: Flash> FileSystem<F> {
         if flags.truncate && flags.write {
             self.truncate(inode, 0)?;
         }
-        self.open_inode(inode)?;
-        let fd = (FIRST_DESCRIPTOR..)
+        // Fewer descriptors are open than `open_files_max` (checked above), so one is free.
+        let fd = (FIRST_DESCRIPTOR..=u32::MAX)
             .find(|fd| !self.descriptors.contains_key(fd))
-            .expect("descriptor numbers are bounded by open_files_max");
+            .ok_or(FsError::TooManyOpenFiles)?;
+        self.open_inode(inode)?;
         self.descriptors.insert(fd, OpenFile { inode, offset: 0, flags });
         Ok(FileHandle(fd))
     }
@@ -226,14 +227,14 @@ impl<F: Flash> FileSystem<F> {
             Whence::Current => file.offset as i128,
             Whence::End => self.getattr(file.inode)?.size as i128,
         };
-        let target = base + offset as i128;
-        if target < 0 || target > self.file_bytes_max() as i128 {
-            return Err(FsError::InvalidArgument("seek before the start of the file"));
-        }
+        let target = u64::try_from(base + offset as i128)
+            .ok()
+            .filter(|&target| target <= self.file_bytes_max())
+            .ok_or(FsError::InvalidArgument("seek before the start of the file"))?;
         if let Some(open) = self.descriptors.get_mut(&fd.0) {
-            open.offset = target as u64;
+            open.offset = target;
         }
-        Ok(target as u64)
+        Ok(target)
     }
 
     pub fn ftruncate(&mut self, fd: FileHandle, size: u64) -> Result<(), FsError> {

@@ -253,17 +253,19 @@ impl<F: Flash> FileSystem<F> {
         let log = &self.volume.log;
         let table = log.table();
         // Maintained by the table; the open segments are not made free by a commit.
-        let open_and_reclaimable = LogHead::ALL
+        let open_and_reclaimable: u32 = LogHead::ALL
             .iter()
             .filter_map(|&head| log.open_segment_index(head))
-            .filter(|&segment| {
+            .map(|segment| {
                 let entry = table.entry(segment);
-                segment >= FIRST_LOG_SEGMENT
-                    && !entry.retired
-                    && entry.valid_pages == 0
-                    && table.freed_this_transaction(segment) > 0
+                u32::from(
+                    segment >= FIRST_LOG_SEGMENT
+                        && !entry.retired
+                        && entry.valid_pages == 0
+                        && table.freed_this_transaction(segment) > 0,
+                )
             })
-            .count() as u32;
+            .sum();
         table.reclaimable_segment_count() - open_and_reclaimable
     }
 
@@ -307,7 +309,7 @@ impl<F: Flash> FileSystem<F> {
         self.mutate(|fs| {
             let layout = fs.volume.layout();
             let pages_per_segment = layout.pages_per_segment();
-            let batch = fs.config.io_batch_pages.clamp(1, pages_per_segment as usize) as u32;
+            let batch = u32::try_from(fs.config.io_batch_pages).unwrap_or(u32::MAX).clamp(1, pages_per_segment);
             let (mut buffers, mut statuses, mut tags) = (Vec::new(), Vec::new(), Vec::new());
             let mut pending: Vec<(LogAddress, ReadStatus, Option<PageTag>, Vec<u8>)> = Vec::new();
             for page_in_segment in 0..pages_per_segment {
@@ -334,7 +336,11 @@ impl<F: Flash> FileSystem<F> {
                         .rev()
                         .collect();
                 }
-                let (address, status, tag, buffer) = pending.pop().expect("a batch holds this page");
+                // The batch just read holds this page; were it missing, cleaning stops and the
+                // count check after the loop reports the victim still holding valid pages.
+                let Some((address, status, tag, buffer)) = pending.pop() else {
+                    break;
+                };
                 assert_eq!(address, layout.address(victim, page_in_segment), "cleaner batch out of step");
                 if matches!(status, ReadStatus::Erased | ReadStatus::Uncorrectable) {
                     continue; // never programmed, or torn: not referenced by any state

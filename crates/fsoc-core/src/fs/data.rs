@@ -4,6 +4,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use fsoc_flash::convert::{u32_from_u64, usize_from_u64};
 use fsoc_flash::{Flash, ReadStatus};
 
 use crate::address::LogAddress;
@@ -18,6 +19,22 @@ use crate::segment::PageTag;
 
 /// The most bytes one `read` returns; larger requests get a short read.
 pub const READ_BYTES_MAX: usize = 64 << 20;
+
+/// Bytes `start..end` of `bytes`, or `None` when the range is not inside it. File offsets
+/// are u64; the buffers they index are pages, inline contents and the caller's data, so a
+/// range outside one is a broken calculation or a record that disagrees with its data.
+fn byte_range(bytes: &[u8], start: u64, end: u64) -> Option<&[u8]> {
+    bytes.get(usize::try_from(start).ok()?..usize::try_from(end).ok()?)
+}
+
+fn byte_range_mut(bytes: &mut [u8], start: u64, end: u64) -> Option<&mut [u8]> {
+    bytes.get_mut(usize::try_from(start).ok()?..usize::try_from(end).ok()?)
+}
+
+/// Error for a byte range outside its buffer (see `byte_range`).
+fn range_error(inode: u64) -> FsError {
+    FsError::CorruptFile { inode, reason: "file offsets outside the bytes read or written" }
+}
 
 impl<F: Flash> FileSystem<F> {
     fn page_size(&self) -> u64 {
@@ -115,7 +132,7 @@ impl<F: Flash> FileSystem<F> {
         assert!(size <= self.inline_bytes_max() as u64, "inline size {size} not checked by getattr");
         let key = allocation_key(inode, RecordKind::Inline, 0);
         let mut bytes = self.tree_get(TreeId::Allocation, &key)?.unwrap_or_default();
-        bytes.resize(size as usize, 0);
+        bytes.resize(usize_from_u64(size), 0);
         Ok(bytes)
     }
 
@@ -157,10 +174,11 @@ impl<F: Flash> FileSystem<F> {
         }
         let length = buffer.len().min(READ_BYTES_MAX);
         let end = record.size.min(offset.saturating_add(length as u64));
-        let out = &mut buffer[..(end - offset) as usize];
+        // At most `length` bytes, so inside the buffer.
+        let out = byte_range_mut(buffer, 0, end - offset).ok_or_else(|| range_error(inode))?;
         if record.is_inline() {
             let bytes = self.read_inline(inode, record.size)?;
-            out.copy_from_slice(&bytes[offset as usize..end as usize]);
+            out.copy_from_slice(byte_range(&bytes, offset, end).ok_or_else(|| range_error(inode))?);
             return Ok(out.len());
         }
         out.fill(0);
@@ -192,10 +210,7 @@ impl<F: Flash> FileSystem<F> {
             addresses.clear();
             addresses.extend(wanted.iter().map(|(_, address)| *address));
             buffers.resize(addresses.len(), Vec::new());
-            self.volume
-                .log
-                .read_many(&addresses, &mut buffers[..addresses.len()], &mut statuses)
-                .map_err(crate::txn::TxnError::from)?;
+            self.volume.log.read_many(&addresses, &mut buffers, &mut statuses).map_err(crate::txn::TxnError::from)?;
             for ((page, _address), (page_buffer, status)) in wanted.iter().zip(buffers.iter().zip(statuses.iter())) {
                 if matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased) {
                     return Err(FsError::CorruptFile { inode, reason: "file data page unreadable" });
@@ -203,9 +218,12 @@ impl<F: Flash> FileSystem<F> {
                 let page_start = page * page_size;
                 let copy_start = page_start.max(offset);
                 let copy_end = (page_start + page_size).min(end);
-                out[(copy_start - offset) as usize..(copy_end - offset) as usize].copy_from_slice(
-                    &page_buffer[(copy_start - page_start) as usize..(copy_end - page_start) as usize],
-                );
+                let source = byte_range(page_buffer, copy_start - page_start, copy_end - page_start);
+                let target = byte_range_mut(out, copy_start - offset, copy_end - offset);
+                let (Some(source), Some(target)) = (source, target) else {
+                    return Err(range_error(inode));
+                };
+                target.copy_from_slice(source);
             }
         }
         Ok(out.len())
@@ -213,7 +231,7 @@ impl<F: Flash> FileSystem<F> {
 
     /// Content of file page `page` as stored now (zeros for a hole).
     fn page_content(&self, inode: u64, page: u64) -> Result<Vec<u8>, FsError> {
-        let mut buffer = vec![0u8; self.page_size() as usize];
+        let mut buffer = vec![0u8; self.volume.layout().page_size_bytes()];
         if let Some(extent) = self.extent_at(inode, page)? {
             self.volume.log.read(extent.address_of(page), &mut buffer)?;
         }
@@ -241,9 +259,10 @@ impl<F: Flash> FileSystem<F> {
         if end > self.file_bytes_max() {
             return Err(FsError::FileTooBig);
         }
-        let page_size = self.page_size();
-        let pages_needed = data.len().div_ceil(page_size as usize) as u32 + 2;
-        self.ensure_space(pages_needed, SpaceUse::Data)?;
+        let page_size_bytes = self.volume.layout().page_size_bytes();
+        // At most `u32::MAX` pages: `end` is within `file_bytes_max`.
+        let pages_needed = u32::try_from(data.len().div_ceil(page_size_bytes)).map_err(|_| FsError::FileTooBig)?;
+        self.ensure_space(pages_needed.saturating_add(2), SpaceUse::Data)?;
         self.mutate(|fs| {
             let mut record = fs.getattr(inode)?;
             match record.kind {
@@ -254,9 +273,9 @@ impl<F: Flash> FileSystem<F> {
             let new_size = record.size.max(end);
             if record.is_inline() {
                 let mut content = fs.read_inline(inode, record.size)?;
-                if new_size as usize <= fs.inline_bytes_max() {
-                    content.resize(new_size as usize, 0);
-                    content[offset as usize..end as usize].copy_from_slice(data);
+                if let Some(new_size_bytes) = usize::try_from(new_size).ok().filter(|&n| n <= fs.inline_bytes_max()) {
+                    content.resize(new_size_bytes, 0);
+                    byte_range_mut(&mut content, offset, end).ok_or_else(|| range_error(inode))?.copy_from_slice(data);
                     fs.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, 0), &content)?;
                     record.size = new_size;
                     if set_times {
@@ -299,16 +318,18 @@ impl<F: Flash> FileSystem<F> {
                 let page_start = page * page_size;
                 let copy_start = page_start.max(offset);
                 let copy_end = (page_start + page_size).min(end);
-                let source = &data[(copy_start - offset) as usize..(copy_end - offset) as usize];
+                let source =
+                    byte_range(data, copy_start - offset, copy_end - offset).ok_or_else(|| range_error(inode))?;
                 let content = if source.len() as u64 == page_size {
                     source.to_vec()
                 } else {
                     let mut content = if page_start < old_size {
                         self.page_content(inode, page)?
                     } else {
-                        vec![0u8; page_size as usize]
+                        vec![0u8; self.volume.layout().page_size_bytes()]
                     };
-                    content[(copy_start - page_start) as usize..(copy_end - page_start) as usize]
+                    byte_range_mut(&mut content, copy_start - page_start, copy_end - page_start)
+                        .ok_or_else(|| range_error(inode))?
                         .copy_from_slice(source);
                     content
                 };
@@ -408,7 +429,8 @@ impl<F: Flash> FileSystem<F> {
                 self.delta.data_page_released(self.volume.layout().segment_of(address));
             }
             if extent.first_page < cut_first {
-                let left = Extent { page_count: (cut_first - extent.first_page) as u32, ..extent };
+                // Part of the extent, so fewer pages than its u32 count.
+                let left = Extent { page_count: u32_from_u64(cut_first - extent.first_page), ..extent };
                 self.tree_insert(
                     TreeId::Allocation,
                     &allocation_key(inode, RecordKind::Extent, left.first_page),
@@ -419,7 +441,7 @@ impl<F: Flash> FileSystem<F> {
                 let right = Extent {
                     first_page: cut_end,
                     address: extent.address_of(cut_end),
-                    page_count: (extent.end_page() - cut_end) as u32,
+                    page_count: u32_from_u64(extent.end_page() - cut_end),
                 };
                 self.tree_insert(
                     TreeId::Allocation,
@@ -454,8 +476,8 @@ impl<F: Flash> FileSystem<F> {
             let page_size = fs.page_size();
             if record.is_inline() {
                 let mut content = fs.read_inline(inode, record.size)?;
-                if size as usize <= fs.inline_bytes_max() {
-                    content.resize(size as usize, 0);
+                if let Some(size_bytes) = usize::try_from(size).ok().filter(|&n| n <= fs.inline_bytes_max()) {
+                    content.resize(size_bytes, 0);
                     fs.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, 0), &content)?;
                 } else {
                     fs.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, 0))?;
@@ -473,7 +495,8 @@ impl<F: Flash> FileSystem<F> {
                     let last_page = size / page_size;
                     if fs.extent_at(inode, last_page)?.is_some() {
                         let mut content = fs.page_content(inode, last_page)?;
-                        content[tail as usize..].fill(0);
+                        // `tail` is below the page size.
+                        content.iter_mut().skip(usize_from_u64(tail)).for_each(|byte| *byte = 0);
                         let page_index = u32::try_from(last_page).map_err(|_| FsError::FileTooBig)?;
                         let address = fs.volume.log.append(&content, PageTag::Data { inode, page_index })?;
                         fs.delta.data_page_allocated(fs.volume.layout().segment_of(address));

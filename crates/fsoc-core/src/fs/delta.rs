@@ -12,6 +12,7 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use fsoc_flash::codec::{DecodeError, Reader, Writer};
+use fsoc_flash::convert::{u16_from_usize, u32_from_usize};
 
 const OPERATION_PUT: u8 = 1;
 const OPERATION_REMOVE: u8 = 2;
@@ -132,13 +133,15 @@ impl DeltaLog {
     pub fn encode(&self) -> Vec<u8> {
         assert!(self.fits(), "encoding an overflowed delta");
         let mut writer = Writer::with_capacity(self.encoded_bytes);
-        writer.u32_le(self.entries.len() as u32);
-        writer.u32_le(self.segments.len() as u32);
+        // Every count and length is below `encoded_bytes`, which fits the metaroot page
+        // (`fits`, asserted above), at most 64 KiB.
+        writer.u32_le(u32_from_usize(self.entries.len()));
+        writer.u32_le(u32_from_usize(self.segments.len()));
         for ((tree_id, key), value) in &self.entries {
             writer.u8(*tree_id);
             writer.u8(if value.is_some() { OPERATION_PUT } else { OPERATION_REMOVE });
-            writer.u16_le(key.len() as u16);
-            writer.u16_le(value.as_ref().map_or(0, Vec::len) as u16);
+            writer.u16_le(u16_from_usize(key.len()));
+            writer.u16_le(u16_from_usize(value.as_ref().map_or(0, Vec::len)));
             writer.raw(key);
             if let Some(value) = value {
                 writer.raw(value);

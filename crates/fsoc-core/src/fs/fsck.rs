@@ -143,9 +143,9 @@ impl<F: Flash> FileSystem<F> {
         let AllocationWalk { mut inodes, orphans, data_pages, .. } = walk;
         report.data_pages = data_pages;
         for &orphan in &orphans {
-            match inodes.binary_search_by_key(&orphan, |facts| facts.inode) {
-                Ok(index) => inodes[index].orphan = true,
-                Err(_) => violations.borrow_mut().push(format!("orphan list names missing inode {orphan}")),
+            match facts_of_mut(&mut inodes, orphan) {
+                Some(facts) => facts.orphan = true,
+                None => violations.borrow_mut().push(format!("orphan list names missing inode {orphan}")),
             }
         }
 
@@ -254,10 +254,10 @@ impl<F: Flash> FileSystem<F> {
                 }
             }
         }
-        match inodes.binary_search_by_key(&ROOT_INODE, |facts| facts.inode) {
-            Ok(index) if inodes[index].kind == FileKind::Directory => {}
-            Ok(_) => violations.push(String::from("the root inode is not a directory")),
-            Err(_) => violations.push(String::from("root directory missing")),
+        match facts_of(&inodes, ROOT_INODE) {
+            Some(root) if root.kind == FileKind::Directory => {}
+            Some(_) => violations.push(String::from("the root inode is not a directory")),
+            None => violations.push(String::from("root directory missing")),
         }
         check_directory_graph(&mut inodes, &mut violations);
         report.orphans = orphans.len() as u64;
@@ -542,20 +542,18 @@ fn check_directory_entry(key: &[u8], value: &[u8], inodes: &mut [InodeFacts], vi
             return;
         }
     };
-    let find = |inodes: &[InodeFacts], inode: u64| inodes.binary_search_by_key(&inode, |facts| facts.inode).ok();
-    match find(inodes, parent) {
-        Some(index) if inodes[index].kind == FileKind::Directory => {
+    match facts_of_mut(inodes, parent) {
+        Some(parent_facts) if parent_facts.kind == FileKind::Directory => {
             if entry.kind == FileKind::Directory {
-                inodes[index].subdirectories = inodes[index].subdirectories.saturating_add(1);
+                parent_facts.subdirectories = parent_facts.subdirectories.saturating_add(1);
             }
         }
         _ => violations.push(format!("entry {} in non-directory or missing inode {parent}", printable(name))),
     }
-    let Some(index) = find(inodes, entry.inode) else {
+    let Some(target) = facts_of_mut(inodes, entry.inode) else {
         violations.push(format!("directory {parent}: entry {} names missing inode {}", printable(name), entry.inode));
         return;
     };
-    let target = &mut inodes[index];
     if target.kind != entry.kind {
         violations.push(format!(
             "directory {parent}: entry {}: kind {:?} but inode {} is {:?}",
@@ -580,42 +578,60 @@ fn check_directory_entry(key: &[u8], value: &[u8], inodes: &mut [InodeFacts], vi
 /// twice on one walk is a cycle.
 fn check_directory_graph(inodes: &mut [InodeFacts], violations: &mut Violations) {
     let index_of = |inodes: &[InodeFacts], inode: u64| inodes.binary_search_by_key(&inode, |facts| facts.inode).ok();
-    if let Some(root) = index_of(inodes, ROOT_INODE) {
-        inodes[root].reach = Reach::Root;
+    if let Some(root) = facts_of_mut(inodes, ROOT_INODE) {
+        root.reach = Reach::Root;
     }
     let mut path: Vec<usize> = Vec::new();
     for start in 0..inodes.len() {
-        if inodes[start].kind != FileKind::Directory || inodes[start].orphan || inodes[start].reach != Reach::Unknown {
+        let Some(start_facts) = inodes.get(start) else {
+            break;
+        };
+        if start_facts.kind != FileKind::Directory || start_facts.orphan || start_facts.reach != Reach::Unknown {
             continue;
         }
+        let start_inode = start_facts.inode;
         path.clear();
         let mut current = start;
         // Each step marks a new directory OnPath, so the walk ends within inodes.len() steps.
+        // Every index here comes from `index_of` or the loop, so `get_mut` always finds it.
         let outcome = loop {
-            match inodes[current].reach {
+            let Some(facts) = inodes.get_mut(current) else {
+                break Reach::Cut;
+            };
+            match facts.reach {
                 Reach::Root => break Reach::Root,
                 Reach::Cut => break Reach::Cut,
                 Reach::OnPath => {
-                    violations.push(format!(
-                        "directory {} is its own ancestor (a cycle of directory entries)",
-                        inodes[current].inode
-                    ));
+                    violations
+                        .push(format!("directory {} is its own ancestor (a cycle of directory entries)", facts.inode));
                     break Reach::Cut;
                 }
                 Reach::Unknown => {}
             }
-            inodes[current].reach = Reach::OnPath;
+            facts.reach = Reach::OnPath;
+            let entry_parent = facts.entry_parent;
             path.push(current);
-            match inodes[current].entry_parent.and_then(|parent| index_of(inodes, parent)) {
+            match entry_parent.and_then(|parent| index_of(inodes, parent)) {
                 Some(parent) => current = parent,
                 None => break Reach::Cut,
             }
         };
         if outcome == Reach::Cut {
-            violations.push(format!("directory {} is not reachable from the root", inodes[start].inode));
+            violations.push(format!("directory {start_inode} is not reachable from the root"));
         }
         for &directory in &path {
-            inodes[directory].reach = outcome;
+            if let Some(facts) = inodes.get_mut(directory) {
+                facts.reach = outcome;
+            }
         }
     }
+}
+
+/// The facts of `inode`, if the list (sorted by inode) has it.
+fn facts_of(inodes: &[InodeFacts], inode: u64) -> Option<&InodeFacts> {
+    inodes.binary_search_by_key(&inode, |facts| facts.inode).ok().and_then(|index| inodes.get(index))
+}
+
+fn facts_of_mut(inodes: &mut [InodeFacts], inode: u64) -> Option<&mut InodeFacts> {
+    inodes.binary_search_by_key(&inode, |facts| facts.inode).ok().and_then(|index| inodes.get_mut(index))
 }

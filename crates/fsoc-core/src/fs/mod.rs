@@ -17,6 +17,7 @@ pub mod records;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
+use fsoc_flash::convert::{u32_from_usize, usize_from_u64};
 use fsoc_flash::Flash;
 
 use crate::btree::{KeyValue, Tree, TreeError};
@@ -596,7 +597,7 @@ impl<F: Flash> FileSystem<F> {
             return Err(FsError::InvalidArgument("not a symbolic link"));
         }
         // getattr checked 1 <= size <= PATH_BYTES_MAX, which bounds the allocation and loop.
-        let mut target = Vec::with_capacity(record.size as usize);
+        let mut target = Vec::with_capacity(usize_from_u64(record.size));
         for index in 0..self.symlink_chunk_count(record.size) {
             let chunk = self.tree_get(TreeId::Allocation, &allocation_key(inode, RecordKind::Symlink, index))?;
             target.extend_from_slice(
@@ -928,7 +929,7 @@ impl<F: Flash> FileSystem<F> {
             block_size_bytes: self.volume.layout().geometry.page_data_bytes,
             total_blocks: space.capacity_pages,
             free_blocks: space.writable_pages,
-            name_bytes_max: NAME_BYTES_MAX as u32,
+            name_bytes_max: u32_from_usize(NAME_BYTES_MAX),
             next_inode: self.volume.next_inode,
         })
     }

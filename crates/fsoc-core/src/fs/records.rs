@@ -9,6 +9,7 @@ use alloc::vec::Vec;
 
 use crate::address::LogAddress;
 use fsoc_flash::codec::{DecodeError, Reader, Writer};
+use fsoc_flash::convert::u32_from_u64;
 
 pub const ROOT_INODE: u64 = 1;
 /// Pseudo-inode under which orphans (unlinked while open) are listed.
@@ -245,7 +246,8 @@ impl Extent {
 
     pub fn address_of(&self, page: u64) -> LogAddress {
         assert!(page >= self.first_page && page < self.end_page(), "page {page} outside {self:?}");
-        LogAddress(self.address.0 + (page - self.first_page) as u32)
+        // Inside the extent (asserted), so below its u32 page count.
+        LogAddress(self.address.0 + u32_from_u64(page - self.first_page))
     }
 
     pub fn encode_value(&self) -> Vec<u8> {

@@ -60,7 +60,10 @@ impl PageTag {
             PageTag::Metaroot => tag[0] = TAG_METAROOT,
             PageTag::Superblock => tag[0] = TAG_SUPERBLOCK,
         }
-        spare[..SPARE_TAG_BYTES].copy_from_slice(&tag);
+        // Long enough: asserted above.
+        if let Some(head) = spare.first_chunk_mut::<SPARE_TAG_BYTES>() {
+            *head = tag;
+        }
     }
 
     /// Decodes a tag; `None` for an erased or unrecognised spare area (untrusted bytes).

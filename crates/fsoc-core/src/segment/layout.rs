@@ -9,7 +9,8 @@ use crate::address::LogAddress;
 /// Segment 0 holds the superblock copies (page 0 and 1 of block 0 on every chip).
 pub const SUPERBLOCK_SEGMENT: u32 = 0;
 /// Three metaroot areas, used in rotation (docs/DESIGN.md explains why three).
-pub const METAROOT_SEGMENTS: [u32; 3] = [1, 2, 3];
+pub const METAROOT_AREA_COUNT: u32 = 3;
+pub const METAROOT_SEGMENTS: [u32; METAROOT_AREA_COUNT as usize] = [1, 2, 3];
 /// The first segment of the copy-on-write log.
 pub const FIRST_LOG_SEGMENT: u32 = 4;
 

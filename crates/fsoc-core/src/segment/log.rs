@@ -83,6 +83,16 @@ impl OpenSegment {
     }
 }
 
+/// The open segment of `head` in a log's `open` (a function of the field, so the rest of the
+/// log stays borrowable).
+fn open_slot_mut(open: &mut [Option<OpenSegment>; 2], head: LogHead) -> &mut Option<OpenSegment> {
+    let [metadata, data] = open;
+    match head {
+        LogHead::Metadata => metadata,
+        LogHead::Data => data,
+    }
+}
+
 /// A page `write_table` writes: a table page or an index page (by number).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum TablePage {
@@ -96,7 +106,7 @@ const RETRIES_MAX: u32 = 8;
 pub struct SegmentLog<F: Flash> {
     device: Device<F>,
     table: Option<SegmentTable>,
-    /// The open segment of each head, indexed by `LogHead as usize`.
+    /// The open segment of each head, in `LogHead::ALL` order (`open_slot`, `open_slot_mut`).
     open: [Option<OpenSegment>; 2],
     /// The first release of a page the table did not count valid (or outside the log): only
     /// corrupt records on flash lead here. Latched; `Volume` refuses to commit after it.
@@ -146,8 +156,7 @@ impl<F: Flash> SegmentLog<F> {
                 "directory size checked by the metaroot decoder"
             );
             let table_page_count = table.page_count();
-            for (index_page, pointer) in directory.iter().enumerate() {
-                let index_page = index_page as u32;
+            for (index_page, pointer) in (0u32..).zip(directory) {
                 // Index pages are numbered after the table pages (as in their spare tags).
                 let corrupt = |reason| SegmentError::CorruptTable {
                     page_index: table_page_count + index_page,
@@ -164,8 +173,7 @@ impl<F: Flash> SegmentLog<F> {
             assert_eq!(table.page_count() as usize, directory.len(), "directory size checked by the metaroot decoder");
             table.directory = directory.to_vec();
         }
-        for page_index in 0..table.page_count() {
-            let pointer = table.directory[page_index as usize];
+        for (page_index, pointer) in (0u32..).zip(table.directory.clone()) {
             let corrupt = |reason| SegmentError::CorruptTable { page_index, address: pointer.address, reason };
             if let Some(reason) = self.read_checked(&pointer, &mut buffer)? {
                 return Err(corrupt(reason));
@@ -207,12 +215,27 @@ impl<F: Flash> SegmentLog<F> {
         self.table_mut()
     }
 
+    // Invariant: format creates the log with its table, and mount's volume loads it
+    // (`Volume::ensure_table_loaded`) before any path that allocates, releases or reports
+    // space; a table that fails to load is an error there, so no input reaches this with none.
+    #[allow(clippy::expect_used)]
     pub fn table(&self) -> &SegmentTable {
         self.table.as_ref().expect("segment table used before it was loaded")
     }
 
+    // Invariant: as for `table`.
+    #[allow(clippy::expect_used)]
     fn table_mut(&mut self) -> &mut SegmentTable {
         self.table.as_mut().expect("segment table used before it was loaded")
+    }
+
+    /// The open segment of `head`.
+    fn open_slot(&self, head: LogHead) -> &Option<OpenSegment> {
+        let [metadata, data] = &self.open;
+        match head {
+            LogHead::Metadata => metadata,
+            LogHead::Data => data,
+        }
     }
 
     /// Forgets both open segments, so the next appends open fresh ones.
@@ -221,7 +244,7 @@ impl<F: Flash> SegmentLog<F> {
     }
 
     pub fn open_segment_index(&self, head: LogHead) -> Option<u32> {
-        self.open[head as usize].as_ref().map(|open| open.segment_index)
+        self.open_slot(head).as_ref().map(|open| open.segment_index)
     }
 
     /// Whether `segment_index` is one of the heads' open segments.
@@ -246,16 +269,18 @@ impl<F: Flash> SegmentLog<F> {
     /// Pages still appendable to `head` without opening a segment: on each chip, the rows
     /// above both the next page and the paired-page guard's floor.
     pub fn open_segment_room(&self, head: LogHead) -> u32 {
-        let Some(open) = self.open[head as usize].as_ref() else {
+        let Some(open) = self.open_slot(head).as_ref() else {
             return 0;
         };
         let chip_count = self.device.layout().chip_count;
         let rows_per_chip = self.layout().pages_per_segment() / chip_count;
+        // `row_floor` has one entry per chip.
         (0..chip_count)
-            .map(|chip| {
+            .zip(&open.row_floor)
+            .map(|(chip, &row_floor)| {
                 // The next page on this chip is the first stripe page >= next_page on it.
                 let next_row = open.next_page / chip_count + u32::from(open.next_page % chip_count > chip);
-                rows_per_chip.saturating_sub(next_row.max(open.row_floor[chip as usize]))
+                rows_per_chip.saturating_sub(next_row.max(row_floor))
             })
             .sum()
     }
@@ -269,7 +294,8 @@ impl<F: Flash> SegmentLog<F> {
     /// dropped before a commit counts as free in the table). O(1).
     pub fn free_segment_count(&self) -> u32 {
         let table = self.table();
-        let open_and_free = self.open.iter().flatten().filter(|open| table.is_free(open.segment_index)).count() as u32;
+        let open_and_free: u32 =
+            self.open.iter().flatten().map(|open| u32::from(table.is_free(open.segment_index))).sum();
         table.free_segment_count() - open_and_free
     }
 
@@ -282,11 +308,12 @@ impl<F: Flash> SegmentLog<F> {
             let Some(segment_index) = chosen else {
                 return Err(SegmentError::NoFreeSegment);
             };
-            self.open[head as usize] = None;
+            *open_slot_mut(&mut self.open, head) = None;
             match self.device.erase_segment(segment_index) {
                 Ok(()) => {
                     self.table_mut().record_erase(segment_index);
-                    self.open[head as usize] = Some(OpenSegment::new(segment_index, self.device.layout().chip_count));
+                    let chip_count = self.device.layout().chip_count;
+                    *open_slot_mut(&mut self.open, head) = Some(OpenSegment::new(segment_index, chip_count));
                     return Ok(());
                 }
                 Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. }) => {
@@ -318,19 +345,31 @@ impl<F: Flash> SegmentLog<F> {
         // Each pass takes a page or skips one below its chip's guard floor, so this ends within
         // a segment's pages (a fresh segment has no floors).
         loop {
-            if self.open[head as usize].as_ref().is_none_or(|open| open.next_page >= pages_per_segment) {
-                self.open_fresh_segment(head)?;
-            }
-            let open = self.open[head as usize].as_mut().expect("a segment is open after open_fresh_segment");
-            let chip = (open.next_page % chip_count) as usize;
+            let open = match open_slot_mut(&mut self.open, head) {
+                Some(open) if open.next_page < pages_per_segment => open,
+                _ => {
+                    self.open_fresh_segment(head)?;
+                    continue;
+                }
+            };
+            let chip = open.next_page % chip_count;
             let row = open.next_page / chip_count;
-            if row < open.row_floor[chip] {
+            // `OpenSegment::new` gave every chip a floor and a taken row.
+            let (Some(&row_floor), Some(taken)) =
+                (open.row_floor.get(chip as usize), open.taken_since_guard.get_mut(chip as usize))
+            else {
+                let limit = open.row_floor.len() as u64;
+                return Err(
+                    NandError::OutOfRange { what: "chip of an open segment", value: u64::from(chip), limit }.into()
+                );
+            };
+            if row < row_floor {
                 open.next_page += 1;
                 continue;
             }
+            *taken = Some(row);
             let address = self.device.layout().address(open.segment_index, open.next_page);
             open.next_page += 1;
-            open.taken_since_guard[chip] = Some(row);
             let segment_index = open.segment_index;
             self.table_mut().add_valid(segment_index);
             return Ok(address);
@@ -448,14 +487,22 @@ impl<F: Flash> SegmentLog<F> {
             let old = match page {
                 TablePage::Table(page_index) => {
                     done.insert(page_index);
-                    let old = self.table().directory[page_index as usize];
                     // Its pointer changes: the index page naming it is rewritten too.
-                    self.table_mut().table_page_moved(page_index, PagePointer { address, checksum: 0 });
-                    old
+                    let moved = self.table_mut().table_page_moved(page_index, PagePointer { address, checksum: 0 });
+                    moved.ok_or(SegmentError::CorruptTable {
+                        page_index,
+                        address,
+                        reason: "dirty page beyond the table",
+                    })?
                 }
                 TablePage::Index(index_page) => {
                     done_index.insert(index_page);
-                    self.table().index_directory[index_page as usize]
+                    let old = self.table().index_directory.get(index_page as usize).copied();
+                    old.ok_or(SegmentError::CorruptTable {
+                        page_index: self.table().page_count() + index_page,
+                        address,
+                        reason: "dirty index page beyond the table",
+                    })?
                 }
             };
             if !old.address.is_null() {
@@ -469,7 +516,10 @@ impl<F: Flash> SegmentLog<F> {
         for &(page, address) in &reserved {
             if let TablePage::Table(page_index) = page {
                 let checksum = crc32c(&self.table().encode_page(page_index, page_size_bytes));
-                self.table_mut().directory[page_index as usize] = PagePointer { address, checksum };
+                // Reserved above, so the page is in the directory.
+                if let Some(pointer) = self.table_mut().directory.get_mut(page_index as usize) {
+                    *pointer = PagePointer { address, checksum };
+                }
             }
         }
         let table_page_count = self.table().page_count();
@@ -479,7 +529,10 @@ impl<F: Flash> SegmentLog<F> {
                 TablePage::Index(index_page) => {
                     let bytes = self.table().encode_index_page(index_page, page_size_bytes);
                     let checksum = crc32c(&bytes);
-                    self.table_mut().index_directory[index_page as usize] = PagePointer { address, checksum };
+                    // Reserved above, so the page is in the index directory.
+                    if let Some(pointer) = self.table_mut().index_directory.get_mut(index_page as usize) {
+                        *pointer = PagePointer { address, checksum };
+                    }
                     (bytes, table_page_count + index_page)
                 }
             };

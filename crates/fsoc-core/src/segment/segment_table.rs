@@ -23,6 +23,7 @@ use crate::address::PagePointer;
 use crate::address::{ReadPointer, WritePointer};
 use crate::segment::layout::FIRST_LOG_SEGMENT;
 use fsoc_flash::codec::{DecodeError, Reader, Writer};
+use fsoc_flash::convert::u32_from_usize;
 
 /// Encoded size of one segment entry (docs/FORMAT.md, "Segment table").
 pub const SEGMENT_ENTRY_BYTES: usize = 8;
@@ -75,8 +76,8 @@ impl PrefixSums {
     fn add(&mut self, index: u32, delta: u64) {
         assert!(index >= 1, "prefix sums are 1-based");
         let mut position = index as usize;
-        while position < self.sums.len() {
-            self.sums[position] = self.sums[position].wrapping_add(delta);
+        while let Some(sum) = self.sums.get_mut(position) {
+            *sum = sum.wrapping_add(delta);
             position += position & position.wrapping_neg();
         }
     }
@@ -86,7 +87,9 @@ impl PrefixSums {
         let mut position = (index as usize).min(self.sums.len() - 1);
         let mut sum = 0u64;
         while position > 0 {
-            sum = sum.wrapping_add(self.sums[position]);
+            if let Some(value) = self.sums.get(position) {
+                sum = sum.wrapping_add(*value);
+            }
             position &= position - 1;
         }
         sum
@@ -120,7 +123,10 @@ impl Indexes {
         if membership.used {
             self.used_by_valid.insert((membership.valid_pages, segment_index));
             self.used_by_wear.insert((membership.erase_count, segment_index));
-            self.histogram[membership.valid_pages as usize] += 1;
+            // Sized `pages_per_segment + 1`, and no entry holds more valid pages (decode refuses).
+            if let Some(count) = self.histogram.get_mut(membership.valid_pages as usize) {
+                *count += 1;
+            }
         }
         if membership.tracked {
             *self.erase_counts.entry(membership.erase_count).or_insert(0) += 1;
@@ -143,6 +149,20 @@ struct Membership {
     reclaimable: bool,
     valid_pages: u32,
     erase_count: u32,
+}
+
+/// Which maintained structures a segment with this entry and freed count belongs to.
+fn membership_of(segment_index: u32, entry: SegmentEntry, freed: u32) -> Membership {
+    let log = segment_index >= FIRST_LOG_SEGMENT;
+    let tracked = log && !entry.retired;
+    Membership {
+        free: tracked && entry.valid_pages == 0 && freed == 0,
+        used: tracked && entry.valid_pages > 0,
+        tracked,
+        reclaimable: tracked && entry.valid_pages == 0 && freed > 0,
+        valid_pages: entry.valid_pages,
+        erase_count: entry.erase_count,
+    }
 }
 
 /// Dead pages of used segments (log segments, not retired, holding valid pages), split at a
@@ -201,7 +221,8 @@ pub struct SegmentTable {
 
 impl SegmentTable {
     pub fn entries_per_page(page_size_bytes: usize) -> u32 {
-        (page_size_bytes / SEGMENT_ENTRY_BYTES) as u32
+        // A page is at most 64 KiB (`Geometry::validate`).
+        u32_from_usize(page_size_bytes / SEGMENT_ENTRY_BYTES)
     }
 
     pub fn page_count_for(segment_count: u32, page_size_bytes: usize) -> u32 {
@@ -258,7 +279,8 @@ impl SegmentTable {
     }
 
     pub fn index_page_count(&self) -> u32 {
-        self.index_directory.len() as u32
+        // Sized from a u32 count (`with_index_pages`, or the metaroot's directory of as many).
+        u32_from_usize(self.index_directory.len())
     }
 
     /// What the metaroot names: the index pages of an indexed table, else the table pages.
@@ -270,12 +292,14 @@ impl SegmentTable {
         }
     }
 
-    /// Table page `page_index` moved: the index page naming it must be rewritten.
-    pub fn table_page_moved(&mut self, page_index: u32, pointer: PagePointer) {
-        self.directory[page_index as usize] = pointer;
+    /// Table page `page_index` moved: the index page naming it must be rewritten. Returns
+    /// where it was, or `None` (nothing changed) for a page the table does not have.
+    pub fn table_page_moved(&mut self, page_index: u32, pointer: PagePointer) -> Option<PagePointer> {
+        let old = core::mem::replace(self.directory.get_mut(page_index as usize)?, pointer);
         if self.is_indexed() {
             self.dirty_index_pages.insert(page_index / self.entries_per_page);
         }
+        Some(old)
     }
 
     pub fn mark_index_page_dirty(&mut self, index_page: u32) {
@@ -293,7 +317,8 @@ impl SegmentTable {
         let first = (index_page * self.entries_per_page) as usize;
         let last = (first + self.entries_per_page as usize).min(self.directory.len());
         let mut writer = Writer::with_capacity(page_size_bytes);
-        for pointer in &self.directory[first..last] {
+        // An index page past the table names no table page: all of it reads as erased.
+        for pointer in self.directory.get(first..last).unwrap_or_default() {
             writer.pointer(*pointer);
         }
         let mut bytes = writer.bytes;
@@ -307,8 +332,8 @@ impl SegmentTable {
         let first = (index_page * self.entries_per_page) as usize;
         let last = (first + self.entries_per_page as usize).min(self.directory.len());
         let mut reader = Reader::new("segment table index page", bytes);
-        for page_index in first..last {
-            self.directory[page_index] = reader.pointer()?;
+        for slot in self.directory.get_mut(first..last).unwrap_or_default() {
+            *slot = reader.pointer()?;
         }
         for _slot in last..first + self.entries_per_page as usize {
             let unused = reader.u64_le()?;
@@ -319,19 +344,31 @@ impl SegmentTable {
         Ok(())
     }
 
-    fn membership(&self, segment_index: u32) -> Membership {
+    /// The entry and freed count of `segment_index`.
+    // Invariant: segment indices reach the table from its own ordered sets and ranges, or as
+    // `Layout::segment_of` of an address inside the volume (addresses read from flash are
+    // checked before: `SegmentLog::release`; delta records go through `apply_delta`), so an
+    // index outside the table is a bug here, never bad input.
+    #[track_caller]
+    #[allow(clippy::panic)]
+    fn slot(&self, segment_index: u32) -> (SegmentEntry, u32) {
         let index = segment_index as usize;
-        let entry = self.entries[index];
-        let freed = self.freed_this_transaction[index];
-        let log = segment_index >= FIRST_LOG_SEGMENT;
-        let tracked = log && !entry.retired;
-        Membership {
-            free: tracked && entry.valid_pages == 0 && freed == 0,
-            used: tracked && entry.valid_pages > 0,
-            tracked,
-            reclaimable: tracked && entry.valid_pages == 0 && freed > 0,
-            valid_pages: entry.valid_pages,
-            erase_count: entry.erase_count,
+        match (self.entries.get(index), self.freed_this_transaction.get(index)) {
+            (Some(&entry), Some(&freed)) => (entry, freed),
+            _ => panic!("segment {segment_index} outside a table of {} segments", self.entries.len()),
+        }
+    }
+
+    /// `slot`, to change.
+    // Invariant: as for `slot`.
+    #[track_caller]
+    #[allow(clippy::panic)]
+    fn slot_mut(&mut self, segment_index: u32) -> (&mut SegmentEntry, &mut u32) {
+        let index = segment_index as usize;
+        let segment_count = self.entries.len();
+        match (self.entries.get_mut(index), self.freed_this_transaction.get_mut(index)) {
+            (Some(entry), Some(freed)) => (entry, freed),
+            _ => panic!("segment {segment_index} outside a table of {segment_count} segments"),
         }
     }
 
@@ -372,10 +409,12 @@ impl SegmentTable {
         }
         if (before.tracked, before.erase_count) != (after.tracked, after.erase_count) {
             if before.tracked {
-                let count = self.erase_counts.get_mut(&before.erase_count).expect("erase count tracked");
-                *count -= 1;
-                if *count == 0 {
+                let count = self.erase_counts.get(&before.erase_count).copied().unwrap_or(0);
+                assert!(count > 0, "segment {s}: erase count {} missing from the census", before.erase_count);
+                if count == 1 {
                     self.erase_counts.remove(&before.erase_count);
+                } else {
+                    self.erase_counts.insert(before.erase_count, count - 1);
                 }
             }
             if after.tracked {
@@ -389,15 +428,18 @@ impl SegmentTable {
     pub(crate) fn recount(&mut self) {
         let mut fresh = Self::empty_indexes(self.pages_per_segment);
         self.entries_visited.add(u64::from(self.segment_count()));
-        for segment_index in 0..self.segment_count() {
-            let membership = self.membership(segment_index);
-            fresh.add(segment_index, membership);
+        for (segment_index, (&entry, &freed)) in (0u32..).zip(self.entries.iter().zip(&self.freed_this_transaction)) {
+            fresh.add(segment_index, membership_of(segment_index, entry, freed));
         }
-        fresh.retired_segment_count = self.entries.iter().filter(|entry| entry.retired).count() as u32;
+        fresh.retired_segment_count = self.entries.iter().map(|entry| u32::from(entry.retired)).sum();
         fresh.total_valid_pages = self.entries.iter().map(|entry| u64::from(entry.valid_pages)).sum();
         self.install(fresh);
-        self.freed_segments =
-            (0..self.segment_count()).filter(|&s| self.freed_this_transaction[s as usize] > 0).collect();
+        self.freed_segments = self.segments_with_dropped_pages();
+    }
+
+    /// Segments whose `freed_this_transaction` is non-zero, ascending (a pass over the table).
+    fn segments_with_dropped_pages(&self) -> Vec<u32> {
+        (0u32..).zip(&self.freed_this_transaction).filter(|&(_, &freed)| freed > 0).map(|(s, _)| s).collect()
     }
 
     fn empty_indexes(pages_per_segment: u32) -> Indexes {
@@ -425,10 +467,10 @@ impl SegmentTable {
         self.erase_counts = fresh.erase_counts;
         self.histogram_segments = PrefixSums::new(self.pages_per_segment);
         self.histogram_valid_pages = PrefixSums::new(self.pages_per_segment);
-        for (valid_pages, &count) in fresh.histogram.iter().enumerate().skip(1) {
+        for (valid_pages, &count) in (0u32..).zip(&fresh.histogram).skip(1) {
             if count > 0 {
-                self.histogram_segments.add(valid_pages as u32, count);
-                self.histogram_valid_pages.add(valid_pages as u32, count * valid_pages as u64);
+                self.histogram_segments.add(valid_pages, count);
+                self.histogram_valid_pages.add(valid_pages, count * u64::from(valid_pages));
             }
         }
     }
@@ -438,20 +480,23 @@ impl SegmentTable {
     /// counted in `entries_visited`.
     pub fn index_mismatch(&self) -> Option<String> {
         let mut fresh = Self::empty_indexes(self.pages_per_segment);
-        for segment_index in 0..self.segment_count() {
-            fresh.add(segment_index, self.membership(segment_index));
+        for (segment_index, (&entry, &freed)) in (0u32..).zip(self.entries.iter().zip(&self.freed_this_transaction)) {
+            fresh.add(segment_index, membership_of(segment_index, entry, freed));
         }
-        let retired = self.entries.iter().filter(|entry| entry.retired).count() as u32;
+        let retired: u32 = self.entries.iter().map(|entry| u32::from(entry.retired)).sum();
         let valid: u64 = self.entries.iter().map(|entry| u64::from(entry.valid_pages)).sum();
-        let freed: Vec<u32> =
-            (0..self.segment_count()).filter(|&s| self.freed_this_transaction[s as usize] > 0).collect();
+        let freed = self.segments_with_dropped_pages();
         let mut listed = self.freed_segments.clone();
         listed.sort_unstable();
-        let histogram_differs = (1..=self.pages_per_segment).find(|&valid_pages| {
-            let count = |sums: &PrefixSums| sums.prefix(valid_pages).wrapping_sub(sums.prefix(valid_pages - 1));
-            count(&self.histogram_segments) != fresh.histogram[valid_pages as usize]
-                || count(&self.histogram_valid_pages) != fresh.histogram[valid_pages as usize] * u64::from(valid_pages)
-        });
+        // `fresh.histogram` has a count for each valid count 0..=pages_per_segment.
+        let histogram_differs = (1..=self.pages_per_segment)
+            .zip(fresh.histogram.iter().skip(1))
+            .find(|&(valid_pages, &fresh_count)| {
+                let count = |sums: &PrefixSums| sums.prefix(valid_pages).wrapping_sub(sums.prefix(valid_pages - 1));
+                count(&self.histogram_segments) != fresh_count
+                    || count(&self.histogram_valid_pages) != fresh_count * u64::from(valid_pages)
+            })
+            .map(|(valid_pages, _)| valid_pages);
         let differences = [
             (
                 self.free_segment_count != fresh.free_segment_count,
@@ -507,6 +552,9 @@ impl SegmentTable {
     }
 
     /// Panics if a maintained total or index differs from a recount (tests, debug builds).
+    // Invariant: the maintained indexes are kept in step by this module alone; a difference is
+    // a bug here, which debug builds and tests must stop at (fsck reports `index_mismatch`).
+    #[allow(clippy::panic)]
     pub fn check_totals(&self) {
         if let Some(mismatch) = self.index_mismatch() {
             panic!("segment table: {mismatch}");
@@ -523,17 +571,16 @@ impl SegmentTable {
     /// `update` without marking the table page dirty (for state that is not stored).
     fn apply(&mut self, segment_index: u32, change: impl FnOnce(&mut SegmentEntry, &mut u32)) {
         self.entries_visited.add(1);
-        let index = segment_index as usize;
-        let before_entry = self.entries[index];
-        let before_freed = self.freed_this_transaction[index];
-        let before = self.membership(segment_index);
-        change(&mut self.entries[index], &mut self.freed_this_transaction[index]);
-        let after_entry = self.entries[index];
-        let after = self.membership(segment_index);
+        let (before_entry, before_freed) = self.slot(segment_index);
+        let before = membership_of(segment_index, before_entry, before_freed);
+        let (entry, freed) = self.slot_mut(segment_index);
+        change(entry, freed);
+        let (after_entry, after_freed) = self.slot(segment_index);
+        let after = membership_of(segment_index, after_entry, after_freed);
         if before != after {
             self.reindex(segment_index, before, after);
         }
-        if before_freed == 0 && self.freed_this_transaction[index] > 0 {
+        if before_freed == 0 && after_freed > 0 {
             self.freed_segments.push(segment_index);
         }
         self.retired_segment_count =
@@ -543,21 +590,23 @@ impl SegmentTable {
     }
 
     pub fn segment_count(&self) -> u32 {
-        self.entries.len() as u32
+        // Sized from a u32 segment count (`new`).
+        u32_from_usize(self.entries.len())
     }
 
     pub fn page_count(&self) -> u32 {
-        self.directory.len() as u32
+        // Sized from a u32 page count (`new`, or the metaroot's directory of as many).
+        u32_from_usize(self.directory.len())
     }
 
     pub fn entry(&self, segment_index: u32) -> SegmentEntry {
         self.entries_visited.add(1);
-        self.entries[segment_index as usize]
+        self.slot(segment_index).0
     }
 
     pub fn freed_this_transaction(&self, segment_index: u32) -> u32 {
         self.entries_visited.add(1);
-        self.freed_this_transaction[segment_index as usize]
+        self.slot(segment_index).1
     }
 
     fn touch(&mut self, segment_index: u32) {
@@ -593,20 +642,23 @@ impl SegmentTable {
     /// commit it follows. Untrusted input: refuses counts the segment cannot hold.
     pub fn apply_delta(&mut self, segment_index: u32, allocated: u32, released: u32) -> Result<(), &'static str> {
         let pages_per_segment = self.pages_per_segment;
-        let entry = self.entries.get(segment_index as usize).ok_or("delta names a segment outside the volume")?;
+        let index = segment_index as usize;
+        let (Some(entry), Some(&freed_before)) = (self.entries.get(index), self.freed_this_transaction.get(index))
+        else {
+            return Err("delta names a segment outside the volume");
+        };
         if segment_index < FIRST_LOG_SEGMENT {
             return Err("delta names a reserved segment");
         }
         let valid = u64::from(entry.valid_pages) + u64::from(allocated);
         let valid = valid.checked_sub(u64::from(released)).ok_or("delta releases more pages than the segment holds")?;
-        if valid > u64::from(pages_per_segment) {
-            return Err("delta gives a segment more valid pages than it has");
-        }
-        let freed_total = self.freed_this_transaction[segment_index as usize]
-            .checked_add(released)
-            .ok_or("delta releases too many pages")?;
+        let valid = u32::try_from(valid)
+            .ok()
+            .filter(|&valid| valid <= pages_per_segment)
+            .ok_or("delta gives a segment more valid pages than it has")?;
+        let freed_total = freed_before.checked_add(released).ok_or("delta releases too many pages")?;
         self.update(segment_index, |entry, freed| {
-            entry.valid_pages = valid as u32;
+            entry.valid_pages = valid;
             *freed = freed_total;
         });
         Ok(())
@@ -626,11 +678,8 @@ impl SegmentTable {
     /// Reusable: a log segment that neither the working nor the committed state references.
     pub fn is_free(&self, segment_index: u32) -> bool {
         self.entries_visited.add(1);
-        let entry = self.entries[segment_index as usize];
-        segment_index >= FIRST_LOG_SEGMENT
-            && !entry.retired
-            && entry.valid_pages == 0
-            && self.freed_this_transaction[segment_index as usize] == 0
+        let (entry, freed) = self.slot(segment_index);
+        segment_index >= FIRST_LOG_SEGMENT && !entry.retired && entry.valid_pages == 0 && freed == 0
     }
 
     /// Called once the transaction's metaroot is durable: what it dropped is now unreferenced.
@@ -668,7 +717,8 @@ impl SegmentTable {
         let first = (page_index * self.entries_per_page) as usize;
         let last = (first + self.entries_per_page as usize).min(self.entries.len());
         let mut writer = Writer::with_capacity(page_size_bytes);
-        for entry in &self.entries[first..last] {
+        // A page past the table holds no entry: all of it reads as erased.
+        for entry in self.entries.get(first..last).unwrap_or_default() {
             writer.u32_le(entry.valid_pages);
             let flags = if entry.retired { RETIRED_FLAG } else { 0 };
             writer.u32_le(entry.erase_count & ERASE_COUNT_MASK | flags);
@@ -683,7 +733,7 @@ impl SegmentTable {
         let first = (page_index * self.entries_per_page) as usize;
         let last = (first + self.entries_per_page as usize).min(self.entries.len());
         let mut reader = Reader::new("segment table page", bytes);
-        for segment_index in first..last {
+        for slot in self.entries.get_mut(first..last).unwrap_or_default() {
             let valid_pages = reader.u32_le()?;
             let word = reader.u32_le()?;
             if valid_pages > self.pages_per_segment {
@@ -692,7 +742,7 @@ impl SegmentTable {
             if word & !(ERASE_COUNT_MASK | RETIRED_FLAG) != 0 {
                 return Err(reader.invalid("flags", u64::from(word)));
             }
-            self.entries[segment_index] =
+            *slot =
                 SegmentEntry { valid_pages, erase_count: word & ERASE_COUNT_MASK, retired: word & RETIRED_FLAG != 0 };
         }
         Ok(())

@@ -17,6 +17,7 @@ use crate::address::PagePointer;
 use crate::address::{ReadPointer, WritePointer};
 use crate::btree::TreeRoot;
 use fsoc_flash::codec::{crc32c_excluding, DecodeError, Reader, Writer};
+use fsoc_flash::convert::u32_from_usize;
 
 pub const METAROOT_MAGIC: u64 = u64::from_le_bytes(*b"FSOCMETA");
 /// The version field of a metaroot equals its volume's format version (the superblock's).
@@ -53,7 +54,8 @@ impl MetarootShape {
         let table_page_count = crate::segment::SegmentTable::page_count_for(segment_count, page_size_bytes);
         let indexed =
             format_version >= 2 && table_page_count as usize > Metaroot::direct_table_pages_max(page_size_bytes);
-        let pointers_per_page = (page_size_bytes / PagePointer::ENCODED_BYTES) as u32;
+        // A page is at most 64 KiB (`Geometry::validate`).
+        let pointers_per_page = u32_from_usize(page_size_bytes / PagePointer::ENCODED_BYTES);
         MetarootShape {
             format_version,
             table_page_count,
@@ -143,7 +145,8 @@ impl Metaroot {
         writer.u64_le(METAROOT_MAGIC);
         writer.u32_le(self.shape.format_version);
         writer.u32_le(0); // checksum placeholder at CHECKSUM_OFFSET
-        writer.u32_le(record_bytes as u32);
+                          // Both lengths fit the page (asserted above).
+        writer.u32_le(u32_from_usize(record_bytes));
         writer.u32_le(self.flags);
         writer.u64_le(self.commit_counter);
         writer.u64_le(self.volume_id);
@@ -155,7 +158,7 @@ impl Metaroot {
         writer.u8(self.shape.table_index_levels); // version 1: reserved, 0
         writer.u8(0); // reserved
         writer.u32_le(self.shape.table_page_count);
-        writer.u32_le(self.delta.len() as u32);
+        writer.u32_le(u32_from_usize(self.delta.len()));
         writer.u32_le(0); // reserved
         assert_eq!(writer.bytes.len(), METAROOT_HEADER_BYTES, "metaroot header drifted from FORMAT.md");
         for pointer in &self.segment_table {

@@ -12,7 +12,7 @@ use fsoc_flash::{Flash, NandError, ReadStatus};
 
 use crate::address::LogAddress;
 use crate::btree::{Tree, TreeConfig, TreeError, TreeRoot};
-use crate::segment::layout::{FIRST_LOG_SEGMENT, METAROOT_SEGMENTS, SUPERBLOCK_SEGMENT};
+use crate::segment::layout::{FIRST_LOG_SEGMENT, METAROOT_AREA_COUNT, METAROOT_SEGMENTS, SUPERBLOCK_SEGMENT};
 use crate::segment::{Device, Layout, PageTag, SegmentError, SegmentLog, SegmentTable};
 use crate::txn::metaroot::{Metaroot, MetarootShape, FLAG_CLEAN, FLAG_CLEAN_TWIN, FLAG_ORPHANS};
 use crate::txn::store::LogNodeStore;
@@ -86,10 +86,55 @@ impl From<NandError> for TxnError {
     }
 }
 
+/// One of the three metaroot areas (`METAROOT_SEGMENTS`, in order), naming its entry in the
+/// per-area arrays: a slot that cannot be out of range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MetarootArea {
+    First,
+    Second,
+    Third,
+}
+
+impl MetarootArea {
+    const ALL: [MetarootArea; 3] = [MetarootArea::First, MetarootArea::Second, MetarootArea::Third];
+
+    fn segment_index(self) -> u32 {
+        *self.of(&METAROOT_SEGMENTS)
+    }
+
+    /// This area's entry of a per-area array.
+    fn of<T>(self, per_area: &[T; 3]) -> &T {
+        let [first, second, third] = per_area;
+        match self {
+            MetarootArea::First => first,
+            MetarootArea::Second => second,
+            MetarootArea::Third => third,
+        }
+    }
+
+    fn of_mut<T>(self, per_area: &mut [T; 3]) -> &mut T {
+        let [first, second, third] = per_area;
+        match self {
+            MetarootArea::First => first,
+            MetarootArea::Second => second,
+            MetarootArea::Third => third,
+        }
+    }
+
+    /// The two other areas, in order.
+    fn others(self) -> [MetarootArea; 2] {
+        match self {
+            MetarootArea::First => [MetarootArea::Second, MetarootArea::Third],
+            MetarootArea::Second => [MetarootArea::First, MetarootArea::Third],
+            MetarootArea::Third => [MetarootArea::First, MetarootArea::Second],
+        }
+    }
+}
+
 /// Where the next metaroot goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct MetarootCursor {
-    area_slot: usize,
+    area_slot: MetarootArea,
     next_page: u32,
     /// Newest valid commit counter among pages 0 and 1 of each area (None: neither valid).
     area_counters: [Option<u64>; 3],
@@ -179,11 +224,13 @@ impl<F: Flash> Volume<F> {
         if config.reserve_segments > 0 {
             return config.reserve_segments;
         }
-        let pages_per_segment = layout.pages_per_segment() as usize;
-        let table_pages = shape.table_page_count as usize + shape.index_page_count as usize;
-        let commit_pages = config.dirty_nodes_max + table_pages + 16;
-        let commit_segments = commit_pages.div_ceil(pages_per_segment) as u32;
-        (2 + commit_segments).max(layout.log_segment_count() / 20)
+        let pages_per_segment = u64::from(layout.pages_per_segment());
+        let table_pages = u64::from(shape.table_page_count) + u64::from(shape.index_page_count);
+        let commit_pages = (config.dirty_nodes_max as u64).saturating_add(table_pages + 16);
+        // A reserve beyond any volume (an absurd `dirty_nodes_max`) saturates, and format
+        // refuses it.
+        let commit_segments = u32::try_from(commit_pages.div_ceil(pages_per_segment)).unwrap_or(u32::MAX);
+        commit_segments.saturating_add(2).max(layout.log_segment_count() / 20)
     }
 
     /// The metaroot shape of a volume of this layout and format version.
@@ -236,7 +283,7 @@ impl<F: Flash> Volume<F> {
                 chip_count: layout.chip_count,
                 chip_index,
                 volume_id,
-                metaroot_area_count: METAROOT_SEGMENTS.len() as u32,
+                metaroot_area_count: METAROOT_AREA_COUNT,
                 first_log_segment: FIRST_LOG_SEGMENT,
             };
             let bytes = superblock.encode(layout.page_size_bytes());
@@ -298,7 +345,7 @@ impl<F: Flash> Volume<F> {
             next_inode: 2,
             committed,
             // The first commit switches into area 0 (every page-0 counter is unknown).
-            cursor: MetarootCursor { area_slot: 2, next_page: u32::MAX, area_counters: [None; 3] },
+            cursor: MetarootCursor { area_slot: MetarootArea::Third, next_page: u32::MAX, area_counters: [None; 3] },
             poisoned: false,
             mount_report: MountReport::default(),
             last_commit_operations: 0,
@@ -441,21 +488,21 @@ impl<F: Flash> Volume<F> {
         // MLC/TLC block can corrupt page 0 through page pairing, but one cut cannot damage both
         // page 0 and page 1 (docs/DESIGN.md, "Paired pages in metaroot areas").
         let mut head: [[Option<Metaroot>; 2]; 3] = Default::default();
-        for (slot, segment_index) in METAROOT_SEGMENTS.iter().enumerate() {
-            for page_index in 0..2 {
-                let address = layout.address(*segment_index, page_index);
-                head[slot][page_index as usize] =
-                    Self::read_metaroot_page(device, address, &mut buffer, superblock, shape)?;
+        for area in MetarootArea::ALL {
+            for (page_index, slot) in (0u32..).zip(area.of_mut(&mut head)) {
+                let address = layout.address(area.segment_index(), page_index);
+                *slot = Self::read_metaroot_page(device, address, &mut buffer, superblock, shape)?;
             }
         }
-        let counters = |slot: usize| head[slot].iter().flatten().map(|metaroot| metaroot.commit_counter);
-        let area_counters = [0, 1, 2].map(|slot| counters(slot).max());
-        let mut order: Vec<usize> = (0..3).filter(|&slot| area_counters[slot].is_some()).collect();
-        order.sort_by_key(|&slot| core::cmp::Reverse(area_counters[slot]));
+        let counters = |area: MetarootArea| area.of(&head).iter().flatten().map(|metaroot| metaroot.commit_counter);
+        let area_counters = MetarootArea::ALL.map(|area| counters(area).max());
+        let mut order: Vec<MetarootArea> =
+            MetarootArea::ALL.into_iter().filter(|area| area.of(&area_counters).is_some()).collect();
+        order.sort_by_key(|area| core::cmp::Reverse(*area.of(&area_counters)));
         let Some(&area_slot) = order.first() else {
             return Err(TxnError::NoMetaroot);
         };
-        let segment_index = METAROOT_SEGMENTS[area_slot];
+        let segment_index = area_slot.segment_index();
         // Binary search for the last programmed page: pages of an area are programmed as a
         // prefix, so "erased" is monotone. Page 0 is known programmed.
         let (mut low, mut high) = (0u32, pages_per_segment);
@@ -472,10 +519,12 @@ impl<F: Flash> Volume<F> {
         // Records of this area's current use are at least as new as the older of its first two.
         let floor_counter = counters(area_slot).min().unwrap_or(0);
         let first_candidate = last_programmed_page.saturating_sub(METAROOT_STEP_BACK_PAGES);
+        let [page_0, page_1] = area_slot.of(&head);
         for page_index in (first_candidate..=last_programmed_page).rev() {
             let address = layout.address(segment_index, page_index);
             let metaroot = match page_index {
-                0 | 1 => head[area_slot][page_index as usize].clone(),
+                0 => page_0.clone(),
+                1 => page_1.clone(),
                 _ => Self::read_metaroot_page(device, address, &mut buffer, superblock, shape)?,
             };
             if let Some(metaroot) = metaroot.filter(|m| m.commit_counter >= floor_counter) {
@@ -664,18 +713,17 @@ impl<F: Flash> Volume<F> {
         if self.cursor.next_page >= pages_per_segment {
             // The new area must hold neither the newest metaroot nor its predecessor: take the
             // area (other than the current one) whose first two pages are oldest or invalid.
-            let current = self.cursor.area_slot;
-            let target = (0..3)
-                .filter(|&slot| slot != current)
-                .min_by_key(|&slot| self.cursor.area_counters[slot].map_or(0, |counter| counter + 1))
-                .expect("three areas");
-            self.cursor.area_counters[target] = None;
-            self.log.device_mut().erase_segment(METAROOT_SEGMENTS[target])?;
+            let [first, second] = self.cursor.area_slot.others();
+            let age = |area: MetarootArea| area.of(&self.cursor.area_counters).map_or(0, |counter| counter + 1);
+            // The first of the oldest, as `min_by_key`.
+            let target = if age(second) < age(first) { second } else { first };
+            *target.of_mut(&mut self.cursor.area_counters) = None;
+            self.log.device_mut().erase_segment(target.segment_index())?;
             self.cursor = MetarootCursor { area_slot: target, next_page: 0, ..self.cursor };
         }
         self.committed.flags = flags;
         let bytes = self.committed.encode(layout.page_size_bytes());
-        let address = layout.address(METAROOT_SEGMENTS[self.cursor.area_slot], self.cursor.next_page);
+        let address = layout.address(self.cursor.area_slot.segment_index(), self.cursor.next_page);
         self.log.device_mut().program(address, &bytes, PageTag::Metaroot)?;
         // Nothing issued later (an erase of a segment this commit frees) may reach the backing
         // store before the metaroot that makes it free.
@@ -683,7 +731,7 @@ impl<F: Flash> Volume<F> {
         self.last_commit_operations = self.log.device().operations_issued();
         if self.cursor.next_page <= 1 {
             // Pages 0 and 1 identify the area at mount (the newer of the two counts).
-            let counter = &mut self.cursor.area_counters[self.cursor.area_slot];
+            let counter = self.cursor.area_slot.of_mut(&mut self.cursor.area_counters);
             *counter =
                 Some(counter.map_or(self.committed.commit_counter, |old| old.max(self.committed.commit_counter)));
         }
@@ -714,7 +762,7 @@ pub fn unwrap_tree_error(error: TreeError, segment_error: Option<SegmentError>) 
 
 struct FoundMetaroot {
     metaroot: Metaroot,
-    area_slot: usize,
+    area_slot: MetarootArea,
     page_index: u32,
     last_programmed_page: u32,
     area_counters: [Option<u64>; 3],
