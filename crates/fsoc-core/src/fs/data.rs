@@ -9,11 +9,11 @@ use fsoc_flash::{Flash, ReadStatus};
 
 use crate::address::LogAddress;
 use crate::btree::Tree;
-use crate::fs::cleaner::SpaceUse;
 use crate::fs::records::{
     allocation_key, parse_allocation_key, Extent, FileKind, InodeRecord, RecordKind, RecordLimits,
     ALLOCATION_KEY_BYTES, INODE_FLAG_INLINE,
 };
+use crate::fs::space::SpaceUse;
 use crate::fs::{FileSystem, FsError, TreeId};
 use crate::segment::PageTag;
 

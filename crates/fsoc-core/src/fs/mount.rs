@@ -1,0 +1,175 @@
+//! Format, mount, unmount and the commit entry points of the file system (layer 6 over the
+//! transaction layer): what makes the working state durable, and the delta replay at mount.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use fsoc_flash::Flash;
+
+use super::{delta, FileSystem, FsConfig, FsStats, TreeId};
+use crate::fs::error::FsError;
+use crate::fs::records::ROOT_INODE;
+use crate::fs::records::{FileKind, InodeRecord};
+use crate::txn::volume::MountReport;
+use crate::txn::{TxnError, Volume};
+
+impl<F: Flash> FileSystem<F> {
+    /// Formats `flash` as an empty volume with a root directory (mode 0o755, owned by root).
+    pub fn format(flash: F, config: FsConfig, volume_id: u64) -> Result<FileSystem<F>, FsError> {
+        Self::format_at(flash, config, volume_id, 0)
+    }
+
+    /// `format`, stamping the root directory with `now_ns` (nanoseconds since the epoch).
+    pub fn format_at(flash: F, config: FsConfig, volume_id: u64, now_ns: u64) -> Result<FileSystem<F>, FsError> {
+        let volume = Volume::format(flash, config.volume, volume_id)?;
+        let mut fs = FileSystem::from_volume(volume, config);
+        fs.now_ns = now_ns;
+        fs.mutate(|fs| {
+            let root = InodeRecord {
+                kind: FileKind::Directory,
+                mode: 0o755,
+                uid: 0,
+                gid: 0,
+                nlink: 2,
+                flags: 0,
+                size: 0,
+                atime_ns: fs.now_ns,
+                mtime_ns: fs.now_ns,
+                ctime_ns: fs.now_ns,
+                parent: ROOT_INODE,
+            };
+            fs.put_inode(ROOT_INODE, &root)
+        })?;
+        fs.commit()?;
+        Ok(fs)
+    }
+
+    /// Mounts a formatted volume. Reads a bounded number of pages; removes orphans left by a
+    /// crash (files unlinked while open) when writable.
+    pub fn mount(flash: F, config: FsConfig) -> Result<FileSystem<F>, FsError> {
+        let volume = Volume::mount(flash, config.volume)?;
+        let mut fs = FileSystem::from_volume(volume, config);
+        fs.replay_delta()?;
+        if !config.volume.read_only {
+            fs.remove_orphans()?;
+        }
+        Ok(fs)
+    }
+
+    pub(super) fn from_volume(volume: Volume<F>, config: FsConfig) -> Self {
+        let delta = delta::DeltaLog::new(volume.delta_bytes_max());
+        FileSystem {
+            delta,
+            volume,
+            config,
+            now_ns: 0,
+            open_counts: BTreeMap::new(),
+            descriptors: BTreeMap::new(),
+            stats: FsStats::default(),
+            tree_changes: 0,
+        }
+    }
+
+    pub fn mount_report(&self) -> MountReport {
+        self.volume.mount_report
+    }
+
+    /// Commits and returns the flash (a clean unmount).
+    pub fn unmount(mut self) -> Result<F, FsError> {
+        let open: Vec<u64> = self.open_counts.keys().copied().collect();
+        self.descriptors.clear();
+        self.open_counts.clear();
+        if !self.config.volume.read_only && !self.volume.is_poisoned() {
+            self.mutate(|fs| {
+                for inode in open {
+                    fs.drop_if_orphan(inode)?;
+                }
+                // Orphans are files open in this session (a crash's were removed at mount),
+                // and every descriptor is closed now.
+                fs.volume.may_have_orphans = false;
+                Ok(())
+            })?;
+            self.volume.commit(true)?;
+            self.delta.clear();
+            self.stats.commits += 1;
+        }
+        Ok(self.volume.into_flash())
+    }
+
+    /// Drops everything uncommitted and returns the flash, as a power cut would.
+    pub fn into_flash_without_commit(self) -> F {
+        self.volume.into_flash()
+    }
+
+    /// A full transaction point: trees, segment table and metaroot; afterwards everything the
+    /// previous committed state alone referenced may be reused.
+    pub fn commit(&mut self) -> Result<(), FsError> {
+        if self.volume.is_poisoned() {
+            return Err(FsError::Io(TxnError::Poisoned));
+        }
+        if self.config.volume.read_only {
+            return Ok(());
+        }
+        self.volume.commit(false)?;
+        self.delta.clear();
+        self.stats.commits += 1;
+        Ok(())
+    }
+
+    /// A transaction point for fsync/transact: a delta commit when enabled and the changes
+    /// since the last full commit fit one metaroot page, else a full commit.
+    pub fn commit_for_sync(&mut self) -> Result<(), FsError> {
+        if !self.config.delta_commits || !self.delta.fits() || self.config.volume.read_only {
+            return self.commit();
+        }
+        if self.volume.is_poisoned() {
+            return Err(FsError::Io(TxnError::Poisoned));
+        }
+        self.volume.commit_delta(self.delta.encode())?;
+        self.delta.changed = false;
+        self.stats.delta_commits += 1;
+        Ok(())
+    }
+
+    /// Mount: applies the newest delta commit's changes onto the full commit's trees and
+    /// segment table (and keeps them in the delta log, which stays cumulative).
+    pub(super) fn replay_delta(&mut self) -> Result<(), FsError> {
+        let payload = self.volume.committed().delta.clone();
+        if payload.is_empty() {
+            return Ok(());
+        }
+        let decoded = delta::DeltaLog::decode(&payload).map_err(|_| FsError::Corrupt("undecodable delta commit"))?;
+        self.volume.ensure_table_loaded()?;
+        for (segment_index, allocated, released) in decoded.segments {
+            self.volume
+                .log
+                .table_for_replay()
+                .apply_delta(segment_index, allocated, released)
+                .map_err(FsError::Corrupt)?;
+            self.delta.record_segment(segment_index, allocated, released);
+        }
+        for (tree_id, key, value) in decoded.entries {
+            let which = match tree_id {
+                crate::txn::volume::DIRECTORY_TREE_ID => TreeId::Directory,
+                crate::txn::volume::ALLOCATION_TREE_ID => TreeId::Allocation,
+                _ => return Err(FsError::Corrupt("delta names an unknown tree")),
+            };
+            match value {
+                Some(value) => self.tree_insert(which, &key, &value).map(|_| ())?,
+                None => self.tree_remove(which, &key).map(|_| ())?,
+            }
+        }
+        self.delta.changed = false;
+        Ok(())
+    }
+
+    /// Whether anything changed since the last transaction point (what a periodic commit, an
+    /// fsync or a clean unmount would make durable).
+    pub fn has_uncommitted_changes(&self) -> bool {
+        self.delta.changed
+    }
+
+    pub fn commit_counter(&self) -> u64 {
+        self.volume.commit_counter()
+    }
+}

@@ -1,0 +1,338 @@
+//! The namespace: names in directories (lookup, readdir, create, link, remove, rename) and
+//! symbolic links.
+
+use alloc::vec::Vec;
+
+use fsoc_flash::convert::usize_from_u64;
+use fsoc_flash::Flash;
+
+use super::{api, records, validate_name, DirectoryEntry, FileSystem, TreeId, DIRECTORY_DEPTH_MAX};
+use crate::btree::Tree;
+use crate::fs::error::FsError;
+use crate::fs::records::{
+    allocation_key, directory_key, parse_directory_key, DirectoryValue, RecordKind, INODE_FLAG_INLINE, NAME_BYTES_MAX,
+};
+use crate::fs::records::{FileKind, InodeRecord};
+use crate::fs::space::SpaceUse;
+
+impl<F: Flash> FileSystem<F> {
+    pub fn validate_name(name: &[u8]) -> Result<(), FsError> {
+        validate_name(name)
+    }
+
+    /// Looks a name up in a directory.
+    pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<(u64, FileKind), FsError> {
+        if name.len() > NAME_BYTES_MAX {
+            return Err(FsError::NameTooLong);
+        }
+        let parent_record = self.getattr(parent)?;
+        if parent_record.kind != FileKind::Directory {
+            return Err(FsError::NotDirectory);
+        }
+        // No valid entry holds such a name, so none is found: an entry an image crafted under
+        // it ("..", "a/b") is never followed (fsck reports it).
+        if validate_name(name).is_err() {
+            return Err(FsError::NotFound);
+        }
+        let bytes = self.tree_get(TreeId::Directory, &directory_key(parent, name))?.ok_or(FsError::NotFound)?;
+        let value = DirectoryValue::decode(&bytes)
+            .map_err(|_| FsError::CorruptFile { inode: parent, reason: "undecodable directory entry" })?;
+        Ok((value.inode, value.kind))
+    }
+
+    /// Up to `count_max` entries of a directory with names greater than `after`, in name order.
+    /// Names are returned as stored: a caller that hands them on (to an OS, a host path) checks
+    /// them with `validate_name` first, as an image may hold any bytes (fsck reports bad ones).
+    /// An entry that does not decode is an error for this directory.
+    pub fn readdir(
+        &self,
+        directory: u64,
+        after: Option<&[u8]>,
+        count_max: usize,
+    ) -> Result<Vec<DirectoryEntry>, FsError> {
+        if self.getattr(directory)?.kind != FileKind::Directory {
+            return Err(FsError::NotDirectory);
+        }
+        let mut entries = Vec::new();
+        let mut undecodable = false;
+        // One cursor over the directory's key range: each leaf read once.
+        let start = directory_key(directory, after.unwrap_or(&[]));
+        self.tree_scan(TreeId::Directory, &start, after.is_none(), &mut |key, value| {
+            let Some((parent, name)) = parse_directory_key(key) else { return false };
+            if parent != directory || entries.len() >= count_max {
+                return false;
+            }
+            match DirectoryValue::decode(value) {
+                Ok(value) => {
+                    entries.push(DirectoryEntry { name: name.to_vec(), inode: value.inode, kind: value.kind });
+                    true
+                }
+                Err(_) => {
+                    undecodable = true;
+                    false
+                }
+            }
+        })?;
+        if undecodable {
+            return Err(FsError::CorruptFile { inode: directory, reason: "undecodable directory entry" });
+        }
+        Ok(entries)
+    }
+
+    pub(super) fn directory_is_empty(&self, directory: u64) -> Result<bool, FsError> {
+        Ok(self.readdir(directory, None, 1)?.is_empty())
+    }
+
+    /// Creates a file, directory or symlink named `name` in `parent`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        kind: FileKind,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        symlink_target: Option<&[u8]>,
+    ) -> Result<u64, FsError> {
+        Self::validate_name(name)?;
+        if let Some(target) = symlink_target {
+            if target.is_empty() {
+                return Err(FsError::NotFound);
+            }
+            if target.len() > api::PATH_BYTES_MAX {
+                return Err(FsError::NameTooLong);
+            }
+        }
+        self.ensure_space(2, SpaceUse::Data)?;
+        self.mutate(|fs| {
+            match fs.lookup(parent, name) {
+                Ok(_) => return Err(FsError::Exists),
+                Err(FsError::NotFound) => {}
+                Err(error) => return Err(error),
+            }
+            let inode = fs.allocate_inode();
+            let is_directory = kind == FileKind::Directory;
+            let record = InodeRecord {
+                kind,
+                mode: mode & 0o7777,
+                uid,
+                gid,
+                nlink: if is_directory { 2 } else { 1 },
+                flags: if kind == FileKind::File { INODE_FLAG_INLINE } else { 0 },
+                size: symlink_target.map_or(0, |target| target.len() as u64),
+                atime_ns: fs.now_ns,
+                mtime_ns: fs.now_ns,
+                ctime_ns: fs.now_ns,
+                parent: if is_directory { parent } else { 0 },
+            };
+            fs.put_inode(inode, &record)?;
+            if let Some(target) = symlink_target {
+                // Targets longer than one tree entry are stored as consecutive chunks.
+                for (index, chunk) in target.chunks(fs.symlink_chunk_bytes()).enumerate() {
+                    fs.tree_insert(
+                        TreeId::Allocation,
+                        &allocation_key(inode, RecordKind::Symlink, index as u64),
+                        chunk,
+                    )?;
+                }
+            }
+            let entry = DirectoryValue { inode, kind };
+            fs.tree_insert(TreeId::Directory, &directory_key(parent, name), &entry.encode())?;
+            fs.touch_directory(parent, if is_directory { 1 } else { 0 })?;
+            Ok(inode)
+        })
+    }
+
+    /// Bytes of a symlink target kept in one Symlink record.
+    pub(crate) fn symlink_chunk_bytes(&self) -> usize {
+        Tree::max_entry_bytes(self.volume.layout().page_size_bytes()) - records::ALLOCATION_KEY_BYTES
+    }
+
+    pub(super) fn symlink_chunk_count(&self, target_bytes: u64) -> u64 {
+        target_bytes.div_ceil(self.symlink_chunk_bytes() as u64)
+    }
+
+    pub fn readlink(&self, inode: u64) -> Result<Vec<u8>, FsError> {
+        let record = self.getattr(inode)?;
+        if record.kind != FileKind::Symlink {
+            return Err(FsError::InvalidArgument("not a symbolic link"));
+        }
+        // getattr checked 1 <= size <= PATH_BYTES_MAX, which bounds the allocation and loop.
+        let mut target = Vec::with_capacity(usize_from_u64(record.size));
+        for index in 0..self.symlink_chunk_count(record.size) {
+            let chunk = self.tree_get(TreeId::Allocation, &allocation_key(inode, RecordKind::Symlink, index))?;
+            target.extend_from_slice(
+                &chunk.ok_or(FsError::CorruptFile { inode, reason: "symlink target chunk missing" })?,
+            );
+            if target.len() as u64 > record.size {
+                return Err(FsError::CorruptFile { inode, reason: "symlink target longer than its size" });
+            }
+        }
+        if target.len() as u64 != record.size {
+            return Err(FsError::CorruptFile { inode, reason: "symlink target length differs from its size" });
+        }
+        Ok(target)
+    }
+
+    /// Adds a hard link `parent/name` to `inode`.
+    pub fn link(&mut self, inode: u64, parent: u64, name: &[u8]) -> Result<(), FsError> {
+        Self::validate_name(name)?;
+        self.ensure_space(2, SpaceUse::Data)?;
+        self.mutate(|fs| {
+            let mut record = fs.getattr(inode)?;
+            match fs.lookup(parent, name) {
+                Ok(_) => return Err(FsError::Exists),
+                Err(FsError::NotFound) => {}
+                Err(error) => return Err(error),
+            }
+            if record.kind == FileKind::Directory {
+                return Err(FsError::NotPermitted);
+            }
+            if record.nlink == 0 {
+                return Err(FsError::NotFound);
+            }
+            record.nlink = record.nlink.checked_add(1).ok_or(FsError::TooManyLinks)?;
+            record.ctime_ns = fs.now_ns;
+            fs.put_inode(inode, &record)?;
+            let entry = DirectoryValue { inode, kind: record.kind };
+            fs.tree_insert(TreeId::Directory, &directory_key(parent, name), &entry.encode())?;
+            fs.touch_directory(parent, 0)
+        })?;
+        self.after_namespace_change()
+    }
+
+    /// Removes `parent/name`: a file or symlink (`directory == false`) or an empty directory.
+    pub fn remove(&mut self, parent: u64, name: &[u8], directory: bool) -> Result<(), FsError> {
+        self.ensure_space(0, SpaceUse::Metadata)?;
+        self.mutate(|fs| {
+            let (inode, kind) = fs.lookup(parent, name)?;
+            // Read what the removal will need before changing anything, so a corrupt record
+            // fails this call alone instead of leaving a half-done removal (which poisons).
+            let record = fs.entry_target(inode, kind)?;
+            match (directory, kind == FileKind::Directory) {
+                (false, true) => return Err(FsError::IsDirectory),
+                (true, false) => return Err(FsError::NotDirectory),
+                _ => {}
+            }
+            if directory && !fs.directory_is_empty(inode)? {
+                return Err(FsError::NotEmpty);
+            }
+            if record.kind == FileKind::File && record.nlink <= 1 && !record.is_inline() {
+                fs.check_extents(inode)?;
+            }
+            fs.tree_remove(TreeId::Directory, &directory_key(parent, name))?;
+            fs.touch_directory(parent, if directory { -1 } else { 0 })?;
+            fs.drop_link(inode)
+        })?;
+        self.after_namespace_change()
+    }
+
+    /// The record of the inode a directory entry names, refused when its kind is not the one
+    /// the entry records: removals and renames act on the entry's kind, so a corrupt entry
+    /// naming a directory as a file would otherwise delete that directory with its contents,
+    /// or move it into its own subtree.
+    pub(super) fn entry_target(&self, inode: u64, kind: FileKind) -> Result<InodeRecord, FsError> {
+        let record = self.getattr(inode)?;
+        if record.kind != kind {
+            return Err(FsError::CorruptFile { inode, reason: "directory entry's kind differs from the inode's" });
+        }
+        Ok(record)
+    }
+
+    /// Atomic rename with POSIX replacement rules.
+    pub fn rename(
+        &mut self,
+        source_parent: u64,
+        source_name: &[u8],
+        target_parent: u64,
+        target_name: &[u8],
+    ) -> Result<(), FsError> {
+        Self::validate_name(target_name)?;
+        self.ensure_space(0, SpaceUse::Metadata)?;
+        self.mutate(|fs| {
+            let (inode, kind) = fs.lookup(source_parent, source_name)?;
+            fs.entry_target(inode, kind)?;
+            let target_record = fs.getattr(target_parent)?;
+            if target_record.kind != FileKind::Directory {
+                return Err(FsError::NotDirectory);
+            }
+            if kind == FileKind::Directory {
+                // A directory may not move into its own subtree: walk up from the target.
+                if fs.is_ancestor(inode, target_parent)? {
+                    return Err(FsError::InvalidArgument("cannot move a directory into itself"));
+                }
+            }
+            let existing = match fs.lookup(target_parent, target_name) {
+                Ok((existing_inode, existing_kind)) => {
+                    fs.entry_target(existing_inode, existing_kind)?;
+                    Some((existing_inode, existing_kind))
+                }
+                Err(FsError::NotFound) => None,
+                Err(error) => return Err(error),
+            };
+            if let Some((existing_inode, FileKind::Directory)) = existing {
+                // The target is a directory on the source's path: it contains the source.
+                if fs.is_ancestor(existing_inode, source_parent)? {
+                    return Err(FsError::NotEmpty);
+                }
+            }
+            if let Some((existing_inode, existing_kind)) = existing {
+                if existing_inode == inode {
+                    return Ok(());
+                }
+                match (kind == FileKind::Directory, existing_kind == FileKind::Directory) {
+                    (true, false) => return Err(FsError::NotDirectory),
+                    (false, true) => return Err(FsError::IsDirectory),
+                    (true, true) if !fs.directory_is_empty(existing_inode)? => return Err(FsError::NotEmpty),
+                    _ => {}
+                }
+            }
+            if let Some((existing_inode, existing_kind)) = existing {
+                let is_directory = existing_kind == FileKind::Directory;
+                fs.tree_remove(TreeId::Directory, &directory_key(target_parent, target_name))?;
+                if is_directory {
+                    fs.touch_directory(target_parent, -1)?;
+                }
+                fs.drop_link(existing_inode)?;
+            }
+            fs.tree_remove(TreeId::Directory, &directory_key(source_parent, source_name))?;
+            let entry = DirectoryValue { inode, kind };
+            fs.tree_insert(TreeId::Directory, &directory_key(target_parent, target_name), &entry.encode())?;
+            let moved_directory = kind == FileKind::Directory && source_parent != target_parent;
+            fs.touch_directory(source_parent, if moved_directory { -1 } else { 0 })?;
+            fs.touch_directory(target_parent, if moved_directory { 1 } else { 0 })?;
+            let mut record = fs.getattr(inode)?;
+            record.ctime_ns = fs.now_ns;
+            if kind == FileKind::Directory {
+                record.parent = target_parent;
+            }
+            fs.put_inode(inode, &record)
+        })?;
+        self.after_namespace_change()
+    }
+
+    /// Whether `ancestor` is `directory` or one of its ancestors, following parent links up to
+    /// the root. The walk is bounded by `DIRECTORY_DEPTH_MAX`, so a cycle of corrupt parent
+    /// links ends in an error, not a hang.
+    pub(super) fn is_ancestor(&mut self, ancestor: u64, directory: u64) -> Result<bool, FsError> {
+        let mut current = directory;
+        for _depth in 0..DIRECTORY_DEPTH_MAX {
+            if current == ancestor {
+                return Ok(true);
+            }
+            if current == records::ROOT_INODE {
+                return Ok(false);
+            }
+            current = self.getattr(current)?.parent;
+        }
+        Err(FsError::CorruptFile { inode: directory, reason: "parent links do not reach the root (a cycle?)" })
+    }
+
+    pub(super) fn after_namespace_change(&mut self) -> Result<(), FsError> {
+        if self.config.commit_triggers.unlink_rename {
+            self.commit_for_sync()?;
+        }
+        Ok(())
+    }
+}
