@@ -27,8 +27,8 @@ const METAROOT_STEP_BACK_PAGES: u32 = 3;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VolumeConfig {
-    /// Clean nodes cached per tree.
-    pub cache_nodes_max: usize,
+    /// Bytes of clean nodes cached per tree (`TreeConfig::cache_bytes_max`).
+    pub cache_bytes_max: usize,
     /// Dirty nodes (both trees together) before they are written out mid-transaction.
     pub dirty_nodes_max: usize,
     /// Segments kept free for the cleaner and for commits.
@@ -44,7 +44,7 @@ pub struct VolumeConfig {
 impl Default for VolumeConfig {
     fn default() -> Self {
         VolumeConfig {
-            cache_nodes_max: 64,
+            cache_bytes_max: crate::btree::CACHE_BYTES_MAX_DEFAULT,
             dirty_nodes_max: 256,
             reserve_segments: 0,
             read_only: false,
@@ -210,7 +210,7 @@ fn decode_error(structure: &'static str) -> impl Fn(DecodeError) -> TxnError {
 
 impl<F: Flash> Volume<F> {
     fn tree_config(config: &VolumeConfig, tree_id: u8) -> TreeConfig {
-        TreeConfig { tree_id, cache_nodes_max: config.cache_nodes_max }
+        TreeConfig { tree_id, cache_bytes_max: config.cache_bytes_max }
     }
 
     /// Default reserve: enough free segments for the cleaner to relocate one victim and for a
