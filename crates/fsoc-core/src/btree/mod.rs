@@ -11,8 +11,9 @@
 //!   tree stays intact on flash until the layer above moves its metaroot.
 //! - Every child pointer carries the child's address and checksum; following it verifies both,
 //!   plus the child's tree id and level.
-//! - Heap use is the clean-node cache, bounded in bytes, plus the dirty nodes (whose count the
-//!   caller caps by flushing); the tree is never loaded whole.
+//! - Heap use is the clean-node cache, bounded in bytes, plus the dirty nodes, which every update
+//!   keeps within the tree's dirty budget by writing them out (not a commit); the tree is never
+//!   loaded whole.
 //! - A clean node is held as its page bytes, read in place (`NodePage`); only a dirty copy is
 //!   decoded into owned entries.
 //!
@@ -94,6 +95,10 @@ pub struct TreeConfig {
     /// Bytes of clean nodes kept in memory (LRU; each node costs its page, 2 bytes per entry and
     /// `cache::ENTRY_OVERHEAD_BYTES`). Zero disables the cache.
     pub cache_bytes_max: usize,
+    /// Dirty nodes the tree may hold when an update returns: an update that leaves more writes
+    /// every dirty node out through the store (`Tree::flush`, not a commit). One update adds at
+    /// most `2 × height + 1` on top. `usize::MAX`: no limit.
+    pub dirty_nodes_max: usize,
 }
 
 /// What [`Tree::check`] found.

@@ -20,7 +20,7 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 const TREE_ID: u8 = 1;
 
-/// A tree whose cache holds `cache_nodes_max` nodes of 2 KiB.
+/// A tree whose cache holds `cache_nodes_max` nodes of 2 KiB, with no dirty budget.
 fn config(cache_nodes_max: usize) -> TreeConfig {
     config_for(cache_nodes_max, 2048)
 }
@@ -33,7 +33,11 @@ fn cache_bytes_for(node_count: usize, node_size_bytes: usize) -> usize {
 }
 
 fn config_for(cache_nodes_max: usize, node_size_bytes: usize) -> TreeConfig {
-    TreeConfig { tree_id: TREE_ID, cache_bytes_max: cache_bytes_for(cache_nodes_max, node_size_bytes) }
+    TreeConfig {
+        tree_id: TREE_ID,
+        cache_bytes_max: cache_bytes_for(cache_nodes_max, node_size_bytes),
+        dirty_nodes_max: usize::MAX,
+    }
 }
 
 /// fsoc-media's seeded generator with the helpers these tests need; deterministic across
@@ -130,6 +134,8 @@ fn accumulate(total: &mut TreeCounters, more: TreeCounters) {
     total.nodes_written += more.nodes_written;
     total.pages_read += more.pages_read;
     total.leaf_pages_read += more.leaf_pages_read;
+    total.dirty_nodes_peak = total.dirty_nodes_peak.max(more.dirty_nodes_peak);
+    total.budget_flushes += more.budget_flushes;
 }
 
 /// Flushes, checks that exactly `dirty_node_count` pages were written, and commits.
@@ -971,6 +977,51 @@ fn updates_descend_once() {
     store.rollback();
     let mut tree = Tree::open(config(8), root);
     check_tree(&mut tree, &mut store, &model, "committed state untouched");
+}
+
+/// The dirty budget holds inside one long run of updates with no flush from the caller: the
+/// tree writes its dirty nodes out (without committing) whenever an update leaves more than
+/// `dirty_nodes_max`, so it never holds more than the budget plus one update's worth, and the
+/// committed state stays as it was until the caller commits.
+#[test]
+fn one_long_run_of_updates_stays_within_the_dirty_budget() {
+    const BUDGET: usize = 16;
+    let mut store = RamNodeStore::new(2048);
+    let mut tree = Tree::new_empty(TreeConfig { dirty_nodes_max: BUDGET, ..config(8) });
+    let committed = flush_and_commit(&mut tree, &mut store, "empty");
+    let mut model = Model::new();
+    let mut rng = Rng::new(71);
+    let mut keys: Vec<u64> = (0..4000).collect();
+    for index in (1..keys.len()).rev() {
+        keys.swap(index, rng.below(index + 1));
+    }
+    let mut height_max = 1;
+    for (step, key) in keys.iter().enumerate() {
+        let key = key.to_be_bytes();
+        let value_bytes = 20 + rng.below(40);
+        let value = rng.bytes(value_bytes);
+        tree.insert(&mut store, &key, &value).unwrap();
+        model.insert(key.to_vec(), value);
+        assert!(tree.dirty_node_count() <= BUDGET, "step {step}: {} dirty", tree.dirty_node_count());
+        height_max = height_max.max(usize::from(tree.height()));
+    }
+    for (step, key) in keys.iter().enumerate().filter(|(step, _)| step % 3 != 0) {
+        let key = key.to_be_bytes();
+        assert!(tree.remove(&mut store, &key).unwrap().is_some());
+        model.remove(key.as_slice());
+        assert!(tree.dirty_node_count() <= BUDGET, "removal {step}: {} dirty", tree.dirty_node_count());
+    }
+    let counters = tree.counters();
+    assert!(counters.budget_flushes > 10, "{counters:?}");
+    let one_update_max = 2 * height_max + 1;
+    assert!(counters.dirty_nodes_peak as usize <= BUDGET + one_update_max, "{counters:?}");
+    assert_eq!(counters.nodes_written, store.append_count, "every flushed node went through the store");
+    check_tree(&mut tree, &mut store, &model, "after the run");
+    // Nothing was committed: the committed tree is still the empty one.
+    let old = Tree::open(config(8), committed);
+    assert_eq!(old.first_at_or_after(&store, &[]), Ok(None));
+    flush_and_commit(&mut tree, &mut store, "committed");
+    check_tree(&mut tree, &mut store, &model, "committed");
 }
 
 /// Range queries at the edges: empty key, keys between leaves, past the end.

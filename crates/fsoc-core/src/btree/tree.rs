@@ -196,6 +196,11 @@ pub struct TreeCounters {
     pub pages_read: u64,
     /// Of those, leaves.
     pub leaf_pages_read: u64,
+    /// The most dirty nodes the tree held when an update returned (before any flush the dirty
+    /// budget called for).
+    pub dirty_nodes_peak: u64,
+    /// Flushes an update made to keep the tree within `TreeConfig::dirty_nodes_max`.
+    pub budget_flushes: u64,
 }
 
 /// A copy-on-write B+tree of byte keys and byte values (see the `btree` module documentation).
@@ -839,6 +844,7 @@ impl Tree {
             }
         }
         self.restore_balance(store, &path, node_size_bytes)?;
+        self.keep_dirty_budget(store)?;
         Ok(previous)
     }
 
@@ -859,7 +865,21 @@ impl Tree {
         let removed = entries.remove(index);
         assert_eq!(removed.key, key, "leaf copy differs from the leaf read");
         self.restore_balance(store, &path, node_size_bytes)?;
+        self.keep_dirty_budget(store)?;
         Ok(Some(removed.value))
+    }
+
+    /// After an update: records the dirty count and, if it is over `dirty_nodes_max`, writes
+    /// every dirty node out (a flush, not a commit: the committed tree stays where it is), so
+    /// one operation making many updates stays within the budget.
+    fn keep_dirty_budget(&mut self, store: &mut dyn NodeStore) -> Result<(), TreeError> {
+        let dirty_count = self.dirty.count;
+        self.counters.dirty_nodes_peak = self.counters.dirty_nodes_peak.max(dirty_count as u64);
+        if dirty_count > self.config.dirty_nodes_max {
+            self.flush(store)?;
+            self.counters.budget_flushes += 1;
+        }
+        Ok(())
     }
 
     /// After the leaf at the end of `path` changed: splits nodes that overflow and merges or
@@ -1171,6 +1191,7 @@ impl Tree {
         let range = parent.range.child(NodeRef::Owned(self.dirty.get(parent.node)), child_index);
         let parent = parent.node;
         self.adopt_child(store, parent, child_index, pointer, &page, &range)?;
+        self.keep_dirty_budget(store)?;
         Ok(true)
     }
 
