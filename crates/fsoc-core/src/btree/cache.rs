@@ -74,13 +74,12 @@ impl NodeCache {
             return;
         }
         while self.used_bytes + cost > self.capacity_bytes {
-            let (_, victim) = self
-                .recency
-                .pop_first()
-                .unwrap_or_else(|| panic!("cache charges {} bytes but has no recency entries", self.used_bytes));
-            let evicted =
-                self.nodes.remove(&victim).unwrap_or_else(|| panic!("recency index names uncached {victim:?}"));
-            self.used_bytes -= cost_bytes(&evicted.page);
+            // The recency index names every cached node, so it runs dry only once nothing is
+            // charged (checked below).
+            let Some((_, victim)) = self.recency.pop_first() else { break };
+            let evicted = self.nodes.remove(&victim);
+            assert!(evicted.is_some(), "recency index names uncached {victim:?}");
+            self.used_bytes -= evicted.map_or(0, |evicted| cost_bytes(&evicted.page));
         }
         let now = self.tick();
         self.recency.insert(now, address);

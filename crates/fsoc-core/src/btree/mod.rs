@@ -20,14 +20,6 @@
 //! Files: `node` (the on-flash node format, its codec and the owned form of dirty nodes), `page`
 //! (clean nodes read in place), `cache` (LRU of clean nodes bounded in bytes), `tree` (search,
 //! cursor, update, split/merge, flush, relocation and the fsck walk).
-// Lint set pending: this module is being rewritten on another branch (issue 15); fixed at merge.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::cast_possible_truncation
-)]
 
 mod cache;
 mod node;

@@ -60,6 +60,7 @@ use crate::address::PagePointer;
 use crate::address::{ReadPointer, WritePointer};
 use crate::btree::page::NodePage;
 use fsoc_flash::codec::{crc32c_excluding, DecodeError, Reader, Writer};
+use fsoc_flash::convert::u16_from_usize;
 
 /// `magic` of every node: the bytes "BN" read as a little-endian u16.
 pub const NODE_MAGIC: u16 = 0x4E42;
@@ -198,6 +199,9 @@ impl Node {
 
     /// `encode`, with room for `spare_bytes` more in the buffer (for the offset table a
     /// `NodePage` appends, so building one does not reallocate).
+    // Invariant: the tree encodes only nodes whose children it wrote first (`flush_node`); a
+    // dirty child here is a bug, and writing the node would corrupt the volume.
+    #[allow(clippy::panic)]
     pub(crate) fn encode_reserving(&self, node_size_bytes: usize, spare_bytes: usize) -> EncodedNode {
         assert!(
             (NODE_SIZE_BYTES_MIN..=NODE_SIZE_BYTES_MAX).contains(&node_size_bytes),
@@ -209,8 +213,8 @@ impl Node {
             "node of {encoded_bytes} bytes does not fit a {node_size_bytes}-byte page"
         );
         let entry_count = self.entry_count();
-        let entry_count_field = u16::try_from(entry_count)
-            .unwrap_or_else(|_| panic!("{entry_count} entries overflow the entry_count field"));
+        // At most (node size - header) / 4 entries fit, below 2^16 for the largest node.
+        let entry_count_field = u16_from_usize(entry_count);
         assert_eq!(self.level == 0, self.is_leaf(), "level {} with the wrong entry kind", self.level);
         let limit_bytes = max_entry_bytes(node_size_bytes);
 
@@ -236,8 +240,9 @@ impl Node {
                         entry.key
                     );
                     previous_key = Some(&entry.key);
-                    writer.u16_le(key_bytes as u16);
-                    writer.u16_le(value_bytes as u16);
+                    // Both at most `limit_bytes` (checked just above), which fits 16 bits.
+                    writer.u16_le(u16_from_usize(key_bytes));
+                    writer.u16_le(u16_from_usize(value_bytes));
                     writer.raw(&entry.key);
                     writer.raw(&entry.value);
                 }
@@ -262,7 +267,7 @@ impl Node {
                         }
                     };
                     assert!(!pointer.address.is_null(), "child {index} has the null address");
-                    writer.u16_le(key_bytes as u16);
+                    writer.u16_le(u16_from_usize(key_bytes));
                     writer.raw(&branch.key);
                     writer.pointer(pointer);
                 }

@@ -17,6 +17,7 @@ use crate::btree::node::{
     NODE_HEADER_BYTES,
 };
 use fsoc_flash::codec::DecodeError;
+use fsoc_flash::convert::u16_from_usize;
 
 /// Bytes per entry of the offset table (a node is at most 65,536 bytes, so an entry starts
 /// below 65,536).
@@ -46,24 +47,38 @@ impl core::fmt::Debug for NodePage {
     }
 }
 
-/// The u16 at `offset`, which a parsed page always has.
+/// The `length` bytes at `start` of a parsed node (page and offset table).
+// Invariant: `parse` checked every entry of the page against its bounds (`node::validate`),
+// `encode` wrote them, and the offset table has one entry per entry; the accessors ask only
+// for fields of those entries, the header and the table.
+#[allow(clippy::panic)]
+fn field(bytes: &[u8], start: usize, length: usize) -> &[u8] {
+    match bytes.get(start..start + length) {
+        Some(field) => field,
+        None => panic!("{length} bytes at {start} outside a parsed node of {} bytes", bytes.len()),
+    }
+}
+
+/// The u16 at `offset` of a parsed node.
 fn read_u16(bytes: &[u8], offset: usize) -> usize {
-    match bytes.get(offset..offset + 2) {
-        Some(&[low, high]) => usize::from(u16::from_le_bytes([low, high])),
-        _ => panic!("u16 at {offset} outside a parsed node of {} bytes", bytes.len()),
+    match *field(bytes, offset, 2) {
+        [low, high] => usize::from(u16::from_le_bytes([low, high])),
+        _ => 0, // `field` returned two bytes
     }
 }
 
+/// The u32 at `offset` of a parsed node.
 fn read_u32(bytes: &[u8], offset: usize) -> u32 {
-    match bytes.get(offset..offset + 4) {
-        Some(&[b0, b1, b2, b3]) => u32::from_le_bytes([b0, b1, b2, b3]),
-        _ => panic!("u32 at {offset} outside a parsed node of {} bytes", bytes.len()),
+    match *field(bytes, offset, 4) {
+        [b0, b1, b2, b3] => u32::from_le_bytes([b0, b1, b2, b3]),
+        _ => 0, // `field` returned four bytes
     }
 }
 
+/// Appends an entry's offset to the offset table. An entry starts inside the node, and a node
+/// is at most 65,536 bytes, so the offset fits 16 bits.
 fn push_offset(bytes: &mut Vec<u8>, offset: usize) {
-    let offset = u16::try_from(offset).unwrap_or_else(|_| panic!("entry offset {offset} beyond a node"));
-    bytes.extend_from_slice(&offset.to_le_bytes());
+    bytes.extend_from_slice(&u16_from_usize(offset).to_le_bytes());
 }
 
 impl NodePage {
@@ -117,7 +132,7 @@ impl NodePage {
 
     /// The page as it is on flash.
     pub fn page_bytes(&self) -> &[u8] {
-        self.bytes.get(..self.node_size_bytes).unwrap_or_else(|| panic!("node page shorter than its node size"))
+        field(&self.bytes, 0, self.node_size_bytes)
     }
 
     /// Heap bytes the node holds (page and offset table), what the node cache charges for it.
@@ -126,7 +141,7 @@ impl NodePage {
     }
 
     pub fn tree_id(&self) -> u8 {
-        self.bytes.get(TREE_ID_OFFSET).copied().unwrap_or_else(|| panic!("node page without a header"))
+        field(&self.bytes, TREE_ID_OFFSET, 1).first().copied().unwrap_or_default()
     }
 
     pub fn level(&self) -> u8 {
@@ -152,9 +167,7 @@ impl NodePage {
     }
 
     fn slice(&self, start: usize, length: usize) -> &[u8] {
-        self.bytes
-            .get(start..start + length)
-            .unwrap_or_else(|| panic!("{length} bytes at {start} outside a parsed node"))
+        field(&self.bytes, start, length)
     }
 
     /// The key of leaf entry `index`, or separator `index` of an internal node.
@@ -240,6 +253,9 @@ impl<'a> NodeRef<'a> {
     }
 
     /// Key `index` of a leaf, or separator `index` of an internal node.
+    // Invariant (key, value, child): the tree asks only for entries below `entry_count`, values
+    // of leaves and children of internal nodes, as it does of a page.
+    #[allow(clippy::panic)]
     pub fn key(self, index: usize) -> &'a [u8] {
         match self {
             NodeRef::Page(page) => page.key(index),
@@ -252,6 +268,7 @@ impl<'a> NodeRef<'a> {
     }
 
     /// Value `index` of a leaf.
+    #[allow(clippy::panic)]
     pub fn value(self, index: usize) -> &'a [u8] {
         match self {
             NodeRef::Page(page) => page.value(index),
@@ -266,6 +283,7 @@ impl<'a> NodeRef<'a> {
     }
 
     /// Child `index` of an internal node.
+    #[allow(clippy::panic)]
     pub fn child(self, index: usize) -> Child {
         match self {
             NodeRef::Page(page) => Child::OnFlash(page.child(index)),

@@ -18,6 +18,7 @@ use crate::btree::node::{
 };
 use crate::btree::page::{NodePage, NodeRef};
 use crate::btree::{NodeReader, NodeStore, NodeTag, TreeConfig, TreeError, TreeRoot, TreeStats};
+use fsoc_flash::convert::u32_from_usize;
 use fsoc_flash::sync::Mutex;
 use portable_atomic::{AtomicU64, Ordering};
 
@@ -44,20 +45,27 @@ struct DirtyArena {
     count: usize,
 }
 
+// Invariant (for the panics of the arena's methods): a `DirtyId` is made only by `insert` and
+// lives only in the tree's root and dirty parents, which drop it when `remove` frees its slot;
+// no input from flash or a caller names a slot.
 impl DirtyArena {
     fn insert(&mut self, node: Node) -> DirtyId {
         self.count += 1;
         if let Some(slot_index) = self.free_slots.pop() {
-            let slot = &mut self.slots[slot_index as usize];
-            assert!(slot.is_none(), "free dirty slot {slot_index} is occupied");
-            *slot = Some(node);
+            let slot = self.slots.get_mut(slot_index as usize);
+            assert!(slot.as_ref().is_some_and(|slot| slot.is_none()), "free dirty slot {slot_index} is not free");
+            if let Some(slot) = slot {
+                *slot = Some(node);
+            }
             return DirtyId(slot_index);
         }
-        let slot_index = u32::try_from(self.slots.len()).expect("dirty node count fits u32");
+        // At most one dirty node per node page a transaction writes: far below u32::MAX.
+        let slot_index = u32_from_usize(self.slots.len());
         self.slots.push(Some(node));
         DirtyId(slot_index)
     }
 
+    #[allow(clippy::panic)] // Invariant: see the impl.
     fn get(&self, id: DirtyId) -> &Node {
         match self.slots.get(id.0 as usize) {
             Some(Some(node)) => node,
@@ -65,6 +73,7 @@ impl DirtyArena {
         }
     }
 
+    #[allow(clippy::panic)] // Invariant: see the impl.
     fn get_mut(&mut self, id: DirtyId) -> &mut Node {
         match self.slots.get_mut(id.0 as usize) {
             Some(Some(node)) => node,
@@ -72,6 +81,7 @@ impl DirtyArena {
         }
     }
 
+    #[allow(clippy::panic)] // Invariant: see the impl.
     fn remove(&mut self, id: DirtyId) -> Node {
         let node = match self.slots.get_mut(id.0 as usize).and_then(Option::take) {
             Some(node) => node,
@@ -341,6 +351,12 @@ impl Tree {
             .ok_or(TreeError::Corrupt { address: self.root_address(), reason: "tree height zero" })
     }
 
+    /// `descend` returned no node: it always returns the root at least, so this is a bug; an
+    /// error (the caller poisons the volume) rather than a panic.
+    fn empty_descent(&self) -> TreeError {
+        TreeError::Corrupt { address: self.root_address(), reason: "descent returned no node" }
+    }
+
     fn too_deep(&self) -> TreeError {
         TreeError::Corrupt { address: self.root_address(), reason: "descent deeper than the recorded height" }
     }
@@ -444,6 +460,9 @@ impl Tree {
     }
 
     /// Child `child_index` of internal node `node` and the level it must have.
+    // Invariant: callers pass internal nodes only, and level 0 means a leaf (the decoder checks
+    // it for pages; dirty nodes keep the level of the node they copy or split).
+    #[allow(clippy::panic)]
     fn child_of(node: NodeRef<'_>, child_index: usize) -> (Child, u8) {
         // Internal nodes have level >= 1: the decoder ties level 0 to leaves.
         let level = node.level().checked_sub(1).unwrap_or_else(|| panic!("internal node at level 0"));
@@ -741,12 +760,17 @@ impl Tree {
         }
     }
 
+    // Invariant (set_child, branches_mut, leaf_entries_mut): the ids come from a path or flush
+    // stack the tree built, whose steps name dirty nodes of the right kind and children
+    // that exist.
+    #[allow(clippy::panic)]
     fn set_child(&mut self, parent: DirtyId, child_index: usize, child: Child) {
         let branch = self.branches_mut(parent).get_mut(child_index);
         let branch = branch.unwrap_or_else(|| panic!("no child {child_index} in {parent:?}"));
         branch.child = child;
     }
 
+    #[allow(clippy::panic)]
     fn branches_mut(&mut self, id: DirtyId) -> &mut Vec<Branch> {
         match &mut self.dirty.get_mut(id).entries {
             NodeEntries::Internal(branches) => branches,
@@ -756,6 +780,7 @@ impl Tree {
         }
     }
 
+    #[allow(clippy::panic)]
     fn leaf_entries_mut(&mut self, id: DirtyId) -> &mut Vec<LeafEntry> {
         match &mut self.dirty.get_mut(id).entries {
             NodeEntries::Leaf(entries) => entries,
@@ -765,6 +790,8 @@ impl Tree {
 
     /// Makes the nodes of `descent` (root first) dirty, copying each clean one from the page
     /// the descent already holds, and returns them as a path with each node's key range.
+    // Invariant: `descend` pairs each reference with the node it opened, under `&mut self`.
+    #[allow(clippy::panic)]
     fn dirty_descent(
         &mut self,
         store: &mut dyn NodeStore,
@@ -806,6 +833,8 @@ impl Tree {
 
     /// Inserts or replaces the value of `key`; returns the previous value. One descent finds
     /// the leaf; the nodes on the way are copied only if the value changes.
+    // Invariant: the leaf's dirty copy holds the entries of the leaf the descent searched.
+    #[allow(clippy::panic)]
     pub fn insert(
         &mut self,
         store: &mut dyn NodeStore,
@@ -818,7 +847,7 @@ impl Tree {
             return Err(TreeError::EntryTooLarge { key_bytes: key.len(), value_bytes: value.len(), limit_bytes });
         }
         let descent = self.descend(store, key, 0)?;
-        let leaf = descent.last().unwrap_or_else(|| panic!("empty descent"));
+        let leaf = descent.last().ok_or_else(|| self.empty_descent())?;
         let leaf = self.node(&leaf.handle);
         let found = leaf.search(key);
         let previous = found.ok().map(|index| leaf.value(index).to_vec());
@@ -827,7 +856,7 @@ impl Tree {
             return Ok(previous);
         }
         let path = self.dirty_descent(store, descent)?;
-        let leaf = path.last().unwrap_or_else(|| panic!("empty path")).node;
+        let leaf = path.last().ok_or_else(|| self.empty_descent())?.node;
         let entries = self.leaf_entries_mut(leaf);
         match found {
             Ok(index) => {
@@ -852,14 +881,14 @@ impl Tree {
     pub fn remove(&mut self, store: &mut dyn NodeStore, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
         let node_size_bytes = Self::node_size_bytes(store);
         let descent = self.descend(store, key, 0)?;
-        let leaf = descent.last().unwrap_or_else(|| panic!("empty descent"));
+        let leaf = descent.last().ok_or_else(|| self.empty_descent())?;
         let leaf = self.node(&leaf.handle);
         let Ok(index) = leaf.search(key) else {
             // Removing an absent key changes nothing, so nothing is copied.
             return Ok(None);
         };
         let path = self.dirty_descent(store, descent)?;
-        let leaf = path.last().unwrap_or_else(|| panic!("empty path")).node;
+        let leaf = path.last().ok_or_else(|| self.empty_descent())?.node;
         let entries = self.leaf_entries_mut(leaf);
         assert!(index < entries.len(), "leaf copy lost entry {index}");
         let removed = entries.remove(index);
@@ -891,10 +920,11 @@ impl Tree {
         node_size_bytes: usize,
     ) -> Result<(), TreeError> {
         let underflow_bytes = node_size_bytes / UNDERFLOW_DIVISOR;
-        for depth in (1..path.len()).rev() {
-            let (parent, node) = (&path[depth - 1], path[depth].node);
+        for (depth, pair) in path.windows(2).enumerate().rev() {
+            let [parent, node] = pair else { continue };
+            let node = node.node;
             let (child, _) = Self::child_of(NodeRef::Owned(self.dirty.get(parent.node)), parent.child_index);
-            assert_eq!(child, Child::Dirty(node), "path step {depth} is not its parent's child");
+            assert_eq!(child, Child::Dirty(node), "path step {} is not its parent's child", depth + 1);
             let encoded_bytes = self.dirty.get(node).encoded_bytes();
             if encoded_bytes > node_size_bytes {
                 self.split_child(parent.node, parent.child_index, node_size_bytes);
@@ -902,7 +932,7 @@ impl Tree {
                 self.rebalance_child(store, parent, node_size_bytes)?;
             }
         }
-        let root = path.first().unwrap_or_else(|| panic!("empty path")).node;
+        let root = path.first().ok_or_else(|| self.empty_descent())?.node;
         assert_eq!(self.root, RootRef::Dirty(root), "path does not start at the root");
         self.fix_root(root, node_size_bytes);
         Ok(())
@@ -910,6 +940,9 @@ impl Tree {
 
     /// Splits the dirty child `child_index` of `parent` in two by bytes and adds the new right
     /// half to `parent`.
+    // Invariant: only a dirty child that overflows is split: more than a node's bytes, and an
+    // entry takes at most a quarter node, so it holds at least four entries and both halves some.
+    #[allow(clippy::panic)]
     fn split_child(&mut self, parent: DirtyId, child_index: usize, node_size_bytes: usize) {
         let (child, _) = Self::child_of(NodeRef::Owned(self.dirty.get(parent)), child_index);
         let Child::Dirty(left) = child else { panic!("splitting clean child {child_index} of {parent:?}") };
@@ -947,6 +980,9 @@ impl Tree {
 
     /// The dirty child `child_index` of `parent` fell below a quarter: merges it with a sibling,
     /// or, if both do not fit one node, splits their entries evenly between them.
+    // Invariant: siblings are at the same level, so of the same kind, and internal nodes have
+    // children (the decoder and `fix_root` see to it).
+    #[allow(clippy::panic)]
     fn rebalance_child(
         &mut self,
         store: &mut dyn NodeStore,
@@ -1051,22 +1087,29 @@ impl Tree {
     /// stay dirty; the tree is still consistent.
     pub fn flush(&mut self, store: &mut dyn NodeStore) -> Result<TreeRoot, TreeError> {
         let node_size_bytes = Self::node_size_bytes(store);
-        if let RootRef::Dirty(root) = self.root {
-            let dirty_before = self.dirty.count;
-            let pointer = self.flush_node(store, root, node_size_bytes)?;
-            self.root = RootRef::Clean(pointer);
-            assert_eq!(self.dirty.count, 0, "{} of {dirty_before} dirty nodes unreachable at flush", self.dirty.count);
-        }
+        let pointer = match self.root {
+            RootRef::Clean(pointer) => pointer,
+            RootRef::Dirty(root) => {
+                let dirty_before = self.dirty.count;
+                let pointer = self.flush_node(store, root, node_size_bytes)?;
+                self.root = RootRef::Clean(pointer);
+                assert_eq!(
+                    self.dirty.count, 0,
+                    "{} of {dirty_before} dirty nodes unreachable at flush",
+                    self.dirty.count
+                );
+                pointer
+            }
+        };
         assert!(!self.is_dirty(), "tree dirty after flush");
-        match self.root() {
-            Some(root) => Ok(root),
-            None => panic!("root dirty after flush"),
-        }
+        Ok(TreeRoot { pointer, height: self.height })
     }
 
     /// Writes the dirty subtree at `root` children first. Iterative: the explicit stack holds
     /// one dirty node per level (each child is one level below its parent), so its depth is at
     /// most the height whatever the tree holds.
+    // Invariant: the stack holds the root until the root is written, and then the loop returns.
+    #[allow(clippy::panic)]
     fn flush_node(
         &mut self,
         store: &mut dyn NodeStore,
@@ -1175,7 +1218,7 @@ impl Tree {
         };
         // One descent to the parent; the node itself is the page just read.
         let descent = self.descend(store, &probe, level + 1)?;
-        let parent = self.node(&descent.last().unwrap_or_else(|| panic!("empty descent")).handle);
+        let parent = self.node(&descent.last().ok_or_else(|| self.empty_descent())?.handle);
         let child_index = parent.child_index(&probe);
         let Child::OnFlash(pointer) = parent.child(child_index) else {
             return Ok(false); // already copied: the working tree no longer references a page
@@ -1187,7 +1230,7 @@ impl Tree {
             return Err(TreeError::Corrupt { address, reason: "checksum differs from the parent pointer" });
         }
         let path = self.dirty_descent(store, descent)?;
-        let parent = path.last().unwrap_or_else(|| panic!("empty path"));
+        let parent = path.last().ok_or_else(|| self.empty_descent())?;
         let range = parent.range.child(NodeRef::Owned(self.dirty.get(parent.node)), child_index);
         let parent = parent.node;
         self.adopt_child(store, parent, child_index, pointer, &page, &range)?;
@@ -1395,6 +1438,7 @@ struct CheckFrame {
 /// child), and the right half's first separator moves up to the parent. Four entries of the
 /// largest size fit a node, so an overflow by one entry or one separator always has such a
 /// point; not finding one is a bug.
+#[allow(clippy::panic)] // Invariant: as just said, an overflow by one entry always has a split.
 fn split_index(entries: &NodeEntries, node_size_bytes: usize) -> usize {
     let (sizes, dropped_key_bytes, children_min): (Vec<usize>, Vec<usize>, usize) = match entries {
         NodeEntries::Leaf(entries) => (
@@ -1412,13 +1456,16 @@ fn split_index(entries: &NodeEntries, node_size_bytes: usize) -> usize {
     let total_bytes: usize = sizes.iter().sum();
     let mut left_entry_bytes = 0;
     let mut best: Option<(usize, usize)> = None;
-    for index in 1..count {
-        left_entry_bytes += sizes[index - 1];
+    // Split point `index`: entries ..index on the left; entry `index` starts the right half.
+    for (index, (left_last_bytes, dropped_bytes)) in
+        sizes.iter().zip(dropped_key_bytes.iter().skip(1)).enumerate().map(|(at, pair)| (at + 1, pair))
+    {
+        left_entry_bytes += left_last_bytes;
         if index < children_min || count - index < children_min {
             continue;
         }
         let left_bytes = NODE_HEADER_BYTES + left_entry_bytes;
-        let right_bytes = NODE_HEADER_BYTES + total_bytes - left_entry_bytes - dropped_key_bytes[index];
+        let right_bytes = NODE_HEADER_BYTES + total_bytes - left_entry_bytes - dropped_bytes;
         let larger_bytes = left_bytes.max(right_bytes);
         if larger_bytes <= node_size_bytes && best.iter().all(|&(_, best_bytes)| larger_bytes < best_bytes) {
             best = Some((index, larger_bytes));
@@ -1437,7 +1484,7 @@ fn shortest_separator(left: &[u8], right: &[u8]) -> Vec<u8> {
     let common_bytes = left.iter().zip(right).take_while(|(a, b)| a == b).count();
     // Either `left` is a proper prefix of `right` or they differ at `common_bytes`; both ways
     // one more byte of `right` exceeds `left`.
-    let separator = right[..common_bytes + 1].to_vec();
+    let separator = right.get(..common_bytes + 1).unwrap_or(right).to_vec();
     assert!(left < separator.as_slice() && separator.as_slice() <= right, "bad separator {separator:?}");
     separator
 }
