@@ -103,7 +103,7 @@ impl BenchTarget for FsocTarget {
     fn settings_json(settings: &FsConfig) -> serde_json::Value {
         serde_json::json!({
             "config": if *settings == FsConfig::default() { "FsConfig::default()" } else { "custom" },
-            "cache_nodes_max": settings.volume.cache_nodes_max,
+            "cache_bytes_max": settings.volume.cache_bytes_max,
             "dirty_nodes_max": settings.volume.dirty_nodes_max,
             "reserve_segments": settings.volume.reserve_segments,
             "io_batch_pages": settings.io_batch_pages,

@@ -141,13 +141,13 @@ pub fn describe_mount_error(image: &Path, error: &FsError) -> String {
     format!("{}: cannot mount: {error}; {hint}", image.display())
 }
 
-/// Tree nodes cached by tools and the mount (2 KiB to 8 KiB each: 8 to 32 MiB).
-const CACHE_NODES: usize = 4096;
+/// Bytes of tree nodes cached per tree by tools and the mount (4,096 nodes of 4 KiB).
+const CACHE_BYTES: usize = 16 << 20;
 
 /// A file-system configuration for tools and the mount: defaults with a larger node cache.
 pub fn volume_config(read_only: bool) -> FsConfig {
     let mut config = FsConfig::default();
-    config.volume.cache_nodes_max = config.volume.cache_nodes_max.max(CACHE_NODES);
+    config.volume.cache_bytes_max = config.volume.cache_bytes_max.max(CACHE_BYTES);
     config.volume.read_only = read_only;
     config
 }

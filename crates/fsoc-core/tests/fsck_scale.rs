@@ -81,7 +81,7 @@ fn fsck_memory_and_time_on_a_filled_volume() {
     let simulated_ms = (fs.device_now_ns() - clock_before) / 1_000_000;
     assert!(report.is_clean(), "{:?}", report.violations);
     assert_eq!(report.files, files, "every file checked");
-    let cache_bytes = 2 * FsConfig::default().volume.cache_nodes_max * 2048;
+    let cache_bytes = 2 * FsConfig::default().volume.cache_bytes_max;
     println!(
         "fsck of a {mebibytes} MiB volume ({files} files, {} MiB of data, {} data pages, {} tree nodes): \
          peak heap {} KiB, simulated {simulated_ms} ms, wall {wall_ms} ms",

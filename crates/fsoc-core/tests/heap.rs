@@ -31,9 +31,8 @@ const CREATE: OpenFlags = OpenFlags {
 
 /// What `FsConfig` allows each path to hold at its peak, in bytes.
 struct Bounds {
-    /// Both trees' clean node caches: `2 × cache_nodes_max` nodes of at most 3 pages each (a
-    /// node's decoded entries take about twice its page, plus the page buffer it was read
-    /// into or is encoded into).
+    /// Both trees' clean node caches: `2 × cache_bytes_max`, counted twice (a node is held as
+    /// its page and offset table, plus the page buffer it was read into or is encoded into).
     cache: usize,
     /// The dirty nodes a transaction may hold before they are written out: `dirty_nodes_max`
     /// nodes of 3 pages.
@@ -47,7 +46,7 @@ impl Bounds {
     fn of(config: &FsConfig) -> Bounds {
         let node_bytes = 3 * PAGE_SIZE_BYTES;
         Bounds {
-            cache: 2 * config.volume.cache_nodes_max * node_bytes,
+            cache: 2 * config.volume.cache_bytes_max * 2,
             dirty: config.volume.dirty_nodes_max * node_bytes,
             io_batch: config.io_batch_pages * PAGE_SIZE_BYTES * 2,
         }
@@ -239,7 +238,7 @@ fn a_read_into_the_callers_buffer_is_set_by_the_io_batch() {
 /// time. Each measured call follows an unmeasured one of the same kind in the same
 /// transaction, so both sizes start from a node cache in the same state (the first removal
 /// after a commit finds the cache holding the nodes it needs and costs about 5 KB; the next
-/// ones refill it with other nodes, up to `cache_nodes_max`: about 160 KB).
+/// ones refill it with other nodes, up to `cache_bytes_max`: 160 KiB).
 #[test]
 fn truncates_and_deletes_are_set_by_configuration_not_extent_count() {
     let directory = tempfile::tempdir().expect("temporary directory");

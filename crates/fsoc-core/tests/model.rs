@@ -250,10 +250,11 @@ fn fsoc_agrees_with_the_model() {
 /// The configurations the geometry matrix cycles through: the default, a tiny node cache and
 /// dirty budget (node evictions and mid-transaction flushes, with nodes one page of the
 /// geometry's size), and full commits only.
-fn matrix_configs() -> [FsConfig; 3] {
+fn matrix_configs(page_size_bytes: usize) -> [FsConfig; 3] {
     let default = FsConfig { open_files_max: 256, ..FsConfig::default() };
     let mut tight = default;
-    tight.volume.cache_nodes_max = 3;
+    // About three nodes: each costs its page and 2 bytes per entry.
+    tight.volume.cache_bytes_max = 4 * page_size_bytes;
     tight.volume.dirty_nodes_max = 4;
     [default, tight, FsConfig { delta_commits: false, ..default }]
 }
@@ -268,7 +269,7 @@ const SEEDS_PER_CELL: usize = 12;
 /// that one seed under every configuration; a failure names its cell and configuration.
 fn check_profile(profile: Profile) {
     let chip_counts = [1, 2, 4];
-    let configs = matrix_configs();
+    let configs = matrix_configs(profile.geometry(1).page_data_bytes as usize);
     let seeds = replay::test_seeds(chip_counts.len() * SEEDS_PER_CELL);
     let salt = 0x6E0 + u64::from(profile.code());
     for (cell_index, chip_count) in chip_counts.into_iter().enumerate() {
@@ -320,7 +321,7 @@ fn fsoc_agrees_with_the_model_on_mlc16k_chips() {
 #[test]
 fn fsoc_agrees_with_the_model_under_tight_memory() {
     let mut config = FsConfig { open_files_max: 256, ..FsConfig::default() };
-    config.volume.cache_nodes_max = 3;
+    config.volume.cache_bytes_max = 8 * 1024; // three 2 KiB nodes
     config.volume.dirty_nodes_max = 4;
     for seed in replay::test_seeds(20) {
         check_seed(seed, 0x5EED, 1500, ArrayShape::MLC_ONE_CHIP, config);
@@ -332,7 +333,7 @@ fn fsoc_agrees_with_the_model_under_tight_memory() {
 #[test]
 fn regressions_from_seed_sweeps() {
     let mut tight = FsConfig { open_files_max: 256, ..FsConfig::default() };
-    tight.volume.cache_nodes_max = 3;
+    tight.volume.cache_bytes_max = 8 * 1024;
     tight.volume.dirty_nodes_max = 4;
     let default = FsConfig { open_files_max: 256, ..FsConfig::default() };
     for seed in [0x167d3u64, 0x554fc, 0x62d85, 0x61299, 0x357d2, 0x26d154 ^ 0x5EED] {

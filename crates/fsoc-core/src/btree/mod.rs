@@ -11,22 +11,19 @@
 //!   tree stays intact on flash until the layer above moves its metaroot.
 //! - Every child pointer carries the child's address and checksum; following it verifies both,
 //!   plus the child's tree id and level.
-//! - Heap use is the bounded clean-node cache plus the dirty nodes (whose count the caller caps
-//!   by flushing); the tree is never loaded whole.
+//! - Heap use is the clean-node cache, bounded in bytes, plus the dirty nodes, which every update
+//!   keeps within the tree's dirty budget by writing them out (not a commit); the tree is never
+//!   loaded whole.
+//! - A clean node is held as its page bytes, read in place (`NodePage`); only a dirty copy is
+//!   decoded into owned entries.
 //!
-//! Files: `node` (the on-flash node format and its codec), `cache` (bounded LRU of clean nodes),
-//! `tree` (search, update, split/merge, flush, relocation and the fsck walk).
-// Lint set pending: this module is being rewritten on another branch (issue 15); fixed at merge.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::cast_possible_truncation
-)]
+//! Files: `node` (the on-flash node format, its codec and the owned form of dirty nodes), `page`
+//! (clean nodes read in place), `cache` (LRU of clean nodes bounded in bytes), `tree` (search,
+//! cursor, update, split/merge, flush, relocation and the fsck walk).
 
 mod cache;
 mod node;
+mod page;
 #[cfg(test)]
 pub(crate) mod ram_store;
 #[cfg(test)]
@@ -37,7 +34,12 @@ pub use node::{
     Branch, Child, DirtyId, EncodedNode, LeafEntry, Node, NodeEntries, NODE_HEADER_BYTES, NODE_MAGIC,
     NODE_SIZE_BYTES_MAX, NODE_SIZE_BYTES_MIN,
 };
+pub use page::NodePage;
 pub use tree::{KeyValue, Tree, TreeCounters};
+
+/// Default byte bound of one tree's node cache: 64 nodes of the default 2 KiB page (the former
+/// node-count default) with their offset tables and bookkeeping, rounded up.
+pub const CACHE_BYTES_MAX_DEFAULT: usize = 160 * 1024;
 
 use crate::address::{LogAddress, PagePointer};
 use fsoc_flash::codec::DecodeError;
@@ -82,8 +84,13 @@ pub struct TreeConfig {
     /// Written into every node and checked on every read, so a pointer into the other tree is
     /// detected.
     pub tree_id: u8,
-    /// Clean decoded nodes kept in memory (LRU). Zero disables the cache.
-    pub cache_nodes_max: usize,
+    /// Bytes of clean nodes kept in memory (LRU; each node costs its page, 2 bytes per entry and
+    /// `cache::ENTRY_OVERHEAD_BYTES`). Zero disables the cache.
+    pub cache_bytes_max: usize,
+    /// Dirty nodes the tree may hold when an update returns: an update that leaves more writes
+    /// every dirty node out through the store (`Tree::flush`, not a commit). One update adds at
+    /// most `2 × height + 1` on top. `usize::MAX`: no limit.
+    pub dirty_nodes_max: usize,
 }
 
 /// What [`Tree::check`] found.
@@ -91,6 +98,8 @@ pub struct TreeConfig {
 pub struct TreeStats {
     /// Nodes walked: on-flash nodes plus dirty in-memory ones.
     pub node_count: u64,
+    /// Of those, leaves.
+    pub leaf_count: u64,
     /// Leaf entries.
     pub entry_count: u64,
     /// Levels (1 = the root is a leaf).

@@ -58,14 +58,16 @@ use alloc::vec::Vec;
 
 use crate::address::PagePointer;
 use crate::address::{ReadPointer, WritePointer};
+use crate::btree::page::NodePage;
 use fsoc_flash::codec::{crc32c_excluding, DecodeError, Reader, Writer};
+use fsoc_flash::convert::u16_from_usize;
 
 /// `magic` of every node: the bytes "BN" read as a little-endian u16.
 pub const NODE_MAGIC: u16 = 0x4E42;
 /// Bytes before the first entry.
 pub const NODE_HEADER_BYTES: usize = 12;
 /// Offset of the `checksum` field, which the checksum itself covers as zero.
-const CHECKSUM_OFFSET: usize = 8;
+pub(crate) const CHECKSUM_OFFSET: usize = 8;
 /// Bytes of a leaf entry besides key and value: `key_len`, `value_len`.
 pub const LEAF_ENTRY_OVERHEAD_BYTES: usize = 4;
 /// Bytes of an internal entry besides the key: `key_len` and the child pointer.
@@ -192,6 +194,15 @@ impl Node {
     /// rule: the tree only encodes nodes it keeps valid, so a violation is a bug, and writing it
     /// would corrupt the volume.
     pub fn encode(&self, node_size_bytes: usize) -> EncodedNode {
+        self.encode_reserving(node_size_bytes, 0)
+    }
+
+    /// `encode`, with room for `spare_bytes` more in the buffer (for the offset table a
+    /// `NodePage` appends, so building one does not reallocate).
+    // Invariant: the tree encodes only nodes whose children it wrote first (`flush_node`); a
+    // dirty child here is a bug, and writing the node would corrupt the volume.
+    #[allow(clippy::panic)]
+    pub(crate) fn encode_reserving(&self, node_size_bytes: usize, spare_bytes: usize) -> EncodedNode {
         assert!(
             (NODE_SIZE_BYTES_MIN..=NODE_SIZE_BYTES_MAX).contains(&node_size_bytes),
             "node size {node_size_bytes} outside {NODE_SIZE_BYTES_MIN}..={NODE_SIZE_BYTES_MAX}"
@@ -202,12 +213,12 @@ impl Node {
             "node of {encoded_bytes} bytes does not fit a {node_size_bytes}-byte page"
         );
         let entry_count = self.entry_count();
-        let entry_count_field = u16::try_from(entry_count)
-            .unwrap_or_else(|_| panic!("{entry_count} entries overflow the entry_count field"));
+        // At most (node size - header) / 4 entries fit, below 2^16 for the largest node.
+        let entry_count_field = u16_from_usize(entry_count);
         assert_eq!(self.level == 0, self.is_leaf(), "level {} with the wrong entry kind", self.level);
         let limit_bytes = max_entry_bytes(node_size_bytes);
 
-        let mut writer = Writer::with_capacity(node_size_bytes);
+        let mut writer = Writer::with_capacity(node_size_bytes + spare_bytes);
         writer.u16_le(NODE_MAGIC);
         writer.u8(self.tree_id);
         writer.u8(self.level);
@@ -229,8 +240,9 @@ impl Node {
                         entry.key
                     );
                     previous_key = Some(&entry.key);
-                    writer.u16_le(key_bytes as u16);
-                    writer.u16_le(value_bytes as u16);
+                    // Both at most `limit_bytes` (checked just above), which fits 16 bits.
+                    writer.u16_le(u16_from_usize(key_bytes));
+                    writer.u16_le(u16_from_usize(value_bytes));
                     writer.raw(&entry.key);
                     writer.raw(&entry.value);
                 }
@@ -255,7 +267,7 @@ impl Node {
                         }
                     };
                     assert!(!pointer.address.is_null(), "child {index} has the null address");
-                    writer.u16_le(key_bytes as u16);
+                    writer.u16_le(u16_from_usize(key_bytes));
                     writer.raw(&branch.key);
                     writer.pointer(pointer);
                 }
@@ -270,81 +282,94 @@ impl Node {
         EncodedNode { bytes, checksum }
     }
 
-    /// Decodes one whole node page (its length is the node size) and returns the node and its
-    /// checksum. Every rule of the format is checked, so a node that decodes re-encodes to the
-    /// same bytes.
+    /// Decodes one whole node page (its length is the node size) into the owned form and
+    /// returns it with its checksum. Every rule of the format is checked, so a node that
+    /// decodes re-encodes to the same bytes. The tree itself reads clean nodes in place
+    /// (`NodePage`); this owned form is for dirty copies and for tools.
     pub fn decode(bytes: &[u8]) -> Result<(Node, u32), DecodeError> {
-        let node_size_bytes = bytes.len();
-        let mut reader = Reader::new(STRUCTURE, bytes);
-        if !(NODE_SIZE_BYTES_MIN..=NODE_SIZE_BYTES_MAX).contains(&node_size_bytes) {
-            return Err(reader.invalid("node size out of range", node_size_bytes as u64));
-        }
-        let magic = reader.u16_le()?;
-        if magic != NODE_MAGIC {
-            return Err(DecodeError::BadMagic { structure: STRUCTURE, found: u64::from(magic) });
-        }
-        let tree_id = reader.u8()?;
-        let level = reader.u8()?;
-        let entry_count = usize::from(reader.u16_le()?);
-        let reserved = reader.u16_le()?;
-        if reserved != 0 {
-            return Err(reader.invalid("reserved header field not zero", u64::from(reserved)));
-        }
-        let stored = reader.u32_le()?;
-        let computed = crc32c_excluding(bytes, CHECKSUM_OFFSET);
-        if stored != computed {
-            return Err(DecodeError::ChecksumMismatch { structure: STRUCTURE, stored, computed });
-        }
-        let limit_bytes = max_entry_bytes(node_size_bytes);
-        // Each entry takes at least 4 bytes, so a corrupt count cannot reserve more than the page.
-        let capacity = entry_count.min(reader.remaining_bytes() / LEAF_ENTRY_OVERHEAD_BYTES);
-        let entries = if level == 0 {
-            let mut entries: Vec<LeafEntry> = Vec::with_capacity(capacity);
-            for _ in 0..entry_count {
-                let key_bytes = usize::from(reader.u16_le()?);
-                let value_bytes = usize::from(reader.u16_le()?);
-                if key_bytes + value_bytes > limit_bytes {
-                    return Err(reader.invalid("entry larger than the limit", (key_bytes + value_bytes) as u64));
-                }
-                let key = reader.bytes(key_bytes)?;
-                let value = reader.bytes(value_bytes)?;
-                if entries.last().is_some_and(|previous| previous.key.as_slice() >= key) {
-                    return Err(reader.invalid("leaf keys out of order", key_bytes as u64));
-                }
-                entries.push(LeafEntry { key: key.to_vec(), value: value.to_vec() });
-            }
-            NodeEntries::Leaf(entries)
-        } else {
-            if entry_count < 2 {
-                return Err(reader.invalid("internal node with fewer than two children", entry_count as u64));
-            }
-            let mut branches: Vec<Branch> = Vec::with_capacity(capacity);
-            for index in 0..entry_count {
-                let key_bytes = usize::from(reader.u16_le()?);
-                if key_bytes > limit_bytes {
-                    return Err(reader.invalid("separator larger than the limit", key_bytes as u64));
-                }
-                if index == 0 && key_bytes != 0 {
-                    return Err(reader.invalid("first separator not empty", key_bytes as u64));
-                }
-                let key = reader.bytes(key_bytes)?;
-                let pointer = reader.pointer()?;
-                if pointer.address.is_null() {
-                    return Err(reader.invalid("null child address", index as u64));
-                }
-                if branches.last().is_some_and(|previous| previous.key.as_slice() >= key) {
-                    return Err(reader.invalid("separators out of order", index as u64));
-                }
-                branches.push(Branch { key: key.to_vec(), child: Child::OnFlash(pointer) });
-            }
-            NodeEntries::Internal(branches)
-        };
-        let padding = reader.bytes(reader.remaining_bytes())?;
-        if let Some(position) = padding.iter().position(|byte| *byte != 0) {
-            return Err(reader.invalid("padding not zero", position as u64));
-        }
-        Ok((Node { tree_id, level, entries }, stored))
+        let page = NodePage::parse(bytes.to_vec())?;
+        Ok((page.to_node(), page.checksum()))
     }
+}
+
+/// What `validate` learnt from a node page's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NodeHeader {
+    pub tree_id: u8,
+    pub level: u8,
+    pub entry_count: usize,
+    pub checksum: u32,
+}
+
+/// Checks every rule of the node format on one whole page (its length is the node size)
+/// without building anything: magic, reserved field, checksum, entry sizes against the limit,
+/// key order, internal-node shape, null children and zero padding.
+pub(crate) fn validate(bytes: &[u8]) -> Result<NodeHeader, DecodeError> {
+    let node_size_bytes = bytes.len();
+    let mut reader = Reader::new(STRUCTURE, bytes);
+    if !(NODE_SIZE_BYTES_MIN..=NODE_SIZE_BYTES_MAX).contains(&node_size_bytes) {
+        return Err(reader.invalid("node size out of range", node_size_bytes as u64));
+    }
+    let magic = reader.u16_le()?;
+    if magic != NODE_MAGIC {
+        return Err(DecodeError::BadMagic { structure: STRUCTURE, found: u64::from(magic) });
+    }
+    let tree_id = reader.u8()?;
+    let level = reader.u8()?;
+    let entry_count = usize::from(reader.u16_le()?);
+    let reserved = reader.u16_le()?;
+    if reserved != 0 {
+        return Err(reader.invalid("reserved header field not zero", u64::from(reserved)));
+    }
+    let stored = reader.u32_le()?;
+    let computed = crc32c_excluding(bytes, CHECKSUM_OFFSET);
+    if stored != computed {
+        return Err(DecodeError::ChecksumMismatch { structure: STRUCTURE, stored, computed });
+    }
+    let limit_bytes = max_entry_bytes(node_size_bytes);
+    let mut previous_key: Option<&[u8]> = None;
+    if level == 0 {
+        for _ in 0..entry_count {
+            let key_bytes = usize::from(reader.u16_le()?);
+            let value_bytes = usize::from(reader.u16_le()?);
+            if key_bytes + value_bytes > limit_bytes {
+                return Err(reader.invalid("entry larger than the limit", (key_bytes + value_bytes) as u64));
+            }
+            let key = reader.bytes(key_bytes)?;
+            reader.bytes(value_bytes)?;
+            if previous_key.is_some_and(|previous| previous >= key) {
+                return Err(reader.invalid("leaf keys out of order", key_bytes as u64));
+            }
+            previous_key = Some(key);
+        }
+    } else {
+        if entry_count < 2 {
+            return Err(reader.invalid("internal node with fewer than two children", entry_count as u64));
+        }
+        for index in 0..entry_count {
+            let key_bytes = usize::from(reader.u16_le()?);
+            if key_bytes > limit_bytes {
+                return Err(reader.invalid("separator larger than the limit", key_bytes as u64));
+            }
+            if index == 0 && key_bytes != 0 {
+                return Err(reader.invalid("first separator not empty", key_bytes as u64));
+            }
+            let key = reader.bytes(key_bytes)?;
+            let pointer = reader.pointer()?;
+            if pointer.address.is_null() {
+                return Err(reader.invalid("null child address", index as u64));
+            }
+            if previous_key.is_some_and(|previous| previous >= key) {
+                return Err(reader.invalid("separators out of order", index as u64));
+            }
+            previous_key = Some(key);
+        }
+    }
+    let padding = reader.bytes(reader.remaining_bytes())?;
+    if let Some(position) = padding.iter().position(|byte| *byte != 0) {
+        return Err(reader.invalid("padding not zero", position as u64));
+    }
+    Ok(NodeHeader { tree_id, level, entry_count, checksum: stored })
 }
 
 #[cfg(test)]

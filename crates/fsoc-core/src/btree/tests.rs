@@ -20,8 +20,24 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 const TREE_ID: u8 = 1;
 
+/// A tree whose cache holds `cache_nodes_max` nodes of 2 KiB, with no dirty budget.
 fn config(cache_nodes_max: usize) -> TreeConfig {
-    TreeConfig { tree_id: TREE_ID, cache_nodes_max }
+    config_for(cache_nodes_max, 2048)
+}
+
+/// Bytes that hold `node_count` nodes of `node_size_bytes` in the cache, whatever their entries:
+/// the page, an offset table of at most half a page (entries take at least 4 bytes) and the
+/// bookkeeping; and no more, since no node costs less than its page and the bookkeeping.
+fn cache_bytes_for(node_count: usize, node_size_bytes: usize) -> usize {
+    node_count * (node_size_bytes + node_size_bytes / 2 + crate::btree::cache::ENTRY_OVERHEAD_BYTES)
+}
+
+fn config_for(cache_nodes_max: usize, node_size_bytes: usize) -> TreeConfig {
+    TreeConfig {
+        tree_id: TREE_ID,
+        cache_bytes_max: cache_bytes_for(cache_nodes_max, node_size_bytes),
+        dirty_nodes_max: usize::MAX,
+    }
 }
 
 /// fsoc-media's seeded generator with the helpers these tests need; deterministic across
@@ -117,6 +133,9 @@ fn accumulate(total: &mut TreeCounters, more: TreeCounters) {
     total.nodes_copied += more.nodes_copied;
     total.nodes_written += more.nodes_written;
     total.pages_read += more.pages_read;
+    total.leaf_pages_read += more.leaf_pages_read;
+    total.dirty_nodes_peak = total.dirty_nodes_peak.max(more.dirty_nodes_peak);
+    total.budget_flushes += more.budget_flushes;
 }
 
 /// Flushes, checks that exactly `dirty_node_count` pages were written, and commits.
@@ -174,7 +193,7 @@ fn run_workload(seed: u64, workload: Workload) -> TreeCounters {
     let Workload { node_size_bytes, cache_nodes_max, operation_count, key_space, key_bytes_max, .. } = workload;
     let mut rng = Rng::new(seed);
     let mut store = RamNodeStore::new(node_size_bytes);
-    let mut tree = Tree::new_empty(config(cache_nodes_max));
+    let mut tree = Tree::new_empty(config_for(cache_nodes_max, node_size_bytes));
     let mut model = Model::new();
     let limit_bytes = Tree::max_entry_bytes(node_size_bytes);
     let mut flush_count = 0;
@@ -211,10 +230,12 @@ fn run_workload(seed: u64, workload: Workload) -> TreeCounters {
             }
             _ => check_ranges(&mut tree, &mut store, &model, &key, &context),
         }
+        let cache_bytes_max = cache_bytes_for(cache_nodes_max, node_size_bytes);
         assert!(
-            tree.cached_node_count() <= cache_nodes_max,
-            "{context}: {} cached nodes over the limit {cache_nodes_max}",
-            tree.cached_node_count()
+            tree.cached_bytes() <= cache_bytes_max && tree.cached_node_count() <= cache_nodes_max * 3 / 2,
+            "{context}: {} cached nodes of {} bytes over the limit of {cache_bytes_max} bytes",
+            tree.cached_node_count(),
+            tree.cached_bytes()
         );
         if (step + 1) % workload.check_every == 0 {
             check_tree(&mut tree, &mut store, &model, &context);
@@ -224,7 +245,7 @@ fn run_workload(seed: u64, workload: Workload) -> TreeCounters {
             flush_count += 1;
             if flush_count % 2 == 0 {
                 accumulate(&mut counters, tree.counters());
-                tree = Tree::open(config(cache_nodes_max), root);
+                tree = Tree::open(config_for(cache_nodes_max, node_size_bytes), root);
                 assert_eq!(tree.cached_node_count(), 0, "{context}: reopened with a warm cache");
             }
             check_tree(&mut tree, &mut store, &model, &context);
@@ -233,7 +254,7 @@ fn run_workload(seed: u64, workload: Workload) -> TreeCounters {
     let context = format!("replay: FSOC_SEED={seed:#x} ({workload:?}) end");
     let root = flush_and_commit(&mut tree, &mut store, &context);
     accumulate(&mut counters, tree.counters());
-    let mut reopened = Tree::open(config(cache_nodes_max), root);
+    let mut reopened = Tree::open(config_for(cache_nodes_max, node_size_bytes), root);
     check_tree(&mut reopened, &mut store, &model, &context);
     assert_eq!(scan(&mut reopened, &mut store), model, "{context}: forward scan");
     assert_eq!(counters.nodes_written, store.append_count, "{context}: nodes written = pages appended");
@@ -306,7 +327,7 @@ fn empty_tree_is_one_empty_leaf() {
     assert_eq!(root.height, 1);
     assert_eq!(store.append_count, 1);
     let stats = check_tree(&mut tree, &mut store, &Model::new(), "empty");
-    assert_eq!(stats, TreeStats { node_count: 1, entry_count: 0, height: 1 });
+    assert_eq!(stats, TreeStats { node_count: 1, leaf_count: 1, entry_count: 0, height: 1 });
     // Flushing a clean tree writes nothing.
     assert_eq!(tree.flush(&mut store), Ok(root));
     assert_eq!(store.append_count, 1);
@@ -451,7 +472,7 @@ fn grows_and_shrinks_back_to_one_empty_leaf() {
     let root = flush_and_commit(&mut tree, &mut store, "emptied");
     assert_eq!(root.height, 1, "an empty tree is a single leaf");
     let stats = check_tree(&mut tree, &mut store, &model, "emptied");
-    assert_eq!(stats, TreeStats { node_count: 1, entry_count: 0, height: 1 });
+    assert_eq!(stats, TreeStats { node_count: 1, leaf_count: 1, entry_count: 0, height: 1 });
     assert_eq!(store.pages.len(), 1, "only the empty root leaf remains on flash");
 }
 
@@ -585,13 +606,12 @@ fn hundred_thousand_entries_stay_shallow() {
     let root = flush_and_commit(&mut tree, &mut store, "100k");
     assert!(root.height <= 4, "height {} for 100k entries", root.height);
     // A full scan through the cursor on a cold tree reads every node exactly once.
-    let node_count = check_tree(
+    let stats = check_tree(
         &mut tree,
         &mut store,
         &(0..count).map(|index| (key_of(index).to_vec(), (index.to_le_bytes()).to_vec())).collect(),
         "100k",
-    )
-    .node_count;
+    );
     let cold = Tree::open(config(0), root);
     let reads_before = store.read_count.get();
     let mut scanned = 0u64;
@@ -604,7 +624,9 @@ fn hundred_thousand_entries_stay_shallow() {
     })
     .unwrap();
     assert_eq!(scanned, count, "the cursor visits every entry once");
-    assert_eq!(store.read_count.get() - reads_before, node_count, "the cursor reads each node once");
+    assert_eq!(store.read_count.get() - reads_before, stats.node_count, "the cursor reads each node once");
+    assert_eq!(cold.counters().leaf_pages_read, stats.leaf_count, "each leaf once");
+    assert_eq!(cold.counters().pages_read, stats.node_count);
     let mut rng = Rng::new(7);
     for _ in 0..200 {
         let index = rng.below(count as usize) as u64;
@@ -711,7 +733,7 @@ fn wrong_height_or_tree_id_is_corrupt() {
         let checked = tree.check(&mut store, &mut |_| {}, &mut |_, _| Ok(()));
         assert!(matches!(checked, Err(TreeError::Corrupt { .. })), "height {height}: {checked:?}");
     }
-    let other_tree = Tree::open(TreeConfig { tree_id: TREE_ID + 1, cache_nodes_max: 8 }, root);
+    let other_tree = Tree::open(TreeConfig { tree_id: TREE_ID + 1, ..config(8) }, root);
     assert_eq!(
         other_tree.get(&store, b"k"),
         Err(TreeError::Corrupt { address: root.pointer.address, reason: "node of another tree" })
@@ -760,7 +782,7 @@ fn relocate_if_live_moves_exactly_the_referenced_pages() {
     let mut store = RamNodeStore::new(2048);
     let (mut tree, mut model, _) = build(&mut store, 32, 4000, 24);
     // Another tree in the same store: its pages are never this tree's.
-    let mut other = Tree::new_empty(TreeConfig { tree_id: TREE_ID + 1, cache_nodes_max: 8 });
+    let mut other = Tree::new_empty(TreeConfig { tree_id: TREE_ID + 1, ..config(8) });
     for index in 0u32..300 {
         other.insert(&mut store, &index.to_be_bytes(), &[1u8; 30]).unwrap();
     }
@@ -911,6 +933,95 @@ fn scans_with_a_tiny_cache_hold_few_nodes() {
         previous = tree.last_at_or_before(&store, &below).unwrap();
     }
     assert_eq!(backwards, model.len());
+}
+
+/// An update descends once: on a cold tree (no cache) an insert, an unchanged upsert and an
+/// absent removal each read exactly the `height` nodes of the path (two descents read twice
+/// that), and a removal at most one sibling more.
+#[test]
+fn updates_descend_once() {
+    let mut store = RamNodeStore::new(2048);
+    let (_, model, root) = build(&mut store, 64, 5000, 200);
+    let height = u64::from(root.height);
+    assert!(height >= 3, "height {height}");
+    let mut rng = Rng::new(61);
+    for round in 0..50 {
+        let present = (rng.below(5000) as u64 * 2).to_be_bytes().to_vec();
+        let absent = (rng.below(5000) as u64 * 2 + 1).to_be_bytes().to_vec();
+        let context = format!("round {round}");
+        let reads = |store: &RamNodeStore, before: u64| store.read_count.get() - before;
+        // Each update on a fresh cold tree of the committed state, so every node is read.
+        let cold = |store: &mut RamNodeStore| {
+            store.rollback();
+            Tree::open(config(0), root)
+        };
+        let mut tree = cold(&mut store);
+        let before = store.read_count.get();
+        assert_eq!(tree.insert(&mut store, &absent, b"new"), Ok(None), "{context}");
+        assert_eq!(reads(&store, before), height, "{context}: insert");
+        let mut tree2 = cold(&mut store);
+        let value = model[&present].clone();
+        let before = store.read_count.get();
+        assert_eq!(tree2.insert(&mut store, &present, &value), Ok(Some(value.clone())), "{context}");
+        assert_eq!(reads(&store, before), height, "{context}: unchanged upsert");
+        assert!(!tree2.is_dirty(), "{context}: an unchanged upsert copies nothing");
+        let before = store.read_count.get();
+        assert_eq!(tree2.remove(&mut store, &absent), Ok(None), "{context}");
+        assert_eq!(reads(&store, before), height, "{context}: absent removal");
+        let mut tree3 = cold(&mut store);
+        let before = store.read_count.get();
+        assert_eq!(tree3.remove(&mut store, &present), Ok(Some(value)), "{context}");
+        assert!(reads(&store, before) <= height + 1, "{context}: removal read {}", reads(&store, before));
+        assert!(tree.is_dirty() && tree3.is_dirty(), "{context}: changes copy their paths");
+    }
+    store.rollback();
+    let mut tree = Tree::open(config(8), root);
+    check_tree(&mut tree, &mut store, &model, "committed state untouched");
+}
+
+/// The dirty budget holds inside one long run of updates with no flush from the caller: the
+/// tree writes its dirty nodes out (without committing) whenever an update leaves more than
+/// `dirty_nodes_max`, so it never holds more than the budget plus one update's worth, and the
+/// committed state stays as it was until the caller commits.
+#[test]
+fn one_long_run_of_updates_stays_within_the_dirty_budget() {
+    const BUDGET: usize = 16;
+    let mut store = RamNodeStore::new(2048);
+    let mut tree = Tree::new_empty(TreeConfig { dirty_nodes_max: BUDGET, ..config(8) });
+    let committed = flush_and_commit(&mut tree, &mut store, "empty");
+    let mut model = Model::new();
+    let mut rng = Rng::new(71);
+    let mut keys: Vec<u64> = (0..4000).collect();
+    for index in (1..keys.len()).rev() {
+        keys.swap(index, rng.below(index + 1));
+    }
+    let mut height_max = 1;
+    for (step, key) in keys.iter().enumerate() {
+        let key = key.to_be_bytes();
+        let value_bytes = 20 + rng.below(40);
+        let value = rng.bytes(value_bytes);
+        tree.insert(&mut store, &key, &value).unwrap();
+        model.insert(key.to_vec(), value);
+        assert!(tree.dirty_node_count() <= BUDGET, "step {step}: {} dirty", tree.dirty_node_count());
+        height_max = height_max.max(usize::from(tree.height()));
+    }
+    for (step, key) in keys.iter().enumerate().filter(|(step, _)| step % 3 != 0) {
+        let key = key.to_be_bytes();
+        assert!(tree.remove(&mut store, &key).unwrap().is_some());
+        model.remove(key.as_slice());
+        assert!(tree.dirty_node_count() <= BUDGET, "removal {step}: {} dirty", tree.dirty_node_count());
+    }
+    let counters = tree.counters();
+    assert!(counters.budget_flushes > 10, "{counters:?}");
+    let one_update_max = 2 * height_max + 1;
+    assert!(counters.dirty_nodes_peak as usize <= BUDGET + one_update_max, "{counters:?}");
+    assert_eq!(counters.nodes_written, store.append_count, "every flushed node went through the store");
+    check_tree(&mut tree, &mut store, &model, "after the run");
+    // Nothing was committed: the committed tree is still the empty one.
+    let old = Tree::open(config(8), committed);
+    assert_eq!(old.first_at_or_after(&store, &[]), Ok(None));
+    flush_and_commit(&mut tree, &mut store, "committed");
+    check_tree(&mut tree, &mut store, &model, "committed");
 }
 
 /// Range queries at the edges: empty key, keys between leaves, past the end.

@@ -8,7 +8,6 @@
 //! pointers ends in `TreeError::Corrupt`.
 
 use alloc::collections::BTreeSet;
-use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use crate::address::{LogAddress, PagePointer};
@@ -17,7 +16,9 @@ use crate::btree::node::{
     branch_bytes, leaf_entry_bytes, max_entry_bytes, Branch, Child, DirtyId, LeafEntry, Node, NodeEntries,
     NODE_HEADER_BYTES, NODE_SIZE_BYTES_MAX, NODE_SIZE_BYTES_MIN,
 };
+use crate::btree::page::{NodePage, NodeRef};
 use crate::btree::{NodeReader, NodeStore, NodeTag, TreeConfig, TreeError, TreeRoot, TreeStats};
+use fsoc_flash::convert::u32_from_usize;
 use fsoc_flash::sync::Mutex;
 use portable_atomic::{AtomicU64, Ordering};
 
@@ -44,20 +45,27 @@ struct DirtyArena {
     count: usize,
 }
 
+// Invariant (for the panics of the arena's methods): a `DirtyId` is made only by `insert` and
+// lives only in the tree's root and dirty parents, which drop it when `remove` frees its slot;
+// no input from flash or a caller names a slot.
 impl DirtyArena {
     fn insert(&mut self, node: Node) -> DirtyId {
         self.count += 1;
         if let Some(slot_index) = self.free_slots.pop() {
-            let slot = &mut self.slots[slot_index as usize];
-            assert!(slot.is_none(), "free dirty slot {slot_index} is occupied");
-            *slot = Some(node);
+            let slot = self.slots.get_mut(slot_index as usize);
+            assert!(slot.as_ref().is_some_and(|slot| slot.is_none()), "free dirty slot {slot_index} is not free");
+            if let Some(slot) = slot {
+                *slot = Some(node);
+            }
             return DirtyId(slot_index);
         }
-        let slot_index = u32::try_from(self.slots.len()).expect("dirty node count fits u32");
+        // At most one dirty node per node page a transaction writes: far below u32::MAX.
+        let slot_index = u32_from_usize(self.slots.len());
         self.slots.push(Some(node));
         DirtyId(slot_index)
     }
 
+    #[allow(clippy::panic)] // Invariant: see the impl.
     fn get(&self, id: DirtyId) -> &Node {
         match self.slots.get(id.0 as usize) {
             Some(Some(node)) => node,
@@ -65,6 +73,7 @@ impl DirtyArena {
         }
     }
 
+    #[allow(clippy::panic)] // Invariant: see the impl.
     fn get_mut(&mut self, id: DirtyId) -> &mut Node {
         match self.slots.get_mut(id.0 as usize) {
             Some(Some(node)) => node,
@@ -72,6 +81,7 @@ impl DirtyArena {
         }
     }
 
+    #[allow(clippy::panic)] // Invariant: see the impl.
     fn remove(&mut self, id: DirtyId) -> Node {
         let node = match self.slots.get_mut(id.0 as usize).and_then(Option::take) {
             Some(node) => node,
@@ -92,10 +102,19 @@ impl DirtyArena {
     }
 }
 
-/// A node being read: a dirty one stays in the arena; a clean one is shared with the cache.
+/// A node being read: a dirty one stays in the arena; a clean one is its page, shared with the
+/// cache and read in place.
 enum NodeHandle {
     Dirty(DirtyId),
-    Clean(Arc<Node>),
+    Clean(NodePage),
+}
+
+/// One node of a descent from the root: the reference to it (from its parent, or the root),
+/// the node, and the index of the child taken from it (0 at the last step).
+struct DescentStep {
+    reference: Child,
+    handle: NodeHandle,
+    child_index: usize,
 }
 
 /// Which entry a range search wants.
@@ -133,17 +152,16 @@ struct KeyRange {
 
 impl KeyRange {
     /// The range of child `child_index` of `parent`, a node with this range.
-    fn child(&self, parent: &Node, child_index: usize) -> KeyRange {
-        let NodeEntries::Internal(branches) = &parent.entries else {
-            panic!("range of child {child_index} of a leaf requested");
-        };
+    fn child(&self, parent: NodeRef<'_>, child_index: usize) -> KeyRange {
+        assert!(!parent.is_leaf(), "range of child {child_index} of a leaf requested");
         let lower = match child_index {
             0 => self.lower.clone(),
-            _ => branches.get(child_index).map(|branch| branch.key.clone()).unwrap_or_default(),
+            _ => parent.key(child_index).to_vec(),
         };
-        let upper = match branches.get(child_index + 1) {
-            Some(next) => Some(next.key.clone()),
-            None => self.upper.clone(),
+        let upper = if child_index + 1 < parent.entry_count() {
+            Some(parent.key(child_index + 1).to_vec())
+        } else {
+            self.upper.clone()
         };
         KeyRange { lower, upper }
     }
@@ -154,16 +172,16 @@ impl KeyRange {
 
     /// Whether the node's keys lie in the range. Keys inside a node are in order (the decoder
     /// checks), so the first and last key decide; for an internal node, separators 1 and last.
-    fn holds(&self, node: &Node) -> bool {
-        match &node.entries {
-            NodeEntries::Leaf(entries) => {
-                entries.first().is_none_or(|first| first.key >= self.lower)
-                    && entries.last().is_none_or(|last| self.below_upper(&last.key))
-            }
-            NodeEntries::Internal(branches) => {
-                branches.get(1).is_none_or(|second| second.key > self.lower)
-                    && branches.last().is_none_or(|last| self.below_upper(&last.key))
-            }
+    fn holds(&self, node: NodeRef<'_>) -> bool {
+        let count = node.entry_count();
+        if count == 0 {
+            return true;
+        }
+        let last_below_upper = self.below_upper(node.key(count - 1));
+        if node.is_leaf() {
+            node.key(0) >= self.lower.as_slice() && last_below_upper
+        } else {
+            (count < 2 || node.key(1) > self.lower.as_slice()) && last_below_upper
         }
     }
 }
@@ -186,6 +204,13 @@ pub struct TreeCounters {
     pub nodes_written: u64,
     /// Pages read through the store, cache misses and `check` included.
     pub pages_read: u64,
+    /// Of those, leaves.
+    pub leaf_pages_read: u64,
+    /// The most dirty nodes the tree held when an update returned (before any flush the dirty
+    /// budget called for).
+    pub dirty_nodes_peak: u64,
+    /// Flushes an update made to keep the tree within `TreeConfig::dirty_nodes_max`.
+    pub budget_flushes: u64,
 }
 
 /// A copy-on-write B+tree of byte keys and byte values (see the `btree` module documentation).
@@ -201,6 +226,8 @@ pub struct Tree {
     counters: TreeCounters,
     /// Node pages read (kept apart from `counters` because readers count through `&self`).
     pages_read: AtomicU64,
+    /// Of those, leaves.
+    leaf_pages_read: AtomicU64,
 }
 
 impl Tree {
@@ -213,9 +240,10 @@ impl Tree {
             root: RootRef::Dirty(root),
             height: 1,
             dirty,
-            cache: Mutex::new(NodeCache::new(config.cache_nodes_max)),
+            cache: Mutex::new(NodeCache::new(config.cache_bytes_max)),
             counters: TreeCounters::default(),
             pages_read: AtomicU64::new(0),
+            leaf_pages_read: AtomicU64::new(0),
         }
     }
 
@@ -226,9 +254,10 @@ impl Tree {
             root: RootRef::Clean(root.pointer),
             height: root.height,
             dirty: DirtyArena::default(),
-            cache: Mutex::new(NodeCache::new(config.cache_nodes_max)),
+            cache: Mutex::new(NodeCache::new(config.cache_bytes_max)),
             counters: TreeCounters::default(),
             pages_read: AtomicU64::new(0),
+            leaf_pages_read: AtomicU64::new(0),
         }
     }
 
@@ -254,12 +283,21 @@ impl Tree {
 
     /// What this tree has done since `new_empty` or `open`.
     pub fn counters(&self) -> TreeCounters {
-        TreeCounters { pages_read: self.pages_read.load(Ordering::Relaxed), ..self.counters }
+        TreeCounters {
+            pages_read: self.pages_read.load(Ordering::Relaxed),
+            leaf_pages_read: self.leaf_pages_read.load(Ordering::Relaxed),
+            ..self.counters
+        }
     }
 
-    /// Clean decoded nodes held in memory (at most `cache_nodes_max`).
+    /// Clean nodes held in the cache.
     pub fn cached_node_count(&self) -> usize {
         self.cache.lock().len()
+    }
+
+    /// Bytes the cache charges for them (at most `cache_bytes_max`).
+    pub fn cached_bytes(&self) -> usize {
+        self.cache.lock().used_bytes()
     }
 
     /// Whether anything changed since the last flush (equivalently: the root is dirty).
@@ -313,14 +351,20 @@ impl Tree {
             .ok_or(TreeError::Corrupt { address: self.root_address(), reason: "tree height zero" })
     }
 
+    /// `descend` returned no node: it always returns the root at least, so this is a bug; an
+    /// error (the caller poisons the volume) rather than a panic.
+    fn empty_descent(&self) -> TreeError {
+        TreeError::Corrupt { address: self.root_address(), reason: "descent returned no node" }
+    }
+
     fn too_deep(&self) -> TreeError {
         TreeError::Corrupt { address: self.root_address(), reason: "descent deeper than the recorded height" }
     }
 
-    fn node<'a>(&'a self, handle: &'a NodeHandle) -> &'a Node {
+    fn node<'a>(&'a self, handle: &'a NodeHandle) -> NodeRef<'a> {
         match handle {
-            NodeHandle::Dirty(id) => self.dirty.get(*id),
-            NodeHandle::Clean(node) => node,
+            NodeHandle::Dirty(id) => NodeRef::Owned(self.dirty.get(*id)),
+            NodeHandle::Clean(page) => NodeRef::Page(page),
         }
     }
 
@@ -335,41 +379,45 @@ impl Tree {
     }
 
     /// Reads and verifies the node `pointer` refers to, bypassing the cache.
-    fn read_node(&self, store: &dyn NodeReader, pointer: PagePointer, level: u8) -> Result<Node, TreeError> {
+    fn read_node(&self, store: &dyn NodeReader, pointer: PagePointer, level: u8) -> Result<NodePage, TreeError> {
         let address = pointer.address;
         if address.is_null() {
             return Err(TreeError::Corrupt { address, reason: "null child pointer" });
         }
         let page = self.read_page(store, address)?;
-        let (node, checksum) = Node::decode(&page).map_err(|error| TreeError::from_decode(address, &error))?;
-        if checksum != pointer.checksum {
+        let page = NodePage::parse(page).map_err(|error| TreeError::from_decode(address, &error))?;
+        if page.checksum() != pointer.checksum {
             return Err(TreeError::Corrupt { address, reason: "checksum differs from the parent pointer" });
         }
-        if node.tree_id != self.config.tree_id {
+        if page.tree_id() != self.config.tree_id {
             return Err(TreeError::Corrupt { address, reason: "node of another tree" });
         }
-        if node.level != level {
+        if page.level() != level {
             return Err(TreeError::Corrupt { address, reason: "level differs from what the parent implies" });
         }
-        Ok(node)
+        if page.is_leaf() {
+            self.leaf_pages_read.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(page)
     }
 
     /// The clean node `pointer` refers to, from the cache or from flash. Two readers missing
     /// the same node both read it; the second insert replaces the first with equal content.
-    fn load(&self, store: &dyn NodeReader, pointer: PagePointer, level: u8) -> Result<Arc<Node>, TreeError> {
+    fn load(&self, store: &dyn NodeReader, pointer: PagePointer, level: u8) -> Result<NodePage, TreeError> {
         {
             let mut cache = self.cache.lock();
-            if let Some((node, checksum)) = cache.get(pointer.address) {
-                if checksum == pointer.checksum && node.level == level && node.tree_id == self.config.tree_id {
-                    return Ok(node);
+            if let Some(page) = cache.get(pointer.address) {
+                if page.checksum() == pointer.checksum && page.level() == level && page.tree_id() == self.config.tree_id
+                {
+                    return Ok(page);
                 }
                 // The cached copy disagrees with the pointer: let the flash decide.
                 cache.remove(pointer.address);
             }
         }
-        let node = Arc::new(self.read_node(store, pointer, level)?);
-        self.cache.lock().insert(pointer.address, pointer.checksum, Arc::clone(&node));
-        Ok(node)
+        let page = self.read_node(store, pointer, level)?;
+        self.cache.lock().insert(pointer.address, page.clone());
+        Ok(page)
     }
 
     fn open_root(&self, store: &dyn NodeReader) -> Result<NodeHandle, TreeError> {
@@ -377,6 +425,14 @@ impl Tree {
         match self.root {
             RootRef::Dirty(id) => Ok(NodeHandle::Dirty(id)),
             RootRef::Clean(pointer) => Ok(NodeHandle::Clean(self.load(store, pointer, level)?)),
+        }
+    }
+
+    /// The reference to the root, as a parent would hold it.
+    fn root_reference(&self) -> Child {
+        match self.root {
+            RootRef::Clean(pointer) => Child::OnFlash(pointer),
+            RootRef::Dirty(id) => Child::Dirty(id),
         }
     }
 
@@ -389,6 +445,11 @@ impl Tree {
     ) -> Result<NodeHandle, TreeError> {
         let node = self.node(parent);
         let (child, level) = Self::child_of(node, child_index);
+        self.open_reference(store, child, level)
+    }
+
+    /// Opens the node `child` refers to, which must be at `level`.
+    fn open_reference(&self, store: &dyn NodeReader, child: Child, level: u8) -> Result<NodeHandle, TreeError> {
         match child {
             Child::Dirty(id) => {
                 assert_eq!(self.dirty.get(id).level, level, "dirty child {id:?} at the wrong level");
@@ -399,16 +460,13 @@ impl Tree {
     }
 
     /// Child `child_index` of internal node `node` and the level it must have.
-    fn child_of(node: &Node, child_index: usize) -> (Child, u8) {
-        let NodeEntries::Internal(branches) = &node.entries else {
-            panic!("child {child_index} of a leaf requested");
-        };
-        let branch = branches
-            .get(child_index)
-            .unwrap_or_else(|| panic!("child {child_index} of a node with {} children", branches.len()));
+    // Invariant: callers pass internal nodes only, and level 0 means a leaf (the decoder checks
+    // it for pages; dirty nodes keep the level of the node they copy or split).
+    #[allow(clippy::panic)]
+    fn child_of(node: NodeRef<'_>, child_index: usize) -> (Child, u8) {
         // Internal nodes have level >= 1: the decoder ties level 0 to leaves.
-        let level = node.level.checked_sub(1).unwrap_or_else(|| panic!("internal node at level 0"));
-        (branch.child, level)
+        let level = node.level().checked_sub(1).unwrap_or_else(|| panic!("internal node at level 0"));
+        (node.child(child_index), level)
     }
 
     pub fn get(&self, store: &dyn NodeReader, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
@@ -416,16 +474,37 @@ impl Tree {
         // Bounded by the height: every step goes one level down, checked by `load`.
         for _level in 0..self.height {
             let node = self.node(&handle);
-            match &node.entries {
-                NodeEntries::Leaf(entries) => {
-                    let found = entries.binary_search_by(|entry| entry.key.as_slice().cmp(key));
-                    return Ok(found.ok().and_then(|index| entries.get(index)).map(|entry| entry.value.clone()));
-                }
-                NodeEntries::Internal(_) => {
-                    let child_index = node.child_index(key);
-                    handle = self.open_child(store, &handle, child_index)?;
-                }
+            if node.is_leaf() {
+                return Ok(node.search(key).ok().map(|index| node.value(index).to_vec()));
             }
+            let child_index = node.child_index(key);
+            handle = self.open_child(store, &handle, child_index)?;
+        }
+        Err(self.too_deep())
+    }
+
+    /// The path from the root to the node at `stop_level` whose range holds `key`, read once
+    /// (from the cache or flash): the one descent of an update, which then copies the nodes it
+    /// found (`dirty_descent`) only if something changes.
+    fn descend(&self, store: &dyn NodeReader, key: &[u8], stop_level: u8) -> Result<Vec<DescentStep>, TreeError> {
+        // Opening the root first turns a height of zero into an error.
+        let mut handle = self.open_root(store)?;
+        assert!(stop_level < self.height, "stop level {stop_level} not below height {}", self.height);
+        let mut steps: Vec<DescentStep> = Vec::with_capacity(usize::from(self.height));
+        let mut reference = self.root_reference();
+        // Bounded by the height: every step goes one level down (checked when a child is opened).
+        for _level in 0..self.height {
+            let node = self.node(&handle);
+            if node.level() == stop_level {
+                steps.push(DescentStep { reference, handle, child_index: 0 });
+                return Ok(steps);
+            }
+            let child_index = node.child_index(key);
+            let (child, level) = Self::child_of(node, child_index);
+            let next = self.open_reference(store, child, level)?;
+            steps.push(DescentStep { reference, handle, child_index });
+            reference = child;
+            handle = next;
         }
         Err(self.too_deep())
     }
@@ -439,11 +518,13 @@ impl Tree {
     /// Visits the entries with key >= `key` (> when not `inclusive`) in key order, calling
     /// `visit(key, value)` until it returns false or the tree ends: a cursor that reads each
     /// node of the range once (a leaf's successor is found through the internal nodes kept on
-    /// a stack of at most `height` frames), instead of one descent per entry.
+    /// a stack of at most `height` frames), instead of one descent per entry. Keys and values
+    /// are handed out in place, from the page.
     ///
     /// On a corrupt tree it stops with an error rather than loop: every step goes one level
     /// down (checked when a child is opened), a non-root leaf must hold entries, and keys must
-    /// increase strictly across the walk, so the visits are bounded by the entries visited.
+    /// increase strictly across the walk (inside a node the decoder checked it; across leaves
+    /// it is checked here), so the visits are bounded by the entries visited.
     pub fn scan_from(
         &self,
         store: &dyn NodeReader,
@@ -454,17 +535,17 @@ impl Tree {
         // (internal node, index of the next child to descend into)
         let mut stack: Vec<(NodeHandle, usize)> = Vec::with_capacity(usize::from(self.height));
         let mut current = self.open_root(store)?;
+        // The last key visited, kept to check the order across leaves.
         let mut previous: Option<Vec<u8>> = None;
         let mut first_leaf = true;
         loop {
             // Down to a leaf: along `key` the first time, leftmost afterwards.
             loop {
                 let node = self.node(&current);
-                let child_index = match &node.entries {
-                    NodeEntries::Leaf(_) => break,
-                    NodeEntries::Internal(_) if first_leaf => node.child_index(key),
-                    NodeEntries::Internal(_) => 0,
-                };
+                if node.is_leaf() {
+                    break;
+                }
+                let child_index = if first_leaf { node.child_index(key) } else { 0 };
                 if stack.len() >= usize::from(self.height) {
                     return Err(self.too_deep());
                 }
@@ -473,35 +554,36 @@ impl Tree {
                 current = child;
             }
             let node = self.node(&current);
-            let NodeEntries::Leaf(entries) = &node.entries else { unreachable!("the loop above ends at a leaf") };
-            if entries.is_empty() && !stack.is_empty() {
+            let count = node.entry_count();
+            if count == 0 && !stack.is_empty() {
                 return Err(TreeError::Corrupt { address: self.root_address(), reason: "empty leaf below the root" });
             }
             let start = match (first_leaf, inclusive) {
                 (false, _) => 0,
-                (true, true) => entries.partition_point(|entry| entry.key.as_slice() < key),
-                (true, false) => entries.partition_point(|entry| entry.key.as_slice() <= key),
+                (true, true) => node.partition_point(|entry_key| entry_key < key),
+                (true, false) => node.partition_point(|entry_key| entry_key <= key),
             };
             first_leaf = false;
-            for entry in entries.iter().skip(start) {
-                if previous.as_deref().is_some_and(|previous| entry.key.as_slice() <= previous) {
+            if start < count {
+                if previous.as_deref().is_some_and(|previous| node.key(start) <= previous) {
                     return Err(TreeError::Corrupt {
                         address: self.root_address(),
                         reason: "keys out of order across leaves",
                     });
                 }
-                if !visit(&entry.key, &entry.value) {
-                    return Ok(());
+                for index in start..count {
+                    if !visit(node.key(index), node.value(index)) {
+                        return Ok(());
+                    }
                 }
-                previous = Some(entry.key.clone());
+                let last = previous.get_or_insert_with(Vec::new);
+                last.clear();
+                last.extend_from_slice(node.key(count - 1));
             }
             // Up to the nearest ancestor with a child left, then into that child.
             current = loop {
                 let Some((parent, next_index)) = stack.pop() else { return Ok(()) };
-                let NodeEntries::Internal(branches) = &self.node(&parent).entries else {
-                    unreachable!("only internal nodes are stacked")
-                };
-                if next_index < branches.len() {
+                if next_index < self.node(&parent).entry_count() {
                     let child = self.open_child(store, &parent, next_index)?;
                     stack.push((parent, next_index + 1));
                     break child;
@@ -563,40 +645,24 @@ impl Tree {
         let mut current = root;
         loop {
             let node = self.node(&current);
-            match &node.entries {
-                NodeEntries::Leaf(entries) => {
-                    let found = match direction {
-                        Seek::Forward { inclusive } => {
-                            let index = if inclusive {
-                                entries.partition_point(|entry| entry.key.as_slice() < key)
-                            } else {
-                                entries.partition_point(|entry| entry.key.as_slice() <= key)
-                            };
-                            entries.get(index)
-                        }
-                        Seek::Backward => {
-                            let count = entries.partition_point(|entry| entry.key.as_slice() <= key);
-                            count.checked_sub(1).and_then(|index| entries.get(index))
-                        }
-                    };
-                    if let Some(entry) = found {
-                        return Ok(Some((entry.key.clone(), entry.value.clone())));
-                    }
+            if node.is_leaf() {
+                let found = match direction {
+                    Seek::Forward { inclusive: true } => Some(node.partition_point(|entry_key| entry_key < key)),
+                    Seek::Forward { inclusive: false } => Some(node.partition_point(|entry_key| entry_key <= key)),
+                    Seek::Backward => node.partition_point(|entry_key| entry_key <= key).checked_sub(1),
+                };
+                if let Some(index) = found.filter(|&index| index < node.entry_count()) {
+                    return Ok(Some((node.key(index).to_vec(), node.value(index).to_vec())));
                 }
-                NodeEntries::Internal(branches) => {
-                    let start = node.child_index(key);
-                    // Forward: children start.. in order; backward: ..=start in reverse.
-                    let (next_index, remaining) = match direction {
-                        Seek::Forward { .. } => (start, branches.len().saturating_sub(start)),
-                        Seek::Backward => (start, start + 1),
-                    };
-                    stack.push(SeekFrame { handle: current, next_index, remaining });
-                    assert!(
-                        stack.len() <= usize::from(self.height),
-                        "search stack deeper than the height {}",
-                        self.height
-                    );
-                }
+            } else {
+                let start = node.child_index(key);
+                // Forward: children start.. in order; backward: ..=start in reverse.
+                let (next_index, remaining) = match direction {
+                    Seek::Forward { .. } => (start, node.entry_count().saturating_sub(start)),
+                    Seek::Backward => (start, start + 1),
+                };
+                stack.push(SeekFrame { handle: current, next_index, remaining });
+                assert!(stack.len() <= usize::from(self.height), "search stack deeper than the height {}", self.height);
             }
             // The next child to try, backing up past exhausted nodes.
             current = loop {
@@ -630,27 +696,14 @@ impl Tree {
     /// Makes a dirty copy of the clean node at `address`. The working state stops referring to
     /// the page here, so this is where it is released, once; the committed state may still
     /// use it, which is the store's business.
-    fn adopt(&mut self, store: &mut dyn NodeStore, address: LogAddress, node: &Node) -> DirtyId {
+    fn adopt(&mut self, store: &mut dyn NodeStore, address: LogAddress, page: &NodePage) -> DirtyId {
         assert!(!address.is_null(), "adopting a node without an address");
-        let id = self.dirty.insert(node.clone());
+        let id = self.dirty.insert(page.to_node());
         self.counters.nodes_copied += 1;
         // The page may be erased and rewritten once released; never serve it from the cache.
         self.cache.get_mut().remove(address);
         store.release(address);
         id
-    }
-
-    fn dirty_root(&mut self, store: &mut dyn NodeStore) -> Result<DirtyId, TreeError> {
-        match self.root {
-            RootRef::Dirty(id) => Ok(id),
-            RootRef::Clean(pointer) => {
-                let level = self.root_level()?;
-                let node = self.load(store, pointer, level)?;
-                let id = self.adopt(store, pointer.address, &node);
-                self.root = RootRef::Dirty(id);
-                Ok(id)
-            }
-        }
     }
 
     /// Makes child `child_index` of the dirty node `parent` dirty and returns it. `range` is
@@ -663,28 +716,61 @@ impl Tree {
         child_index: usize,
         range: &KeyRange,
     ) -> Result<DirtyId, TreeError> {
-        let (child, level) = Self::child_of(self.dirty.get(parent), child_index);
+        let (child, level) = Self::child_of(NodeRef::Owned(self.dirty.get(parent)), child_index);
         match child {
             Child::Dirty(id) => Ok(id),
             Child::OnFlash(pointer) => {
-                let node = self.load(store, pointer, level)?;
-                if !range.holds(&node) {
-                    let reason = "keys outside the parent's separators";
-                    return Err(TreeError::Corrupt { address: pointer.address, reason });
-                }
-                let id = self.adopt(store, pointer.address, &node);
-                self.set_child(parent, child_index, Child::Dirty(id));
+                let page = self.load(store, pointer, level)?;
+                Ok(self.adopt_child(store, parent, child_index, pointer, &page, range)?)
+            }
+        }
+    }
+
+    /// Copies the clean child `child_index` of the dirty node `parent`, already read as `page`,
+    /// into a dirty node and links it in its parent (see `dirty_child` for `range`).
+    fn adopt_child(
+        &mut self,
+        store: &mut dyn NodeStore,
+        parent: DirtyId,
+        child_index: usize,
+        pointer: PagePointer,
+        page: &NodePage,
+        range: &KeyRange,
+    ) -> Result<DirtyId, TreeError> {
+        if !range.holds(NodeRef::Page(page)) {
+            let reason = "keys outside the parent's separators";
+            return Err(TreeError::Corrupt { address: pointer.address, reason });
+        }
+        let id = self.adopt(store, pointer.address, page);
+        self.set_child(parent, child_index, Child::Dirty(id));
+        Ok(id)
+    }
+
+    /// Makes the root dirty (copying it if it is clean) and returns it.
+    fn dirty_root(&mut self, store: &mut dyn NodeStore) -> Result<DirtyId, TreeError> {
+        match self.root {
+            RootRef::Dirty(id) => Ok(id),
+            RootRef::Clean(pointer) => {
+                let level = self.root_level()?;
+                let page = self.load(store, pointer, level)?;
+                let id = self.adopt(store, pointer.address, &page);
+                self.root = RootRef::Dirty(id);
                 Ok(id)
             }
         }
     }
 
+    // Invariant (set_child, branches_mut, leaf_entries_mut): the ids come from a path or flush
+    // stack the tree built, whose steps name dirty nodes of the right kind and children
+    // that exist.
+    #[allow(clippy::panic)]
     fn set_child(&mut self, parent: DirtyId, child_index: usize, child: Child) {
         let branch = self.branches_mut(parent).get_mut(child_index);
         let branch = branch.unwrap_or_else(|| panic!("no child {child_index} in {parent:?}"));
         branch.child = child;
     }
 
+    #[allow(clippy::panic)]
     fn branches_mut(&mut self, id: DirtyId) -> &mut Vec<Branch> {
         match &mut self.dirty.get_mut(id).entries {
             NodeEntries::Internal(branches) => branches,
@@ -694,6 +780,7 @@ impl Tree {
         }
     }
 
+    #[allow(clippy::panic)]
     fn leaf_entries_mut(&mut self, id: DirtyId) -> &mut Vec<LeafEntry> {
         match &mut self.dirty.get_mut(id).entries {
             NodeEntries::Leaf(entries) => entries,
@@ -701,37 +788,53 @@ impl Tree {
         }
     }
 
-    /// Makes the path from the root to the node at `stop_level` that covers `key` dirty.
-    fn dirty_path(
+    /// Makes the nodes of `descent` (root first) dirty, copying each clean one from the page
+    /// the descent already holds, and returns them as a path with each node's key range.
+    // Invariant: `descend` pairs each reference with the node it opened, under `&mut self`.
+    #[allow(clippy::panic)]
+    fn dirty_descent(
         &mut self,
         store: &mut dyn NodeStore,
-        key: &[u8],
-        stop_level: u8,
+        descent: Vec<DescentStep>,
     ) -> Result<Vec<PathStep>, TreeError> {
-        assert!(stop_level < self.height, "stop level {stop_level} not below height {}", self.height);
-        let mut id = self.dirty_root(store)?;
+        let mut path: Vec<PathStep> = Vec::with_capacity(descent.len());
         let mut range = KeyRange::default();
-        let mut path = Vec::with_capacity(usize::from(self.height));
-        // Bounded by the height: each step goes one level down (checked by `load`).
-        for _level in 0..self.height {
-            let node = self.dirty.get(id);
-            if node.level == stop_level {
-                path.push(PathStep { node: id, child_index: 0, range });
-                return Ok(path);
-            }
-            let child_index = node.child_index(key);
-            let child_range = range.child(node, child_index);
-            let child_id = self.dirty_child(store, id, child_index, &child_range)?;
-            path.push(PathStep { node: id, child_index, range });
+        let last_index = descent.len().saturating_sub(1);
+        for (depth, step) in descent.into_iter().enumerate() {
+            let id = match (step.reference, &step.handle, path.last()) {
+                (Child::Dirty(id), NodeHandle::Dirty(handle_id), _) => {
+                    assert_eq!(id, *handle_id, "descent step {depth} names two nodes");
+                    id
+                }
+                (Child::OnFlash(pointer), NodeHandle::Clean(page), None) => {
+                    let id = self.adopt(store, pointer.address, page);
+                    self.root = RootRef::Dirty(id);
+                    id
+                }
+                (Child::OnFlash(pointer), NodeHandle::Clean(page), Some(parent)) => {
+                    let (parent, child_index) = (parent.node, parent.child_index);
+                    self.adopt_child(store, parent, child_index, pointer, page, &range)?
+                }
+                // A dirty node's parent is dirty (path copy), and copying the parent keeps its
+                // clean children's pointers, so the reference and the node agree.
+                (reference, _, _) => panic!("descent step {depth}: reference {reference:?} disagrees with its node"),
+            };
+            let child_range = match depth < last_index {
+                true => range.child(NodeRef::Owned(self.dirty.get(id)), step.child_index),
+                false => KeyRange::default(),
+            };
+            path.push(PathStep { node: id, child_index: step.child_index, range });
             range = child_range;
-            id = child_id;
         }
-        Err(self.too_deep())
+        Ok(path)
     }
 
     // ----- updates ---------------------------------------------------------------------------
 
-    /// Inserts or replaces the value of `key`; returns the previous value.
+    /// Inserts or replaces the value of `key`; returns the previous value. One descent finds
+    /// the leaf; the nodes on the way are copied only if the value changes.
+    // Invariant: the leaf's dirty copy holds the entries of the leaf the descent searched.
+    #[allow(clippy::panic)]
     pub fn insert(
         &mut self,
         store: &mut dyn NodeStore,
@@ -743,46 +846,69 @@ impl Tree {
         if key.len() + value.len() > limit_bytes {
             return Err(TreeError::EntryTooLarge { key_bytes: key.len(), value_bytes: value.len(), limit_bytes });
         }
-        let previous = self.get(store, key)?;
+        let descent = self.descend(store, key, 0)?;
+        let leaf = descent.last().ok_or_else(|| self.empty_descent())?;
+        let leaf = self.node(&leaf.handle);
+        let found = leaf.search(key);
+        let previous = found.ok().map(|index| leaf.value(index).to_vec());
         if previous.as_deref() == Some(value) {
             // Nothing changes, so nothing is copied (and no page is rewritten at the flush).
             return Ok(previous);
         }
-        let path = self.dirty_path(store, key, 0)?;
-        let leaf = path.last().unwrap_or_else(|| panic!("empty path")).node;
+        let path = self.dirty_descent(store, descent)?;
+        let leaf = path.last().ok_or_else(|| self.empty_descent())?.node;
         let entries = self.leaf_entries_mut(leaf);
-        match entries.binary_search_by(|entry| entry.key.as_slice().cmp(key)) {
+        match found {
             Ok(index) => {
-                let replaced = core::mem::replace(&mut entries[index].value, value.to_vec());
-                assert_eq!(Some(&replaced), previous.as_ref(), "lookup and update disagree on {key:?}");
+                let entry = entries.get_mut(index).unwrap_or_else(|| panic!("leaf copy lost entry {index}"));
+                assert_eq!(entry.key, key, "leaf copy differs from the leaf read");
+                entry.value = value.to_vec();
             }
             Err(index) => {
-                assert!(previous.is_none(), "lookup found {key:?} but the leaf does not hold it");
+                assert!(
+                    entries.get(index).is_none_or(|entry| entry.key.as_slice() > key),
+                    "leaf copy differs from the leaf read"
+                );
                 entries.insert(index, LeafEntry { key: key.to_vec(), value: value.to_vec() });
             }
         }
         self.restore_balance(store, &path, node_size_bytes)?;
+        self.keep_dirty_budget(store)?;
         Ok(previous)
     }
 
-    /// Removes `key`; returns its value if it was present.
+    /// Removes `key`; returns its value if it was present. One descent, as for `insert`.
     pub fn remove(&mut self, store: &mut dyn NodeStore, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
         let node_size_bytes = Self::node_size_bytes(store);
-        let previous = self.get(store, key)?;
-        if previous.is_none() {
+        let descent = self.descend(store, key, 0)?;
+        let leaf = descent.last().ok_or_else(|| self.empty_descent())?;
+        let leaf = self.node(&leaf.handle);
+        let Ok(index) = leaf.search(key) else {
             // Removing an absent key changes nothing, so nothing is copied.
             return Ok(None);
-        }
-        let path = self.dirty_path(store, key, 0)?;
-        let leaf = path.last().unwrap_or_else(|| panic!("empty path")).node;
+        };
+        let path = self.dirty_descent(store, descent)?;
+        let leaf = path.last().ok_or_else(|| self.empty_descent())?.node;
         let entries = self.leaf_entries_mut(leaf);
-        let index = entries
-            .binary_search_by(|entry| entry.key.as_slice().cmp(key))
-            .unwrap_or_else(|_| panic!("lookup found {key:?} but the leaf does not hold it"));
+        assert!(index < entries.len(), "leaf copy lost entry {index}");
         let removed = entries.remove(index);
-        assert_eq!(Some(&removed.value), previous.as_ref(), "lookup and removal disagree on {key:?}");
+        assert_eq!(removed.key, key, "leaf copy differs from the leaf read");
         self.restore_balance(store, &path, node_size_bytes)?;
-        Ok(previous)
+        self.keep_dirty_budget(store)?;
+        Ok(Some(removed.value))
+    }
+
+    /// After an update: records the dirty count and, if it is over `dirty_nodes_max`, writes
+    /// every dirty node out (a flush, not a commit: the committed tree stays where it is), so
+    /// one operation making many updates stays within the budget.
+    fn keep_dirty_budget(&mut self, store: &mut dyn NodeStore) -> Result<(), TreeError> {
+        let dirty_count = self.dirty.count;
+        self.counters.dirty_nodes_peak = self.counters.dirty_nodes_peak.max(dirty_count as u64);
+        if dirty_count > self.config.dirty_nodes_max {
+            self.flush(store)?;
+            self.counters.budget_flushes += 1;
+        }
+        Ok(())
     }
 
     /// After the leaf at the end of `path` changed: splits nodes that overflow and merges or
@@ -794,10 +920,11 @@ impl Tree {
         node_size_bytes: usize,
     ) -> Result<(), TreeError> {
         let underflow_bytes = node_size_bytes / UNDERFLOW_DIVISOR;
-        for depth in (1..path.len()).rev() {
-            let (parent, node) = (&path[depth - 1], path[depth].node);
-            let (child, _) = Self::child_of(self.dirty.get(parent.node), parent.child_index);
-            assert_eq!(child, Child::Dirty(node), "path step {depth} is not its parent's child");
+        for (depth, pair) in path.windows(2).enumerate().rev() {
+            let [parent, node] = pair else { continue };
+            let node = node.node;
+            let (child, _) = Self::child_of(NodeRef::Owned(self.dirty.get(parent.node)), parent.child_index);
+            assert_eq!(child, Child::Dirty(node), "path step {} is not its parent's child", depth + 1);
             let encoded_bytes = self.dirty.get(node).encoded_bytes();
             if encoded_bytes > node_size_bytes {
                 self.split_child(parent.node, parent.child_index, node_size_bytes);
@@ -805,7 +932,7 @@ impl Tree {
                 self.rebalance_child(store, parent, node_size_bytes)?;
             }
         }
-        let root = path.first().unwrap_or_else(|| panic!("empty path")).node;
+        let root = path.first().ok_or_else(|| self.empty_descent())?.node;
         assert_eq!(self.root, RootRef::Dirty(root), "path does not start at the root");
         self.fix_root(root, node_size_bytes);
         Ok(())
@@ -813,8 +940,11 @@ impl Tree {
 
     /// Splits the dirty child `child_index` of `parent` in two by bytes and adds the new right
     /// half to `parent`.
+    // Invariant: only a dirty child that overflows is split: more than a node's bytes, and an
+    // entry takes at most a quarter node, so it holds at least four entries and both halves some.
+    #[allow(clippy::panic)]
     fn split_child(&mut self, parent: DirtyId, child_index: usize, node_size_bytes: usize) {
-        let (child, _) = Self::child_of(self.dirty.get(parent), child_index);
+        let (child, _) = Self::child_of(NodeRef::Owned(self.dirty.get(parent)), child_index);
         let Child::Dirty(left) = child else { panic!("splitting clean child {child_index} of {parent:?}") };
         let node = self.dirty.get_mut(left);
         let split_index = split_index(&node.entries, node_size_bytes);
@@ -850,6 +980,9 @@ impl Tree {
 
     /// The dirty child `child_index` of `parent` fell below a quarter: merges it with a sibling,
     /// or, if both do not fit one node, splits their entries evenly between them.
+    // Invariant: siblings are at the same level, so of the same kind, and internal nodes have
+    // children (the decoder and `fix_root` see to it).
+    #[allow(clippy::panic)]
     fn rebalance_child(
         &mut self,
         store: &mut dyn NodeStore,
@@ -863,7 +996,7 @@ impl Tree {
         assert!(child_count >= 2, "parent {parent:?} of an underfull node has {child_count} children");
         let left_index = if child_index + 1 < child_count { child_index } else { child_index - 1 };
         let right_index = left_index + 1;
-        let parent_node = self.dirty.get(parent);
+        let parent_node = NodeRef::Owned(self.dirty.get(parent));
         let left_range = parent_step.range.child(parent_node, left_index);
         let right_range = parent_step.range.child(parent_node, right_index);
         let left = self.dirty_child(store, parent, left_index, &left_range)?;
@@ -954,22 +1087,29 @@ impl Tree {
     /// stay dirty; the tree is still consistent.
     pub fn flush(&mut self, store: &mut dyn NodeStore) -> Result<TreeRoot, TreeError> {
         let node_size_bytes = Self::node_size_bytes(store);
-        if let RootRef::Dirty(root) = self.root {
-            let dirty_before = self.dirty.count;
-            let pointer = self.flush_node(store, root, node_size_bytes)?;
-            self.root = RootRef::Clean(pointer);
-            assert_eq!(self.dirty.count, 0, "{} of {dirty_before} dirty nodes unreachable at flush", self.dirty.count);
-        }
+        let pointer = match self.root {
+            RootRef::Clean(pointer) => pointer,
+            RootRef::Dirty(root) => {
+                let dirty_before = self.dirty.count;
+                let pointer = self.flush_node(store, root, node_size_bytes)?;
+                self.root = RootRef::Clean(pointer);
+                assert_eq!(
+                    self.dirty.count, 0,
+                    "{} of {dirty_before} dirty nodes unreachable at flush",
+                    self.dirty.count
+                );
+                pointer
+            }
+        };
         assert!(!self.is_dirty(), "tree dirty after flush");
-        match self.root() {
-            Some(root) => Ok(root),
-            None => panic!("root dirty after flush"),
-        }
+        Ok(TreeRoot { pointer, height: self.height })
     }
 
     /// Writes the dirty subtree at `root` children first. Iterative: the explicit stack holds
     /// one dirty node per level (each child is one level below its parent), so its depth is at
     /// most the height whatever the tree holds.
+    // Invariant: the stack holds the root until the root is written, and then the loop returns.
+    #[allow(clippy::panic)]
     fn flush_node(
         &mut self,
         store: &mut dyn NodeStore,
@@ -1021,21 +1161,17 @@ impl Tree {
         node_size_bytes: usize,
     ) -> Result<PagePointer, TreeError> {
         let node = self.dirty.get(id);
-        if let NodeEntries::Internal(branches) = &node.entries {
-            assert!(
-                branches.iter().all(|branch| matches!(branch.child, Child::OnFlash(_))),
-                "node written before its dirty children"
-            );
-        }
-        let encoded = node.encode(node_size_bytes);
+        // `encode` refuses (panics on) a node with a dirty child.
+        let page = NodePage::encode(node, node_size_bytes);
         let tag = NodeTag { tree_id: node.tree_id, level: node.level };
-        let address = store.append_node(&encoded.bytes, tag)?;
+        let address = store.append_node(page.page_bytes(), tag)?;
         assert!(!address.is_null(), "store appended a node at the null address");
-        let node = self.dirty.remove(id);
+        self.dirty.remove(id);
         self.counters.nodes_written += 1;
-        // The fresh page is the likeliest to be read next, and costs nothing to keep.
-        self.cache.get_mut().insert(address, encoded.checksum, Arc::new(node));
-        Ok(PagePointer { address, checksum: encoded.checksum })
+        let checksum = page.checksum();
+        // The fresh page is the likeliest to be read next.
+        self.cache.get_mut().insert(address, page);
+        Ok(PagePointer { address, checksum })
     }
 
     // ----- cleaner support -------------------------------------------------------------------
@@ -1059,52 +1195,47 @@ impl Tree {
             }
         }
         let page = self.read_page(store, address)?;
-        let Ok((node, _)) = Node::decode(&page) else {
+        let Ok(page) = NodePage::parse(page) else {
             return Ok(false);
         };
-        if node.tree_id != self.config.tree_id || node.level.saturating_add(1) >= self.height {
+        if page.is_leaf() {
+            self.leaf_pages_read.fetch_add(1, Ordering::Relaxed);
+        }
+        let level = page.level();
+        if page.tree_id() != self.config.tree_id || level.saturating_add(1) >= self.height {
             // Another tree's node, or at the root's level but not the root.
             return Ok(false);
         }
         // A key inside the node's range: if the working tree references the page, the search
         // for that key passes through it, because the nodes of one level partition the keys.
-        let probe = match &node.entries {
-            NodeEntries::Leaf(entries) => match entries.first() {
-                Some(entry) => entry.key.clone(),
-                // Only a root leaf is empty, and the root was handled above.
-                None => return Ok(false),
-            },
-            // Separator 1 is above everything in child 0 and at most everything in child 1.
-            NodeEntries::Internal(branches) => match branches.get(1) {
-                Some(branch) => branch.key.clone(),
-                None => return Err(TreeError::Corrupt { address, reason: "internal node with one child" }),
-            },
+        // Only a root leaf is empty, and the root was handled above; separator 1 of an internal
+        // node is above everything in child 0 and at most everything in child 1.
+        let probe = match (page.is_leaf(), page.entry_count()) {
+            (true, 0) => return Ok(false),
+            (true, _) => page.key(0).to_vec(),
+            (false, count) if count >= 2 => page.key(1).to_vec(),
+            (false, _) => return Err(TreeError::Corrupt { address, reason: "internal node with one child" }),
         };
-        match self.child_reference(store, &probe, node.level)? {
-            Child::OnFlash(pointer) if pointer.address == address => {
-                let path = self.dirty_path(store, &probe, node.level)?;
-                let last = path.last().unwrap_or_else(|| panic!("empty path"));
-                assert_eq!(self.dirty.get(last.node).level, node.level, "relocated the wrong level");
-                Ok(true)
-            }
-            _ => Ok(false),
+        // One descent to the parent; the node itself is the page just read.
+        let descent = self.descend(store, &probe, level + 1)?;
+        let parent = self.node(&descent.last().ok_or_else(|| self.empty_descent())?.handle);
+        let child_index = parent.child_index(&probe);
+        let Child::OnFlash(pointer) = parent.child(child_index) else {
+            return Ok(false); // already copied: the working tree no longer references a page
+        };
+        if pointer.address != address {
+            return Ok(false);
         }
-    }
-
-    /// The child reference to the node at `level` (below the root) whose range holds `key`.
-    fn child_reference(&mut self, store: &mut dyn NodeStore, key: &[u8], level: u8) -> Result<Child, TreeError> {
-        let mut handle = self.open_root(store)?;
-        // Bounded by the height: every step goes one level down.
-        for _level in 0..self.height {
-            let node = self.node(&handle);
-            let child_index = node.child_index(key);
-            let (child, child_level) = Self::child_of(node, child_index);
-            if child_level == level {
-                return Ok(child);
-            }
-            handle = self.open_child(store, &handle, child_index)?;
+        if pointer.checksum != page.checksum() {
+            return Err(TreeError::Corrupt { address, reason: "checksum differs from the parent pointer" });
         }
-        Err(self.too_deep())
+        let path = self.dirty_descent(store, descent)?;
+        let parent = path.last().ok_or_else(|| self.empty_descent())?;
+        let range = parent.range.child(NodeRef::Owned(self.dirty.get(parent.node)), child_index);
+        let parent = parent.node;
+        self.adopt_child(store, parent, child_index, pointer, &page, &range)?;
+        self.keep_dirty_budget(store)?;
+        Ok(true)
     }
 
     // ----- fsck ------------------------------------------------------------------------------
@@ -1160,7 +1291,7 @@ impl Tree {
         visit_entry: &mut EntryVisitor<'_>,
         visit_violation: &mut dyn FnMut(TreeError) -> bool,
     ) -> TreeStats {
-        let mut stats = TreeStats { node_count: 0, entry_count: 0, height: self.height };
+        let mut stats = TreeStats { node_count: 0, leaf_count: 0, entry_count: 0, height: self.height };
         let root_level = match self.root_level() {
             Ok(level) => level,
             Err(violation) => {
@@ -1168,13 +1299,9 @@ impl Tree {
                 return stats;
             }
         };
-        let root = match self.root {
-            RootRef::Clean(pointer) => Child::OnFlash(pointer),
-            RootRef::Dirty(id) => Child::Dirty(id),
-        };
         let mut previous_key: Option<Vec<u8>> = None;
         let mut stack: Vec<CheckFrame> = Vec::with_capacity(usize::from(self.height));
-        let mut pending = Some((root, root_level, Vec::new(), None::<Vec<u8>>));
+        let mut pending = Some((self.root_reference(), root_level, Vec::new(), None::<Vec<u8>>));
         // Cleared when `visit_violation` asks to stop.
         let go_on = core::cell::Cell::new(true);
         let mut report = |violation| {
@@ -1189,63 +1316,54 @@ impl Tree {
                 let is_root = stats.node_count == 0 && stack.is_empty();
                 match self.check_open(store, child, level, visit_node) {
                     Err(violation) => report(violation),
-                    Ok((node, address)) => {
+                    Ok((handle, address)) => {
                         stats.node_count += 1;
                         let corrupt = |reason| TreeError::Corrupt { address, reason };
-                        match node.entries {
-                            NodeEntries::Leaf(entries) => {
-                                if entries.is_empty() && !is_root {
-                                    report(corrupt("empty non-root leaf"));
-                                }
-                                for entry in &entries {
-                                    if !go_on.get() {
-                                        break;
-                                    }
-                                    let key = entry.key.as_slice();
-                                    let misplaced = if key < lower.as_slice() {
-                                        Some("key below its parent's separator")
-                                    } else if upper.as_deref().is_some_and(|upper| key >= upper) {
-                                        Some("key at or above the next separator")
-                                    } else if previous_key.as_deref().is_some_and(|previous| previous >= key) {
-                                        Some("keys out of order across leaves")
-                                    } else {
-                                        None
-                                    };
-                                    if let Some(reason) = misplaced {
-                                        // A search cannot reach it: it is not part of the tree.
-                                        report(corrupt(reason));
-                                        continue;
-                                    }
-                                    if let Err(violation) = visit_entry(key, &entry.value) {
-                                        report(violation);
-                                    }
-                                    let previous = previous_key.get_or_insert_with(Vec::new);
-                                    previous.clear();
-                                    previous.extend_from_slice(key);
-                                    stats.entry_count += 1;
-                                }
+                        let node = self.node(&handle);
+                        let count = node.entry_count();
+                        if node.is_leaf() {
+                            stats.leaf_count += 1;
+                            if count == 0 && !is_root {
+                                report(corrupt("empty non-root leaf"));
                             }
-                            NodeEntries::Internal(branches) => {
-                                if branches.len() < 2 {
-                                    report(corrupt("internal node with fewer than two children"));
-                                } else if let Some(child_level) = level.checked_sub(1) {
-                                    stack.push(CheckFrame {
-                                        branches,
-                                        address,
-                                        child_level,
-                                        lower,
-                                        upper,
-                                        next_index: 0,
-                                    });
-                                    assert!(
-                                        stack.len() <= usize::from(self.height),
-                                        "check stack deeper than the height {}",
-                                        self.height
-                                    );
+                            for index in 0..count {
+                                if !go_on.get() {
+                                    break;
+                                }
+                                let key = node.key(index);
+                                let misplaced = if key < lower.as_slice() {
+                                    Some("key below its parent's separator")
+                                } else if upper.as_deref().is_some_and(|upper| key >= upper) {
+                                    Some("key at or above the next separator")
+                                } else if previous_key.as_deref().is_some_and(|previous| previous >= key) {
+                                    Some("keys out of order across leaves")
                                 } else {
-                                    report(corrupt("internal node at level 0"));
+                                    None
+                                };
+                                if let Some(reason) = misplaced {
+                                    // A search cannot reach it: it is not part of the tree.
+                                    report(corrupt(reason));
+                                    continue;
                                 }
+                                if let Err(violation) = visit_entry(key, node.value(index)) {
+                                    report(violation);
+                                }
+                                let previous = previous_key.get_or_insert_with(Vec::new);
+                                previous.clear();
+                                previous.extend_from_slice(key);
+                                stats.entry_count += 1;
                             }
+                        } else if count < 2 {
+                            report(corrupt("internal node with fewer than two children"));
+                        } else if let Some(child_level) = level.checked_sub(1) {
+                            stack.push(CheckFrame { handle, address, child_level, lower, upper, next_index: 0 });
+                            assert!(
+                                stack.len() <= usize::from(self.height),
+                                "check stack deeper than the height {}",
+                                self.height
+                            );
+                        } else {
+                            report(corrupt("internal node at level 0"));
                         }
                     }
                 }
@@ -1253,37 +1371,39 @@ impl Tree {
             // The next child of the deepest open internal node, or back up one level.
             let Some(frame) = stack.last_mut() else { break };
             let index = frame.next_index;
-            let Some(branch) = frame.branches.get(index) else {
+            let node = self.node(&frame.handle);
+            if index >= node.entry_count() {
                 stack.pop();
                 continue;
-            };
+            }
             frame.next_index += 1;
             let corrupt = |reason| TreeError::Corrupt { address: frame.address, reason };
-            if index > 0 && branch.key.as_slice() <= frame.lower.as_slice() {
+            let key = node.key(index);
+            if index > 0 && key <= frame.lower.as_slice() {
                 report(corrupt("separator not above its parent's separator"));
                 continue;
             }
-            if index > 0 && frame.upper.as_deref().is_some_and(|upper| branch.key.as_slice() >= upper) {
+            if index > 0 && frame.upper.as_deref().is_some_and(|upper| key >= upper) {
                 report(corrupt("separator at or above the next separator"));
                 continue;
             }
-            let child_lower = if index == 0 { frame.lower.clone() } else { branch.key.clone() };
+            let child_lower = if index == 0 { frame.lower.clone() } else { key.to_vec() };
             let child_upper =
-                frame.branches.get(index + 1).map(|next| next.key.clone()).or_else(|| frame.upper.clone());
-            pending = Some((branch.child, frame.child_level, child_lower, child_upper));
+                if index + 1 < node.entry_count() { Some(node.key(index + 1).to_vec()) } else { frame.upper.clone() };
+            pending = Some((node.child(index), frame.child_level, child_lower, child_upper));
         }
         stats
     }
 
     /// Opens a node for `check_all`; a page met before is a violation, and is not read again.
     fn check_open(
-        &mut self,
+        &self,
         store: &mut dyn NodeStore,
         child: Child,
         level: u8,
         visit_node: &mut dyn FnMut(LogAddress) -> bool,
-    ) -> Result<(Node, LogAddress), TreeError> {
-        let (node, address) = match child {
+    ) -> Result<(NodeHandle, LogAddress), TreeError> {
+        let (handle, address) = match child {
             Child::OnFlash(pointer) => {
                 if !pointer.address.is_null() && !visit_node(pointer.address) {
                     return Err(TreeError::Corrupt {
@@ -1291,20 +1411,21 @@ impl Tree {
                         reason: "node page reached twice (a shared or cyclic child pointer)",
                     });
                 }
-                (self.read_node(store, pointer, level)?, pointer.address)
+                (NodeHandle::Clean(self.read_node(store, pointer, level)?), pointer.address)
             }
-            Child::Dirty(id) => (self.dirty.get(id).clone(), LogAddress::NULL),
+            Child::Dirty(id) => (NodeHandle::Dirty(id), LogAddress::NULL),
         };
-        if node.level != level || node.tree_id != self.config.tree_id {
+        let node = self.node(&handle);
+        if node.level() != level || node.tree_id() != self.config.tree_id {
             return Err(TreeError::Corrupt { address, reason: "dirty node at the wrong level or of another tree" });
         }
-        Ok((node, address))
+        Ok((handle, address))
     }
 }
 
 /// One open internal node of a `check_all` walk.
 struct CheckFrame {
-    branches: Vec<Branch>,
+    handle: NodeHandle,
     address: LogAddress,
     child_level: u8,
     lower: Vec<u8>,
@@ -1317,6 +1438,7 @@ struct CheckFrame {
 /// child), and the right half's first separator moves up to the parent. Four entries of the
 /// largest size fit a node, so an overflow by one entry or one separator always has such a
 /// point; not finding one is a bug.
+#[allow(clippy::panic)] // Invariant: as just said, an overflow by one entry always has a split.
 fn split_index(entries: &NodeEntries, node_size_bytes: usize) -> usize {
     let (sizes, dropped_key_bytes, children_min): (Vec<usize>, Vec<usize>, usize) = match entries {
         NodeEntries::Leaf(entries) => (
@@ -1334,13 +1456,16 @@ fn split_index(entries: &NodeEntries, node_size_bytes: usize) -> usize {
     let total_bytes: usize = sizes.iter().sum();
     let mut left_entry_bytes = 0;
     let mut best: Option<(usize, usize)> = None;
-    for index in 1..count {
-        left_entry_bytes += sizes[index - 1];
+    // Split point `index`: entries ..index on the left; entry `index` starts the right half.
+    for (index, (left_last_bytes, dropped_bytes)) in
+        sizes.iter().zip(dropped_key_bytes.iter().skip(1)).enumerate().map(|(at, pair)| (at + 1, pair))
+    {
+        left_entry_bytes += left_last_bytes;
         if index < children_min || count - index < children_min {
             continue;
         }
         let left_bytes = NODE_HEADER_BYTES + left_entry_bytes;
-        let right_bytes = NODE_HEADER_BYTES + total_bytes - left_entry_bytes - dropped_key_bytes[index];
+        let right_bytes = NODE_HEADER_BYTES + total_bytes - left_entry_bytes - dropped_bytes;
         let larger_bytes = left_bytes.max(right_bytes);
         if larger_bytes <= node_size_bytes && best.iter().all(|&(_, best_bytes)| larger_bytes < best_bytes) {
             best = Some((index, larger_bytes));
@@ -1359,7 +1484,7 @@ fn shortest_separator(left: &[u8], right: &[u8]) -> Vec<u8> {
     let common_bytes = left.iter().zip(right).take_while(|(a, b)| a == b).count();
     // Either `left` is a proper prefix of `right` or they differ at `common_bytes`; both ways
     // one more byte of `right` exceeds `left`.
-    let separator = right[..common_bytes + 1].to_vec();
+    let separator = right.get(..common_bytes + 1).unwrap_or(right).to_vec();
     assert!(left < separator.as_slice() && separator.as_slice() <= right, "bad separator {separator:?}");
     separator
 }

@@ -3,14 +3,6 @@
 //!
 //! `LogNodeReader` serves readers (`&SegmentLog`, so several may exist at once, one per reading
 //! call); `LogNodeStore` serves the one writer (`&mut SegmentLog`).
-// Lint set pending: this module is being rewritten on another branch (issue 15); fixed at merge.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::cast_possible_truncation
-)]
 
 use alloc::vec::Vec;
 use core::cell::Cell;

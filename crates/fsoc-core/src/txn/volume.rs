@@ -27,9 +27,10 @@ const METAROOT_STEP_BACK_PAGES: u32 = 3;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VolumeConfig {
-    /// Clean nodes cached per tree.
-    pub cache_nodes_max: usize,
-    /// Dirty nodes (both trees together) before they are written out mid-transaction.
+    /// Bytes of clean nodes cached per tree (`TreeConfig::cache_bytes_max`).
+    pub cache_bytes_max: usize,
+    /// Dirty nodes (both trees together) before they are written out mid-transaction; each
+    /// tree also keeps to it within one operation (`TreeConfig::dirty_nodes_max`).
     pub dirty_nodes_max: usize,
     /// Segments kept free for the cleaner and for commits.
     pub reserve_segments: u32,
@@ -44,7 +45,7 @@ pub struct VolumeConfig {
 impl Default for VolumeConfig {
     fn default() -> Self {
         VolumeConfig {
-            cache_nodes_max: 64,
+            cache_bytes_max: crate::btree::CACHE_BYTES_MAX_DEFAULT,
             dirty_nodes_max: 256,
             reserve_segments: 0,
             read_only: false,
@@ -210,7 +211,9 @@ fn decode_error(structure: &'static str) -> impl Fn(DecodeError) -> TxnError {
 
 impl<F: Flash> Volume<F> {
     fn tree_config(config: &VolumeConfig, tree_id: u8) -> TreeConfig {
-        TreeConfig { tree_id, cache_nodes_max: config.cache_nodes_max }
+        // A read-only volume never writes: the changes a delta replay makes stay in memory.
+        let dirty_nodes_max = if config.read_only { usize::MAX } else { config.dirty_nodes_max };
+        TreeConfig { tree_id, cache_bytes_max: config.cache_bytes_max, dirty_nodes_max }
     }
 
     /// Default reserve: enough free segments for the cleaner to relocate one victim and for a
