@@ -6,14 +6,6 @@
 //! touches OS randomness, so one seed and one operation sequence always give the same faults,
 //! bit errors and workloads on every platform and with every version of every dependency;
 //! `sequence_is_pinned` makes any change of the stream deliberate.
-// Lint set pending: this module is being rewritten on another branch (issue 15); fixed at merge.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::cast_possible_truncation
-)]
 
 /// One SplitMix64 step: advances `state` and returns a well-mixed 64-bit value.
 fn splitmix64(state: &mut u64) -> u64 {
@@ -82,6 +74,8 @@ impl SeededRng {
 
     /// A uniform value in `0..bound` (Lemire's multiply-shift with rejection, so no modulo
     /// bias). `bound` 0 returns 0, so callers need no special case for empty ranges.
+    // Intended: `product as u64` takes the low half of the 128-bit product (Lemire's method).
+    #[allow(clippy::cast_possible_truncation)]
     pub fn below(&mut self, bound: u64) -> u64 {
         if bound == 0 {
             return 0;
@@ -153,7 +147,7 @@ impl SeededRng {
         if items.is_empty() {
             return None;
         }
-        items.get(self.below(items.len() as u64) as usize)
+        usize::try_from(self.below(items.len() as u64)).ok().and_then(|index| items.get(index))
     }
 
     /// An index chosen with probability proportional to its weight; `None` if all are 0.
@@ -182,7 +176,9 @@ impl SeededRng {
         let tail = chunks.into_remainder();
         if !tail.is_empty() {
             let word = self.next_u64().to_le_bytes();
-            tail.copy_from_slice(&word[..tail.len()]);
+            for (byte, value) in tail.iter_mut().zip(word) {
+                *byte = value;
+            }
         }
     }
 
