@@ -198,6 +198,9 @@ impl Flash for RamFlash {
     fn busy_until_ns(&self, chip: ChipIndex) -> Nanos {
         self.busy_until.get(chip.0 as usize).copied().unwrap_or(0)
     }
+    fn write_barrier(&mut self) -> Result<(), NandError> {
+        Ok(()) // every write lands in RAM at once, in issue order
+    }
     fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError> {
         Ok(self.erase_counts[self.block_index(block)?])
     }

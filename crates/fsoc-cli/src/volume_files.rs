@@ -273,6 +273,10 @@ impl Flash for VolumeFlash {
         forward!(self, flash => flash.flush())
     }
 
+    fn write_barrier(&mut self) -> Result<(), NandError> {
+        forward!(self, flash => flash.write_barrier())
+    }
+
     fn prefetch(&self, pages: &[PageAddress]) {
         forward!(self, flash => flash.prefetch(pages))
     }

@@ -205,13 +205,12 @@ pub trait Flash {
     /// Orders writes: everything issued before the call reaches the backing store before
     /// anything issued after it, so a process that dies later (kill -9) never leaves a later
     /// write without an earlier one. Not durability against a host crash (that is `flush`).
-    /// A backend that writes synchronously in issue order needs nothing (the default); one with
-    /// a queue per chip waits until every queue has drained, because pages issued to different
-    /// chips otherwise reach their files in any order. The commit protocol calls it before and
-    /// after each metaroot program.
-    fn write_barrier(&mut self) -> Result<(), NandError> {
-        Ok(())
-    }
+    /// A backend that writes synchronously in issue order returns at once; one with a queue per
+    /// chip waits until every queue has drained, because pages issued to different chips
+    /// otherwise reach their files in any order. The commit protocol calls it before and after
+    /// each metaroot program. Required, with no default, so a wrapper (an enum over backends)
+    /// cannot silently drop it.
+    fn write_barrier(&mut self) -> Result<(), NandError>;
 
     /// A hint that `read_page` of each of `pages` follows, before any program or erase: a
     /// backend with real per-chip queues may start fetching them in parallel. It changes no
