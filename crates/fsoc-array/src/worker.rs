@@ -228,7 +228,10 @@ fn run(
     };
     while let Ok(request) = receiver.recv() {
         if !control.may_run() {
-            return; // the emulated process died: this request and every queued one are lost
+            // The emulated process died: this request, every queued one and every change the
+            // store had not yet written back are lost.
+            store.abandon();
+            return;
         }
         match request {
             Request::WriteContents { page, bytes, data_bytes } => {
@@ -265,7 +268,8 @@ fn run(
                 let _ = reply.send(result);
             }
             Request::LoadMetadata { reply } => {
-                let _ = reply.send(load_metadata(&store));
+                let result = store.write_back().map_err(|error| error.to_string());
+                let _ = reply.send(result.and_then(|()| load_metadata(&store)));
             }
             Request::Flush { reply } => {
                 let result = match latched(&failure) {
@@ -275,6 +279,10 @@ fn run(
                 let _ = reply.send(result);
             }
             Request::Drain { reply } => {
+                // Everything queued before the barrier reaches the file before anything after.
+                if let Err(error) = store.write_barrier() {
+                    latch(&failure, error);
+                }
                 let _ = reply.send(latched(&failure).map_or(Ok(()), Err));
             }
         }

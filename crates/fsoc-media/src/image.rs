@@ -8,16 +8,18 @@
 #![deny(clippy::unwrap_used, clippy::indexing_slicing, clippy::host_endian_bytes)]
 
 use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::string::{String, ToString};
+use std::sync::Arc;
 use std::vec;
 use std::vec::Vec;
 
 use crate::geometry::{Geometry, Profile};
 use crate::sim::{SimConfig, SimFlash};
-use crate::store::{BadMark, BlockMeta, PageMeta, PageState, PageStore, PAGE_FLIPS_MAX};
+use crate::store::{BadMark, BlockMeta, ContentsFetch, PageMeta, PageState, PageStore, PAGE_FLIPS_MAX};
 use crate::{BlockAddress, NandError, PageAddress};
 use fsoc_flash::codec::{DecodeError, Reader, Writer};
 
@@ -330,11 +332,135 @@ fn decode_page_entry(bytes: &[u8], index: u64, page_bit_count: u32) -> Result<Pa
     Ok(PageMeta { state, flip_positions, flip_count, excess_damage: flags & PAGE_FLAG_EXCESS_DAMAGE != 0 })
 }
 
-/// A `PageStore` in an image file. The block table is cached in memory (16 bytes per block)
-/// and written through; page entries and contents are read and written in place.
+/// Writes gathered in memory before they reach the file, at most this many contents bytes...
+const PENDING_CONTENTS_BYTES_MAX: usize = 1 << 20;
+/// ... and this many page or block entries.
+const PENDING_ENTRIES_MAX: usize = 4096;
+
+/// Changes made since the last write-back, by index in the file's tables: the latest
+/// contents of each page, in runs of neighbouring pages (key: the run's first page; value: its
+/// slots end to end), the latest entry of each page, and which block entries (cached in
+/// `block_metas`) changed. A write-back applies them in ascending file order, one system call
+/// per run, instead of three per programmed page.
+#[derive(Debug)]
+struct Pending {
+    /// The bounds: `PENDING_CONTENTS_BYTES_MAX` and `PENDING_ENTRIES_MAX` unless set lower;
+    /// 0 writes every change through at once.
+    contents_bytes_max: usize,
+    entries_max: usize,
+    contents: BTreeMap<u64, Vec<u8>>,
+    contents_bytes: usize,
+    page_entries: BTreeMap<u64, [u8; PAGE_ENTRY_BYTES]>,
+    blocks: BTreeSet<u64>,
+    /// A buffer of a written-back run, reused for the next one.
+    spare_buffers: Vec<Vec<u8>>,
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Pending {
+            contents_bytes_max: PENDING_CONTENTS_BYTES_MAX,
+            entries_max: PENDING_ENTRIES_MAX,
+            contents: BTreeMap::new(),
+            contents_bytes: 0,
+            page_entries: BTreeMap::new(),
+            blocks: BTreeSet::new(),
+            spare_buffers: Vec::new(),
+        }
+    }
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.contents.is_empty() && self.page_entries.is_empty() && self.blocks.is_empty()
+    }
+
+    fn is_full(&self) -> bool {
+        self.contents_bytes >= self.contents_bytes_max
+            || self.page_entries.len() >= self.entries_max
+            || self.blocks.len() >= self.entries_max
+    }
+
+    /// The pending slot of page `index` (`slot_bytes` long), if there is one.
+    fn slot(&self, index: u64, slot_bytes: usize) -> Option<&[u8]> {
+        let (first, run) = self.contents.range(..=index).next_back()?;
+        let start = usize::try_from(index - first).ok()?.checked_mul(slot_bytes)?;
+        run.get(start..start.checked_add(slot_bytes)?)
+    }
+
+    /// Records `data` then `spare` as the contents of page `index`: in place if the page is
+    /// pending already, else at the end of the run just before it if its allocation has room,
+    /// else as a new run allocated for `slots_to_block_end` slots (never reallocated, so a
+    /// run's heap is what it was given).
+    fn store(&mut self, index: u64, data: &[u8], spare: &[u8], slots_to_block_end: usize) {
+        let slot_bytes = data.len() + spare.len();
+        if let Some((first, run)) = self.contents.range_mut(..=index).next_back() {
+            let start = usize::try_from(index - first).ok().and_then(|pages| pages.checked_mul(slot_bytes));
+            if let Some(start) = start {
+                if let Some(slot) = run.get_mut(start..start + slot_bytes) {
+                    let (slot_data, slot_spare) = slot.split_at_mut(data.len());
+                    slot_data.copy_from_slice(data);
+                    slot_spare.copy_from_slice(spare);
+                    return;
+                }
+                if start == run.len() && run.len() + slot_bytes <= run.capacity() {
+                    run.extend_from_slice(data);
+                    run.extend_from_slice(spare);
+                    self.contents_bytes += slot_bytes;
+                    return;
+                }
+            }
+        }
+        let mut run = self.spare_buffers.pop().unwrap_or_default();
+        run.clear();
+        let slots_max = self.contents_bytes_max.div_ceil(slot_bytes).max(1);
+        run.reserve_exact(slots_to_block_end.clamp(1, slots_max) * slot_bytes);
+        run.extend_from_slice(data);
+        run.extend_from_slice(spare);
+        self.contents.insert(index, run);
+        self.contents_bytes += slot_bytes;
+    }
+}
+
+/// Writes `items` (ascending indices, each `stride` bytes long, at `base + index * stride`)
+/// with one `pwrite` per run of consecutive indices. `run` is scratch space.
+fn write_runs<'a>(
+    file: &File,
+    items: impl Iterator<Item = (u64, &'a [u8])>,
+    base: u64,
+    stride: u64,
+    run: &mut Vec<u8>,
+    operation: &'static str,
+) -> Result<(), ImageError> {
+    let mut run_start: Option<u64> = None;
+    let mut next_index = 0u64;
+    for (index, bytes) in items {
+        if run_start.is_some() && index != next_index {
+            if let Some(start) = run_start.take() {
+                file.write_all_at(run, base + start * stride).map_err(io_error(operation))?;
+            }
+            run.clear();
+        }
+        run_start.get_or_insert(index);
+        run.extend_from_slice(bytes);
+        next_index = index + 1;
+    }
+    if let Some(start) = run_start {
+        file.write_all_at(run, base + start * stride).map_err(io_error(operation))?;
+    }
+    run.clear();
+    Ok(())
+}
+
+/// A `PageStore` in an image file. The block table is cached in memory (16 bytes per block).
+/// Changes gather in memory (`Pending`, bounded) and reach the file at every write barrier,
+/// flush and drop, and when the buffer fills, in file order: whatever a process death loses
+/// is a suffix of the work since the last barrier, which is what `Flash::write_barrier`
+/// allows a device to lose.
 #[derive(Debug)]
 pub struct ImageStore {
-    file: File,
+    /// Shared with reads that run outside the simulator's lock (`start_read_contents`).
+    file: Arc<File>,
     header: ImageHeader,
     layout: ImageLayout,
     block_metas: Vec<BlockMeta>,
@@ -343,6 +469,7 @@ pub struct ImageStore {
     /// case), so most reads and programs skip a system call. One byte per page; the file stays
     /// the record (every change is written through).
     known_states: RefCell<Vec<u8>>,
+    pending: Pending,
 }
 
 /// `known_states` value for a page whose entry is `meta`, or 0 when it carries more than a
@@ -377,11 +504,12 @@ impl ImageStore {
         let page_total = block_total * config.geometry.pages_per_block as usize;
         let erased = known_state(&PageMeta::default());
         Ok(ImageStore {
-            file,
+            file: Arc::new(file),
             header,
             layout,
             block_metas: vec![BlockMeta::default(); block_total],
             known_states: RefCell::new(vec![erased; page_total]),
+            pending: Pending::default(),
         })
     }
 
@@ -408,7 +536,14 @@ impl ImageStore {
             block_metas.push(decode_block_entry(entry, index as u64, header.geometry.pages_per_block)?);
         }
         let page_total = block_metas.len() * header.geometry.pages_per_block as usize;
-        Ok(ImageStore { file, header, layout, block_metas, known_states: RefCell::new(vec![0; page_total]) })
+        Ok(ImageStore {
+            file: Arc::new(file),
+            header,
+            layout,
+            block_metas,
+            known_states: RefCell::new(vec![0; page_total]),
+            pending: Pending::default(),
+        })
     }
 
     pub fn header(&self) -> &ImageHeader {
@@ -448,7 +583,13 @@ impl ImageStore {
     /// The page's entry as the file holds it.
     fn read_page_meta(&self, page: PageAddress) -> Result<PageMeta, NandError> {
         let mut entry = [0u8; PAGE_ENTRY_BYTES];
-        self.file.read_exact_at(&mut entry, self.page_entry_offset(page)).map_err(io_error("read page entry"))?;
+        match self.pending.page_entries.get(&self.page_index(page)) {
+            Some(pending) => entry = *pending,
+            None => self
+                .file
+                .read_exact_at(&mut entry, self.page_entry_offset(page))
+                .map_err(io_error("read page entry"))?,
+        }
         let page_bit_count = crate::ecc::page_bit_count(&self.header.geometry);
         Ok(decode_page_entry(&entry, self.page_index(page), page_bit_count)?)
     }
@@ -456,6 +597,85 @@ impl ImageStore {
     fn page_slot_offset(&self, page: PageAddress) -> u64 {
         self.layout.data_offset + self.page_index(page) * self.layout.page_slot_bytes
     }
+
+    /// Applies every pending change to the file (contents, then page entries, then block
+    /// entries, each in ascending order).
+    pub fn write_back(&mut self) -> Result<(), NandError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = &mut self.pending;
+        for (first, run) in &pending.contents {
+            let offset = self.layout.data_offset + first * self.layout.page_slot_bytes;
+            self.file.write_all_at(run, offset).map_err(io_error("write page"))?;
+        }
+        let mut run = Vec::new();
+        let entries = pending.page_entries.iter().map(|(index, entry)| (*index, entry.as_slice()));
+        let stride = PAGE_ENTRY_BYTES as u64;
+        write_runs(&self.file, entries, self.layout.page_table_offset, stride, &mut run, "write page entry")?;
+        let block_entries: Vec<(u64, [u8; BLOCK_ENTRY_BYTES])> = pending
+            .blocks
+            .iter()
+            .filter_map(|&index| {
+                let meta = usize::try_from(index).ok().and_then(|slot| self.block_metas.get(slot))?;
+                Some((index, encode_block_entry(meta)))
+            })
+            .collect();
+        let blocks = block_entries.iter().map(|(index, entry)| (*index, entry.as_slice()));
+        let stride = BLOCK_ENTRY_BYTES as u64;
+        write_runs(&self.file, blocks, self.layout.block_table_offset, stride, &mut run, "write block entry")?;
+        pending.blocks.clear();
+        pending.page_entries.clear();
+        pending.contents_bytes = 0;
+        let spare_buffers = &mut pending.spare_buffers;
+        for (_, buffer) in std::mem::take(&mut pending.contents) {
+            if spare_buffers.is_empty() {
+                spare_buffers.push(buffer);
+            }
+        }
+        Ok(())
+    }
+
+    /// Bounds the changes gathered before a write-back to `bytes` of page contents (and as
+    /// many entries as pages of that size); 0 writes every change through at once, for tests
+    /// that measure the heap of the engine above without this buffer.
+    pub fn set_write_behind_bytes_max(&mut self, bytes: usize) -> Result<(), NandError> {
+        self.write_back()?;
+        let slot_bytes = usize::try_from(self.layout.page_slot_bytes).unwrap_or(usize::MAX).max(1);
+        self.pending.contents_bytes_max = bytes.min(PENDING_CONTENTS_BYTES_MAX);
+        self.pending.entries_max = (bytes / slot_bytes).min(PENDING_ENTRIES_MAX);
+        Ok(())
+    }
+
+    /// Closes the store dropping every change not yet written back, as the death of the
+    /// process would (for tests that emulate one).
+    pub fn abandon(mut self) {
+        self.pending.contents.clear();
+        self.pending.page_entries.clear();
+        self.pending.blocks.clear();
+    }
+
+    /// Writes back once the pending changes reach their bound.
+    fn write_back_if_full(&mut self) -> Result<(), NandError> {
+        if self.pending.is_full() {
+            self.write_back()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ImageStore {
+    fn drop(&mut self) {
+        // Nowhere to report a failure here: callers that need to know call `flush` first.
+        let _ = self.write_back();
+    }
+}
+
+/// Reads a page's slot at `offset`: its data, then the adjacent spare bytes.
+fn read_slot(file: &File, offset: u64, data: &mut [u8], spare: &mut [u8]) -> Result<(), NandError> {
+    file.read_exact_at(data, offset).map_err(io_error("read page"))?;
+    file.read_exact_at(spare, offset + data.len() as u64).map_err(io_error("read page spare"))?;
+    Ok(())
 }
 
 impl PageStore for ImageStore {
@@ -475,12 +695,11 @@ impl PageStore for ImageStore {
 
     fn set_block_meta(&mut self, block: BlockAddress, meta: &BlockMeta) -> Result<(), NandError> {
         let index = self.block_index(block);
-        let offset = self.layout.block_table_offset + index * BLOCK_ENTRY_BYTES as u64;
         let missing = self.no_block_entry(index);
         let slot = usize::try_from(index).ok().and_then(|slot| self.block_metas.get_mut(slot)).ok_or(missing)?;
-        self.file.write_all_at(&encode_block_entry(meta), offset).map_err(io_error("write block entry"))?;
         *slot = *meta;
-        Ok(())
+        self.pending.blocks.insert(index);
+        self.write_back_if_full()
     }
 
     fn page_meta(&self, page: PageAddress) -> Result<PageMeta, NandError> {
@@ -498,36 +717,45 @@ impl PageStore for ImageStore {
     }
 
     fn set_page_meta(&mut self, page: PageAddress, meta: &PageMeta) -> Result<(), NandError> {
-        self.file
-            .write_all_at(&encode_page_entry(meta), self.page_entry_offset(page))
-            .map_err(io_error("write page entry"))?;
-        let index = usize::try_from(self.page_index(page)).unwrap_or(usize::MAX);
+        let page_index = self.page_index(page);
+        self.pending.page_entries.insert(page_index, encode_page_entry(meta));
+        let index = usize::try_from(page_index).unwrap_or(usize::MAX);
         if let Some(slot) = self.known_states.get_mut().get_mut(index) {
             *slot = known_state(meta);
         }
-        Ok(())
+        self.write_back_if_full()
     }
 
     fn write_contents(&mut self, page: PageAddress, data: &[u8], spare: &[u8]) -> Result<(), NandError> {
         let geometry = self.header.geometry;
         assert_eq!(data.len(), geometry.page_data_bytes as usize, "image: data size");
         assert_eq!(spare.len(), geometry.spare_bytes as usize, "image: spare size");
-        // Data and spare are adjacent in the slot: one write (a copy is cheaper than a call).
-        let mut slot = Vec::with_capacity(data.len() + spare.len());
-        slot.extend_from_slice(data);
-        slot.extend_from_slice(spare);
-        self.file.write_all_at(&slot, self.page_slot_offset(page)).map_err(io_error("write page"))?;
-        Ok(())
+        // Data and spare are adjacent in the slot, and slots of neighbouring pages in the file.
+        let index = self.page_index(page);
+        let slots_to_block_end = (self.header.geometry.pages_per_block - page.page_index) as usize;
+        self.pending.store(index, data, spare, slots_to_block_end);
+        self.write_back_if_full()
     }
 
     fn read_contents(&self, page: PageAddress, data: &mut [u8], spare: &mut [u8]) -> Result<(), NandError> {
-        // One read of the adjacent data and spare, split after.
-        let mut slot = vec![0u8; data.len() + spare.len()];
-        self.file.read_exact_at(&mut slot, self.page_slot_offset(page)).map_err(io_error("read page"))?;
-        let (stored_data, stored_spare) = slot.split_at(data.len());
-        data.copy_from_slice(stored_data);
-        spare.copy_from_slice(stored_spare);
-        Ok(())
+        if let Some(slot) = self.pending.slot(self.page_index(page), data.len() + spare.len()) {
+            let (stored_data, stored_spare) = slot.split_at(data.len());
+            data.copy_from_slice(stored_data);
+            spare.copy_from_slice(stored_spare);
+            return Ok(());
+        }
+        read_slot(&self.file, self.page_slot_offset(page), data, spare)
+    }
+
+    /// A page not pending is read from the file without the simulator's lock, so readers on
+    /// several threads overlap (the file is not written meanwhile: writes need `&mut`).
+    fn start_read_contents(&self, page: PageAddress) -> Option<ContentsFetch> {
+        if self.pending.slot(self.page_index(page), self.layout.page_slot_bytes as usize).is_some() {
+            return None;
+        }
+        let file = Arc::clone(&self.file);
+        let offset = self.page_slot_offset(page);
+        Some(Box::new(move |data: &mut [u8], spare: &mut [u8]| read_slot(&file, offset, data, spare)))
     }
 
     /// Zeroes the block's page entries in one write. The old contents stay in the data area;
@@ -535,20 +763,27 @@ impl PageStore for ImageStore {
     fn reset_block_pages(&mut self, block: BlockAddress) -> Result<(), NandError> {
         let first_page = PageAddress { chip: block.chip, block: block.block, page_index: 0 };
         let pages = self.header.geometry.pages_per_block as usize;
-        let zeros = vec![0u8; pages * PAGE_ENTRY_BYTES];
-        self.file.write_all_at(&zeros, self.page_entry_offset(first_page)).map_err(io_error("reset page entries"))?;
+        let first_index = self.page_index(first_page);
+        for index in first_index..first_index + pages as u64 {
+            self.pending.page_entries.insert(index, [0u8; PAGE_ENTRY_BYTES]);
+        }
         // As in `page_meta`, an index beyond memory has no cached states to reset.
-        let first = usize::try_from(self.page_index(first_page)).unwrap_or(usize::MAX);
+        let first = usize::try_from(first_index).unwrap_or(usize::MAX);
         let erased = known_state(&PageMeta::default());
         if let Some(slots) = first.checked_add(pages).and_then(|end| self.known_states.get_mut().get_mut(first..end)) {
             slots.fill(erased);
         }
-        Ok(())
+        self.write_back_if_full()
     }
 
     fn flush(&mut self) -> Result<(), NandError> {
+        self.write_back()?;
         self.file.sync_data().map_err(io_error("sync"))?;
         Ok(())
+    }
+
+    fn write_barrier(&mut self) -> Result<(), NandError> {
+        self.write_back()
     }
 }
 
@@ -655,5 +890,113 @@ mod tests {
         bad_state[0] = 9;
         assert!(matches!(decode_page_entry(&bad_state, 3, 16_896), Err(ImageError::CorruptEntry { index: 3, .. })));
         assert!(decode_block_entry(&[0; 15], 0, 64).is_err());
+    }
+
+    /// A page's contents, distinct per `(page_index, round)`.
+    fn page_bytes(geometry: &Geometry, page_index: u32, round: u8) -> (Vec<u8>, Vec<u8>) {
+        let data = (0..geometry.page_data_bytes).map(|byte| (byte as u8) ^ (page_index as u8) ^ round).collect();
+        let spare = vec![round ^ 0x5a; geometry.spare_bytes as usize];
+        (data, spare)
+    }
+
+    fn programmed() -> PageMeta {
+        PageMeta { state: PageState::Programmed, ..PageMeta::default() }
+    }
+
+    // Checks the write-behind buffer: pending changes read back before they reach the file
+    // (including a page rewritten after its block's reset, and runs that are not neighbours);
+    // a write barrier, a flush or a drop puts them in the file; `abandon` loses exactly what
+    // came after the last barrier, as the death of the process would.
+    #[test]
+    fn pending_changes_read_back_and_reach_the_file_at_barriers() {
+        let directory = tempfile::tempdir().expect("temporary directory");
+        let path = directory.path().join("chip.img");
+        let config = SimConfig::new(Profile::Slc, 1, 8, 7);
+        let geometry = config.geometry;
+        let block = |index: u32| BlockAddress::new(0, index);
+        let page = |block_index: u32, page_index: u32| PageAddress::new(0, block_index, page_index);
+        let read = |store: &ImageStore, address: PageAddress| {
+            let mut data = vec![0u8; geometry.page_data_bytes as usize];
+            let mut spare = vec![0u8; geometry.spare_bytes as usize];
+            store.read_contents(address, &mut data, &mut spare).expect("read");
+            (data, spare)
+        };
+        let mut store = ImageStore::create(&path, &config).expect("create");
+        // Pages 0..4 of block 1 and page 2 of block 3: two runs.
+        for page_index in 0..4 {
+            let (data, spare) = page_bytes(&geometry, page_index, 1);
+            store.write_contents(page(1, page_index), &data, &spare).expect("write");
+            store.set_page_meta(page(1, page_index), &programmed()).expect("meta");
+        }
+        let (data, spare) = page_bytes(&geometry, 2, 9);
+        store.write_contents(page(3, 2), &data, &spare).expect("write");
+        store.set_page_meta(page(3, 2), &programmed()).expect("meta");
+        let worn = BlockMeta { erase_count: 3, ..BlockMeta::default() };
+        store.set_block_meta(block(1), &worn).expect("block");
+        assert_eq!(read(&store, page(1, 2)), page_bytes(&geometry, 2, 1));
+        assert_eq!(read(&store, page(3, 2)), page_bytes(&geometry, 2, 9));
+        // Reset block 1, program page 0 again: the latest of each reaches the file.
+        store.reset_block_pages(block(1)).expect("reset");
+        let (data, spare) = page_bytes(&geometry, 0, 2);
+        store.write_contents(page(1, 0), &data, &spare).expect("write");
+        store.set_page_meta(page(1, 0), &programmed()).expect("meta");
+        assert_eq!(read(&store, page(1, 0)), page_bytes(&geometry, 0, 2));
+        assert_eq!(store.page_meta(page(1, 1)).expect("meta").state, PageState::Erased);
+        store.write_barrier().expect("barrier");
+        // After the barrier: a change the abandoned store never writes back.
+        let (data, spare) = page_bytes(&geometry, 5, 3);
+        store.write_contents(page(2, 5), &data, &spare).expect("write");
+        store.set_page_meta(page(2, 5), &programmed()).expect("meta");
+        store.set_block_meta(block(2), &worn).expect("block");
+        store.abandon();
+
+        let store = ImageStore::open(&path).expect("open");
+        assert_eq!(read(&store, page(1, 0)), page_bytes(&geometry, 0, 2));
+        assert_eq!(store.page_meta(page(1, 0)).expect("meta").state, PageState::Programmed);
+        assert_eq!(store.page_meta(page(1, 1)).expect("meta").state, PageState::Erased);
+        assert_eq!(read(&store, page(3, 2)), page_bytes(&geometry, 2, 9));
+        assert_eq!(store.page_meta(page(3, 2)).expect("meta").state, PageState::Programmed);
+        assert_eq!(store.block_meta(block(1)).expect("block").erase_count, 3);
+        assert_eq!(store.page_meta(page(2, 5)).expect("meta").state, PageState::Erased, "abandoned after barrier");
+        assert_eq!(store.block_meta(block(2)).expect("block").erase_count, 0, "abandoned after barrier");
+        drop(store);
+
+        // A drop writes back too.
+        let mut store = ImageStore::open(&path).expect("open");
+        let (data, spare) = page_bytes(&geometry, 5, 4);
+        store.write_contents(page(2, 5), &data, &spare).expect("write");
+        store.set_page_meta(page(2, 5), &programmed()).expect("meta");
+        drop(store);
+        let store = ImageStore::open(&path).expect("open");
+        assert_eq!(read(&store, page(2, 5)), page_bytes(&geometry, 5, 4));
+    }
+
+    // Checks that the buffer stays bounded: a stream of programs larger than the bound is
+    // written back on the way, and every page reads back from the file.
+    #[test]
+    fn pending_contents_stay_bounded() {
+        let directory = tempfile::tempdir().expect("temporary directory");
+        let path = directory.path().join("chip.img");
+        let config = SimConfig::new(Profile::Slc, 1, 128, 7);
+        let geometry = config.geometry;
+        let slot_bytes = (geometry.page_data_bytes + geometry.spare_bytes) as usize;
+        let mut store = ImageStore::create(&path, &config).expect("create");
+        let pages = (2 * PENDING_CONTENTS_BYTES_MAX / slot_bytes) as u32;
+        let per_block = geometry.pages_per_block;
+        let address = |index: u32| PageAddress::new(0, index / per_block, index % per_block);
+        for index in 0..pages {
+            let (data, spare) = page_bytes(&geometry, index, 1);
+            store.write_contents(address(index), &data, &spare).expect("write");
+            store.set_page_meta(address(index), &programmed()).expect("meta");
+            assert!(store.pending.contents_bytes < PENDING_CONTENTS_BYTES_MAX + slot_bytes, "bounded");
+        }
+        drop(store);
+        let store = ImageStore::open(&path).expect("open");
+        for index in (0..pages).step_by(97) {
+            let mut data = vec![0u8; geometry.page_data_bytes as usize];
+            let mut spare = vec![0u8; geometry.spare_bytes as usize];
+            store.read_contents(address(index), &mut data, &mut spare).expect("read");
+            assert_eq!((data, spare), page_bytes(&geometry, index, 1), "page {index}");
+        }
     }
 }

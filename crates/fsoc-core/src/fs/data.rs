@@ -1,6 +1,7 @@
 //! File data: inline small files, extents for the rest, reads that fan out over the chips,
 //! copy-on-write writes, truncation and hole punching.
 
+use alloc::borrow::Cow;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -29,6 +30,20 @@ fn byte_range(bytes: &[u8], start: u64, end: u64) -> Option<&[u8]> {
 
 fn byte_range_mut(bytes: &mut [u8], start: u64, end: u64) -> Option<&mut [u8]> {
     bytes.get_mut(usize::try_from(start).ok()?..usize::try_from(end).ok()?)
+}
+
+/// A page the request cuts: read into a scratch page (`targets[index]`), then its bytes from
+/// `skip` on copied to `target`.
+struct Cut<'a> {
+    target: &'a mut [u8],
+    skip: usize,
+    index: usize,
+}
+
+/// `rest` split after `length` bytes, `None` when it is shorter.
+fn split_rest(rest: &mut [u8], length: u64) -> Option<(&mut [u8], &mut [u8])> {
+    let length = usize::try_from(length).ok()?;
+    (length <= rest.len()).then(|| rest.split_at_mut(length))
 }
 
 /// Error for a byte range outside its buffer (see `byte_range`).
@@ -181,19 +196,25 @@ impl<F: Flash> FileSystem<F> {
             out.copy_from_slice(byte_range(&bytes, offset, end).ok_or_else(|| range_error(inode))?);
             return Ok(out.len());
         }
-        out.fill(0);
+        let read_bytes = out.len();
         let page_size = self.page_size();
+        let page_bytes = self.volume.layout().page_size_bytes();
         let first_page = offset / page_size;
         let end_page = end.div_ceil(page_size);
-        // One batch of file pages at a time: the page list, the extents and the page buffers
-        // follow `io_batch_pages`, not the request (up to READ_BYTES_MAX) or the file's
+        // One batch of file pages at a time: the page list, the extents and the targets follow
+        // `io_batch_pages`, not the request (up to READ_BYTES_MAX) or the file's
         // fragmentation. The pages of a batch are read together, so pages on different chips
-        // are read in parallel.
+        // are read in parallel. A page that lies whole inside the request is read straight
+        // into `out`; only the first and last pages, when the request cuts them, go through a
+        // scratch page (`Cut`). Holes are zeroed where they are met.
         let batch = self.config.io_batch_pages.max(1) as u64;
         let mut wanted: Vec<(u64, LogAddress)> = Vec::new();
         let mut addresses: Vec<LogAddress> = Vec::new();
-        let mut buffers: Vec<Vec<u8>> = Vec::new();
         let mut statuses = Vec::new();
+        let mut scratch = [Vec::new(), Vec::new()];
+        // `out` not yet handed out, and the file offset of its first byte.
+        let mut rest: &mut [u8] = out;
+        let mut rest_offset = offset;
         let mut chunk_first = first_page;
         while chunk_first < end_page {
             let chunk_end = (chunk_first + batch).min(end_page);
@@ -204,32 +225,55 @@ impl<F: Flash> FileSystem<F> {
                 }
             }
             chunk_first = chunk_end;
-            if wanted.is_empty() {
-                continue; // a hole: already zeros
-            }
             addresses.clear();
             addresses.extend(wanted.iter().map(|(_, address)| *address));
-            buffers.resize(addresses.len(), Vec::new());
-            self.volume.log.read_many(&addresses, &mut buffers, &mut statuses).map_err(crate::txn::TxnError::from)?;
-            for ((page, _address), (page_buffer, status)) in wanted.iter().zip(buffers.iter().zip(statuses.iter())) {
-                if matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased) {
-                    return Err(FsError::CorruptFile { inode, reason: "file data page unreadable" });
-                }
+            let mut targets: Vec<&mut [u8]> = Vec::with_capacity(wanted.len());
+            let mut cuts: Vec<Cut<'_>> = Vec::new();
+            let [scratch_first, scratch_last] = &mut scratch;
+            let mut free_scratch = [Some(scratch_first), Some(scratch_last)].into_iter().flatten();
+            for (page, _) in &wanted {
                 let page_start = page * page_size;
                 let copy_start = page_start.max(offset);
                 let copy_end = (page_start + page_size).min(end);
-                let source = byte_range(page_buffer, copy_start - page_start, copy_end - page_start);
-                let target = byte_range_mut(out, copy_start - offset, copy_end - offset);
-                let (Some(source), Some(target)) = (source, target) else {
-                    return Err(range_error(inode));
-                };
-                target.copy_from_slice(source);
+                // A hole before this page reads as zeros.
+                let (hole, tail) = split_rest(rest, copy_start - rest_offset).ok_or_else(|| range_error(inode))?;
+                hole.fill(0);
+                let (target, tail) = split_rest(tail, copy_end - copy_start).ok_or_else(|| range_error(inode))?;
+                rest = tail;
+                rest_offset = copy_end;
+                if target.len() == page_bytes {
+                    targets.push(target);
+                } else {
+                    let page_buffer = free_scratch.next().ok_or_else(|| range_error(inode))?;
+                    page_buffer.resize(page_bytes, 0);
+                    let skip = usize_from_u64(copy_start - page_start); // less than a page
+                    cuts.push(Cut { target, skip, index: targets.len() });
+                    targets.push(page_buffer);
+                }
+            }
+            if targets.is_empty() {
+                continue;
+            }
+            self.volume
+                .log
+                .read_many_into(&addresses, &mut targets, &mut statuses)
+                .map_err(crate::txn::TxnError::from)?;
+            if statuses.iter().any(|status| matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased)) {
+                return Err(FsError::CorruptFile { inode, reason: "file data page unreadable" });
+            }
+            for cut in cuts {
+                let page_buffer = targets.get(cut.index).ok_or_else(|| range_error(inode))?;
+                let source =
+                    page_buffer.get(cut.skip..cut.skip + cut.target.len()).ok_or_else(|| range_error(inode))?;
+                cut.target.copy_from_slice(source);
             }
         }
-        Ok(out.len())
+        // A hole at the end reads as zeros.
+        rest.fill(0);
+        Ok(read_bytes)
     }
 
-    /// Content of file page `page` as stored now (zeros for a hole).
+    /// Content of file page `page` as stored now    /// Content of file page `page` as stored now (zeros for a hole).
     fn page_content(&self, inode: u64, page: u64) -> Result<Vec<u8>, FsError> {
         let mut buffer = vec![0u8; self.volume.layout().page_size_bytes()];
         if let Some(extent) = self.extent_at(inode, page)? {
@@ -320,8 +364,9 @@ impl<F: Flash> FileSystem<F> {
                 let copy_end = (page_start + page_size).min(end);
                 let source =
                     byte_range(data, copy_start - offset, copy_end - offset).ok_or_else(|| range_error(inode))?;
-                let content = if source.len() as u64 == page_size {
-                    source.to_vec()
+                // A whole page is programmed straight from the caller's slice.
+                let content: Cow<'_, [u8]> = if source.len() as u64 == page_size {
+                    Cow::Borrowed(source)
                 } else {
                     let mut content = if page_start < old_size {
                         self.page_content(inode, page)?
@@ -331,7 +376,7 @@ impl<F: Flash> FileSystem<F> {
                     byte_range_mut(&mut content, copy_start - page_start, copy_end - page_start)
                         .ok_or_else(|| range_error(inode))?
                         .copy_from_slice(source);
-                    content
+                    Cow::Owned(content)
                 };
                 let page_index = u32::try_from(page).map_err(|_| FsError::FileTooBig)?;
                 let address = self.volume.log.append(&content, PageTag::Data { inode, page_index })?;

@@ -154,10 +154,10 @@ impl<F: Flash> Device<F> {
         &self,
         issue_ns: Nanos,
         address: LogAddress,
-        data: &mut Vec<u8>,
+        data: &mut [u8],
         spare: &mut [u8],
     ) -> Result<(ReadStatus, Nanos), NandError> {
-        data.resize(self.layout.page_size_bytes(), 0);
+        assert_eq!(data.len(), self.layout.page_size_bytes(), "read into a buffer that is not one page");
         let page = self.layout.physical(address);
         self.pages_read.fetch_add(1, Ordering::Relaxed);
         let done = self.flash.read_page(issue_ns, page, data, spare)?;
@@ -176,6 +176,7 @@ impl<F: Flash> Device<F> {
         data: &mut Vec<u8>,
     ) -> Result<(ReadStatus, Option<PageTag>), NandError> {
         let mut spare = vec![0u8; self.layout.spare_size_bytes()];
+        data.resize(self.layout.page_size_bytes(), 0);
         let (status, done_ns) = self.read_page(self.now_ns(), address, data, &mut spare)?;
         self.advance_to(done_ns);
         Ok((status, PageTag::decode(&spare)))
@@ -189,7 +190,25 @@ impl<F: Flash> Device<F> {
         buffers: &mut [Vec<u8>],
         statuses: &mut Vec<ReadStatus>,
     ) -> Result<(), NandError> {
+        self.resize_buffers(buffers);
         self.read_many_inner(addresses, buffers, statuses, None)
+    }
+
+    /// `read_many` into page-sized slices the caller lends (e.g. the pages of its own read
+    /// buffer), so the data is not copied again.
+    pub fn read_many_into(
+        &self,
+        addresses: &[LogAddress],
+        targets: &mut [&mut [u8]],
+        statuses: &mut Vec<ReadStatus>,
+    ) -> Result<(), NandError> {
+        self.read_many_inner(addresses, targets, statuses, None)
+    }
+
+    fn resize_buffers(&self, buffers: &mut [Vec<u8>]) {
+        for buffer in buffers.iter_mut() {
+            buffer.resize(self.layout.page_size_bytes(), 0);
+        }
     }
 
     /// `read_many` that also decodes each page's spare tag (the cleaner reads a victim so).
@@ -201,13 +220,14 @@ impl<F: Flash> Device<F> {
         tags: &mut Vec<Option<PageTag>>,
     ) -> Result<(), NandError> {
         tags.clear();
+        self.resize_buffers(buffers);
         self.read_many_inner(addresses, buffers, statuses, Some(tags))
     }
 
-    fn read_many_inner(
+    fn read_many_inner<B: AsMut<[u8]>>(
         &self,
         addresses: &[LogAddress],
-        buffers: &mut [Vec<u8>],
+        buffers: &mut [B],
         statuses: &mut Vec<ReadStatus>,
         mut tags: Option<&mut Vec<Option<PageTag>>>,
     ) -> Result<(), NandError> {
@@ -219,7 +239,7 @@ impl<F: Flash> Device<F> {
         let issue_ns = self.now_ns();
         let mut done_ns = issue_ns;
         for (address, data) in addresses.iter().zip(buffers.iter_mut()) {
-            let (status, page_done_ns) = self.read_page(issue_ns, *address, data, &mut spare)?;
+            let (status, page_done_ns) = self.read_page(issue_ns, *address, data.as_mut(), &mut spare)?;
             done_ns = done_ns.max(page_done_ns);
             statuses.push(status);
             if let Some(tags) = tags.as_deref_mut() {

@@ -450,6 +450,16 @@ impl<F: Flash> SegmentLog<F> {
         Ok(self.device.read_many(addresses, buffers, statuses)?)
     }
 
+    /// `read_many` into page-sized slices the caller lends.
+    pub fn read_many_into(
+        &self,
+        addresses: &[LogAddress],
+        targets: &mut [&mut [u8]],
+        statuses: &mut Vec<ReadStatus>,
+    ) -> Result<(), SegmentError> {
+        Ok(self.device.read_many_into(addresses, targets, statuses)?)
+    }
+
     /// `read_many` that also decodes each page's owner tag from its spare area (the cleaner).
     pub fn read_many_with_tags(
         &self,
