@@ -750,7 +750,11 @@ impl PageStore for ImageStore {
     /// A page not pending is read from the file without the simulator's lock, so readers on
     /// several threads overlap (the file is not written meanwhile: writes need `&mut`).
     fn start_read_contents(&self, page: PageAddress) -> Option<ContentsFetch> {
-        if self.pending.slot(self.page_index(page), self.layout.page_slot_bytes as usize).is_some() {
+        if self
+            .pending
+            .slot(self.page_index(page), fsoc_flash::convert::usize_from_u64(self.layout.page_slot_bytes))
+            .is_some()
+        {
             return None;
         }
         let file = Arc::clone(&self.file);
