@@ -31,8 +31,8 @@
 //!   a private extension (Trebind). Rejected: AGPL-3.0, which our MIT OR Apache-2.0 product
 //!   cannot take as a dependency.
 //!
-//! None is no_std, heap-free and permissively licensed, and 9P2000.L's 57 messages (28 requests, 29 replies) are simple
-//! fixed layouts, so this crate is ~1,000 lines of our own.
+//! None is no_std, heap-free and permissively licensed, and 9P2000.L's 57 messages (28
+//! requests, 29 replies) are simple fixed layouts, so this crate is our own.
 #![no_std]
 #![forbid(unsafe_code)]
 // The storage crates' lint set: no unwrap, expect, panic!, unchecked indexing or truncating
