@@ -41,7 +41,9 @@ pub fn frame_size(received: &[u8], msize_bytes: u32) -> Result<Option<usize>, De
     if size_bytes > msize_bytes {
         return Err(DecodeError::SizeAboveMsize { size_bytes, msize_bytes });
     }
-    Ok(usize::try_from(size_bytes).ok())
+    // Only a platform whose usize is narrower than msize can fail here; it cannot hold the
+    // message, which is the same as its being above msize.
+    usize::try_from(size_bytes).map(Some).map_err(|_| DecodeError::SizeAboveMsize { size_bytes, msize_bytes })
 }
 
 /// The header of the message at the start of `bytes`; the server reads the tag from it to
