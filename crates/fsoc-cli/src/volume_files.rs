@@ -231,6 +231,17 @@ impl Flash for VolumeFlash {
         forward!(self, flash => flash.read_page(issue_ns, page, data, spare))
     }
 
+    fn read_pages(
+        &self,
+        issue_ns: Nanos,
+        pages: &[PageAddress],
+        data: &mut [&mut [u8]],
+        spares: &mut [u8],
+        completions: &mut Vec<Completed<ReadStatus>>,
+    ) -> Result<(), NandError> {
+        forward!(self, flash => flash.read_pages(issue_ns, pages, data, spares, completions))
+    }
+
     fn program_page(
         &mut self,
         issue_ns: Nanos,

@@ -26,6 +26,8 @@
 
 extern crate alloc;
 
+use alloc::vec::Vec;
+
 pub mod codec;
 pub mod convert;
 mod geometry;
@@ -218,4 +220,51 @@ pub trait Flash {
     fn prefetch(&self, pages: &[PageAddress]) {
         let _ = pages;
     }
+
+    /// Reads several pages issued together at `issue_ns`: page `i` into `data[i]` and the
+    /// `i`-th `spare_bytes` of `spares`, one completion per page pushed to `completions` (in
+    /// order). The rules of `read_page` apply to each; a failure stops the batch. The default
+    /// reads them one by one; a backend may fetch neighbouring pages together.
+    fn read_pages(
+        &self,
+        issue_ns: Nanos,
+        pages: &[PageAddress],
+        data: &mut [&mut [u8]],
+        spares: &mut [u8],
+        completions: &mut Vec<Completed<ReadStatus>>,
+    ) -> Result<(), NandError> {
+        let spare_bytes = self.geometry().spare_bytes as usize;
+        check_batch(pages.len(), data.len(), spares.len(), spare_bytes)?;
+        for ((page, data), spare) in pages.iter().zip(data.iter_mut()).zip(spares.chunks_exact_mut(spare_bytes.max(1)))
+        {
+            completions.push(self.read_page(issue_ns, *page, data, spare)?);
+        }
+        Ok(())
+    }
+}
+
+/// Checks the buffers of a `Flash::read_pages` batch: one data buffer per page and
+/// `spare_bytes` of spares per page.
+pub fn check_batch(
+    pages: usize,
+    data_buffers: usize,
+    spares_bytes: usize,
+    spare_bytes: usize,
+) -> Result<(), NandError> {
+    if data_buffers != pages {
+        return Err(NandError::BufferSize {
+            what: "data buffers of a batch",
+            expected_bytes: pages,
+            actual_bytes: data_buffers,
+        });
+    }
+    let expected = pages.saturating_mul(spare_bytes);
+    if spares_bytes != expected || spare_bytes == 0 {
+        return Err(NandError::BufferSize {
+            what: "spares of a batch",
+            expected_bytes: expected,
+            actual_bytes: spares_bytes,
+        });
+    }
+    Ok(())
 }

@@ -19,7 +19,9 @@ use std::vec::Vec;
 
 use crate::geometry::{Geometry, Profile};
 use crate::sim::{SimConfig, SimFlash};
-use crate::store::{BadMark, BlockMeta, ContentsFetch, PageMeta, PageState, PageStore, PAGE_FLIPS_MAX};
+use crate::store::{
+    BadMark, BlockMeta, ContentsBatchFetch, ContentsFetch, PageMeta, PageState, PageStore, PAGE_FLIPS_MAX,
+};
 use crate::{BlockAddress, NandError, PageAddress};
 use fsoc_flash::codec::{DecodeError, Reader, Writer};
 
@@ -497,7 +499,7 @@ impl ImageStore {
         };
         let layout = ImageLayout::compute(&config.geometry, config.chip_count)
             .ok_or(ImageError::InvalidGeometry { reason: "image size overflows 64 bits" })?;
-        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path).map_err(io_error("create"))?;
+        let file = open_image_file(path, true).map_err(io_error("create"))?;
         file.set_len(layout.file_size_bytes).map_err(io_error("set length"))?;
         file.write_all_at(&header.encode(&layout), 0).map_err(io_error("write header"))?;
         let block_total = config.chip_count as usize * config.geometry.block_count as usize;
@@ -515,7 +517,7 @@ impl ImageStore {
 
     /// Opens an existing image, checking its header and block table.
     pub fn open(path: &Path) -> Result<ImageStore, ImageError> {
-        let file = OpenOptions::new().read(true).write(true).open(path).map_err(io_error("open"))?;
+        let file = open_image_file(path, false).map_err(io_error("open"))?;
         let file_size_bytes = file.metadata().map_err(io_error("stat"))?.len();
         let header_bytes_available =
             usize::try_from(file_size_bytes).map_or(HEADER_BYTES, |size| size.min(HEADER_BYTES));
@@ -671,11 +673,106 @@ impl Drop for ImageStore {
     }
 }
 
-/// Reads a page's slot at `offset`: its data, then the adjacent spare bytes.
+/// Reads a page's slot at `offset` into `data` and then `spare` (adjacent in the file) with one
+/// `preadv`; a short count (not expected of a regular file) is finished by plain reads.
 fn read_slot(file: &File, offset: u64, data: &mut [u8], spare: &mut [u8]) -> Result<(), NandError> {
+    use std::os::fd::AsRawFd;
+    let total = data.len() + spare.len();
+    let vectors = [
+        libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: data.len() },
+        libc::iovec { iov_base: spare.as_mut_ptr().cast(), iov_len: spare.len() },
+    ];
+    let file_offset =
+        libc::off_t::try_from(offset).map_err(|_| io_error("read page")(std::io::ErrorKind::InvalidInput.into()))?;
+    // SAFETY: both vectors point at live, exclusively borrowed buffers of the stated lengths
+    // for the whole call, and the descriptor belongs to `file`, which outlives the call.
+    let count = unsafe { libc::preadv(file.as_raw_fd(), vectors.as_ptr(), 2, file_offset) };
+    if usize::try_from(count).ok() == Some(total) {
+        return Ok(());
+    }
     file.read_exact_at(data, offset).map_err(io_error("read page"))?;
     file.read_exact_at(spare, offset + data.len() as u64).map_err(io_error("read page spare"))?;
     Ok(())
+}
+
+/// Slots read by one `preadv` at most (two vectors each, within the kernel's IOV_MAX of 1024).
+const SLOTS_PER_READ_MAX: usize = 256;
+
+/// Reads `reads` (batch position, slot offset) into the batch's buffers: runs of neighbouring
+/// slots (consecutive positions at consecutive offsets) with one `preadv` each.
+fn read_slots(
+    file: &File,
+    reads: &[(usize, u64)],
+    slot_stride: u64,
+    data: &mut [&mut [u8]],
+    spares: &mut [u8],
+    spare_bytes: usize,
+) -> Result<(), NandError> {
+    use std::os::fd::AsRawFd;
+    let batch_length = data.len() as u64;
+    let out_of_batch =
+        || NandError::OutOfRange { what: "batch position", value: reads.len() as u64, limit: batch_length };
+    // The batch's buffers, each page's data and spare as one pair.
+    let mut pairs: Vec<(&mut [u8], &mut [u8])> = data
+        .iter_mut()
+        .zip(spares.chunks_exact_mut(spare_bytes.max(1)))
+        .map(|(data, spare)| (&mut **data, spare))
+        .collect();
+    let mut index = 0;
+    while let Some(&(first_position, first_offset)) = reads.get(index) {
+        // The run: reads at consecutive positions and consecutive slots.
+        let mut length = 1;
+        while length < SLOTS_PER_READ_MAX
+            && reads.get(index + length).is_some_and(|&(position, offset)| {
+                position == first_position + length && offset == first_offset + length as u64 * slot_stride
+            })
+        {
+            length += 1;
+        }
+        let run = pairs.get_mut(first_position..first_position + length).ok_or_else(out_of_batch)?;
+        let mut vectors = Vec::with_capacity(2 * length);
+        let mut total = 0;
+        for (data, spare) in run.iter_mut() {
+            vectors.push(libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: data.len() });
+            vectors.push(libc::iovec { iov_base: spare.as_mut_ptr().cast(), iov_len: spare.len() });
+            total += data.len() + spare.len();
+        }
+        let count = match (libc::off_t::try_from(first_offset), libc::c_int::try_from(vectors.len())) {
+            // SAFETY: every vector points at a live buffer of the batch, exclusively borrowed
+            // through `run` for the whole call, with its own length; the descriptor belongs to
+            // `file`, which outlives the call.
+            (Ok(offset), Ok(vector_count)) => unsafe {
+                libc::preadv(file.as_raw_fd(), vectors.as_ptr(), vector_count, offset)
+            },
+            _ => -1,
+        };
+        if usize::try_from(count).ok() != Some(total) {
+            // A short or failed vectored read (not expected of a regular file): page by page.
+            for (slot, (data, spare)) in run.iter_mut().enumerate() {
+                read_slot(file, first_offset + slot as u64 * slot_stride, data, spare)?;
+            }
+        }
+        index += length;
+    }
+    Ok(())
+}
+
+/// Opens the image for reading and writing, without access-time updates where the kernel
+/// allows it (the owner or root; others open it plainly).
+fn open_image_file(path: &Path, create: bool) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = |flags: i32| {
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).custom_flags(flags);
+        if create {
+            options.create_new(true);
+        }
+        options.open(path)
+    };
+    match open(libc::O_NOATIME) {
+        Err(error) if error.raw_os_error() == Some(libc::EPERM) => open(0),
+        result => result,
+    }
 }
 
 impl PageStore for ImageStore {
@@ -745,6 +842,23 @@ impl PageStore for ImageStore {
             return Ok(());
         }
         read_slot(&self.file, self.page_slot_offset(page), data, spare)
+    }
+
+    /// Pages not pending are read from the file without the simulator's lock, neighbouring
+    /// slots with one `preadv` each (data and spare buffers alternating).
+    fn start_read_contents_many(&self, pages: &[(usize, PageAddress)]) -> Option<ContentsBatchFetch> {
+        let slot_bytes = fsoc_flash::convert::usize_from_u64(self.layout.page_slot_bytes);
+        if pages.iter().any(|(_, page)| self.pending.slot(self.page_index(*page), slot_bytes).is_some()) {
+            return None;
+        }
+        let file = Arc::clone(&self.file);
+        let reads: Vec<(usize, u64)> =
+            pages.iter().map(|(position, page)| (*position, self.page_slot_offset(*page))).collect();
+        let spare_bytes = self.header.geometry.spare_bytes as usize;
+        let slot_stride = self.layout.page_slot_bytes;
+        Some(Box::new(move |data: &mut [&mut [u8]], spares: &mut [u8]| {
+            read_slots(&file, &reads, slot_stride, data, spares, spare_bytes)
+        }))
     }
 
     /// A page not pending is read from the file without the simulator's lock, so readers on

@@ -587,6 +587,21 @@ struct ReadPlan {
 
 /// Applies a read plan to the fetched contents (or, for a page without contents, to the
 /// caller's buffers) and returns what the ECC engine reports.
+/// Page `position`'s data buffer and spare in a `read_pages` batch (lengths checked before).
+fn batch_buffers<'a>(
+    data: &'a mut [&mut [u8]],
+    spares: &'a mut [u8],
+    position: usize,
+    spare_bytes: usize,
+) -> Result<(&'a mut [u8], &'a mut [u8]), NandError> {
+    let out_of_batch =
+        NandError::OutOfRange { what: "batch position", value: position as u64, limit: data.len() as u64 };
+    let start = position.checked_mul(spare_bytes).ok_or(out_of_batch.clone())?;
+    let spare = spares.get_mut(start..start + spare_bytes).ok_or(out_of_batch.clone())?;
+    let data = data.get_mut(position).ok_or(out_of_batch)?;
+    Ok((data, spare))
+}
+
 fn finish_read(
     config: &SimConfig,
     page: PageAddress,
@@ -949,6 +964,60 @@ impl<S: PageStore> Flash for SimFlash<S> {
         }
         let status = finish_read(&self.config, page, &plan, data, spare);
         Ok(Completed { value: status, done_ns })
+    }
+
+    /// One lock for the whole batch's checks and plans; the contents are then fetched together
+    /// without it where the store can (neighbouring pages of an image in one system call, chip
+    /// workers in parallel), else one by one under it.
+    fn read_pages(
+        &self,
+        issue_ns: Nanos,
+        pages: &[PageAddress],
+        data: &mut [&mut [u8]],
+        spares: &mut [u8],
+        completions: &mut Vec<Completed<ReadStatus>>,
+    ) -> Result<(), NandError> {
+        let spare_bytes = self.config.geometry.spare_bytes as usize;
+        fsoc_flash::check_batch(pages.len(), data.len(), spares.len(), spare_bytes)?;
+        let mut state = self.state.lock();
+        let mut plans = Vec::with_capacity(pages.len());
+        for (page, buffer) in pages.iter().zip(data.iter()) {
+            plans.push(state.begin_read(issue_ns, *page, buffer.len(), spare_bytes)?);
+        }
+        let with_contents: Vec<(usize, PageAddress)> = pages
+            .iter()
+            .zip(&plans)
+            .enumerate()
+            .filter(|(_, (_, (plan, _)))| plan.state.has_contents())
+            .map(|(position, (page, _))| (position, *page))
+            .collect();
+        if let Some(fetch) = state.store.start_read_contents_many(&with_contents) {
+            drop(state);
+            fetch(data, spares)?;
+        } else {
+            // One by one: started under the lock, collected without it where the store can.
+            let mut started = Vec::with_capacity(with_contents.len());
+            for &(position, page) in &with_contents {
+                match state.store.start_read_contents(page) {
+                    Some(fetch) => started.push((position, fetch)),
+                    None => {
+                        let (data, spare) = batch_buffers(data, spares, position, spare_bytes)?;
+                        state.store.read_contents(page, data, spare)?;
+                    }
+                }
+            }
+            drop(state);
+            for (position, fetch) in started {
+                let (data, spare) = batch_buffers(data, spares, position, spare_bytes)?;
+                fetch(data, spare)?;
+            }
+        }
+        for (position, (page, (plan, done_ns))) in pages.iter().zip(&plans).enumerate() {
+            let (data, spare) = batch_buffers(data, spares, position, spare_bytes)?;
+            let status = finish_read(&self.config, *page, plan, data, spare);
+            completions.push(Completed { value: status, done_ns: *done_ns });
+        }
+        Ok(())
     }
 
     fn program_page(

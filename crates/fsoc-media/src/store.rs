@@ -179,6 +179,14 @@ pub trait PageStore {
         None
     }
 
+    /// `start_read_contents` for several pages: `pages` pairs each page with its position in
+    /// a `Flash::read_pages` batch, and the fetch fills those positions of the batch's data
+    /// buffers and spares. `None`, the default, means the pages are read one by one.
+    fn start_read_contents_many(&self, pages: &[(usize, PageAddress)]) -> Option<ContentsBatchFetch> {
+        let _ = pages;
+        None
+    }
+
     /// Returns every page of the block to pristine (erased, no flips) and may drop the stored
     /// contents. Block metadata is not touched.
     fn reset_block_pages(&mut self, block: BlockAddress) -> Result<(), NandError> {
@@ -205,6 +213,11 @@ pub trait PageStore {
 /// Collects the contents of a read started by `PageStore::start_read_contents` into
 /// `(data, spare)`.
 pub type ContentsFetch = alloc::boxed::Box<dyn FnOnce(&mut [u8], &mut [u8]) -> Result<(), NandError> + Send>;
+
+/// Collects the contents of reads started by `PageStore::start_read_contents_many` into a
+/// batch's data buffers and spares (positions as given when started).
+pub type ContentsBatchFetch =
+    alloc::boxed::Box<dyn FnOnce(&mut [&mut [u8]], &mut [u8]) -> Result<(), NandError> + Send>;
 
 /// One page of a `RamStore` that differs from pristine.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -229,22 +229,27 @@ impl<F: Flash> Device<F> {
         addresses: &[LogAddress],
         buffers: &mut [B],
         statuses: &mut Vec<ReadStatus>,
-        mut tags: Option<&mut Vec<Option<PageTag>>>,
+        tags: Option<&mut Vec<Option<PageTag>>>,
     ) -> Result<(), NandError> {
         assert_eq!(addresses.len(), buffers.len(), "one buffer per address");
         statuses.clear();
+        let page_bytes = self.layout.page_size_bytes();
+        let spare_bytes = self.layout.spare_size_bytes();
         let pages: Vec<_> = addresses.iter().map(|address| self.layout.physical(*address)).collect();
         self.flash.prefetch(&pages);
-        let mut spare = vec![0u8; self.layout.spare_size_bytes()];
+        let mut targets: Vec<&mut [u8]> = buffers.iter_mut().map(AsMut::as_mut).collect();
+        for target in &targets {
+            assert_eq!(target.len(), page_bytes, "read into a buffer that is not one page");
+        }
+        let mut spares = vec![0u8; pages.len() * spare_bytes];
+        let mut completions = Vec::with_capacity(pages.len());
         let issue_ns = self.now_ns();
-        let mut done_ns = issue_ns;
-        for (address, data) in addresses.iter().zip(buffers.iter_mut()) {
-            let (status, page_done_ns) = self.read_page(issue_ns, *address, data.as_mut(), &mut spare)?;
-            done_ns = done_ns.max(page_done_ns);
-            statuses.push(status);
-            if let Some(tags) = tags.as_deref_mut() {
-                tags.push(PageTag::decode(&spare));
-            }
+        self.pages_read.fetch_add(pages.len() as u64, Ordering::Relaxed);
+        self.flash.read_pages(issue_ns, &pages, &mut targets, &mut spares, &mut completions)?;
+        let done_ns = completions.iter().map(|completed| completed.done_ns).fold(issue_ns, Nanos::max);
+        statuses.extend(completions.iter().map(|completed| completed.value));
+        if let Some(tags) = tags {
+            tags.extend(spares.chunks_exact(spare_bytes.max(1)).map(PageTag::decode));
         }
         self.advance_to(done_ns);
         Ok(())
