@@ -205,3 +205,58 @@ fn format_doc_example_header_decodes() {
     assert_eq!(header.encode(&layout).to_vec(), bytes);
     assert_eq!(crc32c(b"123456789"), 0xE306_9283);
 }
+
+/// `read_pages` of `pages` in one batch: status, data and spare of each.
+fn read_batch(flash: &SimFlash<ImageStore>, pages: &[PageAddress]) -> Vec<(ReadStatus, Vec<u8>, Vec<u8>)> {
+    let geometry = flash.geometry();
+    let mut data: Vec<Vec<u8>> = vec![vec![0u8; geometry.page_data_bytes as usize]; pages.len()];
+    let mut spares = vec![0u8; pages.len() * geometry.spare_bytes as usize];
+    let mut completions = Vec::new();
+    let mut targets: Vec<&mut [u8]> = data.iter_mut().map(Vec::as_mut_slice).collect();
+    flash.read_pages(0, pages, &mut targets, &mut spares, &mut completions).expect("read batch");
+    let spares = spares.chunks_exact(geometry.spare_bytes as usize).map(<[u8]>::to_vec);
+    completions.iter().zip(data).zip(spares).map(|((done, data), spare)| (done.value, data, spare)).collect()
+}
+
+// Checks that a batch read gives what page-by-page reads give: neighbouring slots (read
+// together), a gap, a page of another chip, an erased page, a page twice, out of order, and
+// pages still in the store's write-behind buffer (read under the lock) as well as written
+// back ones; and that wrong buffer counts are typed errors.
+#[test]
+fn batch_reads_match_page_reads() {
+    let directory = tempfile::tempdir().expect("tempdir");
+    let mut flash = small_image(&directory.path().join("device.img"));
+    for page_index in 0..6 {
+        program(&mut flash, PageAddress::new(0, 3, page_index), page_index).expect("program");
+    }
+    program(&mut flash, PageAddress::new(1, 4, 0), 40).expect("program");
+    let pages = [
+        PageAddress::new(0, 3, 0),
+        PageAddress::new(0, 3, 1),
+        PageAddress::new(0, 3, 2),
+        PageAddress::new(0, 3, 4),
+        PageAddress::new(1, 4, 0),
+        PageAddress::new(0, 7, 0), // erased
+        PageAddress::new(0, 3, 5),
+        PageAddress::new(0, 3, 1), // again
+        PageAddress::new(0, 3, 3),
+    ];
+    let expected: Vec<_> = pages.iter().map(|page| read(&mut flash, *page).expect("read")).collect();
+    assert_eq!(expected[5].0, ReadStatus::Erased);
+    // Pending in the write-behind buffer (programmed, no barrier since).
+    assert_eq!(read_batch(&flash, &pages), expected);
+    flash.write_barrier().expect("barrier");
+    // Written back: read from the file, neighbours together.
+    assert_eq!(read_batch(&flash, &pages), expected);
+
+    let geometry = flash.geometry();
+    let mut data = vec![0u8; geometry.page_data_bytes as usize];
+    let mut spares = vec![0u8; 2 * geometry.spare_bytes as usize];
+    let mut completions = Vec::new();
+    let error = flash.read_pages(0, &pages[..2], &mut [&mut data[..]], &mut spares, &mut completions);
+    assert!(matches!(error, Err(NandError::BufferSize { .. })), "{error:?}");
+    let mut other = vec![0u8; geometry.page_data_bytes as usize];
+    let error =
+        flash.read_pages(0, &pages[..2], &mut [&mut data[..], &mut other[..]], &mut spares[1..], &mut completions);
+    assert!(matches!(error, Err(NandError::BufferSize { .. })), "{error:?}");
+}
