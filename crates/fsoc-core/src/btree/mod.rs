@@ -47,18 +47,20 @@ use fsoc_flash::codec::DecodeError;
 /// The tree's only way to the flash. The segment log implements it; tests use a RAM store.
 /// Where a tree reads its node pages: shared by concurrent readers (`&self`).
 pub trait NodeReader {
+    /// The store's own error (the segment log's, with power loss and full-volume cases of its
+    /// own), carried out of the tree unchanged in `TreeError::Store`.
+    type Error;
     /// Bytes available for one node (the page data size).
     fn node_size_bytes(&self) -> usize;
-    /// Reads the page at `address` into `out` (resized to `node_size_bytes`). Errors (I/O,
-    /// uncorrectable ECC) come back as `TreeError::Io`.
-    fn read_page(&self, address: LogAddress, out: &mut alloc::vec::Vec<u8>) -> Result<(), TreeError>;
+    /// Reads the page at `address` into `out` (resized to `node_size_bytes`).
+    fn read_page(&self, address: LogAddress, out: &mut alloc::vec::Vec<u8>) -> Result<(), Self::Error>;
 }
 
 /// Where a tree reads and writes its node pages (one writer at a time).
 pub trait NodeStore: NodeReader {
     /// Appends a node page to the log and returns where it went. `tag` goes in the page's spare
     /// area so the cleaner can tell what the page is.
-    fn append_node(&mut self, bytes: &[u8], tag: NodeTag) -> Result<LogAddress, TreeError>;
+    fn append_node(&mut self, bytes: &[u8], tag: NodeTag) -> Result<LogAddress, Self::Error>;
     /// The working state no longer references this page (the committed state may still).
     fn release(&mut self, address: LogAddress);
 }
@@ -106,11 +108,13 @@ pub struct TreeStats {
     pub height: u8,
 }
 
+/// What went wrong in a tree operation; `E` is the store's error.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum TreeError {
-    /// The store could not read or write the page; `reason` comes from the store.
-    #[error("node page {address:?}: i/o error: {reason}")]
-    Io { address: LogAddress, reason: &'static str },
+pub enum TreeError<E> {
+    /// The store failed to read the page at `address`, or to append a node (`address` is
+    /// `LogAddress::NULL` then); its own error says why (power loss, no space, ...).
+    #[error("node page {address:?}: {error}")]
+    Store { address: LogAddress, error: E },
     /// The page does not hold the node its parent (or the metaroot) says it holds.
     /// `address` is `LogAddress::NULL` for a dirty node that fails `Tree::check`.
     #[error("node page {address:?} corrupt: {reason}")]
@@ -118,14 +122,11 @@ pub enum TreeError {
     /// Key plus value exceed `Tree::max_entry_bytes` for the node size.
     #[error("entry of {key_bytes} key bytes and {value_bytes} value bytes exceeds {limit_bytes}")]
     EntryTooLarge { key_bytes: usize, value_bytes: usize, limit_bytes: usize },
-    /// The store has no free page for a node.
-    #[error("no space for node pages")]
-    NoSpace,
 }
 
-impl TreeError {
+impl<E> TreeError<E> {
     /// A node page that failed to decode.
-    pub fn from_decode(address: LogAddress, error: &DecodeError) -> TreeError {
+    pub fn from_decode(address: LogAddress, error: &DecodeError) -> TreeError<E> {
         let reason = match error {
             DecodeError::Truncated { .. } => "node truncated",
             DecodeError::ChecksumMismatch { .. } => "node checksum mismatch",

@@ -5,7 +5,7 @@ use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
 use crate::address::LogAddress;
-use crate::btree::{NodeReader, NodeStore, NodeTag, TreeError};
+use crate::btree::{NodeReader, NodeStore, NodeTag};
 
 pub(crate) struct RamNodeStore {
     node_size_bytes: usize,
@@ -79,14 +79,25 @@ impl RamNodeStore {
     }
 }
 
+/// Why the RAM store failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RamStoreError {
+    #[error("page not written or erased")]
+    NotWritten,
+    #[error("append budget spent (no space)")]
+    Full,
+}
+
 impl NodeReader for RamNodeStore {
+    type Error = RamStoreError;
+
     fn node_size_bytes(&self) -> usize {
         self.node_size_bytes
     }
 
-    fn read_page(&self, address: LogAddress, out: &mut Vec<u8>) -> Result<(), TreeError> {
+    fn read_page(&self, address: LogAddress, out: &mut Vec<u8>) -> Result<(), RamStoreError> {
         self.read_count.set(self.read_count.get() + 1);
-        let page = self.pages.get(&address.0).ok_or(TreeError::Io { address, reason: "page not written or erased" })?;
+        let page = self.pages.get(&address.0).ok_or(RamStoreError::NotWritten)?;
         out.clear();
         out.extend_from_slice(page);
         Ok(())
@@ -94,11 +105,11 @@ impl NodeReader for RamNodeStore {
 }
 
 impl NodeStore for RamNodeStore {
-    fn append_node(&mut self, bytes: &[u8], tag: NodeTag) -> Result<LogAddress, TreeError> {
+    fn append_node(&mut self, bytes: &[u8], tag: NodeTag) -> Result<LogAddress, RamStoreError> {
         assert_eq!(bytes.len(), self.node_size_bytes, "node page of the wrong size");
         if let Some(budget) = &mut self.append_budget {
             if *budget == 0 {
-                return Err(TreeError::NoSpace);
+                return Err(RamStoreError::Full);
             }
             *budget -= 1;
         }

@@ -12,7 +12,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::address::LogAddress;
-use crate::btree::ram_store::RamNodeStore;
+use crate::btree::ram_store::{RamNodeStore, RamStoreError};
 use crate::btree::NodeReader;
 use crate::btree::{Node, NodeStore, Tree, TreeConfig, TreeCounters, TreeError, TreeRoot, TreeStats};
 
@@ -746,7 +746,7 @@ fn read_errors_propagate() {
     let mut store = RamNodeStore::new(2048);
     let missing = crate::address::PagePointer { address: LogAddress(5), checksum: 0 };
     let mut tree = Tree::open(config(8), TreeRoot { pointer: missing, height: 1 });
-    let error = TreeError::Io { address: LogAddress(5), reason: "page not written or erased" };
+    let error = TreeError::Store { address: LogAddress(5), error: RamStoreError::NotWritten };
     assert_eq!(tree.get(&store, b"k"), Err(error.clone()));
     assert_eq!(tree.insert(&mut store, b"k", b"v"), Err(error.clone()));
     assert_eq!(tree.check(&mut store, &mut |_| {}, &mut |_, _| Ok(())), Err(error));
@@ -883,7 +883,7 @@ fn no_space_propagates_and_flush_can_resume() {
     let dirty_before = tree.dirty_node_count();
     assert!(dirty_before > 5, "{dirty_before} dirty");
     store.append_budget = Some(3);
-    assert_eq!(tree.flush(&mut store), Err(TreeError::NoSpace));
+    assert_eq!(tree.flush(&mut store), Err(TreeError::Store { address: LogAddress::NULL, error: RamStoreError::Full }));
     assert_eq!(tree.dirty_node_count(), dirty_before - 3, "three nodes were written");
     assert!(tree.is_dirty());
     assert_eq!(tree.root(), None);
@@ -897,7 +897,7 @@ fn no_space_propagates_and_flush_can_resume() {
     assert_ne!(committed_root, root);
     tree.insert(&mut store, b"doomed", b"x").unwrap();
     store.append_budget = Some(0);
-    assert_eq!(tree.flush(&mut store), Err(TreeError::NoSpace));
+    assert_eq!(tree.flush(&mut store), Err(TreeError::Store { address: LogAddress::NULL, error: RamStoreError::Full }));
     tree.reset_to(committed_root);
     store.rollback();
     check_tree(&mut tree, &mut store, &committed_model, "reset after NoSpace");

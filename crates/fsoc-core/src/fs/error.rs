@@ -1,6 +1,5 @@
 //! File-system errors and their one mapping onto errno values.
 
-use crate::btree::TreeError;
 use crate::segment::SegmentError;
 use crate::txn::TxnError;
 use fsoc_flash::codec::DecodeError;
@@ -97,7 +96,7 @@ impl FsError {
 impl From<TxnError> for FsError {
     fn from(error: TxnError) -> Self {
         match error {
-            TxnError::Segment(SegmentError::NoFreeSegment) | TxnError::Tree(TreeError::NoSpace) => FsError::NoSpace,
+            TxnError::Segment(SegmentError::NoFreeSegment) => FsError::NoSpace,
             TxnError::ReadOnly => FsError::ReadOnly,
             other => FsError::Io(other),
         }

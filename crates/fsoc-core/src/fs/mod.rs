@@ -35,8 +35,9 @@ pub use crate::fs::error::{errno, FsError};
 use crate::fs::records::NAME_BYTES_MAX;
 pub use crate::fs::records::{FileKind, InodeRecord};
 pub use crate::fs::space::SpaceAccount;
+use crate::segment::SegmentError;
 use crate::txn::store::{LogNodeReader, LogNodeStore};
-use crate::txn::volume::unwrap_tree_error;
+use crate::txn::TxnError;
 use crate::txn::{Volume, VolumeConfig};
 
 /// When the file system commits on its own (it always commits when the volume is full).
@@ -184,7 +185,7 @@ impl<F: Flash> FileSystem<F> {
     fn with_tree<T>(
         &mut self,
         which: TreeId,
-        operation: impl FnOnce(&mut Tree, &mut LogNodeStore<'_, F>) -> Result<T, TreeError>,
+        operation: impl FnOnce(&mut Tree, &mut LogNodeStore<'_, F>) -> Result<T, TreeError<SegmentError>>,
     ) -> Result<T, FsError> {
         let volume = &mut self.volume;
         let mut store = LogNodeStore::new(&mut volume.log);
@@ -192,14 +193,14 @@ impl<F: Flash> FileSystem<F> {
             TreeId::Directory => &mut volume.directory,
             TreeId::Allocation => &mut volume.allocation,
         };
-        operation(tree, &mut store).map_err(|error| FsError::from(unwrap_tree_error(error, store.take_error())))
+        operation(tree, &mut store).map_err(|error| FsError::from(TxnError::from(error)))
     }
 
     /// A read of one tree through a shared borrow: several may run at once.
     fn with_tree_read<T>(
         &self,
         which: TreeId,
-        operation: impl FnOnce(&Tree, &LogNodeReader<'_, F>) -> Result<T, TreeError>,
+        operation: impl FnOnce(&Tree, &LogNodeReader<'_, F>) -> Result<T, TreeError<SegmentError>>,
     ) -> Result<T, FsError> {
         let volume = &self.volume;
         let reader = LogNodeReader::new(&volume.log);
@@ -207,7 +208,7 @@ impl<F: Flash> FileSystem<F> {
             TreeId::Directory => &volume.directory,
             TreeId::Allocation => &volume.allocation,
         };
-        operation(tree, &reader).map_err(|error| FsError::from(unwrap_tree_error(error, reader.take_error())))
+        operation(tree, &reader).map_err(|error| FsError::from(TxnError::from(error)))
     }
 
     fn tree_get(&self, which: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>, FsError> {

@@ -58,8 +58,10 @@ impl Default for VolumeConfig {
 pub enum TxnError {
     #[error("segment log: {0}")]
     Segment(#[from] SegmentError),
+    /// A tree found a corrupt node or an entry too large. A failure of the store under it
+    /// arrives as `Segment` instead (see the `From` conversion), so power loss stays power loss.
     #[error("tree: {0}")]
-    Tree(#[from] TreeError),
+    Tree(TreeError<SegmentError>),
     #[error("{structure} is corrupt: {source}")]
     Decode { structure: &'static str, source: DecodeError },
     #[error("not an fsoc volume: {reason}")]
@@ -587,10 +589,8 @@ impl<F: Flash> Volume<F> {
     /// Writes dirty tree nodes without committing, to keep within the dirty budget.
     pub fn flush_trees(&mut self) -> Result<(TreeRoot, TreeRoot), TxnError> {
         let mut store = LogNodeStore::new(&mut self.log);
-        let directory_root =
-            self.directory.flush(&mut store).map_err(|error| unwrap_tree_error(error, store.take_error()))?;
-        let allocation_root =
-            self.allocation.flush(&mut store).map_err(|error| unwrap_tree_error(error, store.take_error()))?;
+        let directory_root = self.directory.flush(&mut store)?;
+        let allocation_root = self.allocation.flush(&mut store)?;
         Ok((directory_root, allocation_root))
     }
 
@@ -752,14 +752,13 @@ impl<F: Flash> Volume<F> {
     }
 }
 
-/// Recovers the segment-layer error behind a tree error (`segment_error`, from the store's
-/// `take_error`), so power loss stays power loss.
-pub fn unwrap_tree_error(error: TreeError, segment_error: Option<SegmentError>) -> TxnError {
-    match segment_error {
-        Some(segment_error) if matches!(error, TreeError::Io { .. } | TreeError::NoSpace) => {
-            TxnError::Segment(segment_error)
+impl From<TreeError<SegmentError>> for TxnError {
+    /// The segment layer's own error when the store under the tree failed; else the tree's.
+    fn from(error: TreeError<SegmentError>) -> TxnError {
+        match error {
+            TreeError::Store { error, .. } => TxnError::Segment(error),
+            other => TxnError::Tree(other),
         }
-        _ => TxnError::Tree(error),
     }
 }
 

@@ -14,14 +14,14 @@ impl Tree {
     /// Full walk for fsck that stops at the first violation: `check_all` with the first
     /// violation as the error. Every node page is visited at most once (a page reached twice
     /// is a violation), so even a crafted tree whose pointers share nodes costs one read per page.
-    pub fn check(
+    pub fn check<E>(
         &mut self,
-        store: &mut dyn NodeStore,
+        store: &mut dyn NodeStore<Error = E>,
         visit_node: &mut dyn FnMut(LogAddress),
-        visit_entry: &mut EntryVisitor<'_>,
-    ) -> Result<TreeStats, TreeError> {
+        visit_entry: &mut EntryVisitor<'_, E>,
+    ) -> Result<TreeStats, TreeError<E>> {
         let mut seen: BTreeSet<u32> = BTreeSet::new();
-        let mut first: Option<TreeError> = None;
+        let mut first: Option<TreeError<E>> = None;
         let stats = self.check_all(
             store,
             &mut |address| {
@@ -55,12 +55,12 @@ impl Tree {
     /// Iterative: the explicit stack holds one node per level, and each child must be one level
     /// below its parent, so its depth is bounded by the height and a cycle of pointers ends in
     /// a level violation.
-    pub fn check_all(
+    pub fn check_all<E>(
         &mut self,
-        store: &mut dyn NodeStore,
+        store: &mut dyn NodeStore<Error = E>,
         visit_node: &mut dyn FnMut(LogAddress) -> bool,
-        visit_entry: &mut EntryVisitor<'_>,
-        visit_violation: &mut dyn FnMut(TreeError) -> bool,
+        visit_entry: &mut EntryVisitor<'_, E>,
+        visit_violation: &mut dyn FnMut(TreeError<E>) -> bool,
     ) -> TreeStats {
         let mut stats = TreeStats { node_count: 0, leaf_count: 0, entry_count: 0, height: self.height };
         let root_level = match self.root_level() {
@@ -167,13 +167,13 @@ impl Tree {
     }
 
     /// Opens a node for `check_all`; a page met before is a violation, and is not read again.
-    pub(super) fn check_open(
+    pub(super) fn check_open<E>(
         &self,
-        store: &mut dyn NodeStore,
+        store: &mut dyn NodeStore<Error = E>,
         child: Child,
         level: u8,
         visit_node: &mut dyn FnMut(LogAddress) -> bool,
-    ) -> Result<(NodeHandle, LogAddress), TreeError> {
+    ) -> Result<(NodeHandle, LogAddress), TreeError<E>> {
         let (handle, address) = match child {
             Child::OnFlash(pointer) => {
                 if !pointer.address.is_null() && !visit_node(pointer.address) {

@@ -16,7 +16,7 @@ impl Tree {
     /// children's final address and checksum) and returns the new root. The pages the dirty
     /// nodes replace were released when they were copied. On error the nodes not yet written
     /// stay dirty; the tree is still consistent.
-    pub fn flush(&mut self, store: &mut dyn NodeStore) -> Result<TreeRoot, TreeError> {
+    pub fn flush<E>(&mut self, store: &mut dyn NodeStore<Error = E>) -> Result<TreeRoot, TreeError<E>> {
         let node_size_bytes = Self::node_size_bytes(store);
         let pointer = match self.root {
             RootRef::Clean(pointer) => pointer,
@@ -41,12 +41,12 @@ impl Tree {
     /// most the height whatever the tree holds.
     // Invariant: the stack holds the root until the root is written, and then the loop returns.
     #[allow(clippy::panic)]
-    pub(super) fn flush_node(
+    pub(super) fn flush_node<E>(
         &mut self,
-        store: &mut dyn NodeStore,
+        store: &mut dyn NodeStore<Error = E>,
         root: DirtyId,
         node_size_bytes: usize,
-    ) -> Result<PagePointer, TreeError> {
+    ) -> Result<PagePointer, TreeError<E>> {
         // (dirty node, index of the next branch to look at for a dirty child)
         let mut stack: Vec<(DirtyId, usize)> = Vec::with_capacity(usize::from(self.height));
         stack.push((root, 0));
@@ -85,17 +85,19 @@ impl Tree {
     }
 
     /// Writes one dirty node whose children are all on flash and moves it to the cache.
-    pub(super) fn write_dirty_node(
+    pub(super) fn write_dirty_node<E>(
         &mut self,
-        store: &mut dyn NodeStore,
+        store: &mut dyn NodeStore<Error = E>,
         id: DirtyId,
         node_size_bytes: usize,
-    ) -> Result<PagePointer, TreeError> {
+    ) -> Result<PagePointer, TreeError<E>> {
         let node = self.dirty.get(id);
         // `encode` refuses (panics on) a node with a dirty child.
         let page = NodePage::encode(node, node_size_bytes);
         let tag = NodeTag { tree_id: node.tree_id, level: node.level };
-        let address = store.append_node(page.page_bytes(), tag)?;
+        let address = store
+            .append_node(page.page_bytes(), tag)
+            .map_err(|error| TreeError::Store { address: LogAddress::NULL, error })?;
         assert!(!address.is_null(), "store appended a node at the null address");
         self.dirty.remove(id);
         self.counters.nodes_written += 1;
@@ -113,7 +115,11 @@ impl Tree {
     /// references pages whose append completed, and such a page decodes unless the flash lost
     /// it beyond ECC, which the store reports as `Io`. Torn programs from a power cut are the
     /// undecodable pages the cleaner meets, and they must not stop it.
-    pub fn relocate_if_live(&mut self, store: &mut dyn NodeStore, address: LogAddress) -> Result<bool, TreeError> {
+    pub fn relocate_if_live<E>(
+        &mut self,
+        store: &mut dyn NodeStore<Error = E>,
+        address: LogAddress,
+    ) -> Result<bool, TreeError<E>> {
         if address.is_null() {
             return Ok(false);
         }

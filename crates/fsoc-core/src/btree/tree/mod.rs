@@ -28,7 +28,7 @@ mod update;
 pub type KeyValue = (Vec<u8>, Vec<u8>);
 
 /// Called by `Tree::check` for every leaf entry, in key order.
-type EntryVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), TreeError> + 'a;
+type EntryVisitor<'a, E> = dyn FnMut(&[u8], &[u8]) -> Result<(), TreeError<E>> + 'a;
 
 /// A node at or below this fraction of the node size is merged with or refilled from a sibling.
 const UNDERFLOW_DIVISOR: usize = 4;

@@ -12,7 +12,7 @@ use portable_atomic::Ordering;
 use super::*;
 
 impl Tree {
-    pub(super) fn node_size_bytes(store: &dyn NodeReader) -> usize {
+    pub(super) fn node_size_bytes<E>(store: &dyn NodeReader<Error = E>) -> usize {
         let node_size_bytes = store.node_size_bytes();
         assert!(
             (NODE_SIZE_BYTES_MIN..=NODE_SIZE_BYTES_MAX).contains(&node_size_bytes),
@@ -29,7 +29,7 @@ impl Tree {
         }
     }
 
-    pub(super) fn root_level(&self) -> Result<u8, TreeError> {
+    pub(super) fn root_level<E>(&self) -> Result<u8, TreeError<E>> {
         self.height
             .checked_sub(1)
             .ok_or(TreeError::Corrupt { address: self.root_address(), reason: "tree height zero" })
@@ -37,11 +37,11 @@ impl Tree {
 
     /// `descend` returned no node: it always returns the root at least, so this is a bug; an
     /// error (the caller poisons the volume) rather than a panic.
-    pub(super) fn empty_descent(&self) -> TreeError {
+    pub(super) fn empty_descent<E>(&self) -> TreeError<E> {
         TreeError::Corrupt { address: self.root_address(), reason: "descent returned no node" }
     }
 
-    pub(super) fn too_deep(&self) -> TreeError {
+    pub(super) fn too_deep<E>(&self) -> TreeError<E> {
         TreeError::Corrupt { address: self.root_address(), reason: "descent deeper than the recorded height" }
     }
 
@@ -53,22 +53,26 @@ impl Tree {
     }
 
     /// Reads the page at `address` into a fresh buffer (one node's worth), counting the read.
-    pub(super) fn read_page(&self, store: &dyn NodeReader, address: LogAddress) -> Result<Vec<u8>, TreeError> {
+    pub(super) fn read_page<E>(
+        &self,
+        store: &dyn NodeReader<Error = E>,
+        address: LogAddress,
+    ) -> Result<Vec<u8>, TreeError<E>> {
         let node_size_bytes = Self::node_size_bytes(store);
         self.pages_read.fetch_add(1, Ordering::Relaxed);
         let mut page = Vec::with_capacity(node_size_bytes);
-        store.read_page(address, &mut page)?;
+        store.read_page(address, &mut page).map_err(|error| TreeError::Store { address, error })?;
         assert_eq!(page.len(), node_size_bytes, "store returned a short page for {address:?}");
         Ok(page)
     }
 
     /// Reads and verifies the node `pointer` refers to, bypassing the cache.
-    pub(super) fn read_node(
+    pub(super) fn read_node<E>(
         &self,
-        store: &dyn NodeReader,
+        store: &dyn NodeReader<Error = E>,
         pointer: PagePointer,
         level: u8,
-    ) -> Result<NodePage, TreeError> {
+    ) -> Result<NodePage, TreeError<E>> {
         let address = pointer.address;
         if address.is_null() {
             return Err(TreeError::Corrupt { address, reason: "null child pointer" });
@@ -92,7 +96,12 @@ impl Tree {
 
     /// The clean node `pointer` refers to, from the cache or from flash. Two readers missing
     /// the same node both read it; the second insert replaces the first with equal content.
-    pub(super) fn load(&self, store: &dyn NodeReader, pointer: PagePointer, level: u8) -> Result<NodePage, TreeError> {
+    pub(super) fn load<E>(
+        &self,
+        store: &dyn NodeReader<Error = E>,
+        pointer: PagePointer,
+        level: u8,
+    ) -> Result<NodePage, TreeError<E>> {
         {
             let mut cache = self.cache.lock();
             if let Some(page) = cache.get(pointer.address) {
@@ -109,7 +118,7 @@ impl Tree {
         Ok(page)
     }
 
-    pub(super) fn open_root(&self, store: &dyn NodeReader) -> Result<NodeHandle, TreeError> {
+    pub(super) fn open_root<E>(&self, store: &dyn NodeReader<Error = E>) -> Result<NodeHandle, TreeError<E>> {
         let level = self.root_level()?;
         match self.root {
             RootRef::Dirty(id) => Ok(NodeHandle::Dirty(id)),
@@ -126,24 +135,24 @@ impl Tree {
     }
 
     /// Opens child `child_index` of `parent`, one level down.
-    pub(super) fn open_child(
+    pub(super) fn open_child<E>(
         &self,
-        store: &dyn NodeReader,
+        store: &dyn NodeReader<Error = E>,
         parent: &NodeHandle,
         child_index: usize,
-    ) -> Result<NodeHandle, TreeError> {
+    ) -> Result<NodeHandle, TreeError<E>> {
         let node = self.node(parent);
         let (child, level) = Self::child_of(node, child_index);
         self.open_reference(store, child, level)
     }
 
     /// Opens the node `child` refers to, which must be at `level`.
-    pub(super) fn open_reference(
+    pub(super) fn open_reference<E>(
         &self,
-        store: &dyn NodeReader,
+        store: &dyn NodeReader<Error = E>,
         child: Child,
         level: u8,
-    ) -> Result<NodeHandle, TreeError> {
+    ) -> Result<NodeHandle, TreeError<E>> {
         match child {
             Child::Dirty(id) => {
                 assert_eq!(self.dirty.get(id).level, level, "dirty child {id:?} at the wrong level");
@@ -163,7 +172,7 @@ impl Tree {
         (node.child(child_index), level)
     }
 
-    pub fn get(&self, store: &dyn NodeReader, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
+    pub fn get<E>(&self, store: &dyn NodeReader<Error = E>, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError<E>> {
         let mut handle = self.open_root(store)?;
         // Bounded by the height: every step goes one level down, checked by `load`.
         for _level in 0..self.height {
@@ -180,12 +189,12 @@ impl Tree {
     /// The path from the root to the node at `stop_level` whose range holds `key`, read once
     /// (from the cache or flash): the one descent of an update, which then copies the nodes it
     /// found (`dirty_descent`) only if something changes.
-    pub(super) fn descend(
+    pub(super) fn descend<E>(
         &self,
-        store: &dyn NodeReader,
+        store: &dyn NodeReader<Error = E>,
         key: &[u8],
         stop_level: u8,
-    ) -> Result<Vec<DescentStep>, TreeError> {
+    ) -> Result<Vec<DescentStep>, TreeError<E>> {
         // Opening the root first turns a height of zero into an error.
         let mut handle = self.open_root(store)?;
         assert!(stop_level < self.height, "stop level {stop_level} not below height {}", self.height);
@@ -209,7 +218,11 @@ impl Tree {
     }
 
     /// The first entry with key >= `key`.
-    pub fn first_at_or_after(&self, store: &dyn NodeReader, key: &[u8]) -> Result<Option<KeyValue>, TreeError> {
+    pub fn first_at_or_after<E>(
+        &self,
+        store: &dyn NodeReader<Error = E>,
+        key: &[u8],
+    ) -> Result<Option<KeyValue>, TreeError<E>> {
         let root = self.open_root(store)?;
         self.seek_forward(store, root, key, true)
     }
@@ -224,13 +237,13 @@ impl Tree {
     /// down (checked when a child is opened), a non-root leaf must hold entries, and keys must
     /// increase strictly across the walk (inside a node the decoder checked it; across leaves
     /// it is checked here), so the visits are bounded by the entries visited.
-    pub fn scan_from(
+    pub fn scan_from<E>(
         &self,
-        store: &dyn NodeReader,
+        store: &dyn NodeReader<Error = E>,
         key: &[u8],
         inclusive: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), TreeError> {
+    ) -> Result<(), TreeError<E>> {
         // (internal node, index of the next child to descend into)
         let mut stack: Vec<(NodeHandle, usize)> = Vec::with_capacity(usize::from(self.height));
         let mut current = self.open_root(store)?;
@@ -292,35 +305,43 @@ impl Tree {
     }
 
     /// The first entry with key > `key`.
-    pub fn first_after(&self, store: &dyn NodeReader, key: &[u8]) -> Result<Option<KeyValue>, TreeError> {
+    pub fn first_after<E>(
+        &self,
+        store: &dyn NodeReader<Error = E>,
+        key: &[u8],
+    ) -> Result<Option<KeyValue>, TreeError<E>> {
         let root = self.open_root(store)?;
         self.seek_forward(store, root, key, false)
     }
 
     /// The last entry with key <= `key`.
-    pub fn last_at_or_before(&self, store: &dyn NodeReader, key: &[u8]) -> Result<Option<KeyValue>, TreeError> {
+    pub fn last_at_or_before<E>(
+        &self,
+        store: &dyn NodeReader<Error = E>,
+        key: &[u8],
+    ) -> Result<Option<KeyValue>, TreeError<E>> {
         let root = self.open_root(store)?;
         self.seek_backward(store, root, key)
     }
 
     /// First entry with key >= `key` (or > when not `inclusive`), searching from `root`.
-    pub(super) fn seek_forward(
+    pub(super) fn seek_forward<E>(
         &self,
-        store: &dyn NodeReader,
+        store: &dyn NodeReader<Error = E>,
         root: NodeHandle,
         key: &[u8],
         inclusive: bool,
-    ) -> Result<Option<KeyValue>, TreeError> {
+    ) -> Result<Option<KeyValue>, TreeError<E>> {
         self.seek(store, root, key, Seek::Forward { inclusive })
     }
 
     /// Last entry with key <= `key`, searching from `root`.
-    pub(super) fn seek_backward(
+    pub(super) fn seek_backward<E>(
         &self,
-        store: &dyn NodeReader,
+        store: &dyn NodeReader<Error = E>,
         root: NodeHandle,
         key: &[u8],
-    ) -> Result<Option<KeyValue>, TreeError> {
+    ) -> Result<Option<KeyValue>, TreeError<E>> {
         self.seek(store, root, key, Seek::Backward)
     }
 
@@ -331,13 +352,13 @@ impl Tree {
     /// the keys, and non-root leaves are not empty). So a search opening more than twice the
     /// height of nodes is on a corrupt tree (a shared or misordered child), and is an error
     /// rather than a walk whose length crafted pointers could multiply.
-    pub(super) fn seek(
+    pub(super) fn seek<E>(
         &self,
-        store: &dyn NodeReader,
+        store: &dyn NodeReader<Error = E>,
         root: NodeHandle,
         key: &[u8],
         direction: Seek,
-    ) -> Result<Option<KeyValue>, TreeError> {
+    ) -> Result<Option<KeyValue>, TreeError<E>> {
         let opens_max = 2 * usize::from(self.height);
         let mut opens = 1usize;
         let mut stack: Vec<SeekFrame> = Vec::with_capacity(usize::from(self.height));

@@ -17,7 +17,12 @@ impl Tree {
     /// Makes a dirty copy of the clean node at `address`. The working state stops referring to
     /// the page here, so this is where it is released, once; the committed state may still
     /// use it, which is the store's business.
-    pub(super) fn adopt(&mut self, store: &mut dyn NodeStore, address: LogAddress, page: &NodePage) -> DirtyId {
+    pub(super) fn adopt<E>(
+        &mut self,
+        store: &mut dyn NodeStore<Error = E>,
+        address: LogAddress,
+        page: &NodePage,
+    ) -> DirtyId {
         assert!(!address.is_null(), "adopting a node without an address");
         let id = self.dirty.insert(page.to_node());
         self.counters.nodes_copied += 1;
@@ -30,13 +35,13 @@ impl Tree {
     /// Makes child `child_index` of the dirty node `parent` dirty and returns it. `range` is
     /// the child's key range: a node copied from flash must lie inside it, or splits and merges
     /// of it could put separators out of order, which the encoder would refuse with a panic.
-    pub(super) fn dirty_child(
+    pub(super) fn dirty_child<E>(
         &mut self,
-        store: &mut dyn NodeStore,
+        store: &mut dyn NodeStore<Error = E>,
         parent: DirtyId,
         child_index: usize,
         range: &KeyRange,
-    ) -> Result<DirtyId, TreeError> {
+    ) -> Result<DirtyId, TreeError<E>> {
         let (child, level) = Self::child_of(NodeRef::Owned(self.dirty.get(parent)), child_index);
         match child {
             Child::Dirty(id) => Ok(id),
@@ -49,15 +54,15 @@ impl Tree {
 
     /// Copies the clean child `child_index` of the dirty node `parent`, already read as `page`,
     /// into a dirty node and links it in its parent (see `dirty_child` for `range`).
-    pub(super) fn adopt_child(
+    pub(super) fn adopt_child<E>(
         &mut self,
-        store: &mut dyn NodeStore,
+        store: &mut dyn NodeStore<Error = E>,
         parent: DirtyId,
         child_index: usize,
         pointer: PagePointer,
         page: &NodePage,
         range: &KeyRange,
-    ) -> Result<DirtyId, TreeError> {
+    ) -> Result<DirtyId, TreeError<E>> {
         if !range.holds(NodeRef::Page(page)) {
             let reason = "keys outside the parent's separators";
             return Err(TreeError::Corrupt { address: pointer.address, reason });
@@ -68,7 +73,7 @@ impl Tree {
     }
 
     /// Makes the root dirty (copying it if it is clean) and returns it.
-    pub(super) fn dirty_root(&mut self, store: &mut dyn NodeStore) -> Result<DirtyId, TreeError> {
+    pub(super) fn dirty_root<E>(&mut self, store: &mut dyn NodeStore<Error = E>) -> Result<DirtyId, TreeError<E>> {
         match self.root {
             RootRef::Dirty(id) => Ok(id),
             RootRef::Clean(pointer) => {
@@ -113,11 +118,11 @@ impl Tree {
     /// the descent already holds, and returns them as a path with each node's key range.
     // Invariant: `descend` pairs each reference with the node it opened, under `&mut self`.
     #[allow(clippy::panic)]
-    pub(super) fn dirty_descent(
+    pub(super) fn dirty_descent<E>(
         &mut self,
-        store: &mut dyn NodeStore,
+        store: &mut dyn NodeStore<Error = E>,
         descent: Vec<DescentStep>,
-    ) -> Result<Vec<PathStep>, TreeError> {
+    ) -> Result<Vec<PathStep>, TreeError<E>> {
         let mut path: Vec<PathStep> = Vec::with_capacity(descent.len());
         let mut range = KeyRange::default();
         let last_index = descent.len().saturating_sub(1);
@@ -154,12 +159,12 @@ impl Tree {
     /// the leaf; the nodes on the way are copied only if the value changes.
     // Invariant: the leaf's dirty copy holds the entries of the leaf the descent searched.
     #[allow(clippy::panic)]
-    pub fn insert(
+    pub fn insert<E>(
         &mut self,
-        store: &mut dyn NodeStore,
+        store: &mut dyn NodeStore<Error = E>,
         key: &[u8],
         value: &[u8],
-    ) -> Result<Option<Vec<u8>>, TreeError> {
+    ) -> Result<Option<Vec<u8>>, TreeError<E>> {
         let node_size_bytes = Self::node_size_bytes(store);
         let limit_bytes = max_entry_bytes(node_size_bytes);
         if key.len() + value.len() > limit_bytes {
@@ -197,7 +202,11 @@ impl Tree {
     }
 
     /// Removes `key`; returns its value if it was present. One descent, as for `insert`.
-    pub fn remove(&mut self, store: &mut dyn NodeStore, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
+    pub fn remove<E>(
+        &mut self,
+        store: &mut dyn NodeStore<Error = E>,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, TreeError<E>> {
         let node_size_bytes = Self::node_size_bytes(store);
         let descent = self.descend(store, key, 0)?;
         let leaf = descent.last().ok_or_else(|| self.empty_descent())?;
@@ -220,7 +229,7 @@ impl Tree {
     /// After an update: records the dirty count and, if it is over `dirty_nodes_max`, writes
     /// every dirty node out (a flush, not a commit: the committed tree stays where it is), so
     /// one operation making many updates stays within the budget.
-    pub(super) fn keep_dirty_budget(&mut self, store: &mut dyn NodeStore) -> Result<(), TreeError> {
+    pub(super) fn keep_dirty_budget<E>(&mut self, store: &mut dyn NodeStore<Error = E>) -> Result<(), TreeError<E>> {
         let dirty_count = self.dirty.count;
         self.counters.dirty_nodes_peak = self.counters.dirty_nodes_peak.max(dirty_count as u64);
         if dirty_count > self.config.dirty_nodes_max {
@@ -232,12 +241,12 @@ impl Tree {
 
     /// After the leaf at the end of `path` changed: splits nodes that overflow and merges or
     /// refills nodes that fell below a quarter, bottom-up, then grows or shrinks the root.
-    pub(super) fn restore_balance(
+    pub(super) fn restore_balance<E>(
         &mut self,
-        store: &mut dyn NodeStore,
+        store: &mut dyn NodeStore<Error = E>,
         path: &[PathStep],
         node_size_bytes: usize,
-    ) -> Result<(), TreeError> {
+    ) -> Result<(), TreeError<E>> {
         let underflow_bytes = node_size_bytes / UNDERFLOW_DIVISOR;
         for (depth, pair) in path.windows(2).enumerate().rev() {
             let [parent, node] = pair else { continue };
@@ -302,12 +311,12 @@ impl Tree {
     // Invariant: siblings are at the same level, so of the same kind, and internal nodes have
     // children (the decoder and `fix_root` see to it).
     #[allow(clippy::panic)]
-    pub(super) fn rebalance_child(
+    pub(super) fn rebalance_child<E>(
         &mut self,
-        store: &mut dyn NodeStore,
+        store: &mut dyn NodeStore<Error = E>,
         parent_step: &PathStep,
         node_size_bytes: usize,
-    ) -> Result<(), TreeError> {
+    ) -> Result<(), TreeError<E>> {
         let (parent, child_index) = (parent_step.node, parent_step.child_index);
         let child_count = self.branches_mut(parent).len();
         // Internal nodes have two children or more (the decoder and `fix_root` see to it), and
