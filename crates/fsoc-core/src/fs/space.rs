@@ -1,16 +1,14 @@
-//! The cleaner: keeps enough free segments for the next operation and a commit, by committing
-//! (which makes pages dropped in this transaction reusable) and by relocating the live pages of
-//! a victim segment. Victims are the segments with the fewest valid pages, except that when
-//! erase counts spread too far the least-worn segment holding data is taken (static wear
-//! levelling). Each page's owner is found from the tag in its spare area.
+//! Space: the account behind statfs and the fail-fast checks, and the cleaner's file-system
+//! half. `ensure_space` keeps enough free segments for the next operation and a commit, by
+//! committing (which makes pages dropped in this transaction reusable) and by cleaning victims
+//! that the segment layer chooses (`segment/cleaner.rs`: policy and victim reads); here each
+//! live page of a victim goes to its owner, found from the tag in its spare area, to be moved.
 
 use alloc::vec::Vec;
 
-use fsoc_flash::{Flash, ReadStatus};
+use fsoc_flash::Flash;
 
-use crate::address::LogAddress;
 use crate::fs::{FileSystem, FsError, TreeId};
-use crate::segment::layout::FIRST_LOG_SEGMENT;
 use crate::segment::{LogHead, PageTag, SegmentError};
 use crate::txn::TxnError;
 
@@ -22,9 +20,6 @@ pub enum SpaceUse {
     /// Only tree changes (and at most a page or two), which deleting needs even when full.
     Metadata,
 }
-
-/// Erase-count spread above which the cleaner moves cold data off its least-worn segment.
-pub const WEAR_SPREAD_MAX: u32 = 32;
 
 /// What the volume can offer, in pages (`FileSystem::space`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,37 +87,20 @@ impl<F: Flash> FileSystem<F> {
         let pages_per_segment = log.layout().pages_per_segment();
         let gain_min = self.gain_min_pages();
         let overhead = self.cleaning_overhead_pages();
-        let table = log.table();
-        // Dead pages the cleaner can recover (segments with at least `gain_min` of them), and
-        // those it cannot: they stay dead until more of their segment's pages die. From the
-        // table's histogram of used segments by valid count (no scan of the segments), less
-        // the open segments, which are not victims.
-        let split = table.dead_pages_split(gain_min);
-        let mut cleanable = split.dead_at_least - split.segments_at_least * overhead;
-        let mut stranded = split.dead_below;
-        for segment in LogHead::ALL.iter().filter_map(|&head| log.open_segment_index(head)) {
-            let entry = table.entry(segment);
-            if segment < FIRST_LOG_SEGMENT || entry.retired || entry.valid_pages == 0 {
-                continue;
-            }
-            let dead = u64::from(pages_per_segment - entry.valid_pages);
-            if dead >= u64::from(gain_min) {
-                cleanable -= dead - overhead;
-            } else {
-                stranded -= dead;
-            }
-        }
+        // Dead pages the cleaner can recover at a profit, and those it cannot.
+        let dead = log.dead_pages(gain_min, overhead);
         // What `ensure_space` lets a data write take: free segments above the reserve and above
         // what a commit needs on the metadata head, the data head's room, and cleanable pages.
         let metadata_segments = (self.commit_cost_pages() + self.operation_node_pages())
             .saturating_sub(u64::from(log.open_segment_room(LogHead::Metadata)))
             .div_ceil(u64::from(pages_per_segment));
-        let free_segments = u64::from(log.free_segment_count()) + u64::from(self.reclaimable_segment_count());
+        let free_segments = u64::from(log.free_segment_count()) + u64::from(log.reclaimable_segment_count());
         let spare_segments =
             free_segments.saturating_sub(u64::from(self.volume.config.reserve_segments) + metadata_segments);
-        let physical =
-            spare_segments * u64::from(pages_per_segment) + u64::from(log.open_segment_room(LogHead::Data)) + cleanable;
-        let logical = capacity_pages.saturating_sub(valid_pages).saturating_sub(stranded);
+        let physical = spare_segments * u64::from(pages_per_segment)
+            + u64::from(log.open_segment_room(LogHead::Data))
+            + dead.cleanable;
+        let logical = capacity_pages.saturating_sub(valid_pages).saturating_sub(dead.stranded);
         SpaceAccount { capacity_pages, valid_pages, writable_pages: logical.min(physical) }
     }
 
@@ -189,8 +167,8 @@ impl<F: Flash> FileSystem<F> {
             if self.fits(self.commit_cost_pages() + self.operation_node_pages(), pages_needed, floor_segments) {
                 return Ok(());
             }
-            let room_before = self.room_pages();
-            if self.reclaimable_segment_count() > 0 && self.fits(self.commit_cost_pages(), 0, 0) {
+            let room_before = self.volume.log.room_pages();
+            if self.volume.log.reclaimable_segment_count() > 0 && self.fits(self.commit_cost_pages(), 0, 0) {
                 self.commit()?;
             } else {
                 // Clean victims while the worst case of the next one and the closing commit
@@ -202,7 +180,7 @@ impl<F: Flash> FileSystem<F> {
                 let commit_cost_before = self.commit_cost_pages();
                 let mut room_wanted = (self.commit_cost_pages() + self.operation_node_pages() + pages_needed)
                     .saturating_add(floor_segments * u64::from(self.volume.layout().pages_per_segment()));
-                while let Some(victim) = self.choose_victim() {
+                while let Some(victim) = self.volume.log.choose_victim(self.gain_min_pages()) {
                     if !self.fits(self.cleaning_cost_pages(victim) + self.commit_cost_pages(), 0, 0) {
                         break;
                     }
@@ -223,14 +201,14 @@ impl<F: Flash> FileSystem<F> {
                 self.commit()?;
                 // Learn what a victim really costs: room spent beyond the relocated pages.
                 let pages_per_segment = u64::from(self.volume.layout().pages_per_segment());
-                let spent = (room_before + cleaned * pages_per_segment).saturating_sub(self.room_pages());
+                let spent = (room_before + cleaned * pages_per_segment).saturating_sub(self.volume.log.room_pages());
                 let overhead_x16 =
                     (16 * spent.saturating_sub(relocated + commit_cost_before) / cleaned).min(16 * pages_per_segment);
                 let previous = self.stats.cleaning_overhead_pages_x16;
                 self.stats.cleaning_overhead_pages_x16 =
                     if previous == 0 { overhead_x16.max(1) } else { ((3 * previous + overhead_x16) / 4).max(1) };
             }
-            if self.room_pages() <= room_before {
+            if self.volume.log.room_pages() <= room_before {
                 fruitless_rounds += 1;
                 if fruitless_rounds > 4 {
                     return Err(FsError::NoSpace);
@@ -238,35 +216,6 @@ impl<F: Flash> FileSystem<F> {
             }
         }
         Err(FsError::NoSpace)
-    }
-
-    /// Pages appendable now: free segments and the open segments' room.
-    fn room_pages(&self) -> u64 {
-        let log = &self.volume.log;
-        u64::from(log.free_segment_count()) * u64::from(log.layout().pages_per_segment())
-            + u64::from(log.open_segments_room())
-    }
-
-    /// Segments that hold no valid page but were dropped from since the last full commit: a
-    /// commit makes them free.
-    fn reclaimable_segment_count(&self) -> u32 {
-        let log = &self.volume.log;
-        let table = log.table();
-        // Maintained by the table; the open segments are not made free by a commit.
-        let open_and_reclaimable: u32 = LogHead::ALL
-            .iter()
-            .filter_map(|&head| log.open_segment_index(head))
-            .map(|segment| {
-                let entry = table.entry(segment);
-                u32::from(
-                    segment >= FIRST_LOG_SEGMENT
-                        && !entry.retired
-                        && entry.valid_pages == 0
-                        && table.freed_this_transaction(segment) > 0,
-                )
-            })
-            .sum();
-        table.reclaimable_segment_count() - open_and_reclaimable
     }
 
     /// Pages relocating `victim` may append: its live pages, and for each a rewritten path of
@@ -278,104 +227,56 @@ impl<F: Flash> FileSystem<F> {
         valid * (1 + height)
     }
 
-    /// The victim: the used segment with the fewest valid pages (ties: lowest index), if
-    /// cleaning it gains at least `gain_min` pages; or, when erase counts spread more than
-    /// `WEAR_SPREAD_MAX`, the least-worn used segment. From the table's ordered sets: a few
-    /// entries looked at (the open segments are skipped), not a scan.
-    fn choose_victim(&self) -> Option<u32> {
-        let log = &self.volume.log;
-        let table = log.table();
-        let pages_per_segment = self.volume.layout().pages_per_segment();
-        let (erase_min, erase_max) = table.erase_count_range();
-        if erase_max - erase_min > WEAR_SPREAD_MAX {
-            if let Some(coldest) = table.coldest_used(|segment| !log.is_open(segment)) {
-                if table.entry(coldest).erase_count + WEAR_SPREAD_MAX < erase_max {
-                    return Some(coldest);
-                }
-            }
-        }
-        // Cleaning must gain more than it costs: relocating a nearly full segment and committing
-        // can consume more pages than it frees. The emptiest candidate is the best one.
-        let gain_min = self.gain_min_pages();
-        table
-            .emptiest_used(|segment| !log.is_open(segment))
-            .filter(|&segment| table.entry(segment).valid_pages + gain_min <= pages_per_segment)
-    }
-
     /// Relocates every live page of `victim`; after the next commit it holds none.
     pub(crate) fn clean_segment(&mut self, victim: u32) -> Result<(), FsError> {
         self.stats.cleaner_runs += 1;
         let mut skipped_unreadable = 0u32;
         self.mutate(|fs| {
-            let layout = fs.volume.layout();
-            let pages_per_segment = layout.pages_per_segment();
+            let pages_per_segment = fs.volume.layout().pages_per_segment();
             let batch = u32::try_from(fs.config.io_batch_pages).unwrap_or(u32::MAX).clamp(1, pages_per_segment);
-            let (mut buffers, mut statuses, mut tags) = (Vec::new(), Vec::new(), Vec::new());
-            let mut pending: Vec<(LogAddress, ReadStatus, Option<PageTag>, Vec<u8>)> = Vec::new();
-            for page_in_segment in 0..pages_per_segment {
-                if fs.volume.log.table().entry(victim).valid_pages == 0 {
-                    break;
-                }
-                if pending.is_empty() {
-                    // Read the victim a batch at a time: consecutive stripe pages sit on
-                    // different chips, so the batch's reads overlap (issue 4).
-                    let end = (page_in_segment + batch).min(pages_per_segment);
-                    let addresses: Vec<LogAddress> =
-                        (page_in_segment..end).map(|page| layout.address(victim, page)).collect();
-                    buffers.resize(addresses.len(), Vec::new());
-                    fs.volume
-                        .log
-                        .read_many_with_tags(&addresses, &mut buffers, &mut statuses, &mut tags)
-                        .map_err(crate::txn::TxnError::from)?;
-                    pending = addresses
-                        .into_iter()
-                        .zip(statuses.iter().copied())
-                        .zip(tags.iter().copied())
-                        .zip(buffers.iter_mut().map(core::mem::take))
-                        .map(|(((address, status), tag), buffer)| (address, status, tag, buffer))
-                        .rev()
-                        .collect();
-                }
-                // The batch just read holds this page; were it missing, cleaning stops and the
-                // count check after the loop reports the victim still holding valid pages.
-                let Some((address, status, tag, buffer)) = pending.pop() else {
-                    break;
-                };
-                assert_eq!(address, layout.address(victim, page_in_segment), "cleaner batch out of step");
-                if matches!(status, ReadStatus::Erased | ReadStatus::Uncorrectable) {
-                    continue; // never programmed, or torn: not referenced by any state
-                }
-                let moved = match tag {
-                    Some(PageTag::Node { tree_id, .. }) => {
-                        let which = if tree_id == crate::txn::volume::DIRECTORY_TREE_ID {
-                            TreeId::Directory
-                        } else {
-                            TreeId::Allocation
-                        };
-                        match fs.with_tree(which, |tree, store| tree.relocate_if_live(store, address)) {
-                            // A page torn by a power cut may read back once and not again
-                            // (unstable bits); it was never committed, so it is not live. A live
-                            // page that is unreadable shows up below as a count that stays > 0.
-                            Err(FsError::Io(TxnError::Segment(SegmentError::Unreadable { .. }))) => {
-                                skipped_unreadable += 1;
-                                false
+            let mut pages = Vec::new();
+            let mut first_page = 0;
+            while first_page < pages_per_segment && fs.volume.log.table().entry(victim).valid_pages > 0 {
+                pages.clear();
+                fs.volume.log.read_victim_pages(victim, first_page, batch, &mut pages).map_err(TxnError::from)?;
+                first_page += batch;
+                for page in pages.drain(..) {
+                    if fs.volume.log.table().entry(victim).valid_pages == 0 {
+                        break;
+                    }
+                    let moved = match page.tag {
+                        PageTag::Node { tree_id, .. } => {
+                            let which = if tree_id == crate::txn::volume::DIRECTORY_TREE_ID {
+                                TreeId::Directory
+                            } else {
+                                TreeId::Allocation
+                            };
+                            match fs.with_tree(which, |tree, store| tree.relocate_if_live(store, page.address)) {
+                                // A page torn by a power cut may read back once and not again
+                                // (unstable bits); it was never committed, so it is not live. A
+                                // live page that is unreadable shows up below as a count that
+                                // stays > 0.
+                                Err(FsError::Io(TxnError::Segment(SegmentError::Unreadable { .. }))) => {
+                                    skipped_unreadable += 1;
+                                    false
+                                }
+                                other => other?,
                             }
-                            other => other?,
                         }
+                        PageTag::Data { inode, page_index }
+                            if fs.data_page_is_live(inode, u64::from(page_index), page.address)? =>
+                        {
+                            fs.relocate_data_page(inode, u64::from(page_index), &page.data)?;
+                            true
+                        }
+                        PageTag::SegmentTable { page_index } => {
+                            fs.volume.log.mark_table_page_dirty_if_at(page_index, page.address)
+                        }
+                        _ => false,
+                    };
+                    if moved {
+                        fs.stats.pages_relocated += 1;
                     }
-                    Some(PageTag::Data { inode, page_index })
-                        if fs.data_page_is_live(inode, u64::from(page_index), address)? =>
-                    {
-                        fs.relocate_data_page(inode, u64::from(page_index), &buffer)?;
-                        true
-                    }
-                    Some(PageTag::SegmentTable { page_index }) => {
-                        fs.volume.log.mark_table_page_dirty_if_at(page_index, address)
-                    }
-                    _ => false,
-                };
-                if moved {
-                    fs.stats.pages_relocated += 1;
                 }
             }
             Ok(())

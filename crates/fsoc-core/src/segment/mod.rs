@@ -1,11 +1,13 @@
 //! Layer 3: the segment log — copy-on-write page allocation in stripes, the segment table,
 //! and the physical layout. Nothing here knows what a B+tree node or a file is.
 
+pub mod cleaner;
 pub mod device;
 pub mod layout;
 pub mod log;
 pub mod segment_table;
 
+pub use cleaner::{DeadPages, VictimPage, WEAR_SPREAD_MAX};
 pub use device::{Device, PageTag};
 pub use layout::Layout;
 pub use log::{LogHead, SegmentError, SegmentLog};

@@ -1,0 +1,143 @@
+//! The cleaner's segment-level half: which segment to clean next, what a commit would make free,
+//! which dead pages are worth recovering, and reading a victim's pages with the owner tags in
+//! their spare areas. Nothing here knows what owns a page: relocating a live page is its
+//! owner's job (the trees and the files, dispatched by tag in `fs/space.rs`), after which the
+//! victim holds no valid page and the next commit frees it.
+//!
+//! Policy: the victim is the used segment with the fewest valid pages, if cleaning it gains at
+//! least `gain_min` pages (the caller's measure of what cleaning costs); but when erase counts
+//! spread more than `WEAR_SPREAD_MAX`, the least-worn used segment, so cold data stops pinning
+//! young blocks (static wear levelling). Every choice comes from the segment table's ordered
+//! sets and histogram: a few entries looked at, never a scan of the segments.
+
+use alloc::vec::Vec;
+
+use fsoc_flash::{Flash, ReadStatus};
+
+use crate::address::LogAddress;
+use crate::segment::layout::FIRST_LOG_SEGMENT;
+use crate::segment::{LogHead, PageTag, SegmentError, SegmentLog};
+
+/// Erase-count spread above which the cleaner moves cold data off its least-worn segment.
+pub const WEAR_SPREAD_MAX: u32 = 32;
+
+/// A page of a victim that may still be live: readable and tagged with its owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VictimPage {
+    pub address: LogAddress,
+    pub tag: PageTag,
+    pub data: Vec<u8>,
+}
+
+/// Dead pages of the used segments, by whether cleaning recovers them at a profit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeadPages {
+    /// In segments with at least `gain_min` dead pages, less `overhead` per such segment.
+    pub cleanable: u64,
+    /// In segments with fewer: they stay dead until more of their segment's pages die.
+    pub stranded: u64,
+}
+
+impl<F: Flash> SegmentLog<F> {
+    /// Pages appendable now: free segments and the open segments' room.
+    pub fn room_pages(&self) -> u64 {
+        u64::from(self.free_segment_count()) * u64::from(self.layout().pages_per_segment())
+            + u64::from(self.open_segments_room())
+    }
+
+    /// Segments that hold no valid page but were dropped from since the last full commit: a
+    /// commit makes them free (the open segments excepted: a commit does not close them).
+    pub fn reclaimable_segment_count(&self) -> u32 {
+        let table = self.table();
+        let open_and_reclaimable: u32 = LogHead::ALL
+            .iter()
+            .filter_map(|&head| self.open_segment_index(head))
+            .map(|segment| {
+                let entry = table.entry(segment);
+                u32::from(
+                    segment >= FIRST_LOG_SEGMENT
+                        && !entry.retired
+                        && entry.valid_pages == 0
+                        && table.freed_this_transaction(segment) > 0,
+                )
+            })
+            .sum();
+        table.reclaimable_segment_count() - open_and_reclaimable
+    }
+
+    /// The dead pages of the used segments that are not open, split at `gain_min` dead pages
+    /// per segment, each cleanable segment's share counted less `overhead` (what cleaning it
+    /// costs beyond its live pages). From the table's histogram, then the open segments
+    /// (at most one per head) taken out: no scan.
+    pub fn dead_pages(&self, gain_min: u32, overhead: u64) -> DeadPages {
+        let table = self.table();
+        let pages_per_segment = self.layout().pages_per_segment();
+        let split = table.dead_pages_split(gain_min);
+        let mut dead = DeadPages {
+            cleanable: split.dead_at_least - split.segments_at_least * overhead,
+            stranded: split.dead_below,
+        };
+        for segment in LogHead::ALL.iter().filter_map(|&head| self.open_segment_index(head)) {
+            let entry = table.entry(segment);
+            if segment < FIRST_LOG_SEGMENT || entry.retired || entry.valid_pages == 0 {
+                continue;
+            }
+            let open_dead = u64::from(pages_per_segment - entry.valid_pages);
+            if open_dead >= u64::from(gain_min) {
+                dead.cleanable -= open_dead - overhead;
+            } else {
+                dead.stranded -= open_dead;
+            }
+        }
+        dead
+    }
+
+    /// The next victim (see the module's policy), or `None` when no segment is worth cleaning.
+    pub fn choose_victim(&self, gain_min: u32) -> Option<u32> {
+        let table = self.table();
+        let pages_per_segment = self.layout().pages_per_segment();
+        let (erase_min, erase_max) = table.erase_count_range();
+        if erase_max - erase_min > WEAR_SPREAD_MAX {
+            if let Some(coldest) = table.coldest_used(|segment| !self.is_open(segment)) {
+                if table.entry(coldest).erase_count + WEAR_SPREAD_MAX < erase_max {
+                    return Some(coldest);
+                }
+            }
+        }
+        // Cleaning must gain more than it costs: relocating a nearly full segment and committing
+        // can consume more pages than it frees. The emptiest candidate is the best one.
+        table
+            .emptiest_used(|segment| !self.is_open(segment))
+            .filter(|&segment| table.entry(segment).valid_pages + gain_min <= pages_per_segment)
+    }
+
+    /// Reads pages `first_page..first_page + count` of segment `victim` together (consecutive
+    /// stripe pages sit on different chips, so the reads overlap) and appends to `out` those
+    /// that may be live: readable, with an owner tag. An erased or torn page was never part of
+    /// any state and is skipped; an unreadable one that was live shows up to the caller as a
+    /// valid count that does not reach zero.
+    pub fn read_victim_pages(
+        &self,
+        victim: u32,
+        first_page: u32,
+        count: u32,
+        out: &mut Vec<VictimPage>,
+    ) -> Result<(), SegmentError> {
+        let layout = self.layout();
+        let end = first_page.saturating_add(count).min(layout.pages_per_segment());
+        let addresses: Vec<LogAddress> = (first_page..end).map(|page| layout.address(victim, page)).collect();
+        let mut buffers = Vec::new();
+        buffers.resize(addresses.len(), Vec::new());
+        let (mut statuses, mut tags) = (Vec::new(), Vec::new());
+        self.read_many_with_tags(&addresses, &mut buffers, &mut statuses, &mut tags)?;
+        for (((address, status), tag), data) in addresses.into_iter().zip(statuses).zip(tags).zip(buffers) {
+            if matches!(status, ReadStatus::Erased | ReadStatus::Uncorrectable) {
+                continue;
+            }
+            if let Some(tag) = tag {
+                out.push(VictimPage { address, tag, data });
+            }
+        }
+        Ok(())
+    }
+}
