@@ -4,7 +4,9 @@
 
 use alloc::vec::Vec;
 
-const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+/// Slice-by-16 tables (16 KiB of constants): about eight times the bytewise table's speed,
+/// and every page the file system reads or writes is checksummed.
+const CRC32C: crc::Crc<u32, crc::Table<16>> = crc::Crc::<u32, crc::Table<16>>::new(&crc::CRC_32_ISCSI);
 
 /// CRC-32C (Castagnoli) of `bytes`.
 pub fn crc32c(bytes: &[u8]) -> u32 {
