@@ -339,6 +339,13 @@ const PENDING_CONTENTS_BYTES_MAX: usize = 1 << 20;
 /// ... and this many page or block entries.
 const PENDING_ENTRIES_MAX: usize = 4096;
 
+/// A run's allocation (at least one slot): a run that fills up is followed by a new one, so no
+/// run is ever reallocated...
+const RUN_BYTES_MAX: usize = 128 << 10;
+/// ... and this many written-back runs are kept for reuse, so a steady stream of small
+/// write-backs (one per fsync) allocates nothing.
+const SPARE_RUNS_MAX: usize = 8;
+
 /// Changes made since the last write-back, by index in the file's tables: the latest
 /// contents of each page, in runs of neighbouring pages (key: the run's first page; value: its
 /// slots end to end), the latest entry of each page, and which block entries (cached in
@@ -354,7 +361,7 @@ struct Pending {
     contents_bytes: usize,
     page_entries: BTreeMap<u64, [u8; PAGE_ENTRY_BYTES]>,
     blocks: BTreeSet<u64>,
-    /// A buffer of a written-back run, reused for the next one.
+    /// Buffers of written-back runs, reused for the next ones (at most `SPARE_RUNS_MAX`).
     spare_buffers: Vec<Vec<u8>>,
 }
 
@@ -392,8 +399,8 @@ impl Pending {
 
     /// Records `data` then `spare` as the contents of page `index`: in place if the page is
     /// pending already, else at the end of the run just before it if its allocation has room,
-    /// else as a new run allocated for `slots_to_block_end` slots (never reallocated, so a
-    /// run's heap is what it was given).
+    /// else as a new run allocated for up to `slots_to_block_end` slots and `RUN_BYTES_MAX`
+    /// (never reallocated, so a run's heap is what it was given).
     fn store(&mut self, index: u64, data: &[u8], spare: &[u8], slots_to_block_end: usize) {
         let slot_bytes = data.len() + spare.len();
         if let Some((first, run)) = self.contents.range_mut(..=index).next_back() {
@@ -415,7 +422,7 @@ impl Pending {
         }
         let mut run = self.spare_buffers.pop().unwrap_or_default();
         run.clear();
-        let slots_max = self.contents_bytes_max.div_ceil(slot_bytes).max(1);
+        let slots_max = self.contents_bytes_max.min(RUN_BYTES_MAX).div_ceil(slot_bytes).max(1);
         run.reserve_exact(slots_to_block_end.clamp(1, slots_max) * slot_bytes);
         run.extend_from_slice(data);
         run.extend_from_slice(spare);
@@ -631,7 +638,7 @@ impl ImageStore {
         pending.contents_bytes = 0;
         let spare_buffers = &mut pending.spare_buffers;
         for (_, buffer) in std::mem::take(&mut pending.contents) {
-            if spare_buffers.is_empty() {
+            if spare_buffers.len() < SPARE_RUNS_MAX {
                 spare_buffers.push(buffer);
             }
         }
