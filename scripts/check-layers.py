@@ -19,6 +19,7 @@ LAYERS = {
     "fsoc-bench": 4,   # lab: peer benchmarks over fsoc-core and fsoc-array
     "fsoc-engine": 6,  # one volume shared by request threads (lock, panics, clock, commits)
     "fsoc-fuse": 7,    # FUSE mount over fsoc-engine
+    "fsoc-serve": 7,   # 9P2000.L server over fsoc-engine and fsoc-9p
     "fsoc-cli": 8,     # the command
 }
 LAB = {"fsoc-model", "fsoc-sim", "fsoc-bench"}
