@@ -99,6 +99,8 @@ pub(crate) struct Connection<F: Flash> {
     pub(crate) attach_failures: AtomicU32,
     /// Set when the connection must end (a write failed, too many failed attaches).
     broken: AtomicBool,
+    /// Set by a request whose reply must be the connection's last (too many failed attaches).
+    close_after_reply: AtomicBool,
     /// For `close`: shuts the socket so the reader's blocking read returns.
     control: Stream,
 }
@@ -141,6 +143,7 @@ pub(crate) fn serve<F: Flash + Send + Sync + 'static>(shared: Arc<Shared<F>>, st
         changed: Condvar::new(),
         attach_failures: AtomicU32::new(0),
         broken: AtomicBool::new(false),
+        close_after_reply: AtomicBool::new(false),
         control,
     });
     let mut workers = Vec::new();
@@ -371,7 +374,14 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
         }
         if !sent {
             self.close("a reply could not be sent");
+        } else if self.close_after_reply.load(Ordering::Acquire) {
+            self.close("too many failed attaches");
         }
+    }
+
+    /// Ends the connection once the reply being prepared has been sent.
+    pub(crate) fn close_after_reply(&self) {
+        self.close_after_reply.store(true, Ordering::Release);
     }
 
     /// Writes a small reply from the reader.

@@ -91,11 +91,12 @@ impl FidTable {
         Ok(())
     }
 
-    /// Replaces an existing fid's entry, or adds it as `insert_new` does.
+    /// Replaces an existing, unopened fid's entry (EBADF if it is open: a concurrent Tlopen
+    /// won), or adds it as `insert_new` does.
     pub fn replace_or_insert(&mut self, fid: Fid, entry: FidEntry) -> Result<(), Errno> {
         match self.entries.get_mut(&fid.0) {
+            Some(existing) if existing.open.is_some() => Err(Errno::EBADF),
             Some(existing) => {
-                assert!(existing.open.is_none(), "fid {} replaced while open", fid.0);
                 *existing = entry;
                 Ok(())
             }

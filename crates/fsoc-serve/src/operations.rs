@@ -311,7 +311,7 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
                 let failures = self.connection.attach_failures.fetch_add(1, Ordering::AcqRel) + 1;
                 log::warn!("attach refused: wrong secret ({failures} on this connection)");
                 if failures >= self.connection.shared.config.attach_failures_max {
-                    self.connection.close("too many failed attaches");
+                    self.connection.close_after_reply();
                 }
                 return Err(Errno::EACCES.into());
             }

@@ -321,3 +321,26 @@ fn malformed_messages_get_rlerror_and_the_connection_goes_on() {
     assert!(client.getattr(ROOT).is_ok(), "the session was not reset");
     server.stop();
 }
+
+/// With a secret, Tattach needs it as uname or aname; the third wrong attach is answered and
+/// then the connection is closed.
+#[test]
+fn a_secret_is_checked_at_attach() {
+    let secret = b"0123456789abcdef-secret".to_vec();
+    let server = TestServer::start(ServeConfig {
+        secret: Some(secret.clone()),
+        commit_interval: None,
+        ..ServeConfig::default()
+    });
+    let mut client = server.connect();
+    assert_eq!(client.attach(ROOT, b"user", b""), Err(Errno::EACCES));
+    assert_eq!(client.attach(ROOT, b"user", b"0123456789abcdef-secreT"), Err(Errno::EACCES));
+    assert_eq!(client.attach(ROOT, b"0123456789abcdef-secre", b""), Err(Errno::EACCES), "the third is answered");
+    assert!(client.is_closed(), "then the connection is closed");
+    let mut by_aname = server.connect();
+    assert_eq!(by_aname.attach(ROOT, b"user", &secret).map(|qid| qid.path), Ok(1));
+    let mut by_uname = server.connect();
+    assert_eq!(by_uname.attach(ROOT, &secret, b"/").map(|qid| qid.path), Ok(1));
+    assert_eq!(by_uname.attach(2, &secret, b"/other"), Err(Errno::ENOENT), "the secret does not open other trees");
+    server.stop();
+}
