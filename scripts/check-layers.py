@@ -17,7 +17,9 @@ LAYERS = {
     "fsoc-model": 3,   # lab: the POSIX model (uses only fsoc-media's seeded generator)
     "fsoc-sim": 4,     # lab: crash workloads over fsoc-core, compared as fsoc-model listings
     "fsoc-bench": 4,   # lab: peer benchmarks over fsoc-core and fsoc-array
-    "fsoc-fuse": 7,    # FUSE mount over fsoc-core
+    "fsoc-engine": 6,  # one volume shared by request threads (lock, panics, clock, commits)
+    "fsoc-fuse": 7,    # FUSE mount over fsoc-engine
+    "fsoc-serve": 7,   # 9P2000.L server over fsoc-engine and fsoc-9p
     "fsoc-cli": 8,     # the command
 }
 LAB = {"fsoc-model", "fsoc-sim", "fsoc-bench"}

@@ -17,3 +17,17 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "setup: please install ${need[*]} (needs root)" >&2
   fi
 fi
+# Python 9P client for the `fsoc serve` tests (crates/fsoc-cli/tests/serve.rs): p9fs, an fsspec
+# file system in pure Python (it brings py9p and fsspec). Quiet, and only when missing.
+if ! command -v python3 >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "setup: installing python3"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-pip >/dev/null
+fi
+if ! python3 -c 'import p9fs' >/dev/null 2>&1; then
+  echo "setup: installing the Python package p9fs"
+  # Debian's own python3 refuses pip outside a virtual environment unless told otherwise.
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore p9fs 2>/dev/null \
+    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages p9fs \
+    || echo "setup: pip install p9fs failed (the serve tests need it)" >&2
+fi

@@ -13,6 +13,7 @@ mod image_target;
 mod image_walk;
 mod names;
 mod scaling_cmd;
+mod serve_cmd;
 mod svg_chart;
 mod tools_cmd;
 mod tools_get;
@@ -148,6 +149,10 @@ enum Command {
     },
     #[command(flatten)]
     Mount(fuse_cmd::MountCommand),
+    /// Serves a volume image over 9P2000.L (TCP or a Unix socket) to any number of clients,
+    /// e.g. Linux's `mount -t 9p -o trans=tcp,version=9p2000.L`, until Ctrl-C or SIGTERM, then
+    /// commits cleanly.
+    Serve(serve_cmd::ServeArgs),
     #[command(flatten)]
     Tool(tools_cmd::ToolCommand),
 }
@@ -373,6 +378,7 @@ fn main() -> ExitCode {
             array_cmd::info(base.as_deref(), &chip_files)
         }
         Command::Mount(command) => fuse_cmd::run(command),
+        Command::Serve(arguments) => serve_cmd::run(arguments),
         Command::Tool(command) => tools_cmd::run(command),
     };
     match result {

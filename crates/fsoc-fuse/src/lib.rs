@@ -9,8 +9,8 @@
 //! real free space and name length, directories of any size listed in name order.
 //!
 //! Known limits, each for a stated reason:
-//! - Calls are serialized, readers included: fsoc-core needs `&mut` even to read (its node
-//!   cache changes), so one lock guards the volume (see `volume_lock`).
+//! - Changes are serialized: one readers-writer lock guards the volume (fsoc-engine's
+//!   `SharedVolume`, see `volume_lock`); lookups, attributes, reads and listings run at once.
 //! - No device, FIFO or socket nodes (mknod of them is EPERM), no extended attributes or ACLs
 //!   (ENOSYS), no `RENAME_EXCHANGE`/`RENAME_WHITEOUT` (EINVAL), no `fallocate`, no
 //!   kernel-side file locks beyond what the kernel does locally: fsoc-core has no such records.

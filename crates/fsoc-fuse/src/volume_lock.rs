@@ -2,9 +2,10 @@
 //! (read-only requests) or `VolumeLock::run_on` (changes), which catch panics and turn them
 //! into EIO.
 //!
-//! The lock is a readers-writer lock: fsoc-core answers lookups, attributes, reads, directory
-//! listings, links and statfs through `&FileSystem`, so those requests run on several FUSE
-//! threads at once; a change takes the lock exclusively (and sets the file system's clock).
+//! A thin layer over fsoc-engine's `SharedVolume` (readers in parallel through `&FileSystem`,
+//! changes exclusively with the clock set, panics caught and the volume poisoned), with what
+//! only the mount has: the open-handle table, kept beside the file system in `MountState` so
+//! it changes atomically with the volume, and FUSE's errno type.
 //! Open handles live in their own small mutex, taken only to look a handle up or change the
 //! table, never across a flash operation; an open directory's stream has its own mutex, so
 //! listings of different directories overlap. No callback waits for the kernel while holding
@@ -14,18 +15,21 @@
 //! Invariants: after a panic in a callback every later call gets EIO and the volume is
 //! poisoned (at once for a writer; a reader's panic is recorded and the volume is poisoned by
 //! the next writer or at unmount), so nothing is built on a half-applied change and the flash
-//! keeps the last committed state.
+//! keeps the last committed state (fsoc-engine's tests, and the ones below through FUSE's
+//! types).
 
 use std::collections::BTreeMap;
-use std::panic::{self, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use fsoc_core::FileSystem;
+use fsoc_engine::{SharedVolume, VolumeState};
 use fsoc_media::Flash;
 use fuser::Errno;
 
 use crate::attributes::now_ns;
 use crate::directory_stream::DirectoryStream;
+
+pub use fsoc_engine::current_request;
 
 /// Open file and directory handles allowed at once (beyond it, open gets EMFILE).
 pub const HANDLES_MAX: usize = 1 << 16;
@@ -89,68 +93,23 @@ impl<F: Flash> MountState<F> {
     }
 }
 
+impl<F: Flash> VolumeState for MountState<F> {
+    type Flash = F;
+    fn file_system(&self) -> &FileSystem<F> {
+        &self.fs
+    }
+    fn file_system_mut(&mut self) -> &mut FileSystem<F> {
+        &mut self.fs
+    }
+}
+
 pub struct VolumeLock<F: Flash> {
-    state: RwLock<MountState<F>>,
-    /// The first panic's description; once set, every call answers EIO.
-    failure: Mutex<Option<String>>,
-}
-
-thread_local! {
-    /// The request this thread is serving inside `VolumeLock::run_on`.
-    static CURRENT_REQUEST: std::cell::Cell<Option<(&'static str, Option<u64>)>> = const { std::cell::Cell::new(None) };
-}
-
-/// The operation and inode of the request this thread is serving, if any: lets the error
-/// mapping name them in the log without threading them through every call.
-pub fn current_request() -> Option<(&'static str, Option<u64>)> {
-    CURRENT_REQUEST.with(std::cell::Cell::get)
-}
-
-/// Sets `CURRENT_REQUEST` for one call and restores the previous value after it, even on a
-/// panic.
-struct RequestScope {
-    previous: Option<(&'static str, Option<u64>)>,
-}
-
-impl RequestScope {
-    fn enter(operation: &'static str, inode: Option<u64>) -> RequestScope {
-        RequestScope { previous: CURRENT_REQUEST.with(|current| current.replace(Some((operation, inode)))) }
-    }
-}
-
-impl Drop for RequestScope {
-    fn drop(&mut self) {
-        CURRENT_REQUEST.with(|current| current.set(self.previous));
-    }
-}
-
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|text| text.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into())
+    volume: SharedVolume<MountState<F>>,
 }
 
 impl<F: Flash> VolumeLock<F> {
     pub fn new(fs: FileSystem<F>) -> Self {
-        VolumeLock { state: RwLock::new(MountState::new(fs)), failure: Mutex::new(None) }
-    }
-
-    fn failed(&self) -> bool {
-        self.failure.lock().unwrap_or_else(PoisonError::into_inner).is_some()
-    }
-
-    /// Records a panic (the first one wins) and logs it.
-    fn record_failure(&self, operation: &'static str, message: &str) {
-        log::error!(
-            "internal error in {operation}: {message}; the volume now answers EIO and keeps its last \
-             committed state: unmount it and run `fsoc fsck`"
-        );
-        self.failure
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_or_insert_with(|| format!("{operation}: {message}"));
+        VolumeLock { volume: SharedVolume::with_clock(MountState::new(fs), now_ns) }
     }
 
     /// Runs one change to the volume, holding it exclusively. A panic inside `body` is caught
@@ -171,22 +130,7 @@ impl<F: Flash> VolumeLock<F> {
         inode: Option<u64>,
         body: impl FnOnce(&mut MountState<F>) -> Result<T, Errno>,
     ) -> Result<T, Errno> {
-        let _request = RequestScope::enter(operation, inode);
-        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
-        if self.failed() {
-            // Also poisons the volume after a reader's panic: nothing more is written.
-            state.fs.poison();
-            return Err(Errno::EIO);
-        }
-        state.fs.now_ns = now_ns();
-        match panic::catch_unwind(AssertUnwindSafe(|| body(&mut state))) {
-            Ok(result) => result,
-            Err(payload) => {
-                self.record_failure(operation, &panic_message(payload.as_ref()));
-                state.fs.poison();
-                Err(Errno::EIO)
-            }
-        }
+        self.volume.change(operation, inode, body).unwrap_or(Err(Errno::EIO))
     }
 
     /// Runs one read-only request, holding the volume shared: several run at once.
@@ -196,26 +140,12 @@ impl<F: Flash> VolumeLock<F> {
         inode: Option<u64>,
         body: impl FnOnce(&MountState<F>) -> Result<T, Errno>,
     ) -> Result<T, Errno> {
-        let _request = RequestScope::enter(operation, inode);
-        let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
-        if self.failed() {
-            return Err(Errno::EIO);
-        }
-        match panic::catch_unwind(AssertUnwindSafe(|| body(&state))) {
-            Ok(result) => result,
-            Err(payload) => {
-                self.record_failure(operation, &panic_message(payload.as_ref()));
-                Err(Errno::EIO)
-            }
-        }
+        self.volume.read(operation, inode, body).unwrap_or(Err(Errno::EIO))
     }
 
     pub fn into_state(self) -> MountState<F> {
-        let mut state = self.state.into_inner().unwrap_or_else(PoisonError::into_inner);
-        if let Some(failure) = self.failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
-            state.fs.poison();
-            state.failure = Some(failure);
-        }
+        let (mut state, failure) = self.volume.into_inner();
+        state.failure = failure;
         state
     }
 }

@@ -1,0 +1,129 @@
+//! `fsoc serve IMAGE --listen tcp:HOST:PORT|unix:PATH`: serves a volume over 9P2000.L until
+//! SIGINT, SIGTERM or SIGHUP, then finishes the requests in flight, commits and closes the
+//! image cleanly (exit status 0).
+//!
+//! Invariants: the image is locked exclusively for the whole time it is served (as by `fsoc
+//! mount`); a TCP listener on an address other than loopback is refused without
+//! `--secret-file`; the final commit happens after the last connection has ended, so it is the
+//! last write to the volume.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use fsoc_serve::{read_secret_file, ListenAddress, ServeConfig, Server};
+
+#[derive(Args, Clone)]
+pub struct ServeArgs {
+    /// The volume: an image file from `fsoc mkfs`, or an array from `fsoc array mkfs` as BASE
+    /// or any of its chip files BASE.chipN. Locked while served.
+    image: PathBuf,
+    /// Where to listen: tcp:HOST:PORT (an IP address or localhost; port 0 picks a free port,
+    /// printed at start) or unix:PATH (a Unix socket, removed at exit).
+    #[arg(long, value_name = "ADDRESS")]
+    listen: String,
+    /// A file holding the pre-shared key (16 to 255 bytes, no whitespace or comma) that every
+    /// client must give as its uname or aname at attach. Required for TCP on an address other
+    /// than loopback.
+    #[arg(long, value_name = "PATH")]
+    secret_file: Option<PathBuf>,
+    /// Serve read-only: nothing on the image changes.
+    #[arg(long)]
+    read_only: bool,
+    /// Make a transaction point this often (seconds) while anything changed; 0 commits only on
+    /// fsync and at exit.
+    #[arg(long, default_value_t = 5, value_name = "SECONDS")]
+    commit_interval: u64,
+    /// Requests one connection may have in flight (queued or running), 1 to 1024; fewer when
+    /// large messages would pass 16 MiB of buffers per connection.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    requests_in_flight: u16,
+    /// Connections served at once, 1 to 1024.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    connections: u16,
+    /// Print connection and shutdown steps.
+    #[arg(long, short = 'v')]
+    verbose: bool,
+}
+
+/// Signals that stop the server; blocked in every thread and taken by `sigwait`.
+fn termination_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialize and fill the set this function owns.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, signal);
+        }
+        set
+    }
+}
+
+pub fn run(arguments: ServeArgs) -> Result<(), String> {
+    fsoc_fuse::logger::install("fsoc serve", arguments.verbose);
+    let image = &arguments.image;
+    let address = ListenAddress::parse(&arguments.listen).map_err(|error| error.to_string())?;
+    let secret = match &arguments.secret_file {
+        Some(path) => Some(read_secret_file(path)?),
+        None if address.requires_secret() => {
+            return Err(format!(
+                "listening on {address} (not a loopback address) lets other machines reach the volume: give \
+                 --secret-file PATH, a pre-shared key that clients send as their uname or aname at attach"
+            ))
+        }
+        None => None,
+    };
+    let crate::volume_files::OpenVolume { files, fs, locks } =
+        crate::volume_files::open(image, arguments.read_only, true)?;
+    if let Some(damage) = fs.mount_report().damage {
+        log::warn!("{}: {damage}; run `fsoc fsck {}` after stopping the server", image.display(), image.display());
+    }
+    let config = ServeConfig {
+        connections_max: usize::from(arguments.connections),
+        requests_in_flight_max: usize::from(arguments.requests_in_flight),
+        secret,
+        commit_interval: (arguments.commit_interval > 0).then(|| Duration::from_secs(arguments.commit_interval)),
+        ..ServeConfig::default()
+    };
+    // Block the termination signals before any thread starts, so they reach only `sigwait`.
+    let signals = termination_signals();
+    // SAFETY: changes this thread's mask (inherited by threads spawned later); the set is valid.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut()) };
+    let listener = address.bind().map_err(|error| error.to_string())?;
+    let bound = listener.local_address().map_err(|error| format!("{address}: {error}"))?;
+    let server = Server::new(fs, config).map_err(|error| error.to_string())?;
+    let stopper = server.stopper();
+    std::thread::Builder::new()
+        .name("fsoc-signals".into())
+        .spawn(move || {
+            let mut signal = 0;
+            // SAFETY: `signals` is a valid set and `signal` a valid out-pointer.
+            if unsafe { libc::sigwait(&signals, &mut signal) } == 0 {
+                log::info!("signal {signal}: finishing the requests in flight, then committing");
+                stopper.stop();
+            }
+        })
+        .map_err(|error| format!("cannot start the signal thread: {error}"))?;
+    eprintln!("fsoc: serving {} on {bound} (9P2000.L); stop with Ctrl-C or SIGTERM", files.name().display());
+    let served = server.run(&listener).map_err(|error| format!("{}: {error}", image.display()))?;
+    drop(listener);
+    if let Some(failure) = &served.failure {
+        // Poisoned: unmount returns the flash without committing, keeping the last commit.
+        let flash = served.fs.unmount().map_err(|error| format!("{}: {error}", image.display()))?;
+        let _ = flash.close();
+        drop(locks);
+        return Err(format!(
+            "{}: stopped serving after an internal error ({failure}); the image keeps its last committed state: run `fsoc fsck {}`",
+            image.display(),
+            image.display()
+        ));
+    }
+    crate::volume_files::close(served.fs, files.name())?;
+    drop(locks);
+    eprintln!(
+        "fsoc: {} committed and closed after {} connection(s)",
+        files.name().display(),
+        served.connections_served
+    );
+    Ok(())
+}

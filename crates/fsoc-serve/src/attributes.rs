@@ -1,0 +1,154 @@
+//! Conversions between fsoc's records and 9P's: qids, Rgetattr attributes, directory-entry
+//! types, Rstatfs, and errno values.
+//!
+//! Invariants: a qid's path is the inode number, unchanged (the root is 1), and its version is
+//! 0 ("do not cache by version"); the errno of a file-system error is `FsError::errno`'s.
+
+use fsoc_9p::constants::{dirent_type, getattr};
+use fsoc_9p::{Attributes, Errno, FsStats, Qid, QidType, Timestamp};
+use fsoc_core::fs::{FileKind, FsError, InodeRecord, StatFs};
+use fsoc_engine::EngineError;
+
+/// st_mode's file-type bits.
+const MODE_DIRECTORY: u32 = 0o040000;
+const MODE_REGULAR: u32 = 0o100000;
+const MODE_SYMLINK: u32 = 0o120000;
+/// Bytes per unit of st_blocks, fixed by POSIX.
+const STAT_BLOCK_BYTES: u64 = 512;
+/// Rstatfs's f_type: "fsoc" in ASCII, so `stat -f` on a 9P mount can tell fsoc apart.
+pub(crate) const FS_TYPE_FSOC: u32 = 0x6673_6f63;
+
+pub(crate) fn qid_type(kind: FileKind) -> QidType {
+    match kind {
+        FileKind::Directory => QidType::DIRECTORY,
+        FileKind::Symlink => QidType::SYMLINK,
+        FileKind::File => QidType::FILE,
+    }
+}
+
+pub(crate) fn qid(inode: u64, kind: FileKind) -> Qid {
+    Qid { qid_type: qid_type(kind), version: 0, path: inode }
+}
+
+pub(crate) fn dirent_type(kind: FileKind) -> u8 {
+    match kind {
+        FileKind::Directory => dirent_type::DIRECTORY,
+        FileKind::Symlink => dirent_type::SYMLINK,
+        FileKind::File => dirent_type::REGULAR,
+    }
+}
+
+fn timestamp(time_ns: u64) -> Timestamp {
+    Timestamp { seconds: time_ns / 1_000_000_000, nanoseconds: time_ns % 1_000_000_000 }
+}
+
+/// Nanoseconds since the epoch of a 9P time, saturating (fsoc keeps one u64 of nanoseconds).
+pub(crate) fn time_ns(time: &fsoc_9p::Timestamp) -> u64 {
+    time.seconds.saturating_mul(1_000_000_000).saturating_add(time.nanoseconds.min(999_999_999))
+}
+
+/// Rgetattr's body for `inode`: the BASIC fields (what stat(2) needs). `st_blocks` counts the
+/// size rounded up to whole pages, as the FUSE mount does: fsoc does not count allocated
+/// pages per inode, so a sparse file reports its apparent size.
+pub(crate) fn attributes(inode: u64, record: &InodeRecord, page_size_bytes: u32) -> Attributes {
+    let page_bytes = u64::from(page_size_bytes.max(1));
+    let allocated_bytes = match record.kind {
+        FileKind::File => record.size.div_ceil(page_bytes).saturating_mul(page_bytes),
+        FileKind::Directory | FileKind::Symlink => 0,
+    };
+    let file_type = match record.kind {
+        FileKind::Directory => MODE_DIRECTORY,
+        FileKind::File => MODE_REGULAR,
+        FileKind::Symlink => MODE_SYMLINK,
+    };
+    Attributes {
+        valid_mask: getattr::BASIC,
+        qid: qid(inode, record.kind),
+        mode: file_type | (record.mode & 0o7777),
+        uid: record.uid,
+        gid: record.gid,
+        link_count: u64::from(record.nlink),
+        rdev: 0,
+        size_bytes: record.size,
+        block_size_bytes: page_bytes,
+        block_count: allocated_bytes / STAT_BLOCK_BYTES,
+        access_time: timestamp(record.atime_ns),
+        modify_time: timestamp(record.mtime_ns),
+        change_time: timestamp(record.ctime_ns),
+        birth_time: Timestamp::default(),
+        generation: 0,
+        data_version: 0,
+    }
+}
+
+/// Rstatfs's body. fsoc has no inode table, so the file counts say: files made so far plus
+/// as many more as there are free blocks (each file needs at least its record's share).
+pub(crate) fn fs_stats(statfs: &StatFs, volume_id: u64) -> FsStats {
+    FsStats {
+        fs_type: FS_TYPE_FSOC,
+        block_size_bytes: statfs.block_size_bytes,
+        block_count: statfs.total_blocks,
+        free_block_count: statfs.free_blocks,
+        available_block_count: statfs.free_blocks,
+        file_count: statfs.next_inode.saturating_add(statfs.free_blocks),
+        free_file_count: statfs.free_blocks,
+        fs_id: volume_id,
+        name_length_max: statfs.name_bytes_max,
+    }
+}
+
+/// The errno of a file-system error (`FsError::errno`, fsoc's one mapping). The cause of an
+/// EIO goes to the log, since the client sees the number only.
+pub(crate) fn errno(error: &FsError) -> Errno {
+    let number = u32::try_from(error.errno()).unwrap_or(Errno::EIO.0);
+    if number == Errno::EIO.0 {
+        match fsoc_engine::current_request() {
+            Some((operation, Some(inode))) => log::error!("{operation} on inode {inode}: answering EIO: {error}"),
+            Some((operation, None)) => log::error!("{operation}: answering EIO: {error}"),
+            None => log::error!("answering EIO: {error}"),
+        }
+    }
+    Errno(number)
+}
+
+pub(crate) fn engine_errno(error: &EngineError) -> Errno {
+    Errno(u32::try_from(error.errno()).unwrap_or(Errno::EIO.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attributes_carry_type_permissions_and_times() {
+        let record = InodeRecord {
+            kind: FileKind::File,
+            mode: 0o4755,
+            uid: 1000,
+            gid: 100,
+            nlink: 1,
+            flags: 0,
+            size: 4097,
+            atime_ns: 1_700_000_000_500_000_000,
+            mtime_ns: 5,
+            ctime_ns: 0,
+            parent: 0,
+        };
+        let attributes = attributes(42, &record, 4096);
+        assert_eq!(attributes.mode, 0o104755);
+        assert_eq!(attributes.qid, Qid { qid_type: QidType::FILE, version: 0, path: 42 });
+        assert_eq!(attributes.block_count, 16, "two pages in 512-byte units");
+        assert_eq!(attributes.access_time, Timestamp { seconds: 1_700_000_000, nanoseconds: 500_000_000 });
+        assert_eq!(time_ns(&attributes.access_time), record.atime_ns, "times round-trip");
+        assert_eq!(time_ns(&Timestamp { seconds: u64::MAX, nanoseconds: 0 }), u64::MAX, "saturates");
+        assert_eq!(qid_type(FileKind::Symlink), QidType::SYMLINK);
+        assert_eq!(dirent_type(FileKind::Directory), 4);
+    }
+
+    #[test]
+    fn errors_map_through_fsoc_core() {
+        assert_eq!(errno(&FsError::NotFound), Errno::ENOENT);
+        assert_eq!(errno(&FsError::NotEmpty), Errno::ENOTEMPTY);
+        assert_eq!(errno(&FsError::Corrupt("test")), Errno::EIO);
+    }
+}

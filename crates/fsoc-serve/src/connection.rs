@@ -1,0 +1,531 @@
+//! One client connection: a reader thread that frames messages, and up to
+//! `workers_per_connection_max` worker threads that execute them, replying out of order.
+//!
+//! The reader reads the 4-byte size, checks it against msize (`frame_size`: a size outside
+//! [7, msize] closes the connection, since the stream cannot be resynchronised), then reads the
+//! message into a request buffer. Tversion and Tflush are handled by the reader itself (they
+//! change which requests are in flight); every other request is queued for the workers. A
+//! worker decodes and executes it (`operations::execute`) and writes the reply under the write
+//! lock.
+//!
+//! Bounds: at most `ServeConfig::requests_in_flight(msize)` requests are in flight (queued or
+//! running until their reply is written), each holding one request buffer of at most msize
+//! bytes; while that many are in flight the reader waits and reads nothing more, so a client
+//! that sends faster than it is served is held back by TCP, not by memory. Small messages
+//! (every Tflush) are read into the reader's own buffer first, so a flush passes even when
+//! every buffer is busy with a large request.
+//!
+//! Invariants: every request in flight gets exactly one reply, or none if it was flushed before
+//! it started or a Tversion reset the session; an Rflush is written only after the reply to the
+//! request it flushed (the worker writes both under one hold of the write lock); a tag is in
+//! flight at most once (a client reusing a live tag is disconnected); locks are taken in the
+//! order write lock, then state, and the reader never holds the state while writing, so the
+//! two threads cannot deadlock; no lock of the connection is held across a volume call except
+//! the fid table inside a change (volume, then fids).
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{Read, Write};
+use std::net::Shutdown;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use fsoc_9p::constants::{message_type, HEADER_SIZE_BYTES, VERSION_9P2000_L, VERSION_UNKNOWN};
+use fsoc_9p::{decode_header, decode_request, encode, frame_size, Errno, Reply, Request, Tag};
+use fsoc_flash::Flash;
+
+use crate::config::MSIZE_FLOOR_BYTES;
+use crate::fids::FidTable;
+use crate::listen::Stream;
+use crate::operations::{self, Outcome};
+use crate::server::Shared;
+
+/// Messages up to this size are read into the reader's own buffer (every Tflush is 9 bytes).
+const SMALL_FRAME_BYTES: usize = 256;
+/// A worker's buffer for every reply except Rread and Rreaddir (which are built in the request
+/// buffer): the largest is an Rgetlock echoing a 65,535-byte client id.
+pub(crate) const SMALL_REPLY_BYTES: usize = 65_536 + 64;
+
+/// Where a request stands.
+enum TagState {
+    Queued,
+    /// Executing; the tags of the Tflushes waiting for its reply.
+    Running {
+        flushes: Vec<Tag>,
+    },
+    /// A Tflush waiting for the reply of the request it flushes.
+    Flush,
+}
+
+/// A request waiting for a worker.
+struct Work {
+    tag: Tag,
+    buffer: Vec<u8>,
+    length: usize,
+    generation: u64,
+}
+
+struct State {
+    /// Negotiated by Tversion; before it, the server's maximum (for framing Tversion only).
+    msize: u32,
+    negotiated: bool,
+    /// Raised by every Tversion: replies of requests from an older session are not sent.
+    generation: u64,
+    queue: VecDeque<Work>,
+    in_flight: HashMap<u16, TagState>,
+    /// Request buffers handed out (queued, running, or being read by the reader).
+    buffers_in_use: usize,
+    buffers_max: usize,
+    free_buffers: Vec<Vec<u8>>,
+    workers: usize,
+    idle_workers: usize,
+    closing: bool,
+}
+
+/// What the reader does after a message.
+enum Flow {
+    Continue,
+    Disconnect(&'static str),
+}
+
+pub(crate) struct Connection<F: Flash> {
+    pub(crate) shared: Arc<Shared<F>>,
+    writer: Mutex<Stream>,
+    state: Mutex<State>,
+    /// Signalled on every change of `state` that someone may wait for: work queued, a buffer
+    /// returned, a request finished, closing.
+    changed: Condvar,
+    pub(crate) fids: Mutex<FidTable>,
+    pub(crate) attach_failures: AtomicU32,
+    /// Set when the connection must end (a write failed, too many failed attaches).
+    broken: AtomicBool,
+    /// Set by a request whose reply must be the connection's last (too many failed attaches).
+    close_after_reply: AtomicBool,
+    /// For `close`: shuts the socket so the reader's blocking read returns.
+    control: Stream,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Serves one connection until the client closes it, a framing error, or the server stops (it
+/// shuts the read side); then finishes the requests in flight and gives back every open fid.
+pub(crate) fn serve<F: Flash + Send + Sync + 'static>(shared: Arc<Shared<F>>, stream: Stream, name: String) {
+    let (writer, control) = match (stream.try_clone(), stream.try_clone()) {
+        (Ok(writer), Ok(control)) => (writer, control),
+        (Err(error), _) | (_, Err(error)) => {
+            log::warn!("{name}: cannot set up the connection: {error}");
+            return;
+        }
+    };
+    if let Err(error) = writer.set_write_timeout(shared.config.reply_timeout) {
+        log::warn!("{name}: cannot set the write timeout: {error}");
+    }
+    let msize_max = shared.config.msize_max_bytes;
+    let connection = Arc::new(Connection {
+        fids: Mutex::new(FidTable::new(shared.config.fids_per_connection_max)),
+        shared,
+        writer: Mutex::new(writer),
+        state: Mutex::new(State {
+            msize: msize_max,
+            negotiated: false,
+            generation: 0,
+            queue: VecDeque::new(),
+            in_flight: HashMap::new(),
+            buffers_in_use: 0,
+            buffers_max: 2,
+            free_buffers: Vec::new(),
+            workers: 0,
+            idle_workers: 0,
+            closing: false,
+        }),
+        changed: Condvar::new(),
+        attach_failures: AtomicU32::new(0),
+        broken: AtomicBool::new(false),
+        close_after_reply: AtomicBool::new(false),
+        control,
+    });
+    let mut workers = Vec::new();
+    let ended = connection.read_loop(stream, &mut workers);
+    log::debug!("{name}: {ended}");
+    {
+        let mut state = lock(&connection.state);
+        state.closing = true;
+        connection.changed.notify_all();
+    }
+    // Workers finish what is queued (the replies of a server that stops still go out).
+    for worker in workers {
+        let _ = worker.join();
+    }
+    connection.release_all_fids();
+    connection.control.shutdown(Shutdown::Both);
+}
+
+impl<F: Flash + Send + Sync + 'static> Connection<F> {
+    fn read_loop(self: &Arc<Self>, mut stream: Stream, workers: &mut Vec<std::thread::JoinHandle<()>>) -> String {
+        let mut small = [0u8; SMALL_FRAME_BYTES];
+        loop {
+            if self.broken.load(Ordering::Acquire) {
+                return "closed by the server".into();
+            }
+            let mut size_field = [0u8; 4];
+            if let Err(error) = stream.read_exact(&mut size_field) {
+                return format!("read ended: {error}");
+            }
+            let msize = lock(&self.state).msize;
+            let size = match frame_size(&size_field, msize) {
+                Ok(Some(size)) => size,
+                Ok(None) => return "read ended: no size".into(),
+                Err(error) => return format!("framing error, disconnecting: {error}"),
+            };
+            let flow = if size <= SMALL_FRAME_BYTES {
+                let Some(frame) = small.get_mut(..size) else { return "frame bound".into() };
+                let (head, body) = frame.split_at_mut(4);
+                head.copy_from_slice(&size_field);
+                if let Err(error) = stream.read_exact(body) {
+                    return format!("read ended inside a message: {error}");
+                }
+                match frame.get(4).copied() {
+                    Some(message_type::TVERSION) => self.version(frame),
+                    Some(message_type::TFLUSH) => self.flush(frame),
+                    _ => match self.take_buffer() {
+                        Some(mut buffer) => {
+                            copy_into(&mut buffer, frame);
+                            self.enqueue(buffer, size, workers)
+                        }
+                        None => Flow::Disconnect("closing"),
+                    },
+                }
+            } else {
+                let Some(mut buffer) = self.take_buffer() else { return "closing".into() };
+                if buffer.len() < size {
+                    buffer.resize(size, 0);
+                }
+                let read = match buffer.get_mut(..size).map(|frame| frame.split_at_mut(4)) {
+                    Some((head, body)) => {
+                        head.copy_from_slice(&size_field);
+                        stream.read_exact(body)
+                    }
+                    None => Ok(()),
+                };
+                if let Err(error) = read {
+                    self.return_buffer(buffer);
+                    return format!("read ended inside a message: {error}");
+                }
+                match buffer.get(4).copied() {
+                    Some(message_type::TVERSION | message_type::TFLUSH) => {
+                        let flow = match buffer.get(..size) {
+                            Some(frame) if frame.get(4) == Some(&message_type::TVERSION) => self.version(frame),
+                            Some(frame) => self.flush(frame),
+                            None => Flow::Disconnect("frame bound"),
+                        };
+                        self.return_buffer(buffer);
+                        flow
+                    }
+                    _ => self.enqueue(buffer, size, workers),
+                }
+            };
+            if let Flow::Disconnect(reason) = flow {
+                return reason.into();
+            }
+        }
+    }
+
+    /// A request buffer, waiting while the connection has its maximum in flight; None once the
+    /// connection is closing.
+    fn take_buffer(&self) -> Option<Vec<u8>> {
+        let mut state = lock(&self.state);
+        while state.buffers_in_use >= state.buffers_max && !state.closing && !self.broken.load(Ordering::Acquire) {
+            state = self.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+        if state.closing || self.broken.load(Ordering::Acquire) {
+            return None;
+        }
+        state.buffers_in_use += 1;
+        assert!(state.buffers_in_use <= state.buffers_max, "{} buffers in use", state.buffers_in_use);
+        Some(state.free_buffers.pop().unwrap_or_default())
+    }
+
+    fn return_buffer(&self, buffer: Vec<u8>) {
+        let mut state = lock(&self.state);
+        give_back(&mut state, buffer);
+        self.changed.notify_all();
+    }
+
+    /// Queues a request for the workers (starting one if none is idle).
+    fn enqueue(
+        self: &Arc<Self>,
+        buffer: Vec<u8>,
+        length: usize,
+        workers: &mut Vec<std::thread::JoinHandle<()>>,
+    ) -> Flow {
+        let tag = match buffer.get(..length).map(decode_header) {
+            Some(Ok(header)) => header.tag,
+            _ => {
+                self.return_buffer(buffer);
+                return Flow::Disconnect("unreadable header");
+            }
+        };
+        let mut state = lock(&self.state);
+        if !state.negotiated {
+            give_back(&mut state, buffer);
+            self.changed.notify_all();
+            drop(state);
+            // Before Tversion nothing but Tversion is understood.
+            return self.send_small(tag, &Reply::Lerror { errno: Errno::EPROTO });
+        }
+        if state.in_flight.contains_key(&tag.0) {
+            give_back(&mut state, buffer);
+            self.changed.notify_all();
+            return Flow::Disconnect("a tag already in flight was reused");
+        }
+        state.in_flight.insert(tag.0, TagState::Queued);
+        let generation = state.generation;
+        state.queue.push_back(Work { tag, buffer, length, generation });
+        let start_worker = state.idle_workers == 0 && state.workers < self.shared.config.workers_per_connection_max;
+        if start_worker {
+            state.workers += 1;
+        }
+        self.changed.notify_all();
+        drop(state);
+        if start_worker {
+            let connection = Arc::clone(self);
+            match std::thread::Builder::new().name("fsoc-9p-worker".into()).spawn(move || connection.work()) {
+                Ok(handle) => workers.push(handle),
+                Err(error) => {
+                    log::warn!("cannot start a worker thread: {error}");
+                    lock(&self.state).workers -= 1;
+                    if workers.is_empty() {
+                        return Flow::Disconnect("no worker thread");
+                    }
+                }
+            }
+        }
+        Flow::Continue
+    }
+
+    /// A worker: executes queued requests until the connection closes and the queue is empty.
+    fn work(self: Arc<Self>) {
+        let mut small_reply = vec![0u8; SMALL_REPLY_BYTES];
+        loop {
+            let work = {
+                let mut state = lock(&self.state);
+                loop {
+                    if let Some(work) = state.queue.pop_front() {
+                        state.in_flight.insert(work.tag.0, TagState::Running { flushes: Vec::new() });
+                        break work;
+                    }
+                    if state.closing {
+                        state.workers -= 1;
+                        return;
+                    }
+                    state.idle_workers += 1;
+                    state = self.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+                    state.idle_workers -= 1;
+                }
+            };
+            let Work { tag, mut buffer, length, generation } = work;
+            let msize = lock(&self.state).msize;
+            let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+                operations::execute(&self, tag, &mut buffer, length, &mut small_reply, msize)
+            }))
+            .unwrap_or_else(|payload| {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|text| text.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                log::error!("internal error executing a request: {message}; answering EIO");
+                Outcome::Small(encode(tag, &Reply::Lerror { errno: Errno::EIO }, &mut small_reply).unwrap_or(0))
+            });
+            let reply = match outcome {
+                Outcome::Small(length) => small_reply.get(..length),
+                Outcome::InBuffer(length) => buffer.get(..length),
+            };
+            self.finish(tag, generation, reply.unwrap_or(&[]));
+            self.return_buffer(buffer);
+        }
+    }
+
+    /// Sends the reply of request `tag`, then the Rflush of every Tflush waiting for it.
+    fn finish(&self, tag: Tag, generation: u64, reply: &[u8]) {
+        let mut writer = lock(&self.writer);
+        let (current, flushes) = {
+            let mut state = lock(&self.state);
+            let flushes = match state.in_flight.remove(&tag.0) {
+                Some(TagState::Running { flushes }) => flushes,
+                _ => Vec::new(),
+            };
+            for flush in &flushes {
+                state.in_flight.remove(&flush.0);
+            }
+            self.changed.notify_all();
+            (state.generation == generation, flushes)
+        };
+        if !current {
+            return; // a Tversion reset the session: its requests are not answered
+        }
+        let mut small = [0u8; HEADER_SIZE_BYTES];
+        let mut sent = !reply.is_empty() && writer.write_all(reply).is_ok();
+        for flush in flushes {
+            let length = encode(flush, &Reply::Flush, &mut small).unwrap_or(0);
+            sent = sent && small.get(..length).is_some_and(|bytes| writer.write_all(bytes).is_ok());
+        }
+        if !sent {
+            self.close("a reply could not be sent");
+        } else if self.close_after_reply.load(Ordering::Acquire) {
+            self.close("too many failed attaches");
+        }
+    }
+
+    /// Ends the connection once the reply being prepared has been sent.
+    pub(crate) fn close_after_reply(&self) {
+        self.close_after_reply.store(true, Ordering::Release);
+    }
+
+    /// Writes a small reply from the reader.
+    fn send_small(&self, tag: Tag, reply: &Reply<'_>) -> Flow {
+        let mut bytes = [0u8; SMALL_FRAME_BYTES];
+        let Ok(length) = encode(tag, reply, &mut bytes) else { return Flow::Disconnect("reply did not encode") };
+        let mut writer = lock(&self.writer);
+        match bytes.get(..length).map(|bytes| writer.write_all(bytes)) {
+            Some(Ok(())) => Flow::Continue,
+            _ => Flow::Disconnect("a reply could not be sent"),
+        }
+    }
+
+    /// Ends the connection after the current reply: the reader's read fails and it tears down.
+    pub(crate) fn close(&self, reason: &str) {
+        if !self.broken.swap(true, Ordering::AcqRel) {
+            log::debug!("closing a connection: {reason}");
+        }
+        self.control.shutdown(Shutdown::Both);
+        self.changed.notify_all();
+    }
+
+    /// Tversion: ends the session (requests in flight are abandoned, fids clunked) and
+    /// negotiates msize and the protocol for the next.
+    fn version(&self, frame: &[u8]) -> Flow {
+        let (tag, client_msize, version) = match decode_request(frame) {
+            Ok((tag, Request::Version { msize, version })) => (tag, msize, version),
+            Ok((tag, _)) => return self.send_small(tag, &Reply::Lerror { errno: Errno::EPROTO }),
+            Err(error) => return self.refuse_undecodable(frame, error),
+        };
+        if tag != Tag::NONE {
+            return self.send_small(tag, &Reply::Lerror { errno: Errno::EINVAL });
+        }
+        {
+            let mut state = lock(&self.state);
+            state.generation += 1;
+            while let Some(work) = state.queue.pop_front() {
+                state.in_flight.remove(&work.tag.0);
+                give_back(&mut state, work.buffer);
+            }
+            self.changed.notify_all();
+            while !state.in_flight.is_empty() && !self.broken.load(Ordering::Acquire) {
+                state = self.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+        self.release_all_fids();
+        let agreed = client_msize.min(self.shared.config.msize_max_bytes);
+        let understood = version == VERSION_9P2000_L && agreed >= MSIZE_FLOOR_BYTES;
+        {
+            let mut state = lock(&self.state);
+            state.negotiated = understood;
+            if understood {
+                state.msize = agreed;
+                state.buffers_max = self.shared.config.requests_in_flight(agreed);
+                // Buffers sized for an earlier msize are dropped; new ones grow to this one.
+                state.free_buffers.clear();
+            }
+        }
+        let answer = if understood { VERSION_9P2000_L } else { VERSION_UNKNOWN };
+        self.send_small(tag, &Reply::Version { msize: agreed, version: answer })
+    }
+
+    /// Tflush: drops the flushed request if it has not started, else lets its worker send the
+    /// Rflush after its reply.
+    fn flush(&self, frame: &[u8]) -> Flow {
+        let (tag, old_tag) = match decode_request(frame) {
+            Ok((tag, Request::Flush { old_tag })) => (tag, old_tag),
+            Ok((tag, _)) => return self.send_small(tag, &Reply::Lerror { errno: Errno::EPROTO }),
+            Err(error) => return self.refuse_undecodable(frame, error),
+        };
+        let mut state = lock(&self.state);
+        if !state.negotiated {
+            drop(state);
+            return self.send_small(tag, &Reply::Lerror { errno: Errno::EPROTO });
+        }
+        if state.in_flight.contains_key(&tag.0) {
+            return Flow::Disconnect("a tag already in flight was reused");
+        }
+        let answer_now = match state.in_flight.get_mut(&old_tag.0) {
+            Some(TagState::Queued) => {
+                let position = state.queue.iter().position(|work| work.tag == old_tag);
+                if let Some(work) = position.and_then(|position| state.queue.remove(position)) {
+                    give_back(&mut state, work.buffer);
+                }
+                state.in_flight.remove(&old_tag.0);
+                self.changed.notify_all();
+                true
+            }
+            Some(TagState::Running { flushes }) => {
+                flushes.push(tag);
+                state.in_flight.insert(tag.0, TagState::Flush);
+                false
+            }
+            Some(TagState::Flush) | None => true,
+        };
+        drop(state);
+        if answer_now {
+            self.send_small(tag, &Reply::Flush)
+        } else {
+            Flow::Continue
+        }
+    }
+
+    /// Rlerror for a message whose header is readable but whose body is not (docs/PROTOCOL.md).
+    fn refuse_undecodable(&self, frame: &[u8], error: fsoc_9p::DecodeError) -> Flow {
+        match decode_header(frame) {
+            Ok(header) => self.send_small(header.tag, &Reply::Lerror { errno: operations::decode_errno(&error) }),
+            Err(_) => Flow::Disconnect("unreadable header"),
+        }
+    }
+
+    /// Clunks every fid (at Tversion and at the end), giving back the open counts.
+    fn release_all_fids(&self) {
+        let entries = lock(&self.fids).drain();
+        let open: Vec<u64> =
+            entries.iter().filter(|entry| operations::holds_open_count(entry)).map(|e| e.inode).collect();
+        if open.is_empty() {
+            return;
+        }
+        let released = self.shared.volume.change("clunk", None, |fs| {
+            for inode in &open {
+                if let Err(error) = fs.release_inode(*inode) {
+                    log::warn!("releasing inode {inode} at the end of a session: {error}");
+                }
+            }
+        });
+        if let Err(error) = released {
+            log::warn!("releasing {} open files at the end of a session: {error}", open.len());
+        }
+    }
+}
+
+/// Puts a request buffer back into the pool.
+fn give_back(state: &mut State, buffer: Vec<u8>) {
+    assert!(state.buffers_in_use > 0, "a buffer returned that was not taken");
+    state.buffers_in_use -= 1;
+    state.free_buffers.push(buffer);
+}
+
+fn copy_into(buffer: &mut Vec<u8>, frame: &[u8]) {
+    if buffer.len() < frame.len() {
+        buffer.resize(frame.len(), 0);
+    }
+    if let Some(target) = buffer.get_mut(..frame.len()) {
+        target.copy_from_slice(frame);
+    }
+}
