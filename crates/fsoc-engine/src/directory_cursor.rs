@@ -8,7 +8,7 @@
 //! (a seek to an older position) is found by counting from the start. A name that exists
 //! throughout a listing is never skipped or repeated by a continuing reader.
 //!
-//! (fsoc-fuse's `DirectoryStream` is the same scheme; it can move onto this type.)
+//! Used by both doors: fsoc-fuse's readdir/readdirplus and fsoc-serve's Treaddir.
 
 use fsoc_core::fs::{FileKind, FsError};
 use fsoc_core::FileSystem;
@@ -189,6 +189,34 @@ mod tests {
             listed.extend(reply);
         }
         listed
+    }
+
+    /// Entries a crafted image holds under names no entry may have are never listed, and the
+    /// listing around them stays complete (cookies count them, so resuming never repeats).
+    #[test]
+    fn entries_with_unusable_names_are_skipped() {
+        use fsoc_core::fs::records::{directory_key, DirectoryValue};
+        use fsoc_core::txn::store::LogNodeStore;
+        let mut fs = volume();
+        let directory = fs.create(1, b"d", FileKind::Directory, 0o755, 0, 0, None).expect("mkdir");
+        for name in names(300) {
+            fs.create(directory, &name, FileKind::File, 0o644, 0, 0, None).expect("create");
+        }
+        let value = DirectoryValue { inode: 1, kind: FileKind::Directory }.encode();
+        for bad in [&b""[..], b".", b"..", b"entry-00100/x", b"entry-\0"] {
+            let key = directory_key(directory, bad);
+            let volume = &mut fs.craft();
+            let mut store = LogNodeStore::new(volume.log);
+            volume.directory.insert(&mut store, &key, &value).expect("crafted entry");
+        }
+        let mut cursor = DirectoryCursor::new(directory, 1);
+        for per_reply in [1, 7, 1000] {
+            let listed: Vec<Vec<u8>> =
+                list(&mut fs, &mut cursor, per_reply, false).into_iter().map(|(_, name)| name).collect();
+            let mut expected = vec![b".".to_vec(), b"..".to_vec()];
+            expected.extend(names(300));
+            assert_eq!(listed, expected, "{per_reply} entries per reply");
+        }
     }
 
     #[test]

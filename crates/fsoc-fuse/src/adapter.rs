@@ -22,9 +22,9 @@ use fuser::{
 };
 
 use crate::attributes::{errno, file_attr, file_type, time_ns};
-use crate::directory_stream::DirectoryStream;
 use crate::permissions::{may_access, new_entry_group_and_mode, Caller};
 use crate::volume_lock::{MountState, OpenFile, VolumeLock};
+use fsoc_engine::DirectoryCursor as DirectoryStream;
 
 /// How long the kernel may cache attributes and names. Every change goes through this mount,
 /// and the kernel updates its caches on the changes it makes, so a short TTL is safe; it only
@@ -482,8 +482,13 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             let stream = directory_stream(state, handle, inode)?;
             let mut stream = stream.lock().unwrap_or_else(PoisonError::into_inner);
             stream
-                .read(&state.fs, offset, |entry_inode, cookie, kind, name| {
-                    reply.add(INodeNo(entry_inode), cookie, file_type(kind), OsStr::from_bytes(name))
+                .read(&state.fs, offset, |entry| {
+                    reply.add(
+                        INodeNo(entry.inode),
+                        entry.next_cookie,
+                        file_type(entry.kind),
+                        OsStr::from_bytes(entry.name),
+                    )
                 })
                 .map_err(fs_error)
         });
@@ -509,10 +514,11 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             let page_size_bytes = page_size(state);
             let mut entry_error = None;
             stream
-                .read(&state.fs, offset, |entry_inode, cookie, _kind, name| match state.fs.getattr(entry_inode) {
+                .read(&state.fs, offset, |entry| match state.fs.getattr(entry.inode) {
                     Ok(record) => {
-                        let attr = file_attr(entry_inode, &record, page_size_bytes);
-                        reply.add(INodeNo(entry_inode), cookie, OsStr::from_bytes(name), &CACHE_TTL, &attr, GENERATION)
+                        let attr = file_attr(entry.inode, &record, page_size_bytes);
+                        let name = OsStr::from_bytes(entry.name);
+                        reply.add(INodeNo(entry.inode), entry.next_cookie, name, &CACHE_TTL, &attr, GENERATION)
                     }
                     Err(error) => {
                         entry_error = Some(error);

@@ -21,14 +21,14 @@
 
 mod adapter;
 mod attributes;
-mod directory_stream;
 pub mod logger;
 mod permissions;
 mod session;
 mod volume_lock;
 
 pub use adapter::FsocFuse;
-pub use directory_stream::DirectoryStream;
+/// An open directory's listing position (fsoc-engine's cursor, shared with the 9P server).
+pub use fsoc_engine::DirectoryCursor as DirectoryStream;
 pub use session::{
     check_mount_point, is_mount_point, mounted_image, source_for, BackgroundMount, Mount, MountConfig, MountError,
     Served, Unmounted, Unmounter, FS_NAME, FUSE_DEVICE,

@@ -27,7 +27,7 @@ use fsoc_media::Flash;
 use fuser::Errno;
 
 use crate::attributes::now_ns;
-use crate::directory_stream::DirectoryStream;
+use fsoc_engine::DirectoryCursor as DirectoryStream;
 
 pub use fsoc_engine::current_request;
 
