@@ -733,20 +733,20 @@ fn wrong_link_counts_are_reported_and_stay_contained() {
     assert_contained(&mut fs, "nlink below the names");
 
     // A directory with a subdirectory and nlink 0: fsck reports it, and rmdir of the
-    // subdirectory fails when it lowers the count. FIXME: the count is checked after the
-    // entry is removed, so the failure poisons the volume (it refuses writes until remounted;
-    // the committed state is intact, as checked below); checking before the first change would
-    // fail this call alone.
+    // subdirectory, or moving it out, fails when it would lower the count, before anything
+    // changes: that call alone fails, /d/sub stays, and the volume still takes writes.
     let (mut fs, files) = volume();
     set_nlink(&mut fs, files.directory, 0);
     let mut fs = seal(fs);
     let report = fs.fsck(false).expect("fsck");
     assert!(report.violations.iter().any(|violation| violation.contains("nlink 0 but 3 expected")), "{report:?}");
     assert!(matches!(fs.rmdir(b"/d/sub"), Err(FsError::Corrupt(_))));
-    assert!(write_file(&mut fs, "/after", b"x").is_err(), "the half-done rmdir left the volume writable");
+    assert!(matches!(fs.rename_path(b"/d/sub", b"/moved"), Err(FsError::Corrupt(_))));
+    assert!(fs.stat(b"/d/sub").is_ok(), "the failed rmdir removed /d/sub");
+    write_file(&mut fs, "/after", b"x").expect("the volume still takes writes");
+    fs.transact().expect("commit");
     let mut fs = FileSystem::mount(fs.into_flash_without_commit(), FsConfig::default()).expect("remount");
     assert!(fs.stat(b"/d/sub").is_ok(), "the committed state lost /d/sub");
-    assert_eq!(fs.fsck(false).expect("fsck").violations, report.violations, "the committed state changed");
     survive_checking(&mut fs, true, "directory nlink 0");
 }
 

@@ -40,6 +40,16 @@ impl<F: Flash> FileSystem<F> {
         self.put_inode(directory, &record)
     }
 
+    /// Whether `directory`'s link count can change by `nlink_delta` (as `touch_directory`
+    /// would change it), checked before a change starts.
+    pub(super) fn check_link_change(&self, directory: u64, nlink_delta: i32) -> Result<(), FsError> {
+        let record = self.getattr(directory)?;
+        match record.nlink.checked_add_signed(nlink_delta) {
+            Some(_) => Ok(()),
+            None => Err(FsError::Corrupt("directory link count underflow")),
+        }
+    }
+
     pub(super) fn allocate_inode(&mut self) -> u64 {
         let inode = self.volume.next_inode;
         self.volume.next_inode += 1;

@@ -221,6 +221,9 @@ impl<F: Flash> FileSystem<F> {
             if record.kind == FileKind::File && record.nlink <= 1 && !record.is_inline() {
                 fs.check_extents(inode)?;
             }
+            if directory {
+                fs.check_link_change(parent, -1)?;
+            }
             fs.tree_remove(TreeId::Directory, &directory_key(parent, name))?;
             fs.touch_directory(parent, if directory { -1 } else { 0 })?;
             fs.drop_link(inode)
@@ -265,7 +268,16 @@ impl<F: Flash> FileSystem<F> {
             }
             let existing = match fs.lookup(target_parent, target_name) {
                 Ok((existing_inode, existing_kind)) => {
-                    fs.entry_target(existing_inode, existing_kind)?;
+                    let existing_record = fs.entry_target(existing_inode, existing_kind)?;
+                    // Replacing the last name of a file deletes it: its extents are checked
+                    // first, as `remove` does.
+                    if existing_inode != inode
+                        && existing_record.kind == FileKind::File
+                        && existing_record.nlink <= 1
+                        && !existing_record.is_inline()
+                    {
+                        fs.check_extents(existing_inode)?;
+                    }
                     Some((existing_inode, existing_kind))
                 }
                 Err(FsError::NotFound) => None,
@@ -288,6 +300,17 @@ impl<F: Flash> FileSystem<F> {
                     _ => {}
                 }
             }
+            // Link counts are checked before the first change, so a corrupt count fails this
+            // call alone instead of leaving a half-done rename (which poisons the volume).
+            let replaced_directory = matches!(existing, Some((_, FileKind::Directory)));
+            let moved_directory = kind == FileKind::Directory && source_parent != target_parent;
+            if replaced_directory {
+                fs.check_link_change(target_parent, -1)?;
+            }
+            if moved_directory {
+                fs.check_link_change(source_parent, -1)?;
+                fs.check_link_change(target_parent, if replaced_directory { 0 } else { 1 })?;
+            }
             if let Some((existing_inode, existing_kind)) = existing {
                 let is_directory = existing_kind == FileKind::Directory;
                 fs.tree_remove(TreeId::Directory, &directory_key(target_parent, target_name))?;
@@ -299,7 +322,6 @@ impl<F: Flash> FileSystem<F> {
             fs.tree_remove(TreeId::Directory, &directory_key(source_parent, source_name))?;
             let entry = DirectoryValue { inode, kind };
             fs.tree_insert(TreeId::Directory, &directory_key(target_parent, target_name), &entry.encode())?;
-            let moved_directory = kind == FileKind::Directory && source_parent != target_parent;
             fs.touch_directory(source_parent, if moved_directory { -1 } else { 0 })?;
             fs.touch_directory(target_parent, if moved_directory { 1 } else { 0 })?;
             let mut record = fs.getattr(inode)?;
