@@ -11,6 +11,7 @@ mod fuse_bench_workloads;
 mod fuse_cmd;
 mod image_target;
 mod image_walk;
+mod mount_options;
 mod names;
 mod scaling_cmd;
 mod serve_cmd;
@@ -307,6 +308,10 @@ enum FlashCommand {
 }
 
 fn main() -> ExitCode {
+    // Started as mount.fuse.fsoc or umount.fuse.fsoc (links to this program): mount(8)'s helper.
+    if let Some(code) = fuse_cmd::run_as_helper() {
+        return code;
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo { profile, chips, seed } => volume_cmd::demo(profile, chips, seed),

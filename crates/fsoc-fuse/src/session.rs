@@ -9,8 +9,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::{mpsc, Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 use fsoc_core::FileSystem;
 use fsoc_media::Flash;
@@ -45,6 +45,17 @@ pub struct MountConfig {
     /// Edge's timer trigger), so work left on the mount survives a crash of the host within
     /// about this time; `None` commits only on fsync, explicit transact and unmount.
     pub commit_interval: Option<Duration>,
+    /// Honour set-user-id and set-group-id bits (`suid`; off: `nosuid`). On by default when
+    /// root mounts, as for a kernel file system; an unprivileged mount cannot have it.
+    pub set_user_id: bool,
+    /// Let device nodes on the mount work (`dev`; off: `nodev`). Same default as `set_user_id`.
+    pub devices: bool,
+    /// Let programs on the mount run (`exec`; off: `noexec`, execve fails with EACCES).
+    pub execute: bool,
+    /// The kernel's access-time mode by its mount(8) name: `relatime` (the kernel's default,
+    /// also what `atime` gives), `noatime` or `strictatime` (root only). A mount flag only: the
+    /// kernel leaves a FUSE file's atime to the server.
+    pub access_time: &'static str,
 }
 
 /// Default periodic transaction point of a mount.
@@ -59,27 +70,33 @@ impl Default for MountConfig {
             writeback_cache: true,
             source: FS_NAME.into(),
             commit_interval: Some(COMMIT_INTERVAL_DEFAULT),
+            set_user_id: is_root(),
+            devices: is_root(),
+            execute: true,
+            access_time: "relatime",
         }
     }
 }
 
-/// The mount-table source naming `image` (canonical path), so `fsoc umount` can find the image
-/// of a mount point. Paths that mount options cannot carry (commas, whitespace, non-UTF-8)
-/// give plain `fsoc`.
+/// The mount-table source naming `image` (canonical path): the path itself, as a kernel file
+/// system shows its device, so `fsoc umount`, mount(8)'s remount and `mount -a` find the image
+/// of a mount point. Paths that mount options cannot carry (commas, whitespace, backslashes,
+/// non-UTF-8) give plain `fsoc`.
 pub fn source_for(image: &Path) -> String {
     match image.to_str() {
         Some(path)
             if !path.contains(|character: char| character == ',' || character.is_whitespace() || character == '\\') =>
         {
-            format!("{FS_NAME}:{path}")
+            path.to_string()
         }
         _ => FS_NAME.into(),
     }
 }
 
 /// The image named by the mount-table source of the fsoc mount at `mount_point` (canonical):
-/// `Ok(Some(image))` for `fsoc:IMAGE`, `Ok(None)` for an fsoc mount without an image name, and
-/// an error when no fsoc mount is there.
+/// `Ok(Some(image))` when the source names it, `Ok(None)` for an fsoc mount without an image
+/// name, and an error when no fsoc mount is there. An fsoc mount has type `fuse.fsoc` (or, made
+/// by an older fsoc, type `fuse` and source `fsoc` or `fsoc:IMAGE`).
 pub fn mounted_image(mount_point: &Path) -> Result<Option<PathBuf>, String> {
     let table =
         std::fs::read_to_string("/proc/self/mountinfo").map_err(|error| format!("/proc/self/mountinfo: {error}"))?;
@@ -92,10 +109,13 @@ pub fn mounted_image(mount_point: &Path) -> Result<Option<PathBuf>, String> {
     let after_separator = line.split(" - ").nth(1).unwrap_or("");
     let mut fields = after_separator.split(' ');
     let (file_system_type, source) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
-    if !file_system_type.starts_with("fuse") || !(source == FS_NAME || source.starts_with("fsoc:")) {
+    let subtype = format!("fuse.{FS_NAME}");
+    let older = file_system_type == "fuse" && (source == FS_NAME || source.starts_with("fsoc:"));
+    if file_system_type != subtype && !older {
         return Err(format!("{} is not an fsoc mount ({file_system_type} from {source})", mount_point.display()));
     }
-    Ok(source.strip_prefix("fsoc:").map(PathBuf::from))
+    let path = source.strip_prefix("fsoc:").unwrap_or(source);
+    Ok(path.starts_with('/').then(|| PathBuf::from(unescape_mount_path(path))))
 }
 
 fn is_root() -> bool {
@@ -121,6 +141,10 @@ pub enum MountError {
     Io { path: PathBuf, source: io::Error },
     #[error("the mount ended but the file system is still referenced (a bug)")]
     StillReferenced,
+    #[error("unknown access-time mode \"{0}\" (relatime, noatime or strictatime)")]
+    UnknownAccessTime(String),
+    #[error("only root may mount with {0}: a FUSE mount by another user is always nosuid and nodev, and fusermount3 knows no strictatime")]
+    OptionNeedsRoot(&'static str),
 }
 
 /// Checks the mount point and the FUSE device before mounting, so each problem gets its own
@@ -172,6 +196,27 @@ fn escape_mount_path(path: &Path) -> String {
     escaped
 }
 
+/// Undoes `escape_mount_path` (octal escapes `\NNN`; anything else is kept as it is).
+fn unescape_mount_path(escaped: &str) -> String {
+    let mut bytes = Vec::with_capacity(escaped.len());
+    let mut rest = escaped.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        let octal = tail.get(..3).filter(|digits| digits.iter().all(|digit| (b'0'..=b'7').contains(digit)));
+        match octal {
+            Some(digits) if byte == b'\\' => {
+                let value = digits.iter().fold(0u32, |value, digit| value * 8 + u32::from(digit - b'0'));
+                bytes.push(u8::try_from(value).unwrap_or(b'?'));
+                rest = tail.get(3..).unwrap_or_default();
+            }
+            _ => {
+                bytes.push(byte);
+                rest = tail;
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 fn fuse_device_accessible() -> bool {
     let device = std::ffi::CString::new(FUSE_DEVICE).expect("no NUL in a constant");
     // SAFETY: access() with a valid C string; no memory is written.
@@ -179,18 +224,100 @@ fn fuse_device_accessible() -> bool {
 }
 
 fn fuser_config(config: &MountConfig) -> Config {
-    let mut fuser_config = Config::default();
-    fuser_config.mount_options = vec![
+    let mut mount_options = vec![
         MountOption::FSName(config.source.clone()),
-        MountOption::Subtype(FS_NAME.into()),
+        // The kernel's own `subtype=` option (fuser's `Subtype` reaches only fusermount3): the
+        // mount table then says `fuse.fsoc`, by which mount(8) and umount(8) find fsoc's helpers.
+        MountOption::CUSTOM(format!("subtype={FS_NAME}")),
         MountOption::DefaultPermissions,
-        // fsoc changes atime only on request (utimens), never on read: say so in the mount table.
-        MountOption::NoAtime,
         if config.read_only { MountOption::RO } else { MountOption::RW },
+        if config.set_user_id { MountOption::Suid } else { MountOption::NoSuid },
+        if config.devices { MountOption::Dev } else { MountOption::NoDev },
+        if config.execute { MountOption::Exec } else { MountOption::NoExec },
     ];
+    // `relatime` is what the kernel gives a mount without an access-time flag; `strictatime`
+    // has no fuser option and is set after mounting (`Mount::new`).
+    if config.access_time == ACCESS_TIME_NEVER {
+        mount_options.push(MountOption::NoAtime);
+    }
+    let mut fuser_config = Config::default();
+    fuser_config.mount_options = mount_options;
     fuser_config.acl = if config.allow_other { SessionACL::All } else { SessionACL::Owner };
     fuser_config.n_threads = Some(config.thread_count.max(1));
     fuser_config
+}
+
+const ACCESS_TIME_RELATIVE: &str = "relatime";
+const ACCESS_TIME_NEVER: &str = "noatime";
+const ACCESS_TIME_STRICT: &str = "strictatime";
+
+/// Refuses what the kernel would refuse or silently drop, before anything is mounted.
+fn check_config(config: &MountConfig) -> Result<(), MountError> {
+    if ![ACCESS_TIME_RELATIVE, ACCESS_TIME_NEVER, ACCESS_TIME_STRICT].contains(&config.access_time) {
+        return Err(MountError::UnknownAccessTime(config.access_time.to_string()));
+    }
+    // fusermount3 mounts an unprivileged user's volume nosuid,nodev and knows no strictatime.
+    if !is_root() {
+        for (asked, option) in [
+            (config.set_user_id, "suid"),
+            (config.devices, "dev"),
+            (config.access_time == ACCESS_TIME_STRICT, ACCESS_TIME_STRICT),
+        ] {
+            if asked {
+                return Err(MountError::OptionNeedsRoot(option));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl MountConfig {
+    /// The mount(2) flags of the per-mount settings (as /proc/self/mountinfo shows them: ro,
+    /// nosuid, nodev, noexec and the access-time mode), for a remount.
+    pub fn per_mount_flags(&self) -> libc::c_ulong {
+        per_mount_flags(self)
+    }
+}
+
+fn per_mount_flags(config: &MountConfig) -> libc::c_ulong {
+    let mut flags = 0;
+    for (set, flag) in [
+        (config.read_only, libc::MS_RDONLY),
+        (!config.set_user_id, libc::MS_NOSUID),
+        (!config.devices, libc::MS_NODEV),
+        (!config.execute, libc::MS_NOEXEC),
+        (config.access_time == ACCESS_TIME_NEVER, libc::MS_NOATIME),
+        (config.access_time == ACCESS_TIME_STRICT, libc::MS_STRICTATIME),
+    ] {
+        if set {
+            flags |= flag;
+        }
+    }
+    flags
+}
+
+/// Replaces the per-mount flags of the mount at `mount_point` (a bind remount: the file
+/// system itself is not asked anything, so this works before the server serves requests).
+fn set_per_mount_flags(mount_point: &Path, flags: libc::c_ulong) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(mount_point.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mount point contains NUL"))?;
+    // SAFETY: `path` is a valid NUL-terminated string; the other pointers may be null for a
+    // bind remount.
+    let result = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            path.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REMOUNT | libc::MS_BIND | flags,
+            std::ptr::null(),
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// A mounted volume, not yet serving requests (the kernel queues them until `run`).
@@ -200,11 +327,14 @@ pub struct Mount<F: Flash + Send + Sync + 'static> {
     mount_point: PathBuf,
     commit_interval: Option<Duration>,
     read_only: bool,
+    /// Commit requests (`CommitHandle`) wait here until `run` starts the committer thread.
+    commit_requests: Arc<CommitRequests>,
 }
 
 impl<F: Flash + Send + Sync + 'static> Mount<F> {
     /// Mounts `fs` on `mount_point` (checked with `check_mount_point` first).
     pub fn new(fs: FileSystem<F>, mount_point: &Path, config: &MountConfig) -> Result<Mount<F>, MountError> {
+        check_config(config)?;
         let mount_point = check_mount_point(mount_point)?;
         let lock = Arc::new(VolumeLock::new(fs));
         let session =
@@ -221,7 +351,25 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
                     }
                     _ => MountError::Io { path: mount_point.clone(), source },
                 })?;
-        Ok(Mount { session, lock, mount_point, commit_interval: config.commit_interval, read_only: config.read_only })
+        if config.access_time == ACCESS_TIME_STRICT {
+            // Dropping `session` on error unmounts again.
+            set_per_mount_flags(&mount_point, per_mount_flags(config))
+                .map_err(|source| MountError::Io { path: mount_point.clone(), source })?;
+        }
+        Ok(Mount {
+            session,
+            lock,
+            mount_point,
+            commit_interval: config.commit_interval,
+            read_only: config.read_only,
+            commit_requests: Arc::new(CommitRequests::default()),
+        })
+    }
+
+    /// A handle that makes a transaction point on request, from any thread, while the volume
+    /// is served (`mount -o remount,ro` asks for one through `fsoc mount`'s signal thread).
+    pub fn commit_handle(&self) -> CommitHandle {
+        CommitHandle { requests: Arc::downgrade(&self.commit_requests), read_only: self.read_only }
     }
 
     pub fn mount_point(&self) -> &Path {
@@ -236,13 +384,16 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
     /// Serves requests until the volume is unmounted (`fusermount3 -u`, `umount`, or an
     /// `Unmounter`), then returns the file system for the caller's clean unmount.
     pub fn run(self) -> Result<Served<F>, MountError> {
-        let Mount { session, lock, commit_interval, read_only, .. } = self;
-        let committer = match commit_interval.filter(|interval| !interval.is_zero() && !read_only) {
-            Some(interval) => Some(
-                PeriodicCommitter::start(Arc::downgrade(&lock), interval)
-                    .map_err(|source| MountError::Io { path: PathBuf::from("(periodic commit thread)"), source })?,
-            ),
-            None => None,
+        let Mount { session, lock, commit_interval, read_only, commit_requests, .. } = self;
+        // Read-only: nothing to commit, and `CommitHandle` answers without asking the thread.
+        let committer = if read_only {
+            None
+        } else {
+            let interval = commit_interval.filter(|interval| !interval.is_zero());
+            Some(
+                Committer::start(Arc::downgrade(&lock), interval, commit_requests)
+                    .map_err(|source| MountError::Io { path: PathBuf::from("(commit thread)"), source })?,
+            )
         };
         let session_error = session.run().err();
         if let Some(error) = &session_error {
@@ -266,50 +417,131 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
     }
 }
 
-/// A thread that makes a transaction point every `interval` while the volume has uncommitted
-/// changes (a delta commit: one page program). It holds only a weak reference, so it never
-/// keeps the volume alive, and it runs each commit under the volume lock like any request.
-struct PeriodicCommitter {
+/// Where the committer thread sends one requester the outcome of its commit.
+type CommitAnswer = mpsc::Sender<Result<(), String>>;
+
+/// Commit requests waiting for the committer thread; `None` once it has stopped, so a late
+/// request fails at once instead of waiting for an answer that never comes.
+struct CommitRequests {
+    pending: Mutex<Option<Vec<CommitAnswer>>>,
+    thread: Mutex<Option<std::thread::Thread>>,
+}
+
+impl Default for CommitRequests {
+    fn default() -> Self {
+        CommitRequests { pending: Mutex::new(Some(Vec::new())), thread: Mutex::new(None) }
+    }
+}
+
+/// Asks a served volume for a transaction point now (see `Mount::commit_handle`).
+#[derive(Clone)]
+pub struct CommitHandle {
+    requests: Weak<CommitRequests>,
+    read_only: bool,
+}
+
+impl CommitHandle {
+    /// Commits the volume's changes (a delta commit, or nothing when nothing changed) and
+    /// waits for it, at most `timeout`. A read-only mount has nothing to commit.
+    pub fn commit(&self, timeout: Duration) -> Result<(), String> {
+        if self.read_only {
+            return Ok(());
+        }
+        let requests = self.requests.upgrade().ok_or("the volume is no longer served")?;
+        let (sender, receiver) = mpsc::channel();
+        match requests.pending.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
+            Some(pending) => pending.push(sender),
+            None => return Err("the volume is no longer served".into()),
+        }
+        if let Some(thread) = requests.thread.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            thread.unpark();
+        }
+        drop(requests);
+        match receiver.recv_timeout(timeout) {
+            Ok(result) => result,
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(format!("no commit within {timeout:?}")),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err("the volume stopped being served".into()),
+        }
+    }
+}
+
+/// The thread that makes every transaction point the mount makes on its own: every `interval`
+/// while the volume has uncommitted changes (a delta commit: one page program), and on request
+/// (`CommitHandle`). It holds only a weak reference, so it never keeps the volume alive, and it
+/// runs each commit under the volume lock like any request.
+struct Committer {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<()>,
 }
 
-impl PeriodicCommitter {
+impl Committer {
     fn start<F: Flash + Send + Sync + 'static>(
         lock: Weak<VolumeLock<F>>,
-        interval: Duration,
-    ) -> io::Result<PeriodicCommitter> {
+        interval: Option<Duration>,
+        requests: Arc<CommitRequests>,
+    ) -> io::Result<Committer> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
         let thread = std::thread::Builder::new().name("fsoc-commit".into()).spawn(move || {
-            while !stopped.load(Ordering::Acquire) {
-                std::thread::park_timeout(interval);
-                if stopped.load(Ordering::Acquire) {
-                    return;
-                }
-                let Some(lock) = lock.upgrade() else { return };
-                let result = lock.run("periodic commit", |state| {
-                    if state.fs.has_uncommitted_changes() {
-                        state.fs.commit_for_sync().map_err(|error| {
-                            log::error!("periodic commit failed: {error}");
-                            crate::attributes::errno(&error)
-                        })?;
-                    }
-                    Ok(())
-                });
-                drop(lock);
-                if result.is_err() {
-                    return; // the volume answers EIO from now on; nothing more to commit
-                }
-            }
+            *requests.thread.lock().unwrap_or_else(PoisonError::into_inner) = Some(std::thread::current());
+            commit_until_stopped(&lock, interval, &requests, &stopped);
+            // Later requests fail at once; waiting ones see their sender dropped.
+            requests.pending.lock().unwrap_or_else(PoisonError::into_inner).take();
         })?;
-        Ok(PeriodicCommitter { stop, thread })
+        Ok(Committer { stop, thread })
     }
 
     fn stop(self) {
         self.stop.store(true, Ordering::Release);
         self.thread.thread().unpark();
         let _ = self.thread.join();
+    }
+}
+
+fn commit_until_stopped<F: Flash + Send + Sync + 'static>(
+    lock: &Weak<VolumeLock<F>>,
+    interval: Option<Duration>,
+    requests: &CommitRequests,
+    stopped: &AtomicBool,
+) {
+    let mut due = interval.map(|interval| Instant::now() + interval);
+    while !stopped.load(Ordering::Acquire) {
+        let waiting = std::mem::take(
+            requests.pending.lock().unwrap_or_else(PoisonError::into_inner).as_mut().unwrap_or(&mut Vec::new()),
+        );
+        let periodic = due.is_some_and(|due| Instant::now() >= due);
+        if waiting.is_empty() && !periodic {
+            // Requests and `stop` unpark the thread; a spurious wake-up only loops.
+            match due {
+                Some(due) => std::thread::park_timeout(due.saturating_duration_since(Instant::now())),
+                None => std::thread::park(),
+            }
+            continue;
+        }
+        let Some(lock) = lock.upgrade() else { return };
+        let mut failure = None;
+        let result = lock.run(if periodic { "periodic commit" } else { "requested commit" }, |state| {
+            if state.fs.has_uncommitted_changes() {
+                state.fs.commit_for_sync().map_err(|error| {
+                    log::error!("commit failed: {error}");
+                    failure = Some(error.to_string());
+                    crate::attributes::errno(&error)
+                })?;
+            }
+            Ok(())
+        });
+        drop(lock);
+        let answer = result.map_err(|errno| failure.unwrap_or_else(|| format!("commit failed: {errno:?}")));
+        let failed = answer.is_err();
+        for sender in waiting {
+            let _ = sender.send(answer.clone());
+        }
+        if failed {
+            return; // the volume answers EIO from now on; nothing more to commit
+        }
+        if periodic {
+            due = interval.map(|interval| Instant::now() + interval);
+        }
     }
 }
 
@@ -402,7 +634,7 @@ mod tests {
 
     #[test]
     fn sources_name_the_image_when_options_can_carry_it() {
-        assert_eq!(source_for(Path::new("/images/disk.img")), "fsoc:/images/disk.img");
+        assert_eq!(source_for(Path::new("/images/disk.img")), "/images/disk.img");
         assert_eq!(source_for(Path::new("/images/a,b.img")), "fsoc");
         assert_eq!(source_for(Path::new("/images/a b.img")), "fsoc");
         assert!(mounted_image(Path::new("/proc")).unwrap_err().contains("not an fsoc mount"));
@@ -412,5 +644,28 @@ mod tests {
     #[test]
     fn mount_paths_are_escaped_like_the_kernel_does() {
         assert_eq!(escape_mount_path(Path::new("/a b\\c")), "/a\\040b\\134c");
+        assert_eq!(unescape_mount_path("/a\\040b\\134c"), "/a b\\c");
+        assert_eq!(unescape_mount_path("/odd\\09x\\"), "/odd\\09x\\", "not an octal escape: kept");
+    }
+
+    #[test]
+    fn per_mount_flags_follow_the_config() {
+        let config = MountConfig {
+            read_only: true,
+            set_user_id: false,
+            devices: true,
+            execute: false,
+            access_time: "strictatime",
+            ..MountConfig::default()
+        };
+        assert_eq!(
+            per_mount_flags(&config),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC | libc::MS_STRICTATIME
+        );
+        let config = MountConfig { set_user_id: true, devices: false, access_time: "noatime", ..config };
+        assert_eq!(per_mount_flags(&config), libc::MS_RDONLY | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_NOATIME);
+        let bad = MountConfig { access_time: "sometimes", ..MountConfig::default() };
+        assert!(matches!(check_config(&bad), Err(MountError::UnknownAccessTime(name)) if name == "sometimes"));
+        assert!(check_config(&MountConfig::default()).is_ok(), "the defaults are valid for any user");
     }
 }
