@@ -14,7 +14,8 @@
 //! - No device, FIFO or socket nodes (mknod of them is EPERM), no extended attributes or ACLs
 //!   (ENOSYS), no `RENAME_EXCHANGE`/`RENAME_WHITEOUT` (EINVAL), no `fallocate`, no
 //!   kernel-side file locks beyond what the kernel does locally: fsoc-core has no such records.
-//! - atime is never updated by reads (the mount says `noatime`); only utimens sets it.
+//! - atime is never updated by reads whatever the mount's atime option (relatime by default,
+//!   passed to the kernel); only utimens sets it (atime updates are the rootfs issue's).
 //! - Times before 1970 are stored as the epoch: fsoc keeps unsigned nanoseconds.
 //! - `st_blocks` reports the apparent size rounded up to pages, sparse files included:
 //!   fsoc-core does not count allocated pages per inode.
