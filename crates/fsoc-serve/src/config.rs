@@ -39,6 +39,9 @@ pub struct ServeConfig {
     pub reply_timeout: Duration,
     /// Failed attaches (wrong secret) after which a connection is closed.
     pub attach_failures_max: u32,
+    /// Write one line per request and per reply to stderr (`fsoc serve --trace`): for seeing
+    /// what a client sends, not for production (every message costs a formatted line).
+    pub trace: bool,
 }
 
 impl Default for ServeConfig {
@@ -54,6 +57,7 @@ impl Default for ServeConfig {
             commit_interval: Some(fsoc_engine::COMMIT_INTERVAL_DEFAULT),
             reply_timeout: Duration::from_secs(60),
             attach_failures_max: 3,
+            trace: false,
         }
     }
 }
