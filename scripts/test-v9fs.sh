@@ -71,6 +71,7 @@ cat > "$work/payload/settings" <<EOF
 CACHE_MODES="${CACHE_MODES:-none loose mmap default}"
 MSIZE=${MSIZE:-65536}
 MANY_FILES=${MANY_FILES:-400}
+MANY_FIDS=${MANY_FIDS:-5000}
 EXTRA_OPTIONS="${EXTRA_OPTIONS:-}"
 EOF
 

@@ -233,6 +233,69 @@ readdir_many() {
   # Remove while listing: rm -r reads the directory as it empties it.
   rm -r $D/many && [ ! -e $D/many ]
 }
+parallel() {
+  # Several processes at once: requests from the client overlap (tags in flight together).
+  for index in 1 2 3 4; do
+    dd if=$source_directory/f.1048576 of=$D/parallel.$index bs=65536 2>/dev/null &
+    md5sum $D/f.1048576 > /tmp/parallel-md5.$index &
+  done
+  wait
+  expected=$(md5sum < $source_directory/f.1048576 | cut -d' ' -f1)
+  for index in 1 2 3 4; do
+    cmp $source_directory/f.1048576 $D/parallel.$index || return 1
+    expect "md5 read in parallel" "$(cut -d' ' -f1 /tmp/parallel-md5.$index)" "$expected" || return 1
+    rm $D/parallel.$index
+  done
+}
+interrupted() {
+  # Readers killed in the middle of a request: the client sends Tflush and must get the
+  # connection back in a usable state.
+  # 4 KiB reads make 256 requests of the 1 MiB file, so a kill lands inside one.
+  for index in 1 2 3 4 5 6 7 8 9 10; do
+    dd if=$D/f.1048576 of=/dev/null bs=4096 2>/dev/null &
+    reader=$!
+    sleep 0.0$index
+    kill -9 $reader 2>/dev/null
+    wait $reader 2>/dev/null
+  done
+  cmp $source_directory/f.1048576 $D/f.1048576 && ls $D > /dev/null
+}
+sparse() {
+  # A write 10 MiB past the end leaves a hole that reads as zeros.
+  dd if=$source_directory/f.4096 of=$D/sparse bs=4096 seek=2560 2>/dev/null || return 1
+  expect "size" "$(stat -c %s $D/sparse)" $((2561 * 4096)) || return 1
+  expect "hole" "$(head -c 1048576 $D/sparse | tr -d '\000' | wc -c)" 0 || return 1
+  tail -c 4096 $D/sparse | cmp - $source_directory/f.4096 && rm $D/sparse
+}
+names() {
+  long=$(printf '%0255d' 0 | tr 0 l)
+  touch "$D/$long" && [ -f "$D/$long" ] && rm "$D/$long" || { echo "a 255-byte name"; return 1; }
+  message=$(touch "$D/${long}x" 2>&1) && { echo "a 256-byte name was accepted"; return 1; }
+  echo "$message" | grep -q "too long" || { echo "256-byte name: $message"; return 1; }
+  # (busybox ls prints bytes over 0x7f as '?', so the names are checked by find.)
+  touch "$D/with space" "$D/ünïcødé" "$D/-dash" || return 1
+  expect "odd names" "$(find $D -name 'with space' -o -name 'ünïcødé' -o -name '-dash' | wc -l)" 3 || return 1
+  rm "$D/with space" "$D/ünïcødé" "$D/-dash"
+}
+chown_step() {
+  touch $D/owned && chown 1000:100 $D/owned && expect "owner" "$(stat -c '%u %g' $D/owned)" "1000 100" || return 1
+  chgrp 200 $D/owned && expect "group" "$(stat -c '%u %g' $D/owned)" "1000 200" && rm $D/owned
+}
+rename_errors() {
+  mkdir -p $D/ra/inside $D/rb && touch $D/rb/full || return 1
+  mv -T $D/ra $D/rb 2>/dev/null && { echo "a directory renamed over a non-empty one"; return 1; }
+  mv $D/ra $D/ra/inside/ 2>/dev/null && { echo "a directory moved into itself"; return 1; }
+  rm $D/rb/full && mv -T $D/ra $D/rb && [ -d $D/rb/inside ] && [ ! -e $D/ra ] || { echo "rename over an empty directory"; return 1; }
+  touch $D/plain && mv -T $D/plain $D/rb 2>/dev/null && { echo "a file renamed over a directory"; return 1; }
+  rm -r $D/rb $D/plain
+}
+many_fids() {
+  # cache=loose and mmap keep a fid for every cached dentry: more files than the server's
+  # fids per connection, all looked up at once.
+  mkdir $D/fids && cd $D/fids && seq 1 $MANY_FIDS | xargs touch || return 1
+  cd / && expect "listed with stat" "$(ls -l $D/fids | grep -c '^-')" $MANY_FIDS || return 1
+  rm -r $D/fids
+}
 verify_after_remount() {
   for size in 0 1 4095 4096 1048576; do cmp $source_directory/f.$size $D/f.$size || return 1; done
   diff -r /tmp/tree $D/x/tree || return 1
@@ -288,6 +351,13 @@ for cache in $CACHE_MODES; do
   step probes_lock_utime_append_unlinked_excl probes
   step mmap mmap_step
   step readdir_many readdir_many
+  step parallel_writers_readers parallel
+  step interrupted_readers_Tflush interrupted
+  step sparse_write sparse
+  step names_255_bytes_and_odd names
+  step chown chown_step
+  step rename_errors rename_errors
+  [ "$cache" = loose ] && step many_fids many_fids
   step remount_again remount_9p
   step verify_after_remount verify_after_remount
   step rm_r_tree remove_tree
