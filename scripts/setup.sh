@@ -3,7 +3,31 @@
 # Debian packages: libclang-dev (bindgen for the littlefs2 benchmark peer), fuse3 (FUSE mount:
 # fusermount3), and the real programs the FUSE tests run on a mount: sqlite3, fio, dbench,
 # postmark, git, diffutils (diff -r), tar, findutils (find).
+#
+# `scripts/setup.sh --vm` also installs what scripts/test-v9fs.sh needs to boot a real Linux
+# kernel with its 9P client under QEMU (qemu-system-x86, linux-image-amd64, busybox-static, cpio,
+# kmod, gcc for the static probe program). Opt-in: they are large and only that test uses them.
 set -euo pipefail
+install_vm_packages() {
+  local vm_need=()
+  for package in qemu-system-x86 linux-image-amd64 busybox-static cpio kmod gcc; do
+    dpkg -s "$package" >/dev/null 2>&1 || vm_need+=("$package")
+  done
+  [ ${#vm_need[@]} -gt 0 ] || return 0
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: please install ${vm_need[*]} (needs root)" >&2
+    return 0
+  fi
+  echo "setup: installing the VM packages ${vm_need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${vm_need[@]}" >/dev/null
+}
+for argument in "$@"; do
+  case "$argument" in
+    --vm) install_vm_packages ;;
+    *) echo "setup: unknown option $argument (known: --vm)" >&2; exit 2 ;;
+  esac
+done
 need=()
 for package in libclang-dev fuse3 pkg-config sqlite3 fio dbench postmark git diffutils tar findutils; do
   dpkg -s "$package" >/dev/null 2>&1 || need+=("$package")

@@ -44,6 +44,10 @@ pub struct ServeArgs {
     /// Print connection and shutdown steps.
     #[arg(long, short = 'v')]
     verbose: bool,
+    /// Print every 9P request and reply (type, tag, fids, names, offsets; the errno of an
+    /// Rlerror) on stderr, one line each, for finding out what a client sends.
+    #[arg(long)]
+    trace: bool,
 }
 
 /// Signals that stop the server; blocked in every thread and taken by `sigwait`.
@@ -83,6 +87,7 @@ pub fn run(arguments: ServeArgs) -> Result<(), String> {
         requests_in_flight_max: usize::from(arguments.requests_in_flight),
         secret,
         commit_interval: (arguments.commit_interval > 0).then(|| Duration::from_secs(arguments.commit_interval)),
+        trace: arguments.trace,
         ..ServeConfig::default()
     };
     // Block the termination signals before any thread starts, so they reach only `sigwait`.

@@ -23,7 +23,11 @@ pub struct ServeConfig {
     pub buffer_bytes_per_connection_max: usize,
     /// Threads executing one connection's requests (started as needed).
     pub workers_per_connection_max: usize,
-    /// Fids one connection may hold; a walk or attach past it gets EMFILE.
+    /// Fids one connection may hold; a walk or attach past it gets EMFILE. The Linux client
+    /// with cache=loose or cache=mmap keeps a fid for every dentry it caches (released only
+    /// when the guest evicts the dentry), so this bounds how many files such a mount can have
+    /// looked up at once: 65,536 fids take at most about 23 MiB (a ~100-byte entry and a name
+    /// of at most 255 bytes each).
     pub fids_per_connection_max: usize,
     /// The largest msize offered (1 MiB).
     pub msize_max_bytes: u32,
@@ -39,6 +43,9 @@ pub struct ServeConfig {
     pub reply_timeout: Duration,
     /// Failed attaches (wrong secret) after which a connection is closed.
     pub attach_failures_max: u32,
+    /// Write one line per request and per reply to stderr (`fsoc serve --trace`): for seeing
+    /// what a client sends, not for production (every message costs a formatted line).
+    pub trace: bool,
 }
 
 impl Default for ServeConfig {
@@ -48,12 +55,13 @@ impl Default for ServeConfig {
             requests_in_flight_max: 32,
             buffer_bytes_per_connection_max: 16 << 20,
             workers_per_connection_max: 8,
-            fids_per_connection_max: 4096,
+            fids_per_connection_max: 65_536,
             msize_max_bytes: 1 << 20,
             secret: None,
             commit_interval: Some(fsoc_engine::COMMIT_INTERVAL_DEFAULT),
             reply_timeout: Duration::from_secs(60),
             attach_failures_max: 3,
+            trace: false,
         }
     }
 }

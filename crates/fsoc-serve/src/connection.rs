@@ -39,6 +39,7 @@ use crate::fids::FidTable;
 use crate::listen::Stream;
 use crate::operations::{self, Outcome};
 use crate::server::Shared;
+use crate::trace;
 
 /// Messages up to this size are read into the reader's own buffer (every Tflush is 9 bytes).
 const SMALL_FRAME_BYTES: usize = 256;
@@ -103,6 +104,9 @@ pub(crate) struct Connection<F: Flash> {
     close_after_reply: AtomicBool,
     /// For `close`: shuts the socket so the reader's blocking read returns.
     control: Stream,
+    /// The connection's name when `ServeConfig::trace` is on: every request and reply is
+    /// written to stderr (`trace`).
+    trace: Option<String>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -123,6 +127,7 @@ pub(crate) fn serve<F: Flash + Send + Sync + 'static>(shared: Arc<Shared<F>>, st
         log::warn!("{name}: cannot set the write timeout: {error}");
     }
     let msize_max = shared.config.msize_max_bytes;
+    let trace = shared.config.trace.then(|| name.clone());
     let connection = Arc::new(Connection {
         fids: Mutex::new(FidTable::new(shared.config.fids_per_connection_max)),
         shared,
@@ -145,6 +150,7 @@ pub(crate) fn serve<F: Flash + Send + Sync + 'static>(shared: Arc<Shared<F>>, st
         broken: AtomicBool::new(false),
         close_after_reply: AtomicBool::new(false),
         control,
+        trace,
     });
     let mut workers = Vec::new();
     let ended = connection.read_loop(stream, &mut workers);
@@ -186,6 +192,7 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
                 if let Err(error) = stream.read_exact(body) {
                     return format!("read ended inside a message: {error}");
                 }
+                self.trace_request(frame);
                 match frame.get(4).copied() {
                     Some(message_type::TVERSION) => self.version(frame),
                     Some(message_type::TFLUSH) => self.flush(frame),
@@ -212,6 +219,9 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
                 if let Err(error) = read {
                     self.return_buffer(buffer);
                     return format!("read ended inside a message: {error}");
+                }
+                if let Some(frame) = buffer.get(..size) {
+                    self.trace_request(frame);
                 }
                 match buffer.get(4).copied() {
                     Some(message_type::TVERSION | message_type::TFLUSH) => {
@@ -367,15 +377,36 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             return; // a Tversion reset the session: its requests are not answered
         }
         let mut small = [0u8; HEADER_SIZE_BYTES];
+        self.trace_reply(reply);
         let mut sent = !reply.is_empty() && writer.write_all(reply).is_ok();
         for flush in flushes {
             let length = encode(flush, &Reply::Flush, &mut small).unwrap_or(0);
-            sent = sent && small.get(..length).is_some_and(|bytes| writer.write_all(bytes).is_ok());
+            let bytes = small.get(..length).unwrap_or(&[]);
+            self.trace_reply(bytes);
+            sent = sent && !bytes.is_empty() && writer.write_all(bytes).is_ok();
         }
         if !sent {
             self.close("a reply could not be sent");
         } else if self.close_after_reply.load(Ordering::Acquire) {
             self.close("too many failed attaches");
+        }
+    }
+
+    /// `--trace`: the request in `frame`, as read.
+    fn trace_request(&self, frame: &[u8]) {
+        if let Some(name) = &self.trace {
+            let line = match decode_request(frame) {
+                Ok((tag, request)) => trace::request_line(tag, &request),
+                Err(_) => trace::undecodable_line(frame),
+            };
+            trace::emit(name, '<', &line);
+        }
+    }
+
+    /// `--trace`: a reply about to be sent.
+    fn trace_reply(&self, reply: &[u8]) {
+        if let Some(name) = &self.trace {
+            trace::emit(name, '>', &trace::reply_line(reply));
         }
     }
 
@@ -388,6 +419,7 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
     fn send_small(&self, tag: Tag, reply: &Reply<'_>) -> Flow {
         let mut bytes = [0u8; SMALL_FRAME_BYTES];
         let Ok(length) = encode(tag, reply, &mut bytes) else { return Flow::Disconnect("reply did not encode") };
+        self.trace_reply(bytes.get(..length).unwrap_or(&[]));
         let mut writer = lock(&self.writer);
         match bytes.get(..length).map(|bytes| writer.write_all(bytes)) {
             Some(Ok(())) => Flow::Continue,

@@ -124,6 +124,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_fid_entry_is_small() {
+        // ServeConfig::fids_per_connection_max's memory figure counts on this (plus the name).
+        assert!(std::mem::size_of::<FidEntry>() <= 64, "{} bytes", std::mem::size_of::<FidEntry>());
+    }
+
+    #[test]
     fn fids_are_unique_and_bounded() {
         let mut table = FidTable::new(2);
         table.insert_new(Fid(1), FidEntry::root(0)).expect("first");

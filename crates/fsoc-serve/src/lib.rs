@@ -38,6 +38,7 @@ mod listen;
 mod operations;
 mod secret;
 mod server;
+mod trace;
 
 pub use config::{ServeConfig, MSIZE_FLOOR_BYTES};
 pub use listen::{ListenAddress, ListenError, Listener};

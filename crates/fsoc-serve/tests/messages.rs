@@ -286,7 +286,7 @@ fn fsync_statfs_locks_xattrs_and_mknod() {
     assert_eq!(client.lock(3, LockRequest { lock_type: LockType(7), ..lock }), Err(Errno::EINVAL));
     let query = LockQuery { lock_type: LockType::READ, start: 5, length: 10, proc_id: 42, client_id: b"host" };
     assert_eq!(client.getlock(3, query), Ok((LockType::UNLOCK.0, 5, 10, 42, b"host".to_vec())), "nothing conflicts");
-    assert_eq!(client.getlock(3, LockQuery { lock_type: LockType::UNLOCK, ..query }), Err(Errno::EINVAL));
+    assert_eq!(client.getlock(3, LockQuery { lock_type: LockType(3), ..query }), Err(Errno::EINVAL));
     assert_eq!(client.mknod(ROOT, b"fifo", 0o010644), Err(Errno::EPERM), "no FIFOs");
     assert_eq!(client.mknod(ROOT, b"device", 0o020644), Err(Errno::EPERM), "no device nodes");
     assert_eq!(client.mknod(ROOT, b"plain", 0o100644).map(|qid| qid.qid_type), Ok(QidType::FILE));
