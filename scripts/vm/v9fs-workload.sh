@@ -164,6 +164,8 @@ truncate_step() {
   head -c 100 $source_directory/f.4096 | cmp - $D/t || return 1
   truncate -s 10000 $D/t && expect "grown" "$(stat -c %s $D/t)" 10000 || return 1
   expect "zeros" "$(tail -c 9900 $D/t | tr -d '\000' | wc -c)" 0 || return 1
+  # Opening with O_TRUNC (the shell's >) empties an existing file before the write.
+  echo short > $D/t && expect "rewritten by >" "$(cat $D/t) $(stat -c %s $D/t)" "short 6" || return 1
   truncate -s 0 $D/t && expect "empty" "$(stat -c %s $D/t)" 0 && rm $D/t
 }
 append() {
