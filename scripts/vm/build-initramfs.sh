@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs a small initramfs for Debian's own kernel (linux-image-amd64): static busybox, the
-# modules the kernel's 9P2000.L client needs over a virtio-serial port (virtio_pci,
-# virtio_console, 9pnet_fd, 9p and what they depend on), extra host programs given as
-# arguments (static ones, or with their shared libraries), and an /init that loads the
+# modules the kernel's 9P2000.L client needs over a virtio-serial port or a virtio network
+# card (virtio_pci, virtio_console, virtio_net, 9pnet_fd, 9p and what they depend on), extra
+# host programs given as arguments (static ones, or with their shared libraries), and an
+# /init that loads the
 # modules, runs /payload/run.sh if boot.sh appended one, and powers the machine off.
 #
 # Usage: scripts/vm/build-initramfs.sh OUT.cpio.gz [HOST_PROGRAM...]
@@ -26,7 +27,7 @@ for applet in $("$busybox" --list); do
 done
 # Each module once, dependencies first: modprobe prints the insmod lines in load order.
 : > "$root/etc/modules.order"
-for module in virtio_pci virtio_console 9pnet_fd 9p; do
+for module in virtio_pci virtio_console virtio_net 9pnet_fd 9p; do
   modprobe -S "$kernel_version" --show-depends "$module" | awk '$1 == "insmod" { print $2 }'
 done | awk '!seen[$0]++' | while read -r object; do
   cp "$object" "$root/lib/modules/"

@@ -123,7 +123,8 @@ static int probe_append(const char *path) {
   ssize_t count = read(fd, bytes, sizeof bytes);
   close(fd);
   if (count != 15 || memcmp(bytes, "0123456789abcde", 15) != 0) {
-    fprintf(stderr, "v9fs-probe: after appends read %zd bytes: %.*s\n", count, (int)(count > 0 ? count : 0), bytes);
+    fprintf(stderr, "v9fs-probe: after appends read %zd bytes: %.*s\n", count, (int)(count > 0 ? count : 0),
+            bytes);
     return 1;
   }
   return 0;
@@ -260,7 +261,8 @@ static int probe_pipe_size(const char *path) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: v9fs-probe lock|utime|append|unlinked|excl|mmap|fsync|seekdir|statfs|pipe-size PATH\n");
+    fprintf(stderr, "usage: v9fs-probe COMMAND PATH, COMMAND one of lock, utime, append, unlinked, excl,\n"
+                    "       mmap, fsync, seekdir, statfs, pipe-size\n");
     return 2;
   }
   const char *command = argv[1], *path = argv[2];

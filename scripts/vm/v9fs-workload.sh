@@ -6,7 +6,7 @@
 #   RESULT PASS <cache> <step>
 #   RESULT FAIL <cache> <step>: <what differed>
 # then `RESULT DONE <failures>`; the host counts them. Settings come from /payload/settings
-# (CACHE_MODES, MSIZE, MANY_FILES, EXTRA_OPTIONS).
+# (CACHE_MODES, MSIZE, MANY_FILES, MANY_FIDS, TCP_PORT, EXTRA_OPTIONS).
 #
 # The transport: the guest has no network, so the 9P bytes cross a virtio-serial port that
 # QEMU connects to the server's UNIX socket. trans=fd cannot use the port itself (virtio
@@ -45,14 +45,20 @@ expect() { # expect WHAT ACTUAL EXPECTED
 
 # busybox-static has no mountpoint applet.
 mounted() { grep -q ' /mnt/9 9p ' /proc/mounts; }
-# The cache mode "default" mounts with the client's defaults (version, msize, access, cache)
-# and the transport options only.
+# The mode "default" mounts with the client's defaults (version, msize, access, cache) and
+# the transport options only; "tcp" mounts over TCP (trans=tcp to the host's loopback through
+# QEMU's user network, a second connection to the same server) with the largest msize, 1 MiB.
 mount_9p() {
-  options="trans=fd,rfdno=3,wfdno=4"
-  if [ "$cache" != default ]; then
-    options="$options,version=9p2000.L,msize=$MSIZE,access=client,cache=$cache"
-  fi
-  mount -t 9p -o "$options$EXTRA_OPTIONS" fsoc /mnt/9 || return 1
+  source=fsoc
+  case "$cache" in
+    default) options="trans=fd,rfdno=3,wfdno=4" ;;
+    tcp)
+      options="trans=tcp,port=$TCP_PORT,version=9p2000.L,msize=1048576,access=client,cache=none"
+      source=10.0.2.2
+      ;;
+    *) options="trans=fd,rfdno=3,wfdno=4,version=9p2000.L,msize=$MSIZE,access=client,cache=$cache" ;;
+  esac
+  mount -t 9p -o "$options$EXTRA_OPTIONS" $source /mnt/9 || return 1
   mounted || { echo "not in /proc/mounts after mount"; return 1; }
 }
 remount_9p() {
@@ -79,7 +85,8 @@ make_sources() {
 mkdir_p() { mkdir -p $D/a/b/c && [ -d $D/a/b/c ] && mkdir -p $D/a/b/c; }
 write_sizes() {
   for size in 0 1 4095 4096 1048576; do
-    dd if=$source_directory/f.$size of=$D/f.$size bs=65536 2>/dev/null || return 1
+    # One 1 MiB write(2): at msize 1 MiB (mode tcp) it needs two Twrites (iounit msize - 24).
+    dd if=$source_directory/f.$size of=$D/f.$size bs=1048576 2>/dev/null || return 1
     cmp $source_directory/f.$size $D/f.$size || return 1
   done
   # Unaligned writes straight to the file: 4096 bytes in 1000-byte blocks.
@@ -91,6 +98,7 @@ verify_sizes() {
     expect "size of f.$size" "$(stat -c %s $D/f.$size)" $size || return 1
     expect "md5 of f.$size" "$(md5sum < $D/f.$size)" "$(md5sum < $source_directory/f.$size)" || return 1
     cmp $source_directory/f.$size $D/f.$size || return 1
+    dd if=$D/f.$size bs=1048576 2>/dev/null | cmp $source_directory/f.$size - || return 1
   done
   echo "md5 $cache/f.1048576 $(md5sum < $D/f.1048576 | cut -d' ' -f1)" > /tmp/md5.$cache
 }
@@ -156,6 +164,8 @@ truncate_step() {
   head -c 100 $source_directory/f.4096 | cmp - $D/t || return 1
   truncate -s 10000 $D/t && expect "grown" "$(stat -c %s $D/t)" 10000 || return 1
   expect "zeros" "$(tail -c 9900 $D/t | tr -d '\000' | wc -c)" 0 || return 1
+  # Opening with O_TRUNC (the shell's >) empties an existing file before the write.
+  echo short > $D/t && expect "rewritten by >" "$(cat $D/t) $(stat -c %s $D/t)" "short 6" || return 1
   truncate -s 0 $D/t && expect "empty" "$(stat -c %s $D/t)" 0 && rm $D/t
 }
 append() {
@@ -213,7 +223,7 @@ probes() {
 mmap_step() {
   # cache=none maps files read-only (generic_file_readonly_mmap): a shared writable mapping
   # is refused by the client, so only the caching modes are expected to pass.
-  if [ "$cache" = none ] || [ "$cache" = default ]; then
+  if [ "$cache" != loose ] && [ "$cache" != mmap ]; then
     v9fs-probe mmap $D/mapped 2>&1 && { echo "cache=none took a shared writable mapping"; return 1; }
     rm -f $D/mapped
     return 0
@@ -285,7 +295,8 @@ rename_errors() {
   mkdir -p $D/ra/inside $D/rb && touch $D/rb/full || return 1
   mv -T $D/ra $D/rb 2>/dev/null && { echo "a directory renamed over a non-empty one"; return 1; }
   mv $D/ra $D/ra/inside/ 2>/dev/null && { echo "a directory moved into itself"; return 1; }
-  rm $D/rb/full && mv -T $D/ra $D/rb && [ -d $D/rb/inside ] && [ ! -e $D/ra ] || { echo "rename over an empty directory"; return 1; }
+  rm $D/rb/full && mv -T $D/ra $D/rb && [ -d $D/rb/inside ] && [ ! -e $D/ra ] ||
+    { echo "rename over an empty directory"; return 1; }
   touch $D/plain && mv -T $D/plain $D/rb 2>/dev/null && { echo "a file renamed over a directory"; return 1; }
   rm -r $D/rb $D/plain
 }
@@ -318,6 +329,11 @@ exec 3<>/run/9p.from-server 4<>/run/9p.to-server
 for fifo in /run/9p.from-server /run/9p.to-server; do
   v9fs-probe pipe-size $fifo || { say "FAIL - setup: cannot grow the FIFO buffers"; say "DONE 1"; exit 1; }
 done
+if [ -n "$TCP_PORT" ]; then
+  # QEMU's user network: the guest is 10.0.2.15, the host's loopback is 10.0.2.2.
+  ip link set lo up && ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 ||
+    { say "FAIL - setup: no network for trans=tcp"; say "DONE 1"; exit 1; }
+fi
 make_sources || { say "FAIL - setup: making the source files"; say "DONE 1"; exit 1; }
 for cache in $CACHE_MODES; do
   D=/mnt/9/$cache
