@@ -315,19 +315,9 @@ fn serve(arguments: &MountArgs, options: &MountOptions, reporter: &mut Reporter)
     }
     reporter.ready();
     let served = mount.run().map_err(|error| format!("{}: {error}", image.display()))?;
-    if let Some(failure) = &served.failure {
-        // Poisoned: unmount returns the flash without committing, keeping the last commit.
-        let flash = served.fs.unmount().map_err(|error| format!("{}: {error}", image.display()))?;
-        let _ = flash.close();
-        drop(locks);
-        return Err(format!(
-            "{}: stopped serving after an internal error ({failure}); the image keeps its last committed state: run `fsoc fsck {}`",
-            image.display(),
-            image.display()
-        ));
-    }
-    crate::volume_files::close(served.fs, files.name())?;
+    let closed = crate::volume_files::close_served(served.fs, served.failure.as_deref(), files.name(), image);
     drop(locks);
+    closed?;
     log::info!("{} unmounted cleanly", image.display());
     Ok(())
 }
@@ -461,32 +451,11 @@ fn mount_table() -> Result<Vec<MountTableEntry>, String> {
 
 fn parse_mount_line(line: &str) -> Option<MountTableEntry> {
     let mut fields = line.split(' ');
-    let source = unescape_mount_field(fields.next()?);
-    let mount_point = PathBuf::from(unescape_mount_field(fields.next()?));
+    let source = fsoc_fuse::unescape_mount_path(fields.next()?);
+    let mount_point = PathBuf::from(fsoc_fuse::unescape_mount_path(fields.next()?));
     let file_system_type = fields.next()?.to_string();
     let options = fields.next()?.split(',').map(str::to_owned).collect();
     Some(MountTableEntry { source, mount_point, file_system_type, options })
-}
-
-/// The kernel writes space, tab, newline and backslash in mount-table fields as `\NNN` (octal).
-fn unescape_mount_field(field: &str) -> String {
-    let mut bytes = Vec::with_capacity(field.len());
-    let mut rest = field.as_bytes();
-    while let Some((&byte, tail)) = rest.split_first() {
-        let digits = tail.get(..3).filter(|digits| digits.iter().all(|digit| (b'0'..=b'7').contains(digit)));
-        match digits {
-            Some(digits) if byte == b'\\' => {
-                let value = digits.iter().fold(0u32, |value, digit| value * 8 + u32::from(digit - b'0'));
-                bytes.push(u8::try_from(value).unwrap_or(b'?'));
-                rest = tail.get(3..).unwrap_or_default();
-            }
-            _ => {
-                bytes.push(byte);
-                rest = tail;
-            }
-        }
-    }
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// An fsoc mount: type `fuse.fsoc`, or (made by an older fsoc) type `fuse` from `fsoc[:IMAGE]`.

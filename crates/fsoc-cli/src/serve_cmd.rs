@@ -112,19 +112,9 @@ pub fn run(arguments: ServeArgs) -> Result<(), String> {
     eprintln!("fsoc: serving {} on {bound} (9P2000.L); stop with Ctrl-C or SIGTERM", files.name().display());
     let served = server.run(&listener).map_err(|error| format!("{}: {error}", image.display()))?;
     drop(listener);
-    if let Some(failure) = &served.failure {
-        // Poisoned: unmount returns the flash without committing, keeping the last commit.
-        let flash = served.fs.unmount().map_err(|error| format!("{}: {error}", image.display()))?;
-        let _ = flash.close();
-        drop(locks);
-        return Err(format!(
-            "{}: stopped serving after an internal error ({failure}); the image keeps its last committed state: run `fsoc fsck {}`",
-            image.display(),
-            image.display()
-        ));
-    }
-    crate::volume_files::close(served.fs, files.name())?;
+    let closed = crate::volume_files::close_served(served.fs, served.failure.as_deref(), files.name(), image);
     drop(locks);
+    closed?;
     eprintln!(
         "fsoc: {} committed and closed after {} connection(s)",
         files.name().display(),

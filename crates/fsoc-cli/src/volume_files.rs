@@ -349,6 +349,27 @@ pub fn close(fs: FileSystem<VolumeFlash>, name: &Path) -> Result<(), String> {
     flash.close().map_err(|error| format!("{}: close: {error}", name.display()))
 }
 
+/// Closes a volume the FUSE mount or the 9P server has stopped serving: cleanly (`close`), or,
+/// after an internal error (`failure`: the volume is poisoned), without committing, so the image
+/// keeps its last commit, and says so. The caller releases the image locks after.
+pub fn close_served(
+    fs: FileSystem<VolumeFlash>,
+    failure: Option<&str>,
+    name: &Path,
+    image: &Path,
+) -> Result<(), String> {
+    let Some(failure) = failure else {
+        return close(fs, name);
+    };
+    let flash = fs.unmount().map_err(|error| format!("{}: {error}", image.display()))?;
+    let _ = flash.close();
+    Err(format!(
+        "{}: stopped serving after an internal error ({failure}); the image keeps its last committed state: run `fsoc fsck {}`",
+        image.display(),
+        image.display()
+    ))
+}
+
 impl fsoc_media::FlashStats for VolumeFlash {
     fn counters(&self) -> FlashCounters {
         forward!(self, flash => flash.counters())

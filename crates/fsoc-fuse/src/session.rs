@@ -196,8 +196,9 @@ fn escape_mount_path(path: &Path) -> String {
     escaped
 }
 
-/// Undoes `escape_mount_path` (octal escapes `\NNN`; anything else is kept as it is).
-fn unescape_mount_path(escaped: &str) -> String {
+/// Undoes `escape_mount_path`, and the kernel's escaping of mount-table fields (octal escapes
+/// `\NNN`; anything else is kept as it is).
+pub fn unescape_mount_path(escaped: &str) -> String {
     let mut bytes = Vec::with_capacity(escaped.len());
     let mut rest = escaped.as_bytes();
     while let Some((&byte, tail)) = rest.split_first() {
