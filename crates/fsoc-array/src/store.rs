@@ -17,7 +17,7 @@ use fsoc_media::store::{BlockMeta, ContentsFetch, PageMeta, PageStore, RamStore}
 use fsoc_media::{BlockAddress, Geometry, NandError, PageAddress};
 
 use crate::chip_files::ArrayError;
-use crate::worker::{wait_reply, ChipWorker, ReadReply, Request};
+use crate::worker::{wait_reply, ChipWorker, FenceBoard, ReadReply, Request};
 
 /// Prefetched reads kept at once; beyond it, older ones are dropped (they are only hints).
 const PREFETCH_PAGES_MAX: usize = 4096;
@@ -32,6 +32,8 @@ pub struct ChipArrayStore {
     paths: Vec<PathBuf>,
     /// Reads started ahead by `prefetch`, by (global) page address.
     prefetched: RefCell<HashMap<PageAddress, ReadReply>>,
+    /// The newest write barrier's number (fences on the workers' board).
+    fence_epoch: u64,
 }
 
 impl fmt::Debug for ChipArrayStore {
@@ -66,9 +68,10 @@ impl ChipArrayStore {
         let geometry = stores.first().map(|store| store.geometry()).ok_or(ArrayError::ChipCount { chip_count: 0 })?;
         let chip_count = u32::try_from(stores.len()).map_err(|_| ArrayError::ChipCount { chip_count: stores.len() })?;
         let mut workers = Vec::with_capacity(stores.len());
+        let board = FenceBoard::new(stores.len());
         for (chip, store) in (0u32..).zip(stores) {
             assert_eq!(store.geometry(), geometry, "chip files checked identical before start");
-            workers.push(ChipWorker::spawn(chip, store, queue_depth_max)?);
+            workers.push(ChipWorker::spawn(chip, store, queue_depth_max, std::sync::Arc::clone(&board))?);
         }
         let mut mirror = RamStore::new(geometry, chip_count);
         if load_metadata {
@@ -82,7 +85,15 @@ impl ChipArrayStore {
                 }
             }
         }
-        Ok(ChipArrayStore { geometry, mirror, workers, chip_count, paths, prefetched: RefCell::new(HashMap::new()) })
+        Ok(ChipArrayStore {
+            geometry,
+            mirror,
+            workers,
+            chip_count,
+            paths,
+            prefetched: RefCell::new(HashMap::new()),
+            fence_epoch: 0,
+        })
     }
 
     /// The chip files, in chip order.
@@ -224,32 +235,42 @@ impl PageStore for ChipArrayStore {
 
     /// Flushes every chip file at once and waits for all of them.
     fn flush(&mut self) -> Result<(), NandError> {
-        self.on_every_chip(ChipWorker::flush)
+        self.begin_flush()?.wait()
     }
 
-    /// Waits until every chip's queue has drained: the pages a commit's metaroot names are then
-    /// in their files before the metaroot is queued, whatever chip each went to.
-    fn write_barrier(&mut self) -> Result<(), NandError> {
-        self.on_every_chip(ChipWorker::drain)
-    }
-}
-
-impl ChipArrayStore {
-    /// Sends `request` to every worker at once, then waits for every reply (the first error wins).
-    fn on_every_chip(
-        &self,
-        request: impl Fn(&ChipWorker) -> Result<std::sync::mpsc::Receiver<Result<(), String>>, NandError>,
-    ) -> Result<(), NandError> {
+    /// Queues a flush on every chip (each runs once everything queued before it on that chip
+    /// is in the file) and returns; the wait collects every chip's reply (the first error wins).
+    fn begin_flush(&mut self) -> Result<fsoc_media::FlushWait, NandError> {
         let mut replies = Vec::with_capacity(self.workers.len());
-        for worker in &self.workers {
-            replies.push(request(worker)?);
+        for (chip, worker) in (0u32..).zip(&self.workers) {
+            replies.push((chip, worker.flush()?));
         }
-        let mut result = Ok(());
-        for (worker, reply) in self.workers.iter().zip(&replies) {
-            if let Err(error) = worker.wait(reply) {
-                result = result.and(Err(error));
+        Ok(fsoc_media::FlushWait::pending(move || {
+            let mut result = Ok(());
+            for (chip, reply) in &replies {
+                if let Err(error) = wait_reply(*chip, reply) {
+                    result = result.and(Err(error));
+                }
+            }
+            result
+        }))
+    }
+
+    /// A fence on every chip, without waiting: each chip first puts everything queued before
+    /// it in its file, then (with more than one chip) holds its later requests until every
+    /// chip has done so. The pages a commit's metaroot names thus reach their files before the
+    /// metaroot reaches its own, whatever chip each went to.
+    fn write_barrier(&mut self) -> Result<(), NandError> {
+        self.fence_epoch += 1;
+        let epoch = self.fence_epoch;
+        for worker in &self.workers {
+            worker.submit(Request::Fence { epoch })?;
+        }
+        if self.workers.len() > 1 {
+            for worker in &self.workers {
+                worker.submit(Request::AwaitFence { epoch })?;
             }
         }
-        result
+        Ok(())
     }
 }

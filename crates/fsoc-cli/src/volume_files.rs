@@ -284,6 +284,10 @@ impl Flash for VolumeFlash {
         forward!(self, flash => flash.flush())
     }
 
+    fn begin_flush(&mut self) -> Result<fsoc_media::FlushWait, NandError> {
+        forward!(self, flash => flash.begin_flush())
+    }
+
     fn write_barrier(&mut self) -> Result<(), NandError> {
         forward!(self, flash => flash.write_barrier())
     }
