@@ -10,7 +10,7 @@
 //! every chip holds that chip's later requests until every chip has passed the fence (or
 //! latches a failure if one of them failed before it). The submitter never waits for either.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -72,6 +72,9 @@ impl WorkerControl {
 pub(crate) struct FenceBoard {
     state: Mutex<FenceState>,
     changed: Condvar,
+    /// Per chip: the number of the last write request (counted by the submitter) known to be
+    /// in the chip file, set after a fence's or a flush's write-back succeeded.
+    written_back: Vec<AtomicU64>,
 }
 
 #[derive(Debug)]
@@ -92,7 +95,19 @@ impl FenceBoard {
         Arc::new(FenceBoard {
             state: Mutex::new(FenceState { passed: vec![0; chip_count], failed_chip: None }),
             changed: Condvar::new(),
+            written_back: (0..chip_count).map(|_| AtomicU64::new(0)).collect(),
         })
+    }
+
+    /// The number of chip `chip`'s last write request known to be in its file.
+    pub fn written_back(&self, chip: u32) -> u64 {
+        self.written_back.get(chip as usize).map_or(0, |count| count.load(Ordering::Acquire))
+    }
+
+    fn set_written_back(&self, chip: u32, through: u64) {
+        if let Some(count) = self.written_back.get(chip as usize) {
+            count.fetch_max(through, Ordering::AcqRel);
+        }
     }
 
     fn pass(&self, chip: u32, epoch: u64, failed: bool) {
@@ -155,7 +170,8 @@ pub(crate) struct ChipMetadata {
 pub(crate) enum Request {
     WriteContents {
         page: PageAddress,
-        bytes: PageBytes,
+        /// Shared with the store's in-flight table, which serves reads until it is written back.
+        bytes: Arc<PageBytes>,
         data_bytes: usize,
     },
     SetPageMeta {
@@ -178,13 +194,18 @@ pub(crate) enum Request {
     LoadMetadata {
         reply: SyncSender<Result<ChipMetadata, String>>,
     },
+    /// Writes back and syncs the file; `through` is the number of the chip's last write
+    /// request queued before it.
     Flush {
         reply: SyncSender<Result<(), String>>,
+        through: u64,
     },
-    /// A write barrier, first half: puts everything queued before it in the file and records
-    /// fence `epoch` as passed on the array's board.
+    /// A write barrier, first half: puts everything queued before it in the file (the chip's
+    /// write requests up to number `through`) and records fence `epoch` as passed on the
+    /// array's board.
     Fence {
         epoch: u64,
+        through: u64,
     },
     /// A write barrier, second half: executes nothing more until every chip has passed fence
     /// `epoch` (queued on every chip after its `Fence`).
@@ -269,16 +290,19 @@ impl ChipWorker {
         self.wait(&receiver)
     }
 
-    /// Queues a flush; wait for it with `wait` (so several chips flush in parallel).
-    pub fn flush(&self) -> Result<Receiver<Result<(), String>>, NandError> {
+    /// Queues a flush after the chip's write request number `through`; wait for it with
+    /// `wait` (so several chips flush in parallel).
+    pub fn flush(&self, through: u64) -> Result<Receiver<Result<(), String>>, NandError> {
         let (reply, receiver) = sync_channel(1);
-        self.submit(Request::Flush { reply })?;
+        self.submit(Request::Flush { reply, through })?;
         Ok(receiver)
     }
 
-    /// Lets the worker finish every queued request and stops it.
+    /// Lets the worker finish every queued request and stops it (a held worker is released
+    /// first, so a test that fails while holding a chip does not hang in the drop).
     pub fn close(&mut self) -> Result<(), NandError> {
         self.sender = None;
+        self.control.set_held(false);
         if let Some(handle) = self.handle.take() {
             handle.join().map_err(|_| self.stopped("panicked"))?;
         }
@@ -369,19 +393,26 @@ fn run(
                 let result = store.write_back().map_err(|error| error.to_string());
                 let _ = reply.send(result.and_then(|()| load_metadata(&store)));
             }
-            Request::Flush { reply } => {
+            Request::Flush { reply, through } => {
                 let result = match latched(&failure) {
                     Some(message) => Err(message),
                     None => store.flush().map_err(|error| error.to_string()),
                 };
+                if result.is_ok() {
+                    board.set_written_back(chip, through);
+                }
                 let _ = reply.send(result);
             }
-            Request::Fence { epoch } => {
+            Request::Fence { epoch, through } => {
                 // Everything queued before the barrier reaches the file before anything after.
                 if let Err(error) = store.write_barrier() {
                     latch(&failure, error);
                 }
-                board.pass(chip, epoch, latched(&failure).is_some());
+                let failed = latched(&failure).is_some();
+                if !failed {
+                    board.set_written_back(chip, through);
+                }
+                board.pass(chip, epoch, failed);
             }
             Request::AwaitFence { epoch } => match board.wait(epoch, control) {
                 Ok(None) => {}
