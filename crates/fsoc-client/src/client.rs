@@ -26,7 +26,7 @@ use crate::metadata::{DirEntry, FileType, Metadata, StatFs};
 use crate::node::{short_walk_error, Node};
 
 /// Symbolic links followed in one lookup before ELOOP (Linux's MAXSYMLINKS).
-const SYMLINK_FOLLOW_MAX: usize = 40;
+pub(crate) const SYMLINK_FOLLOW_MAX: usize = 40;
 
 /// How to connect.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -208,7 +208,13 @@ impl Client {
     pub(crate) fn parent_of(&self, path: &Path) -> io::Result<(Node, Vec<u8>)> {
         let mut names = names_of(path)?;
         match names.pop() {
-            Some(name) if name != b".." => Ok((self.resolve(names, true)?, name)),
+            Some(name) if name != b".." => {
+                let directory = self.resolve(names, true)?;
+                if !directory.is_directory() {
+                    return Err(reply_error(Errno::ENOTDIR));
+                }
+                Ok((directory, name))
+            }
             // The root, or a path ending in `..`: no name to create or remove there.
             _ => Err(os_error(libc::EINVAL)),
         }
@@ -288,20 +294,25 @@ impl Client {
         directory.mkdir(&name, mode, self.inner.options.gid).map(|_| ())
     }
 
-    /// Creates a directory and every missing parent (std::fs::create_dir_all).
+    /// Creates a directory and every missing parent (std::fs::create_dir_all, by the same
+    /// steps: mkdir, and on ENOENT the parents first).
     pub fn create_dir_all(&self, path: impl AsRef<Path>) -> io::Result<()> {
         let path = path.as_ref();
-        match self.metadata(path) {
-            Ok(metadata) if metadata.is_dir() => return Ok(()),
-            Ok(_) => return Err(os_error(libc::EEXIST)),
+        if names_of(path)?.is_empty() {
+            return Ok(());
+        }
+        let is_directory = |path: &Path| self.metadata(path).is_ok_and(|metadata| metadata.is_dir());
+        match self.create_dir(path) {
+            Ok(()) => return Ok(()),
             Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(_) if is_directory(path) => return Ok(()),
             Err(error) => return Err(error),
         }
         if let Some(parent) = path.parent() {
             self.create_dir_all(parent)?;
         }
         match self.create_dir(path) {
-            Err(error) if error.raw_os_error() == Some(libc::EEXIST) && self.metadata(path)?.is_dir() => Ok(()),
+            Err(_) if is_directory(path) => Ok(()),
             other => other,
         }
     }

@@ -6,14 +6,16 @@
 //! go out as up to `pipeline_depth` Treads/Twrites of at most the iounit each; appends are
 //! never pipelined (the server places each at the end as it runs it, in any order).
 
+use std::ffi::OsStr;
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use fsoc_9p::constants::{open_flags, setattr};
 use fsoc_9p::SetAttributes;
 
-use crate::client::Client;
+use crate::client::{Client, SYMLINK_FOLLOW_MAX};
 use crate::error::os_error;
 use crate::metadata::Metadata;
 use crate::node::Node;
@@ -90,27 +92,48 @@ impl OpenOptions {
         Ok(flags)
     }
 
+    /// Tlcreate of `path`'s name in its directory. The server does not follow a symbolic link
+    /// in the way (EEXIST): as open(2) does, the client opens where it leads, or creates the
+    /// file it names, at most 40 links deep.
+    fn create_following_links(
+        &self,
+        client: &Client,
+        path: &Path,
+        flags: u32,
+        mode: u32,
+        gid: u32,
+    ) -> io::Result<Node> {
+        let mut path = path.to_path_buf();
+        for _ in 0..=SYMLINK_FOLLOW_MAX {
+            let (directory, name) = client.parent_of(&path)?;
+            let mut node = directory.clone_node()?;
+            let exclusive = if self.create_new { open_flags::EXCLUSIVE } else { 0 };
+            match node.lcreate(&name, flags | open_flags::CREATE | exclusive, mode, gid) {
+                Ok(()) => return Ok(node),
+                Err(error) if !self.create_new && error.raw_os_error() == Some(libc::EEXIST) => {
+                    let link = client.lookup(&path, false)?;
+                    if !link.is_symlink() {
+                        return Err(error);
+                    }
+                    let target = PathBuf::from(OsStr::from_bytes(&link.readlink()?));
+                    path = match path.parent() {
+                        Some(parent) if target.is_relative() => parent.join(target),
+                        _ => target,
+                    };
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(os_error(libc::ELOOP))
+    }
+
     pub fn open(&self, client: &Client, path: impl AsRef<Path>) -> io::Result<File> {
         let path = path.as_ref();
         let flags = self.flags()?;
         let mode = self.mode.unwrap_or(0o666) & 0o7777;
         let gid = client.options().gid;
         let node = if self.create_new || self.create {
-            let (directory, name) = client.parent_of(path)?;
-            let mut node = directory.clone_node()?;
-            let exclusive = if self.create_new { open_flags::EXCLUSIVE } else { 0 };
-            match node.lcreate(&name, flags | open_flags::CREATE | exclusive, mode, gid) {
-                Ok(()) => node,
-                // A symbolic link is in the way (the server does not follow it): open where
-                // it leads, as open(2) does.
-                Err(error) if !self.create_new && error.raw_os_error() == Some(libc::EEXIST) => {
-                    drop(node);
-                    let mut node = client.lookup(path, true)?;
-                    node.lopen(flags)?;
-                    node
-                }
-                Err(error) => return Err(error),
-            }
+            self.create_following_links(client, path, flags, mode, gid)?
         } else {
             let mut node = client.lookup(path, true)?;
             node.lopen(flags)?;
