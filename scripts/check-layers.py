@@ -20,6 +20,7 @@ LAYERS = {
     "fsoc-engine": 6,  # one volume shared by request threads (lock, panics, clock, commits)
     "fsoc-fuse": 7,    # FUSE mount over fsoc-engine
     "fsoc-serve": 7,   # 9P2000.L server over fsoc-engine and fsoc-9p
+    "fsoc-client": 7,  # the host's 9P2000.L client of fsoc serve, over fsoc-9p (std::fs-like API)
     "fsoc-cli": 8,     # the command
 }
 LAB = {"fsoc-model", "fsoc-sim", "fsoc-bench"}

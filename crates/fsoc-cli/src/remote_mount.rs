@@ -10,8 +10,14 @@
 //! Caching: attributes and names are cached by the kernel for `CACHE_TTL` (1 s), and file
 //! pages are dropped at every open (no FOPEN_KEEP_CACHE): the server may be changed by other
 //! hosts too, so a change made elsewhere is seen within a second, and file contents at the
-//! next open (close-to-open, as NFS). With the kernel's write-back cache (the default, as for
-//! the local mount) writes are gathered by the kernel and sent at write-back, fsync or close.
+//! next open (close-to-open, as NFS). The kernel's write-back cache (the local mount's default)
+//! is off: with it the kernel keeps a file's size itself and would not see another host change
+//! it; `-o writeback_cache` turns it on for a volume only this mount writes (small writes are
+//! then gathered by the kernel and sent at write-back, fsync or close).
+//!
+//! An open fid released by the kernel is kept (one per inode) for the next open of the file,
+//! until the kernel forgets the inode: a file unlinked while so kept stays allocated on the
+//! server until then (the kernel forgets an unlinked inode as soon as nothing uses it).
 //!
 //! Invariants: the kernel's lookup count of an inode is the count kept here, and its fid is
 //! clunked exactly when that count reaches zero (the root's never); every errno the server
@@ -55,13 +61,22 @@ struct InodeEntry {
     node: Arc<Node>,
     /// The kernel's lookup count; `u64::MAX` for the root, which is never forgotten.
     lookups: u64,
+    /// A fid of this file opened read-write by a handle since released, kept for the next open
+    /// (saving its Twalk, Tlopen and Tclunk); clunked when the kernel forgets the inode.
+    idle_open: Option<Node>,
+}
+
+struct HandleEntry {
+    node: Arc<Node>,
+    /// The inode whose `idle_open` may take the fid back at release (opened read-write).
+    reusable_for: Option<u64>,
 }
 
 /// The FUSE side of a remote mount.
 pub struct RemoteFs {
     client: Client,
     inodes: Mutex<HashMap<u64, InodeEntry>>,
-    handles: Mutex<HashMap<u64, Arc<Node>>>,
+    handles: Mutex<HashMap<u64, HandleEntry>>,
     next_handle: AtomicU64,
     writeback_cache: bool,
     writeback: AtomicBool,
@@ -128,7 +143,8 @@ impl RemoteFs {
         let root = client.root().clone_node()?;
         let root_ino = root.qid().path;
         assert_eq!(root_ino, INodeNo::ROOT.0, "the server's root must be inode 1, FUSE's root");
-        let inodes = HashMap::from([(root_ino, InodeEntry { node: Arc::new(root), lookups: u64::MAX })]);
+        let inodes =
+            HashMap::from([(root_ino, InodeEntry { node: Arc::new(root), lookups: u64::MAX, idle_open: None })]);
         Ok(RemoteFs {
             client,
             inodes: Mutex::new(inodes),
@@ -145,13 +161,61 @@ impl RemoteFs {
     }
 
     fn handle(&self, handle: FileHandle) -> Result<Arc<Node>, Errno> {
-        lock(&self.handles).get(&handle.0).cloned().ok_or(Errno::EBADF)
+        lock(&self.handles).get(&handle.0).map(|entry| entry.node.clone()).ok_or(Errno::EBADF)
     }
 
-    fn add_handle(&self, node: Node) -> FileHandle {
+    fn add_handle(&self, node: Node, reusable_for: Option<u64>) -> FileHandle {
         let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
-        lock(&self.handles).insert(handle, Arc::new(node));
+        lock(&self.handles).insert(handle, HandleEntry { node: Arc::new(node), reusable_for });
         FileHandle(handle)
+    }
+
+    /// Ends a handle: its fid goes back to its inode's idle slot if it may and the slot is
+    /// free, else it is clunked (when the last reference, a read or write still running on
+    /// another thread, drops).
+    fn release_handle(&self, handle: FileHandle) -> Result<(), Errno> {
+        let entry = lock(&self.handles).remove(&handle.0).ok_or(Errno::EBADF)?;
+        let (Some(inode), Ok(node)) = (entry.reusable_for, Arc::try_unwrap(entry.node)) else { return Ok(()) };
+        let mut inodes = lock(&self.inodes);
+        if let Some(inode_entry) = inodes.get_mut(&inode) {
+            if inode_entry.idle_open.is_none() {
+                inode_entry.idle_open = Some(node);
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens a file for a new handle. Files are opened read-write on the server whatever the
+    /// kernel asked (it checks permissions itself under `default_permissions`), so one open fid
+    /// serves any later open: it is kept at release and taken again here, saving a Twalk, a
+    /// Tlopen and a Tclunk per open. An append without the write-back cache needs the server's
+    /// O_APPEND (it places each write at the end), so it gets a fid of its own, as does an open
+    /// whose read-write open is refused (a read-only server).
+    fn open_file(&self, inode: INodeNo, flags: i32) -> Result<FileHandle, Errno> {
+        let writeback = self.writeback.load(Ordering::Relaxed);
+        let reusable = writeback || flags & libc::O_APPEND == 0;
+        let idle =
+            if reusable { lock(&self.inodes).get_mut(&inode.0).and_then(|entry| entry.idle_open.take()) } else { None };
+        let node = self.node(inode)?;
+        if let Some(opened) = idle {
+            if flags & libc::O_TRUNC != 0 {
+                opened
+                    .setattr(SetAttributes { valid_mask: setattr::SIZE, size_bytes: 0, ..SetAttributes::default() })
+                    .map_err(errno)?;
+            }
+            return Ok(self.add_handle(opened, Some(inode.0)));
+        }
+        let mut opened = node.clone_node().map_err(errno)?;
+        if reusable {
+            let truncate = if flags & libc::O_TRUNC != 0 { open_flags::TRUNCATE } else { 0 };
+            match opened.lopen(open_flags::READ_WRITE | truncate) {
+                Ok(()) => return Ok(self.add_handle(opened, Some(inode.0))),
+                Err(error) if matches!(error.raw_os_error(), Some(libc::EROFS | libc::EISDIR)) => {}
+                Err(error) => return Err(errno(error)),
+            }
+        }
+        opened.lopen(self.open_flags(flags)).map_err(errno)?;
+        Ok(self.add_handle(opened, None))
     }
 
     /// Counts one kernel lookup of `node`'s inode: the first keeps the node (its fid), later
@@ -161,7 +225,7 @@ impl RemoteFs {
         match inodes.get_mut(&metadata.ino()) {
             Some(entry) => entry.lookups = entry.lookups.saturating_add(1),
             None => {
-                inodes.insert(metadata.ino(), InodeEntry { node: Arc::new(node), lookups: 1 });
+                inodes.insert(metadata.ino(), InodeEntry { node: Arc::new(node), lookups: 1, idle_open: None });
             }
         }
     }
@@ -440,12 +504,7 @@ impl Filesystem for RemoteFs {
     }
 
     fn open(&self, _request: &Request, inode: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let result = self.node(inode).and_then(|node| {
-            let mut opened = node.clone_node().map_err(errno)?;
-            opened.lopen(self.open_flags(flags.0)).map_err(errno)?;
-            Ok(self.add_handle(opened))
-        });
-        match result {
+        match self.open_file(inode, flags.0) {
             // No FOPEN_KEEP_CACHE: another host may have changed the file since the last open.
             Ok(handle) => reply.opened(handle, FopenFlags::empty()),
             Err(error) => reply.error(error),
@@ -525,10 +584,11 @@ impl Filesystem for RemoteFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        // Dropping the open node clunks its fid: the server then releases the file.
-        match lock(&self.handles).remove(&handle.0) {
-            Some(_) => reply.ok(),
-            None => reply.error(Errno::EBADF),
+        // The open fid is kept for the next open of the file, or clunked: the server then
+        // releases the file.
+        match self.release_handle(handle) {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
         }
     }
 
@@ -543,7 +603,7 @@ impl Filesystem for RemoteFs {
         let result = self.node(inode).and_then(|node| {
             let mut opened = node.clone_node().map_err(errno)?;
             opened.lopen(open_flags::READ_ONLY | open_flags::DIRECTORY).map_err(errno)?;
-            Ok(self.add_handle(opened))
+            Ok(self.add_handle(opened, None))
         });
         match result {
             Ok(handle) => reply.opened(handle, FopenFlags::empty()),
@@ -643,18 +703,29 @@ impl Filesystem for RemoteFs {
     ) {
         let result = self.node(parent).and_then(|directory| {
             let mut opened = directory.clone_node().map_err(errno)?;
-            let mut create_flags = self.open_flags(flags) | open_flags::CREATE;
+            // Read-write unless it is an append the server must place (see open_file), so the
+            // fid can serve later opens.
+            let server_append = flags & libc::O_APPEND != 0 && !self.writeback.load(Ordering::Relaxed);
+            let access = if server_append {
+                self.open_flags(flags)
+            } else {
+                self.open_flags(flags) & !open_flags::ACCESS_MODE_MASK | open_flags::READ_WRITE
+            };
+            let mut create_flags = access | open_flags::CREATE;
             if flags & libc::O_EXCL != 0 {
                 create_flags |= open_flags::EXCLUSIVE;
             }
             opened.lcreate(name.as_bytes(), create_flags, mode & 0o7777, request.gid()).map_err(errno)?;
             self.own(&opened, request.uid())?;
-            // The inode's own fid: a clone of the open one (clones are never open).
-            let node = opened.clone_node().map_err(errno)?;
-            let metadata = node.getattr().map_err(errno)?;
+            // The inode's own fid: a clone of the open one (clones are never open), asked for
+            // together with the attributes.
+            let (node, metadata) = opened.clone_with_attributes().map_err(errno)?;
             let attr = file_attr(&metadata);
             self.remember(node, &metadata);
-            Ok((attr, self.add_handle(opened)))
+            // Created read-write: reusable like any open fid.
+            let reusable = create_flags & open_flags::ACCESS_MODE_MASK == open_flags::READ_WRITE
+                && create_flags & open_flags::APPEND == 0;
+            Ok((attr, self.add_handle(opened, reusable.then_some(metadata.ino()))))
         });
         match result {
             Ok((attr, handle)) => reply.created(&CACHE_TTL, &attr, GENERATION, handle, FopenFlags::empty()),
@@ -704,7 +775,11 @@ pub fn serve(
         connect_options = connect_options.secret_file(path).map_err(|error| error.to_string())?;
     }
     let client = Client::connect(address, &connect_options).map_err(|error| format!("{address}: {error}"))?;
-    let remote = RemoteFs::new(client, config.writeback_cache).map_err(|error| format!("{address}: {error}"))?;
+    // The kernel's write-back cache makes it the authority on a file's size: a size changed by
+    // another host would not be seen (tests/remote_mount.rs). Off unless asked for with
+    // `-o writeback_cache`, for a volume this mount alone writes.
+    let writeback_cache = options.writeback_cache.unwrap_or(false);
+    let remote = RemoteFs::new(client, writeback_cache).map_err(|error| format!("{address}: {error}"))?;
     // Block the stopping signals before fuser starts its threads, so only `sigwait` takes them.
     // SAFETY: sigemptyset/sigaddset fill a set this function owns; pthread_sigmask changes
     // this thread's mask (inherited by threads spawned later).

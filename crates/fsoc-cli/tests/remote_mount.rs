@@ -283,3 +283,29 @@ fn the_secret_is_needed_over_tcp() {
     assert!(output.status.success(), "{}", output.text());
     assert_eq!(fs::read(out.join("file")).expect("read"), b"over tcp");
 }
+
+/// Another host's changes (here: a second connection through fsoc-client) are seen through
+/// the mount once the 1 s attribute and entry TTL has passed: new contents at the next open
+/// (no page cache kept across opens, and the open fid reused from an earlier open reads what
+/// the server has), a new name, a removed one.
+#[test]
+fn changes_by_another_client_are_seen_within_the_ttl() {
+    let volume = Volume::new("64M");
+    let socket = volume.directory.path().join("s.sock");
+    let remote = Remote::start(&volume, &format!("unix:{}", socket.display()), &[], &[]);
+    fs::write(remote.path("shared"), b"first version").expect("write through the mount");
+    assert_eq!(fs::read(remote.path("shared")).expect("read"), b"first version");
+    fs::write(remote.path("doomed"), b"x").expect("write");
+    let other = fsoc_client::Client::connect(&remote.address, &fsoc_client::ConnectOptions::default())
+        .expect("a second client");
+    other.write("shared", b"second, longer version").expect("write by the other client");
+    other.write("new", b"made elsewhere").expect("create by the other client");
+    other.remove_file("doomed").expect("unlink by the other client");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(fs::read(remote.path("shared")).expect("read"), b"second, longer version");
+    assert_eq!(fs::read(remote.path("new")).expect("read"), b"made elsewhere");
+    assert_eq!(fs::metadata(remote.path("doomed")).unwrap_err().kind(), std::io::ErrorKind::NotFound);
+    drop(other);
+    remote.finish();
+    volume.fsck();
+}

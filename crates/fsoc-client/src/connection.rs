@@ -1,7 +1,10 @@
 //! One 9P2000.L connection: version negotiation, tags, fids, and replies matched to requests
 //! out of order. Any thread sends a request (`Connection::send`) and waits for its own reply
-//! (`Pending::wait`); one reader thread frames replies and hands each to the request with its
-//! tag.
+//! (`Pending::wait`). There is no reader thread: a waiting thread that finds nobody reading
+//! the socket reads replies itself (leader and followers) and hands each to the request with
+//! its tag, waking its waiter, until its own has come; a reply thus costs one thread switch
+//! less than through a reader thread (PostMark through `fsoc mount --remote`: docs/PROTOCOL.md
+//! section 8).
 //!
 //! Invariants: at most `tags_max` requests are in flight (a sender waits for a free tag); a
 //! tag and a fid are reused only after the server's reply to the request that held it has been
@@ -11,7 +14,6 @@
 
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
 
 use fsoc_9p::constants::{HEADER_SIZE_BYTES, VERSION_9P2000_L, WRITE_HEADER_SIZE_BYTES};
 use fsoc_9p::{decode_header, decode_reply, encode, encode_write_header, frame_size, Fid, Reply, Request, Tag};
@@ -43,6 +45,8 @@ struct Tags {
     free: Vec<u16>,
     /// Why the connection ended (kind, message); set once.
     failure: Option<(io::ErrorKind, String)>,
+    /// A thread is reading the socket (the leader); the others wait for it.
+    reading: bool,
 }
 
 struct Fids {
@@ -50,11 +54,14 @@ struct Fids {
     free: Vec<u32>,
 }
 
-/// What the reader thread shares with the senders.
+/// What the threads of a connection share.
 struct Shared {
     tags: Mutex<Tags>,
     changed: Condvar,
     fids: Mutex<Fids>,
+    /// Locked only by the thread that set `Tags::reading`.
+    reader: Mutex<Stream>,
+    msize_bytes: u32,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -79,7 +86,6 @@ pub(crate) struct Connection {
     writer: Mutex<Stream>,
     shared: Arc<Shared>,
     msize_bytes: u32,
-    reader: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// A request sent and not yet answered. Dropping it without `wait` lets the reply be
@@ -91,8 +97,8 @@ pub(crate) struct Pending<'c> {
 }
 
 impl Connection {
-    /// Negotiates the version on `stream` (msize at most `msize_bytes`) and starts the reader
-    /// thread; `tags_max` requests may then be in flight at once.
+    /// Negotiates the version on `stream` (msize at most `msize_bytes`); `tags_max` requests
+    /// may then be in flight at once.
     pub fn open(mut stream: Stream, msize_bytes: u32, tags_max: usize) -> io::Result<Connection> {
         let mut buffer = [0u8; 64];
         let request = Request::Version { msize: msize_bytes, version: VERSION_9P2000_L };
@@ -121,16 +127,14 @@ impl Connection {
                 // Popped from the end: tag 0 first.
                 free: (0..tags_max).rev().filter_map(|tag| u16::try_from(tag).ok()).collect(),
                 failure: None,
+                reading: false,
             }),
             changed: Condvar::new(),
             fids: Mutex::new(Fids { next: 0, free: Vec::new() }),
+            reader: Mutex::new(stream.try_clone()?),
+            msize_bytes: negotiated,
         });
-        let reader_stream = stream.try_clone()?;
-        let reader_shared = shared.clone();
-        let reader = std::thread::Builder::new()
-            .name("fsoc-client-reader".into())
-            .spawn(move || read_replies(reader_stream, &reader_shared, negotiated))?;
-        Ok(Connection { writer: Mutex::new(stream), shared, msize_bytes: negotiated, reader: Mutex::new(Some(reader)) })
+        Ok(Connection { writer: Mutex::new(stream), shared, msize_bytes: negotiated })
     }
 
     pub fn msize_bytes(&self) -> u32 {
@@ -155,7 +159,11 @@ impl Connection {
         self.shared.release_fid(fid);
     }
 
-    fn acquire_tag(&self) -> io::Result<u16> {
+    /// A free tag, marked in flight. `blocking`: waits for one (reading replies if nobody
+    /// else is); otherwise None when every tag is held. A thread that already holds tags of
+    /// its own must not block here: the replies that would free tags may be its own, which only
+    /// it takes (a pipeline asks without blocking and waits for its oldest reply instead).
+    fn acquire_tag(&self, blocking: bool) -> io::Result<Option<u16>> {
         let mut tags = lock(&self.shared.tags);
         loop {
             if let Some((kind, message)) = &tags.failure {
@@ -165,9 +173,14 @@ impl Connection {
                 if let Some(slot) = tags.slots.get_mut(usize::from(tag)) {
                     *slot = Slot::Waiting;
                 }
-                return Ok(tag);
+                return Ok(Some(tag));
             }
-            tags = self.shared.changed.wait(tags).unwrap_or_else(PoisonError::into_inner);
+            if !blocking {
+                return Ok(None);
+            }
+            // Every tag is held: the replies that free them must be read, by this thread if
+            // nobody else is reading.
+            tags = self.shared.wait_or_read(tags);
         }
     }
 
@@ -190,24 +203,35 @@ impl Connection {
         Ok(())
     }
 
-    /// Sends `request` (anything but Twrite, which has `send_write`).
+    /// Sends `request` (anything but Twrite, which has `send_write`), waiting for a free tag.
     pub fn send(&self, request: &Request<'_>) -> io::Result<Pending<'_>> {
+        self.send_request(request, true)?.ok_or_else(|| io::Error::other("no tag"))
+    }
+
+    /// Sends `request` if a tag is free now (None otherwise): for a thread that already has
+    /// requests in flight.
+    pub fn try_send(&self, request: &Request<'_>) -> io::Result<Option<Pending<'_>>> {
+        self.send_request(request, false)
+    }
+
+    fn send_request(&self, request: &Request<'_>, blocking: bool) -> io::Result<Option<Pending<'_>>> {
         let mut buffer = [0u8; REQUEST_BUFFER_BYTES];
         // Encoded before a tag is taken, so a request the codec refuses holds no tag; the tag
         // is written into the header after.
         let length = encode(Tag(0), request, &mut buffer)
             .map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error.to_string()))?;
-        let tag = self.acquire_tag()?;
+        let Some(tag) = self.acquire_tag(blocking)? else { return Ok(None) };
         if let Some(field) = buffer.get_mut(TAG_OFFSET..TAG_OFFSET + 2) {
             field.copy_from_slice(&tag.to_le_bytes());
         }
         let pending = Pending { connection: self, tag, waited: false };
         self.transmit(tag, buffer.get(..length).unwrap_or_default())?;
-        Ok(pending)
+        Ok(Some(pending))
     }
 
-    /// Sends a Twrite of `data` (at most msize − 24 bytes) at `offset` of `fid`.
-    pub fn send_write(&self, fid: Fid, offset: u64, data: &[u8]) -> io::Result<Pending<'_>> {
+    /// Sends a Twrite of `data` (at most msize − 24 bytes) at `offset` of `fid`; with
+    /// `blocking` false, only if a tag is free now (see `try_send`).
+    pub fn send_write(&self, fid: Fid, offset: u64, data: &[u8], blocking: bool) -> io::Result<Option<Pending<'_>>> {
         let count = u32::try_from(data.len()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         let mut buffer = vec![0u8; WRITE_HEADER_SIZE_BYTES + data.len()];
         let length = encode_write_header(Tag(0), fid, offset, count, &mut buffer)
@@ -216,13 +240,13 @@ impl Connection {
         if let Some(target) = buffer.get_mut(WRITE_HEADER_SIZE_BYTES..) {
             target.copy_from_slice(data);
         }
-        let tag = self.acquire_tag()?;
+        let Some(tag) = self.acquire_tag(blocking)? else { return Ok(None) };
         if let Some(field) = buffer.get_mut(TAG_OFFSET..TAG_OFFSET + 2) {
             field.copy_from_slice(&tag.to_le_bytes());
         }
         let pending = Pending { connection: self, tag, waited: false };
         self.transmit(tag, &buffer)?;
-        Ok(pending)
+        Ok(Some(pending))
     }
 
     /// Sends `request` and waits for its reply.
@@ -266,7 +290,7 @@ impl Pending<'_> {
             if let Some((kind, message)) = &tags.failure {
                 return Err(io::Error::new(*kind, message.clone()));
             }
-            tags = shared.changed.wait(tags).unwrap_or_else(PoisonError::into_inner);
+            tags = shared.wait_or_read(tags);
         }
     }
 }
@@ -291,11 +315,8 @@ impl Drop for Pending<'_> {
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        // The reader sees end of file and ends; every fid dies with the connection.
+        // Every fid dies with the connection.
         lock(&self.writer).shutdown();
-        if let Some(reader) = lock(&self.reader).take() {
-            let _ = reader.join();
-        }
     }
 }
 
@@ -314,14 +335,31 @@ fn read_message(stream: &mut Stream, msize_bytes: u32) -> io::Result<Vec<u8>> {
     Ok(message)
 }
 
-/// The reader thread: frames replies and hands each to its tag until the connection ends.
-fn read_replies(mut stream: Stream, shared: &Shared, msize_bytes: u32) {
-    loop {
-        let message = match read_message(&mut stream, msize_bytes) {
+impl Shared {
+    /// Waits for a change: reads one reply and hands it over if nobody is reading the socket,
+    /// else waits for the thread that is.
+    fn wait_or_read<'t>(&'t self, mut tags: MutexGuard<'t, Tags>) -> MutexGuard<'t, Tags> {
+        if tags.reading {
+            return self.changed.wait(tags).unwrap_or_else(PoisonError::into_inner);
+        }
+        tags.reading = true;
+        drop(tags);
+        self.read_one();
+        let mut tags = lock(&self.tags);
+        tags.reading = false;
+        // Another waiter may take over the reading.
+        self.changed.notify_all();
+        tags
+    }
+
+    /// Reads one reply and hands it to its tag; a failure ends the connection.
+    fn read_one(&self) {
+        let mut stream = lock(&self.reader);
+        let message = match read_message(&mut stream, self.msize_bytes) {
             Ok(message) => message,
             Err(error) if error.kind() == io::ErrorKind::InvalidData => {
-                shared.fail(io::ErrorKind::InvalidData, error.to_string());
-                break;
+                stream.shutdown();
+                return self.fail(io::ErrorKind::InvalidData, error.to_string());
             }
             Err(error) => {
                 let detail = if error.kind() == io::ErrorKind::UnexpectedEof {
@@ -329,18 +367,16 @@ fn read_replies(mut stream: Stream, shared: &Shared, msize_bytes: u32) {
                 } else {
                     error.to_string()
                 };
-                shared.fail(io::ErrorKind::ConnectionAborted, format!("connection lost: {detail}"));
-                break;
+                stream.shutdown();
+                return self.fail(io::ErrorKind::ConnectionAborted, format!("connection lost: {detail}"));
             }
         };
+        drop(stream);
         let header = match decode_header(&message) {
             Ok(header) => header,
-            Err(error) => {
-                shared.fail(io::ErrorKind::InvalidData, format!("malformed reply: {error}"));
-                break;
-            }
+            Err(error) => return self.fail(io::ErrorKind::InvalidData, format!("malformed reply: {error}")),
         };
-        let mut tags = lock(&shared.tags);
+        let mut tags = lock(&self.tags);
         let tag = header.tag.0;
         match tags.slots.get_mut(usize::from(tag)) {
             Some(slot @ Slot::Waiting) => *slot = Slot::Ready(message),
@@ -349,20 +385,19 @@ fn read_replies(mut stream: Stream, shared: &Shared, msize_bytes: u32) {
                 Connection::free_tag(&mut tags, tag);
                 if let Some(fid) = release_fid {
                     // Tclunk forgets the fid even when it is answered with Rlerror.
-                    shared.release_fid(fid);
+                    self.release_fid(fid);
                 }
             }
             _ => {
                 drop(tags);
-                shared.fail(
+                lock(&self.reader).shutdown();
+                return self.fail(
                     io::ErrorKind::InvalidData,
                     format!("malformed reply: type {} under tag {tag}, which is not in flight", header.message_type),
                 );
-                break;
             }
         }
         drop(tags);
-        shared.changed.notify_all();
+        self.changed.notify_all();
     }
-    stream.shutdown();
 }

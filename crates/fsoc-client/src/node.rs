@@ -29,8 +29,9 @@ pub(crate) fn expect<'m, T>(
     if let Reply::Lerror { errno } = reply {
         return Err(reply_error(errno));
     }
-    let description = format!("{reply:?}");
-    pick(reply).ok_or_else(|| protocol_error(&format!("{request_name} answered with {description}")))
+    // `Reply` is Copy: the description is made only for a mismatch (formatting every reply,
+    // an Rread's data byte by byte, once cost more CPU than the rest of the client).
+    pick(reply).ok_or_else(|| protocol_error(&format!("{request_name} answered with {reply:?}")))
 }
 
 /// One entry of an Rreaddir, owned.
@@ -153,6 +154,47 @@ impl Node {
         self.walk_partial(&[])?.node.ok_or_else(|| protocol_error("a clone walk failed"))
     }
 
+    /// A second fid for this file and its attributes, the two requests in flight together
+    /// (both only read this fid, so the server may run them in either order): one round trip.
+    pub fn clone_with_attributes(&self) -> io::Result<(Node, Metadata)> {
+        let new_fid = self.connection.allocate_fid();
+        let walk = Request::Walk { fid: self.fid, new_fid, names: WalkNames::new() };
+        let sent_walk = match self.connection.send(&walk) {
+            Ok(pending) => pending,
+            Err(error) => {
+                self.connection.release_fid(new_fid);
+                return Err(error);
+            }
+        };
+        let getattr = Request::Getattr { fid: self.fid, request_mask: getattr::BASIC };
+        // With no tag free, the getattr follows the walk's reply instead of going with it.
+        let sent_getattr = self.connection.try_send(&getattr);
+        let walked = sent_walk.wait().and_then(|message| {
+            expect("Twalk", &message, |reply| matches!(reply, Reply::Walk { qids } if qids.is_empty()).then_some(()))
+        });
+        let sent_getattr = match sent_getattr {
+            Ok(Some(pending)) => Ok(pending),
+            Ok(None) => self.connection.send(&getattr),
+            Err(error) => Err(error),
+        };
+        let metadata = sent_getattr.and_then(Pending::wait).and_then(|message| {
+            expect("Tgetattr", &message, |reply| match reply {
+                Reply::Getattr { attributes } => Some(Metadata::new(attributes)),
+                _ => None,
+            })
+        });
+        match walked {
+            Ok(()) => {
+                let node = Node { connection: self.connection.clone(), fid: new_fid, qid: self.qid, iounit: 0 };
+                Ok((node, metadata?))
+            }
+            Err(error) => {
+                self.connection.release_fid(new_fid);
+                Err(error)
+            }
+        }
+    }
+
     pub fn getattr(&self) -> io::Result<Metadata> {
         self.call(&Request::Getattr { fid: self.fid, request_mask: getattr::BASIC }, |reply| match reply {
             Reply::Getattr { attributes } => Some(Metadata::new(attributes)),
@@ -203,8 +245,14 @@ impl Node {
         u32::try_from(length).unwrap_or(u32::MAX).min(unit)
     }
 
-    fn send_read(&self, offset: u64, count: u32) -> io::Result<Pending<'_>> {
-        self.connection.send(&Request::Read { fid: self.fid, offset, count })
+    /// Sends a Tread; with `blocking` false only if a tag is free now.
+    fn send_read(&self, offset: u64, count: u32, blocking: bool) -> io::Result<Option<Pending<'_>>> {
+        let request = Request::Read { fid: self.fid, offset, count };
+        if blocking {
+            self.connection.send(&request).map(Some)
+        } else {
+            self.connection.try_send(&request)
+        }
     }
 
     fn finish_read(pending: Pending<'_>, buffer: &mut [u8]) -> io::Result<usize> {
@@ -225,7 +273,7 @@ impl Node {
     /// of file).
     pub fn read_at(&self, offset: u64, buffer: &mut [u8]) -> io::Result<usize> {
         let count = self.io_size(buffer.len());
-        let pending = self.send_read(offset, count)?;
+        let pending = self.send_read(offset, count, true)?.ok_or_else(|| io::Error::other("no tag"))?;
         Self::finish_read(pending, buffer.get_mut(..count as usize).unwrap_or_default())
     }
 
@@ -233,15 +281,18 @@ impl Node {
     /// (a short read). Returns the bytes read.
     pub fn read_at_pipelined(&self, offset: u64, buffer: &mut [u8], depth: usize) -> io::Result<usize> {
         let unit = self.io_size(usize::MAX) as usize;
-        let mut chunks = buffer.chunks_mut(unit.max(1));
+        let mut chunks = buffer.chunks_mut(unit.max(1)).peekable();
         let mut in_flight: VecDeque<(Pending<'_>, &mut [u8])> = VecDeque::new();
         let mut next_offset = offset;
         let mut total = 0usize;
         loop {
             while in_flight.len() < depth.max(1) {
-                let Some(chunk) = chunks.next() else { break };
+                let Some(chunk) = chunks.peek() else { break };
                 let count = self.io_size(chunk.len());
-                in_flight.push_back((self.send_read(next_offset, count)?, chunk));
+                // Blocks for a tag only with nothing of its own in flight (see acquire_tag).
+                let Some(pending) = self.send_read(next_offset, count, in_flight.is_empty())? else { break };
+                let Some(chunk) = chunks.next() else { break };
+                in_flight.push_back((pending, chunk));
                 next_offset += u64::from(count);
             }
             let Some((pending, chunk)) = in_flight.pop_front() else { return Ok(total) };
@@ -249,14 +300,19 @@ impl Node {
             let read = Self::finish_read(pending, chunk)?;
             total += read;
             if read < wanted {
-                // End of file: the reads still in flight are past it; their replies are dropped.
+                // End of file: the reads still in flight are past it. Their replies are taken
+                // (empty ones), not left unread in the socket, where with no thread waiting
+                // nobody would read them.
+                for (pending, _) in in_flight {
+                    let _ = pending.wait();
+                }
                 return Ok(total);
             }
         }
     }
 
-    fn send_write(&self, offset: u64, data: &[u8]) -> io::Result<Pending<'_>> {
-        self.connection.send_write(self.fid, offset, data)
+    fn send_write(&self, offset: u64, data: &[u8], blocking: bool) -> io::Result<Option<Pending<'_>>> {
+        self.connection.send_write(self.fid, offset, data, blocking)
     }
 
     fn finish_write(pending: Pending<'_>) -> io::Result<usize> {
@@ -270,7 +326,10 @@ impl Node {
     /// One Twrite of at most the iounit: the bytes written.
     pub fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<usize> {
         let count = self.io_size(data.len()) as usize;
-        let written = Self::finish_write(self.send_write(offset, data.get(..count).unwrap_or_default())?)?;
+        let pending = self
+            .send_write(offset, data.get(..count).unwrap_or_default(), true)?
+            .ok_or_else(|| io::Error::other("no tag"))?;
+        let written = Self::finish_write(pending)?;
         if written > count {
             return Err(protocol_error(&format!("Rwrite of {written} bytes for {count} sent")));
         }
@@ -282,15 +341,18 @@ impl Node {
     /// first short write.
     pub fn write_at_pipelined(&self, offset: u64, data: &[u8], depth: usize) -> io::Result<usize> {
         let unit = self.io_size(usize::MAX) as usize;
-        let mut chunks = data.chunks(unit.max(1));
+        let mut chunks = data.chunks(unit.max(1)).peekable();
         let mut in_flight: VecDeque<(Pending<'_>, usize)> = VecDeque::new();
         let mut next_offset = offset;
         let mut total = 0usize;
         let mut short = false;
         loop {
             while !short && in_flight.len() < depth.max(1) {
-                let Some(chunk) = chunks.next() else { break };
-                in_flight.push_back((self.send_write(next_offset, chunk)?, chunk.len()));
+                let Some(&chunk) = chunks.peek() else { break };
+                // Blocks for a tag only with nothing of its own in flight (see acquire_tag).
+                let Some(pending) = self.send_write(next_offset, chunk, in_flight.is_empty())? else { break };
+                chunks.next();
+                in_flight.push_back((pending, chunk.len()));
                 next_offset += chunk.len() as u64;
             }
             let Some((pending, sent)) = in_flight.pop_front() else { return Ok(total) };

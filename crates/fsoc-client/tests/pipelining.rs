@@ -99,6 +99,24 @@ fn eight_threads_read_at_once_through_one_connection() {
     threads_read_through_one_connection(&ConnectOptions::default());
 }
 
+/// Regression (found measuring `fsoc mount --remote` with one tag): a pipeline must not wait
+/// for a tag while its own replies hold every tag; it waits for its oldest reply instead.
+#[test]
+fn pipelines_and_paired_requests_work_with_a_single_tag() {
+    let server = TestServer::start();
+    let options =
+        ConnectOptions { msize_bytes: 8192, pipeline_depth: 8, requests_in_flight_max: 1, ..ConnectOptions::default() };
+    let client = server.connect_with(&options);
+    let contents = pattern(200_000, 4);
+    client.write("file", &contents).expect("pipelined write with one tag");
+    assert!(client.read("file").expect("pipelined read with one tag") == contents);
+    let (node, metadata) = client.root().clone_with_attributes().expect("walk and getattr with one tag");
+    assert!(node.is_directory() && metadata.is_dir());
+    drop((node, client));
+    threads_read_through_one_connection(&options);
+    server.stop();
+}
+
 #[test]
 fn eight_threads_share_two_tags() {
     threads_read_through_one_connection(&ConnectOptions { requests_in_flight_max: 2, ..ConnectOptions::default() });
