@@ -320,7 +320,15 @@ pub fn open_image(image: &Path, read_only: bool) -> Result<OpenVolume, String> {
 /// Locks `files` (as `open` does), opens and mounts the volume they hold.
 pub fn open_files(files: VolumeFiles, read_only: bool, exclusive: bool) -> Result<OpenVolume, String> {
     let locks = files.lock(exclusive || !read_only)?;
-    let flash = match &files {
+    let flash = open_flash(&files)?;
+    let fs = mount(flash, files.name(), read_only)?;
+    Ok(OpenVolume { files, fs, locks })
+}
+
+/// Opens the chips of `files` without mounting the file system on them (the caller holds the
+/// locks): for `fsoc serve --raw`, which exports pages, not files.
+pub fn open_flash(files: &VolumeFiles) -> Result<VolumeFlash, String> {
+    Ok(match files {
         VolumeFiles::Image(image) => {
             VolumeFlash::Image(SimFlash::open_image(image).map_err(|error| describe_image_error(image, &error))?)
         }
@@ -329,9 +337,7 @@ pub fn open_files(files: VolumeFiles, read_only: bool, exclusive: bool) -> Resul
                 format!("{}: {error} (an array volume of {} chip files)", base.display(), chips.len())
             })?)
         }
-    };
-    let fs = mount(flash, files.name(), read_only)?;
-    Ok(OpenVolume { files, fs, locks })
+    })
 }
 
 /// Mounts the volume on `flash` with the tools' configuration and the wall clock.
