@@ -227,6 +227,22 @@ enum BenchCommand {
         seed: u64,
     },
     #[cfg(feature = "lab")]
+    /// Seed 000's Fig. 15: bytes on the host-device bus per file operation (mkdir, create,
+    /// write, read, rename, readdir, delete, rmdir), with the file system on the chip (fsoc
+    /// serve over 9P2000.L) and on the host (raw pages: fsoc serve --raw), on the same
+    /// simulated chips; counted frames, deterministic.
+    Fsoc {
+        /// Also write the results here as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// 50 objects per operation instead of 500.
+        #[arg(long)]
+        quick: bool,
+        /// Seed of the simulated chips.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    #[cfg(feature = "lab")]
     /// Seed 003's file benchmark (15 samples × 133 files: create, open, delete) for fsoc and
     /// littlefs on the same simulated MLC chip.
     Fsio {
@@ -367,6 +383,10 @@ fn main() -> ExitCode {
         #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Readers { json, quick, seed } } => {
             bench_cmd::readers(json.as_deref(), quick, seed)
+        }
+        #[cfg(feature = "lab")]
+        Command::Bench { command: BenchCommand::Fsoc { json, quick, seed } } => {
+            bench_cmd::on_chip(json.as_deref(), quick, seed)
         }
         #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Mount { files, json, seed } } => {
