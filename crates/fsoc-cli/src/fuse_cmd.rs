@@ -399,7 +399,9 @@ const PREVIOUS_SERVER_WAIT: Duration = Duration::from_secs(30);
 fn wait_for_previous_server(image: &Path) -> Result<(), String> {
     let deadline = Instant::now() + PREVIOUS_SERVER_WAIT;
     let mut announced = false;
-    for file in VolumeFiles::locate(image).files() {
+    let files = VolumeFiles::locate(image);
+    files.check()?;
+    for file in files.files() {
         // A missing file is for the open that follows to explain.
         if !file.exists() || lock_image(&file, true).is_ok() {
             continue;
