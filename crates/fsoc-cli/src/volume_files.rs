@@ -477,6 +477,15 @@ pub fn wall_clock_ns() -> u64 {
 /// Unmounts cleanly (the final commit) and makes it durable; `name` is for messages.
 pub fn close(fs: FileSystem<VolumeFlash>, name: &Path) -> Result<(), String> {
     let flash = fs.unmount().map_err(|error| format!("{}: unmount: {error}", name.display()))?;
+    // Bit flips on raw NAND are news for the user (a sign the flash ages): say so.
+    if let VolumeFlash::Mtd(mtd) = &flash {
+        let counters = mtd.counters();
+        if counters.iter().any(|chip| chip.corrected_reads > 0 || chip.uncorrectable_reads > 0) {
+            if let Some(summary) = mtd_ecc_summary(&flash) {
+                eprintln!("fsoc: {}: ecc: {summary}", name.display());
+            }
+        }
+    }
     flash.close().map_err(|error| format!("{}: close: {error}", name.display()))
 }
 
