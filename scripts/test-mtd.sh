@@ -7,6 +7,8 @@
 #                and then through the mount
 #   bad_blocks   factory bad blocks (nandsim badblocks=): reported by mkfs, tree intact
 #   bit_flips    nandsim bitflips=1: every byte read back right, corrections counted
+#   grown_bad_blocks  nandsim weakpages=: programs fail, blocks retired, tree intact
+#   array        two MTD partitions (nandsim parts=) as a 2-chip array: /dev/mtd0,/dev/mtd1
 #   kill_rounds  kill -9 of the mount's server during fsync'd writes, remount: every fsync'd
 #                file intact and fsck clean, ROUNDS times
 # Prints PASS/FAIL per step, MEASURE lines and a summary; exits 0 if all passed, 1 on any
@@ -33,7 +35,7 @@ for argument in "$@"; do
 done
 files=${FILES:-$files}
 rounds=${ROUNDS:-$rounds}
-cases=${CASES:-geometry_2k geometry_4k bad_blocks bit_flips kill_rounds}
+cases=${CASES:-geometry_2k geometry_4k bad_blocks bit_flips grown_bad_blocks array kill_rounds}
 
 missing=()
 command -v qemu-system-x86_64 >/dev/null || missing+=("qemu-system-x86_64 (package qemu-system-x86)")

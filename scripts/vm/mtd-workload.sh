@@ -212,6 +212,38 @@ case_kill_rounds() { # kill -9 of the mount's server during fsync'd writes, ROUN
   fsck_clean
 }
 
+case_grown_bad_blocks() { # nandsim weakpages=: page 40 of blocks 4 to 12 fails its first program
+  # Page 40, not lower: format's own first pages in block 4 must succeed (a failed program
+  # during format ends it with an error; fsoc-core does not retry there).
+  pages=
+  for block in 4 5 6 7 8 9 10 11 12; do pages="${pages:+$pages,}$((block * 64 + 40)):0"; done
+  load_nandsim id_bytes=0xec,0xda,0x10,0x95,0x44 weakpages="$pages" || return
+  check mkfs fsoc mkfs /dev/mtd0 || return
+  tree_through_fuse
+  fsck_clean
+  dmesg > /tmp/dmesg.out
+  failed=$(grep -ci 'write failure\|program failed\|write error' /tmp/dmesg.out)
+  echo "MEASURE $case_name failed_programs_in_kernel_log $failed"
+  if [ "$failed" -gt 0 ]; then
+    result PASS programs_failed "$failed failed program(s) in the kernel log; the tree read back intact"
+  else
+    result FAIL programs_failed "no failed program in the kernel log: the case tested nothing"
+  fi
+}
+
+case_array() { # two MTD partitions of one nandsim chip (parts=1024) as a 2-chip array
+  load_nandsim id_bytes=0xec,0xda,0x10,0x95,0x44 parts=1024 || return
+  [ -c /dev/mtd1 ] || { result FAIL partitions "no /dev/mtd1 after parts=1024"; return; }
+  check mkfs fsoc mkfs /dev/mtd0,/dev/mtd1 || return
+  check info_lists_two_chips sh -c 'fsoc info /dev/mtd0,/dev/mtd1 | grep -q "^geometry *2 chips"'
+  check put fsoc put -r /tmp/src /dev/mtd0,/dev/mtd1:/tree
+  rm -rf /tmp/back
+  check get fsoc get -r /dev/mtd0,/dev/mtd1:/tree /tmp/back
+  check read_back sh -c 'cd /tmp/back && md5sum -c -s /tmp/src.md5'
+  check one_chip_is_refused sh -c '! fsoc info /dev/mtd1 > /dev/null 2>&1'
+  check fsck fsoc fsck /dev/mtd0,/dev/mtd1
+}
+
 echo "guest: cases $CASES, $FILES files, $ROUNDS kill rounds"
 load-module fuse > /dev/null 2>&1
 [ -c /dev/fuse ] || mknod /dev/fuse c 10 229

@@ -18,6 +18,13 @@
 //!   so `write_barrier` and `flush` return at once.
 //! - Erase counts are not known to MTD: `erase_count` returns 0 (fsoc keeps its own wear
 //!   counts in the segment table; the erases of this process are in `counters`).
+//! - Grown bad blocks: the kernel's MEMSETBADBLOCK erases the block before it writes the
+//!   marker (nand_block_markbad_lowlevel), which would destroy pages fsoc still references
+//!   (after a failed program, the pages programmed before it in that block stay live until
+//!   their files change). So a block is marked in the kernel's table only when it holds
+//!   nothing (`outcome::mark_now`: its erase failed, or its first page failed or reads erased);
+//!   otherwise the mark is kept for this process (`is_bad_block` says bad, nothing erases or
+//!   programs it) and fsoc's segment table keeps the segment retired across mounts.
 //! - Locking against a second process is the caller's (the CLI flocks each device, as for
 //!   images): an `flock` here would conflict with the caller's own on another descriptor.
 //!
@@ -38,6 +45,7 @@ pub mod abi;
 mod device;
 pub mod outcome;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -48,7 +56,7 @@ use fsoc_flash::{
 };
 
 pub use device::{is_mtd_char_device, MtdDevice};
-pub use outcome::{DeviceDescription, SPARE_BYTES_MIN};
+pub use outcome::{DeviceDescription, Failure, SPARE_BYTES_MIN};
 
 /// Why MTD devices cannot be used as fsoc chips.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -111,6 +119,12 @@ pub struct MtdFlash {
     devices: Vec<MtdDevice>,
     chips: Vec<ChipState>,
     geometry: Geometry,
+    /// The last failed program or erase of each block since open (bounded by the blocks that
+    /// failed, which are retired), so `mark_bad_block` knows whether the block may hold data.
+    failures: BTreeMap<BlockAddress, Failure>,
+    /// Blocks marked bad in this process only, because the kernel's mark would erase pages
+    /// that may still be referenced (see the module comment).
+    deferred_bad_blocks: BTreeSet<BlockAddress>,
 }
 
 impl MtdFlash {
@@ -122,7 +136,7 @@ impl MtdFlash {
         let descriptions: Vec<DeviceDescription> = devices.iter().map(|device| device.description().clone()).collect();
         let geometry = outcome::array_geometry(&descriptions, writable)?;
         let chips = devices.iter().map(|_| ChipState::default()).collect();
-        Ok(MtdFlash { devices, chips, geometry })
+        Ok(MtdFlash { devices, chips, geometry, failures: BTreeMap::new(), deferred_bad_blocks: BTreeSet::new() })
     }
 
     /// The devices, in chip order.
@@ -144,6 +158,12 @@ impl MtdFlash {
                 busy_ns: chip.busy_ns.load(Ordering::Relaxed),
             })
             .collect()
+    }
+
+    /// Blocks marked bad in this process but not in the kernel's table (they may hold pages
+    /// still in use; see the module comment).
+    pub fn deferred_bad_blocks(&self) -> impl Iterator<Item = BlockAddress> + '_ {
+        self.deferred_bad_blocks.iter().copied()
     }
 
     /// Bad blocks of each chip (the kernel's table: factory marks plus any marked since).
@@ -282,14 +302,16 @@ impl Flash for MtdFlash {
         let offset = self.page_offset(page, data.len(), spare.len())?;
         let (device, state) = self.chip(page.chip)?;
         let started = Instant::now();
-        device.write(offset, data, spare).map_err(|errno| {
-            outcome::operation_error(
+        if let Err(errno) = device.write(offset, data, spare) {
+            let error = outcome::operation_error(
                 OperationKind::Program,
                 page.block_address(),
                 errno,
                 &device.path().display().to_string(),
-            )
-        })?;
+            );
+            self.failures.insert(page.block_address(), Failure::Program { page_index: page.page_index });
+            return Err(error);
+        }
         state.programs.fetch_add(1, Ordering::Relaxed);
         Ok(Completed { value: (), done_ns: complete(state, issue_ns, started) })
     }
@@ -303,9 +325,12 @@ impl Flash for MtdFlash {
         }
         let (device, state) = self.chip(block.chip)?;
         let started = Instant::now();
-        device.erase(offset, self.geometry.block_data_bytes()).map_err(|errno| {
-            outcome::operation_error(OperationKind::Erase, block, errno, &device.path().display().to_string())
-        })?;
+        if let Err(errno) = device.erase(offset, self.geometry.block_data_bytes()) {
+            let error =
+                outcome::operation_error(OperationKind::Erase, block, errno, &device.path().display().to_string());
+            self.failures.insert(block, Failure::Erase);
+            return Err(error);
+        }
         state.erases.fetch_add(1, Ordering::Relaxed);
         Ok(Completed { value: (), done_ns: complete(state, issue_ns, started) })
     }
@@ -313,11 +338,29 @@ impl Flash for MtdFlash {
     fn is_bad_block(&self, block: BlockAddress) -> Result<bool, NandError> {
         let offset = self.check_block(block)?;
         let (device, _) = self.chip(block.chip)?;
+        if self.deferred_bad_blocks.contains(&block) {
+            return Ok(true);
+        }
         device.is_bad(offset).map_err(|errno| device_error(device, "MEMGETBADBLOCK", errno))
     }
 
     fn mark_bad_block(&mut self, block: BlockAddress) -> Result<(), NandError> {
         let offset = self.check_block(block)?;
+        let failure = self.failures.get(&block).copied();
+        let first_page_erased = match failure {
+            // Known without a read: see `outcome::mark_now`.
+            Some(Failure::Erase) | Some(Failure::Program { page_index: 0 }) => false,
+            _ => {
+                let mut data = vec![0u8; self.geometry.page_data_bytes as usize];
+                let mut spare = vec![0u8; self.geometry.spare_bytes as usize];
+                let page = PageAddress { chip: block.chip, block: block.block, page_index: 0 };
+                self.read_page(0, page, &mut data, &mut spare)?.value == ReadStatus::Erased
+            }
+        };
+        if !outcome::mark_now(failure, first_page_erased) {
+            self.deferred_bad_blocks.insert(block);
+            return Ok(());
+        }
         let (device, _) = self.chip(block.chip)?;
         device.mark_bad(offset).map_err(|errno| device_error(device, "MEMSETBADBLOCK", errno))
     }

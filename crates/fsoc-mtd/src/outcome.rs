@@ -60,6 +60,25 @@ pub fn operation_error(kind: OperationKind, block: BlockAddress, errno: i32, pat
     }
 }
 
+/// A program or erase of a block that failed in this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    Erase,
+    Program { page_index: u32 },
+}
+
+/// Whether a block fsoc retires may be marked bad in the kernel's table now. The kernel
+/// erases the block before writing its marker, so only a block that holds nothing fsoc may
+/// still read: one whose erase failed (its pages were dead, that is why it was erased), one
+/// whose first page failed to program (pages are programmed in order, so none before it), or
+/// one whose first page reads erased.
+pub fn mark_now(failure: Option<Failure>, first_page_erased: bool) -> bool {
+    match failure {
+        Some(Failure::Erase) | Some(Failure::Program { page_index: 0 }) => true,
+        Some(Failure::Program { .. }) | None => first_page_erased,
+    }
+}
+
 /// What one MTD device says about itself, gathered by `device::MtdDevice::describe`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceDescription {
@@ -193,6 +212,18 @@ mod tests {
             panic!("EROFS is not a status fail");
         };
         assert!(message.contains("/dev/mtd1") && message.contains("block 7"), "{message}");
+    }
+
+    /// A block is marked in the kernel's table (which erases it first) only if it holds no
+    /// page fsoc may still read.
+    #[test]
+    fn blocks_holding_pages_are_not_marked_in_the_kernel() {
+        assert!(mark_now(Some(Failure::Erase), false));
+        assert!(mark_now(Some(Failure::Program { page_index: 0 }), false));
+        assert!(!mark_now(Some(Failure::Program { page_index: 40 }), false), "pages 0-39 are live");
+        assert!(mark_now(Some(Failure::Program { page_index: 40 }), true));
+        assert!(!mark_now(None, false));
+        assert!(mark_now(None, true));
     }
 
     /// nandsim's 2 KiB-page chip with 1-bit Hamming ECC: 64 OOB bytes, 38 free.
