@@ -5,11 +5,14 @@
 //!
 //! - Pages are programmed and read with MEMWRITE/MEMREAD in `MTD_OPS_AUTO_OOB` mode: the
 //!   kernel keeps its own ECC and bad-block marker in the OOB area, and fsoc's spare bytes go
-//!   to the free OOB bytes of the ECC layout. The spare size reported upward is that free
-//!   count, read from the device (sysfs `oobavail`, else a probing read), never assumed.
+//!   to the first free OOB bytes of the ECC layout. The free count is read from the device
+//!   (sysfs `oobavail`, else a probing read), never assumed, and must be at least 20: the
+//!   16 spare bytes the layers above get (the page tag) plus a CRC-32C of them (`spare`),
+//!   because the kernel's ECC usually does not cover free OOB bytes.
 //! - ECC outcomes map as the simulator reports them (`outcome::read_status`): -EUCLEAN or
-//!   counted corrections are `Corrected`, -EBADMSG `Uncorrectable`, all-0xFF `Erased`. A
-//!   failed program or erase (EIO) is `NandError::OperationFailed`.
+//!   counted corrections are `Corrected`, -EBADMSG `Uncorrectable`, all-0xFF `Erased`; a flip
+//!   in the tag is corrected (one bit, counted) or the page is `Uncorrectable`. A failed
+//!   program or erase (EIO) is `NandError::OperationFailed`.
 //! - Time: real flash has no virtual clock. Each chip keeps one anyway so the `Flash`
 //!   contract holds: an operation issued at t completes at max(t, chip busy) + the measured
 //!   wall duration of its ioctl. `timing()` reports datasheet figures of a small SLC chip, for
@@ -44,6 +47,7 @@
 pub mod abi;
 mod device;
 pub mod outcome;
+pub mod spare;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -56,7 +60,7 @@ use fsoc_flash::{
 };
 
 pub use device::{is_mtd_char_device, MtdDevice};
-pub use outcome::{DeviceDescription, Failure, SPARE_BYTES_MIN};
+pub use outcome::{DeviceDescription, Failure, OOB_BYTES_MIN};
 
 /// Why MTD devices cannot be used as fsoc chips.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -262,12 +266,19 @@ impl Flash for MtdFlash {
     ) -> Result<Completed<ReadStatus>, NandError> {
         let offset = self.page_offset(page, data.len(), spare.len())?;
         let (device, state) = self.chip(page.chip)?;
+        let mut oob = [0xFF; spare::OOB_BYTES];
         let started = Instant::now();
-        let answer = device.read(offset, data, spare).map_err(|errno| device_error(device, "read", errno))?;
+        let answer = device.read(offset, data, &mut oob).map_err(|errno| device_error(device, "read", errno))?;
         let done_ns = complete(state, issue_ns, started);
         state.reads.fetch_add(1, Ordering::Relaxed);
-        let status = outcome::read_status(answer.errno, answer.stats, data, spare)
+        let mut tag = [0xFF; spare::SPARE_BYTES];
+        let status = outcome::read_status(answer.errno, answer.stats, data, &oob)
             .map_err(|errno| device_error(device, "read", errno))?;
+        let status = match status {
+            ReadStatus::Erased => status,
+            _ => outcome::with_spare(status, spare::decode(&oob, &mut tag)),
+        };
+        spare.copy_from_slice(if status == ReadStatus::Erased { &oob[..spare::SPARE_BYTES] } else { &tag });
         match status {
             ReadStatus::Corrected { bits, .. } => {
                 state.corrected_reads.fetch_add(1, Ordering::Relaxed);
@@ -279,7 +290,7 @@ impl Flash for MtdFlash {
             ReadStatus::Clean | ReadStatus::Erased => {
                 // A complete read transfers the whole page and every free OOB byte; a short
                 // one would hand the layers above stale bytes.
-                if answer.data_bytes != data.len() as u64 || answer.oob_bytes != spare.len() as u64 {
+                if answer.data_bytes != data.len() as u64 || answer.oob_bytes != oob.len() as u64 {
                     return Err(NandError::Image(format!(
                         "{}: short read of page {page:?}: {} data and {} OOB bytes",
                         device.path().display(),
@@ -300,9 +311,15 @@ impl Flash for MtdFlash {
         spare: &[u8],
     ) -> Result<Completed<()>, NandError> {
         let offset = self.page_offset(page, data.len(), spare.len())?;
+        let tag: &[u8; spare::SPARE_BYTES] = spare.try_into().map_err(|_| NandError::BufferSize {
+            what: "spare",
+            expected_bytes: spare::SPARE_BYTES,
+            actual_bytes: spare.len(),
+        })?;
+        let oob = spare::encode(tag);
         let (device, state) = self.chip(page.chip)?;
         let started = Instant::now();
-        if let Err(errno) = device.write(offset, data, spare) {
+        if let Err(errno) = device.write(offset, data, &oob) {
             let error = outcome::operation_error(
                 OperationKind::Program,
                 page.block_address(),

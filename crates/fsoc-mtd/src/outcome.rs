@@ -8,9 +8,13 @@ use fsoc_flash::{BlockAddress, Geometry, NandError, OperationKind, ReadStatus};
 use crate::abi::{MtdReadReqEccStats, MTD_MLCNANDFLASH, MTD_NANDFLASH, MTD_WRITEABLE};
 use crate::MtdError;
 
-/// Spare bytes fsoc needs per page: its page tag (fsoc-core `SPARE_TAG_BYTES`, 16 bytes,
-/// docs/FORMAT.md) in the free OOB bytes; the same floor as `Geometry::validate`.
-pub const SPARE_BYTES_MIN: u32 = 16;
+/// Free OOB bytes per page fsoc needs: its page tag (fsoc-core `SPARE_TAG_BYTES`, 16 bytes,
+/// the floor of `Geometry::validate` too) and the tag's CRC-32C (`spare`).
+pub const OOB_BYTES_MIN: u32 = 20;
+const _: () = assert!(OOB_BYTES_MIN as usize == crate::spare::OOB_BYTES);
+/// Spare bytes per page the layers above get.
+pub const SPARE_BYTES: u32 = 16;
+const _: () = assert!(SPARE_BYTES as usize == crate::spare::SPARE_BYTES);
 
 /// Classifies a completed MEMREAD. `errno` is `None` when the ioctl returned 0, `stats` the
 /// request's `ecc_stats` as the kernel wrote them back; `data` and `spare` are what was read.
@@ -45,6 +49,20 @@ pub fn read_status(
         return Ok(ReadStatus::Corrected { bits, max_per_sector: stats.max_bitflips.clamp(1, bits) });
     }
     Ok(ReadStatus::Clean)
+}
+
+/// A page's status once its spare bytes are checked too: a corrected tag adds one corrected
+/// bit, an unrecoverable one makes the page uncorrectable (its owner cannot be trusted).
+pub fn with_spare(status: ReadStatus, spare: crate::spare::SpareOutcome) -> ReadStatus {
+    use crate::spare::SpareOutcome;
+    match (status, spare) {
+        (ReadStatus::Uncorrectable, _) | (_, SpareOutcome::Uncorrectable) => ReadStatus::Uncorrectable,
+        (status, SpareOutcome::Clean) => status,
+        (ReadStatus::Corrected { bits, max_per_sector }, SpareOutcome::Corrected) => {
+            ReadStatus::Corrected { bits: bits.saturating_add(1), max_per_sector }
+        }
+        (_, SpareOutcome::Corrected) => ReadStatus::Corrected { bits: 1, max_per_sector: 1 },
+    }
 }
 
 /// The error of a failed program or erase: EIO is the chip's status fail (the block should be
@@ -124,19 +142,19 @@ pub fn device_geometry(device: &DeviceDescription, writable: bool) -> Result<Geo
             device.size_bytes, device.erase_size_bytes
         )));
     }
-    if device.oob_available_bytes < SPARE_BYTES_MIN {
+    if device.oob_available_bytes < OOB_BYTES_MIN {
         return Err(MtdError::SpareTooSmall {
             path: device.path.clone(),
             oob_size_bytes: device.oob_size_bytes,
             oob_available_bytes: device.oob_available_bytes,
-            needed_bytes: SPARE_BYTES_MIN,
+            needed_bytes: OOB_BYTES_MIN,
         });
     }
     let block_count = u32::try_from(device.size_bytes / u64::from(device.erase_size_bytes))
         .map_err(|_| refuse("more than 2^32 erase blocks".into()))?;
     let geometry = Geometry {
         page_data_bytes: device.write_size_bytes,
-        spare_bytes: device.oob_available_bytes,
+        spare_bytes: SPARE_BYTES,
         pages_per_block: device.erase_size_bytes / device.write_size_bytes,
         block_count,
     };
@@ -202,6 +220,23 @@ mod tests {
     }
 
     #[test]
+    fn the_spare_outcome_joins_the_page_status() {
+        use crate::spare::SpareOutcome;
+        let corrected = ReadStatus::Corrected { bits: 2, max_per_sector: 2 };
+        assert_eq!(with_spare(ReadStatus::Clean, SpareOutcome::Clean), ReadStatus::Clean);
+        assert_eq!(
+            with_spare(ReadStatus::Clean, SpareOutcome::Corrected),
+            ReadStatus::Corrected { bits: 1, max_per_sector: 1 }
+        );
+        assert_eq!(
+            with_spare(corrected, SpareOutcome::Corrected),
+            ReadStatus::Corrected { bits: 3, max_per_sector: 2 }
+        );
+        assert_eq!(with_spare(corrected, SpareOutcome::Uncorrectable), ReadStatus::Uncorrectable);
+        assert_eq!(with_spare(ReadStatus::Uncorrectable, SpareOutcome::Clean), ReadStatus::Uncorrectable);
+    }
+
+    #[test]
     fn status_fail_is_an_operation_failure_and_other_errors_are_named() {
         let block = BlockAddress::new(1, 7);
         assert_eq!(
@@ -241,12 +276,15 @@ mod tests {
     }
 
     #[test]
-    fn a_nand_device_gives_its_geometry_with_the_free_oob_bytes_as_spare() {
+    fn a_nand_device_gives_its_geometry_with_the_protected_tag_as_spare() {
         let geometry = device_geometry(&nandsim_2k(), true).expect("geometry");
         assert_eq!(
             geometry,
-            Geometry { page_data_bytes: 2048, spare_bytes: 38, pages_per_block: 64, block_count: 2048 }
+            Geometry { page_data_bytes: 2048, spare_bytes: 16, pages_per_block: 64, block_count: 2048 }
         );
+        // 20 free bytes are enough (4-bit BCH on 2 KiB pages leaves 34): the tag and its CRC.
+        let few = DeviceDescription { oob_available_bytes: 20, ..nandsim_2k() };
+        assert_eq!(device_geometry(&few, true).expect("20 free bytes").spare_bytes, 16);
         // Above 4 GiB (where MEMGETINFO's 32-bit size wraps) the block count still comes out.
         let large = DeviceDescription { size_bytes: 8 << 30, ..nandsim_2k() };
         assert_eq!(device_geometry(&large, true).expect("8 GiB").block_count, 65_536);
@@ -260,10 +298,10 @@ mod tests {
         let read_only = DeviceDescription { flags: 0, ..nandsim_2k() };
         assert!(matches!(device_geometry(&read_only, true), Err(MtdError::ReadOnly { .. })));
         assert!(device_geometry(&read_only, false).is_ok(), "a read-only device is fine for reading");
-        let little_oob = DeviceDescription { oob_size_bytes: 16, oob_available_bytes: 6, ..nandsim_2k() };
+        let little_oob = DeviceDescription { oob_size_bytes: 64, oob_available_bytes: 19, ..nandsim_2k() };
         assert!(matches!(
             device_geometry(&little_oob, true),
-            Err(MtdError::SpareTooSmall { oob_available_bytes: 6, needed_bytes: 16, .. })
+            Err(MtdError::SpareTooSmall { oob_available_bytes: 19, needed_bytes: 20, .. })
         ));
         let ragged = DeviceDescription { size_bytes: (256 << 20) + 2048, ..nandsim_2k() };
         assert!(matches!(device_geometry(&ragged, true), Err(MtdError::Geometry { .. })));
