@@ -11,6 +11,8 @@
 #   array        two MTD partitions (nandsim parts=) as a 2-chip array: /dev/mtd0,/dev/mtd1
 #   kill_rounds  kill -9 of the mount's server during fsync'd writes, remount: every fsync'd
 #                file intact and fsck clean, ROUNDS times
+#   mount_reads  (long set only; needs mtd-utils) page reads counted by kprobes: fsoc mount vs
+#                UBI attach + UBIFS mount of the same tree at 256 MiB and 1 GiB
 # Prints PASS/FAIL per step, MEASURE lines and a summary; exits 0 if all passed, 1 on any
 # failure, 77 (SKIP) when the machine cannot boot the guest (no QEMU, kernel or busybox): it
 # never passes without running.
@@ -35,7 +37,15 @@ for argument in "$@"; do
 done
 files=${FILES:-$files}
 rounds=${ROUNDS:-$rounds}
-cases=${CASES:-geometry_2k geometry_4k bad_blocks bit_flips grown_bad_blocks array kill_rounds}
+default_cases="geometry_2k geometry_4k bad_blocks bit_flips grown_bad_blocks array kill_rounds"
+if [ $mode = long ]; then
+  if command -v ubiformat >/dev/null && command -v ubiattach >/dev/null; then
+    default_cases="$default_cases mount_reads"
+  else
+    echo "SKIP mount_reads: ubiformat, ubiattach, ubimkvol and ubidetach are missing (package mtd-utils)"
+  fi
+fi
+cases=${CASES:-$default_cases}
 
 missing=()
 command -v qemu-system-x86_64 >/dev/null || missing+=("qemu-system-x86_64 (package qemu-system-x86)")
@@ -59,7 +69,7 @@ fi
 if [ -n "${FSOC_BIN:-}" ]; then
   fsoc=$FSOC_BIN
 else
-  cargo build --release -q -p fsoc-cli --no-default-features || { echo "FAIL build: cargo build -p fsoc-cli"; exit 1; }
+  cargo build --release -q -p fsoc-cli || { echo "FAIL build: cargo build -p fsoc-cli"; exit 1; }
   fsoc=$PWD/target/release/fsoc
 fi
 
@@ -72,8 +82,13 @@ trap cleanup EXIT
 # The guest finds the programs by name: fsoc under its own name.
 mkdir -p "$work/bin"
 cp "$fsoc" "$work/bin/fsoc"
-EXTRA_MODULES="nandsim fuse" scripts/vm/build-initramfs.sh "$work/base.cpio.gz" "$work/bin/fsoc" fusermount3 \
-  >/dev/null || { echo "FAIL build: initramfs"; exit 1; }
+# UBI's tools and modules for the mount_reads comparison, when the host has mtd-utils.
+ubi_programs=()
+for program in ubiformat ubiattach ubidetach ubimkvol; do
+  command -v "$program" >/dev/null && ubi_programs+=("$program")
+done
+EXTRA_MODULES="nandsim fuse ubi ubifs zstd" scripts/vm/build-initramfs.sh "$work/base.cpio.gz" "$work/bin/fsoc" \
+  fusermount3 "${ubi_programs[@]}" >/dev/null || { echo "FAIL build: initramfs"; exit 1; }
 mkdir -p "$work/payload"
 install -m 755 scripts/vm/mtd-workload.sh "$work/payload/run.sh"
 cat > "$work/payload/settings" <<EOF
@@ -85,7 +100,7 @@ EOF
 echo "test-mtd: $mode set ($files files, $rounds kill rounds): booting the guest under QEMU;" \
   "console in $work/console.log"
 VM_TIMEOUT_SECONDS=${VM_TIMEOUT_SECONDS:-1200} scripts/vm/boot.sh "$work/base.cpio.gz" "$work/payload" 1536 \
-  2>&1 | tr -d '\r' > "$work/console.log"
+  2>&1 | sed -u 's/\r//g' > "$work/console.log"
 boot_status=${PIPESTATUS[0]}
 grep -E '^(RESULT (PASS|FAIL) |MEASURE |lost: )' "$work/console.log" | sed 's/^RESULT //'
 failures=$(grep -c '^RESULT FAIL ' "$work/console.log")

@@ -244,6 +244,69 @@ case_array() { # two MTD partitions of one nandsim chip (parts=1024) as a 2-chip
   check fsck fsoc fsck /dev/mtd0,/dev/mtd1
 }
 
+# Page reads, programs and erases of the NAND layer, counted by kprobes (nandsim has no
+# counters): `count_ops COMMAND...` prints "reads programs erases" of the command.
+kprobes_ready=
+kprobes_setup() {
+  [ -n "$kprobes_ready" ] && return 0
+  tracing=/sys/kernel/tracing
+  grep -q " $tracing tracefs" /proc/mounts || mount -t tracefs nodev "$tracing" || return 1
+  echo 'p:nand_reads nand_read_page_op' >> "$tracing/kprobe_events" &&
+    echo 'p:nand_programs nand_prog_page_begin_op' >> "$tracing/kprobe_events" &&
+    echo 'p:nand_erases nand_erase_op' >> "$tracing/kprobe_events" &&
+    echo 1 > "$tracing/events/kprobes/enable" || return 1
+  kprobes_ready=1
+}
+kprobe_hits() { awk '$1 == "nand_reads" { r = $2 } $1 == "nand_programs" { p = $2 } $1 == "nand_erases" { e = $2 }
+  END { print r + 0, p + 0, e + 0 }' /sys/kernel/tracing/kprobe_profile; }
+count_ops() {
+  before=$(kprobe_hits)
+  "$@" > /tmp/count.out 2>&1 || { echo "failed: $* $(tail -n 2 /tmp/count.out | tr '\n' ' ')"; return 1; }
+  after=$(kprobe_hits)
+  echo "$before $after" | awk '{ print $4 - $1, $5 - $2, $6 - $3 }'
+}
+
+ubi_attach_and_mount() { ubiattach -m 0 > /dev/null && mount -t ubifs ubi0:r /mnt/u; }
+
+case_mount_reads() { # fsoc mount vs UBI attach + UBIFS mount, page reads by kprobes, 256 MiB and 1 GiB
+  command -v ubiformat > /dev/null || { result FAIL tools "ubiformat missing (mtd-utils on the host)"; return; }
+  # UBIFS's compressors are soft dependencies, not loaded with it.
+  load-module zstd > /dev/null 2>&1
+  load-module ubifs > /dev/null 2>&1
+  for size in 256M:0 1G:13; do
+    label=${size%%:*}
+    override=${size#*:}
+    extra=
+    [ "$override" = 0 ] || extra="overridesize=$override"
+    # fsoc: format, the tree in, then a read-only mount + root listing + unmount, counted.
+    load_nandsim id_bytes=0xec,0xda,0x10,0x95,0x44 $extra || return
+    # The probed functions are in the nand module, loaded with nandsim.
+    kprobes_setup || { result FAIL kprobes "cannot set kprobes on nand_read_page_op"; return; }
+    fsoc mkfs /dev/mtd0 > /dev/null 2>&1 && fsoc put -r /tmp/src /dev/mtd0:/tree > /dev/null 2>&1 ||
+      { result FAIL "fsoc_$label" "mkfs or put failed"; return; }
+    fsoc_own=$(fsoc info /dev/mtd0 2>/dev/null | awk '/^mount page reads/ { print $4 }')
+    fsoc_ops=$(count_ops fsoc ls /dev/mtd0:/) || { result FAIL "fsoc_$label" "$fsoc_ops"; return; }
+    echo "MEASURE $case_name $label fsoc mount+ls+unmount reads/programs/erases $fsoc_ops (fsoc's own mount count $fsoc_own)"
+    # UBI + UBIFS on a fresh chip of the same size, formatted by ubiformat (as on a product:
+    # otherwise the counted attach still formats empty blocks), one volume, the tree in.
+    load_nandsim id_bytes=0xec,0xda,0x10,0x95,0x44 $extra || return
+    mkdir -p /mnt/u
+    { ubiformat -y -q /dev/mtd0 && ubiattach -m 0 && ubimkvol /dev/ubi0 -N r -m && mount -t ubifs ubi0:r /mnt/u &&
+      cp -r /tmp/src /mnt/u/tree && umount /mnt/u && ubidetach -m 0; } > /tmp/ubi.out 2>&1 ||
+      { result FAIL "ubi_$label" "$(tail -n 2 /tmp/ubi.out | tr '\n' ' ')"; return; }
+    ubi_ops=$(count_ops ubi_attach_and_mount) || { result FAIL "ubi_$label" "$ubi_ops"; return; }
+    umount /mnt/u; ubidetach -m 0 > /dev/null 2>&1
+    echo "MEASURE $case_name $label ubi attach+ubifs mount reads/programs/erases $ubi_ops"
+    fsoc_reads=${fsoc_ops%% *}
+    ubi_reads=${ubi_ops%% *}
+    if [ "$fsoc_reads" -gt 0 ] && [ "$fsoc_reads" -lt "$ubi_reads" ]; then
+      result PASS "fewer_mount_reads_$label" "fsoc $fsoc_reads page reads, UBI+UBIFS $ubi_reads"
+    else
+      result FAIL "fewer_mount_reads_$label" "fsoc $fsoc_reads page reads, UBI+UBIFS $ubi_reads"
+    fi
+  done
+}
+
 echo "guest: cases $CASES, $FILES files, $ROUNDS kill rounds"
 load-module fuse > /dev/null 2>&1
 [ -c /dev/fuse ] || mknod /dev/fuse c 10 229
