@@ -38,9 +38,9 @@ load_nandsim() {
     "erasesize=$(cat /sys/class/mtd/mtd0/erasesize) size=$(cat /sys/class/mtd/mtd0/size)"
 }
 
-mount_fsoc() { # mounts /dev/mtd0 on /mnt/f in the background; mount_pid is its server
+mount_fsoc() { # mounts ${1:-/dev/mtd0} on /mnt/f in the background; mount_pid is its server
   mkdir -p /mnt/f
-  fsoc mount /dev/mtd0 /mnt/f --commit-interval 0 > /tmp/mount.log 2>&1 &
+  fsoc mount "${1:-/dev/mtd0}" /mnt/f --commit-interval 0 > /tmp/mount.log 2>&1 &
   mount_pid=$!
   for _ in $(seq 1 150); do
     grep -q ' /mnt/f fuse' /proc/mounts && return 0
@@ -241,6 +241,8 @@ case_array() { # two MTD partitions of one nandsim chip (parts=1024) as a 2-chip
   check get fsoc get -r /dev/mtd0,/dev/mtd1:/tree /tmp/back
   check read_back sh -c 'cd /tmp/back && md5sum -c -s /tmp/src.md5'
   check one_chip_is_refused sh -c '! fsoc info /dev/mtd1 > /dev/null 2>&1'
+  check mount mount_fsoc /dev/mtd0,/dev/mtd1 &&
+    check read_back_mounted sh -c 'cd /mnt/f/tree && md5sum -c -s /tmp/src.md5' && check umount umount_fsoc
   check fsck fsoc fsck /dev/mtd0,/dev/mtd1
 }
 

@@ -84,7 +84,22 @@ pub fn mtd_devices(path: &Path) -> Option<Vec<PathBuf>> {
     if text.contains(',') {
         return Some(text.split(',').map(PathBuf::from).collect());
     }
+    // The mount table's form of a list (`VolumeFiles::mount_source`): only when every part
+    // is an MTD device, so a file whose name holds a `+` stays a file.
+    if text.contains(MTD_SOURCE_SEPARATOR) {
+        let parts: Vec<PathBuf> = text.split(MTD_SOURCE_SEPARATOR).map(PathBuf::from).collect();
+        return parts.iter().all(|part| fsoc_mtd::is_mtd_char_device(part).unwrap_or(false)).then_some(parts);
+    }
     fsoc_mtd::is_mtd_char_device(path).unwrap_or(false).then(|| vec![path.to_path_buf()])
+}
+
+/// Joins the devices of an MTD array in a mount table's source field, where a comma would end
+/// the mount option that carries it.
+pub const MTD_SOURCE_SEPARATOR: char = '+';
+
+/// The first file a mount-table source names: itself, or the first device of an MTD list.
+pub fn first_source_file(source: &Path) -> PathBuf {
+    mtd_devices(source).and_then(|devices| devices.into_iter().next()).unwrap_or_else(|| source.to_path_buf())
 }
 
 /// Checks that every path of an MTD list is an MTD character device.
@@ -148,6 +163,21 @@ impl VolumeFiles {
         }
     }
 
+    /// The path a mount records as its source so that `fsoc umount` finds the whole volume
+    /// again: the primary file, or for an MTD array every device, joined by
+    /// `MTD_SOURCE_SEPARATOR` (paths canonical where they resolve).
+    pub fn mount_source(&self) -> PathBuf {
+        let canonical = |path: &PathBuf| path.canonicalize().unwrap_or_else(|_| path.clone());
+        match self {
+            VolumeFiles::Mtd { devices, .. } if devices.len() > 1 => {
+                let parts: Vec<String> =
+                    devices.iter().map(|device| canonical(device).to_string_lossy().into_owned()).collect();
+                PathBuf::from(parts.join(&MTD_SOURCE_SEPARATOR.to_string()))
+            }
+            _ => canonical(&self.primary_file()),
+        }
+    }
+
     /// Every file of the volume.
     pub fn files(&self) -> Vec<PathBuf> {
         match self {
@@ -197,6 +227,12 @@ pub fn lock_image(image: &Path, exclusive: bool) -> Result<ImageLock, String> {
 
 /// Waits until no fsoc process holds `image` (a server releases it after its final commit).
 pub fn wait_for_image(image: &Path, timeout: std::time::Duration) -> Result<(), String> {
+    if let Some(devices) = mtd_devices(image).filter(|devices| devices.len() > 1) {
+        let deadline = std::time::Instant::now() + timeout;
+        return devices.iter().try_for_each(|device| {
+            wait_for_image(device, deadline.saturating_duration_since(std::time::Instant::now()))
+        });
+    }
     check_volume_path(image)?;
     let file = File::open(image).map_err(|error| format!("{}: {error}", image.display()))?;
     let deadline = std::time::Instant::now() + timeout;
@@ -533,5 +569,23 @@ mod tests {
         assert_eq!(VolumeFiles::locate(&lone), VolumeFiles::Image(lone.clone()));
         assert_eq!(array.primary_file(), chip_file_path(&base, 0));
         assert_eq!(array.name(), base);
+    }
+
+    /// A `+` in a file name is not an MTD list (only a list of MTD devices is), and the mount
+    /// source of an image or a file array is its canonical primary file; a comma always means
+    /// a device list, checked when the volume is locked.
+    #[test]
+    fn mtd_lists_are_told_from_file_names() {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let image = directory.path().join("a+b.img");
+        std::fs::write(&image, b"").expect("write");
+        assert_eq!(mtd_devices(&image), None);
+        assert_eq!(VolumeFiles::locate(&image), VolumeFiles::Image(image.clone()));
+        assert_eq!(VolumeFiles::locate(&image).mount_source(), image.canonicalize().expect("canonical"));
+        let list = directory.path().join("x,y");
+        let VolumeFiles::Mtd { devices, .. } = VolumeFiles::locate(&list) else { panic!("a comma list is MTD") };
+        assert_eq!(devices.len(), 2);
+        assert!(VolumeFiles::locate(&list).lock(false).is_err(), "its parts are no MTD devices");
+        assert_eq!(first_source_file(&image), image);
     }
 }
