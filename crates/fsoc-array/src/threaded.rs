@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use fsoc_media::{
-    BlockAddress, ChipIndex, Completed, Flash, FlashCounters, Geometry, NandError, Nanos, PageAddress, ReadStatus,
-    SimConfig, SimFlash, Timing,
+    BlockAddress, ChipIndex, Completed, Flash, FlashCounters, FlushWait, Geometry, NandError, Nanos, PageAddress,
+    ReadStatus, SimConfig, SimFlash, Timing,
 };
 
 use crate::chip_files::{
@@ -215,7 +215,13 @@ impl Flash for ThreadedFlash {
         self.sim.flush()
     }
 
-    /// Waits until every chip's queue has drained into its file.
+    /// Queues a flush on every chip; the wait collects their replies.
+    fn begin_flush(&mut self) -> Result<FlushWait, NandError> {
+        self.sim.begin_flush()
+    }
+
+    /// Queues a fence on every chip (nothing queued later reaches a file before everything
+    /// queued earlier on any chip) and returns without waiting.
     fn write_barrier(&mut self) -> Result<(), NandError> {
         self.sim.write_barrier()
     }

@@ -4,12 +4,17 @@
 //! Invariants: the queue is a bounded FIFO, so the file sees the chip's operations in issue
 //! order and a full queue blocks the submitter; a failed asynchronous request (a program's
 //! page write, a metadata update) is latched and reported by every later request and by the
-//! submitter's next call, so no failure is silently lost.
+//! submitter's next call, so no failure is silently lost, and no write queued after it
+//! reaches the file. Write barriers are fences: a `Fence` puts everything queued before it in
+//! the file and records that on the array's `FenceBoard`; an `AwaitFence` that follows it on
+//! every chip holds that chip's later requests until every chip has passed the fence (or
+//! latches a failure if one of them failed before it). The submitter never waits for either.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use fsoc_media::image::ImageStore;
 use fsoc_media::store::{BlockMeta, PageMeta, PageStore};
@@ -45,6 +50,10 @@ impl WorkerControl {
         self.changed.notify_all();
     }
 
+    fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::SeqCst)
+    }
+
     /// Waits while held; false once the process is "dead" (the worker then stops).
     fn may_run(&self) -> bool {
         let Ok(mut held) = self.held.lock() else { return false };
@@ -55,6 +64,96 @@ impl WorkerControl {
             };
         }
         !self.dead.load(Ordering::SeqCst)
+    }
+}
+
+/// The array's write barriers as seen by its workers: the newest fence each chip has passed.
+#[derive(Debug)]
+pub(crate) struct FenceBoard {
+    state: Mutex<FenceState>,
+    changed: Condvar,
+    /// Per chip: the number of the last write request (counted by the submitter) known to be
+    /// in the chip file, set after a fence's or a flush's write-back succeeded.
+    written_back: Vec<AtomicU64>,
+}
+
+#[derive(Debug)]
+struct FenceState {
+    /// Per chip: the newest fence whose earlier requests are all in the chip's file
+    /// (`u64::MAX` once the worker has stopped normally: it holds nobody back any more).
+    passed: Vec<u64>,
+    /// A chip had a latched failure when it passed a fence: later writes must not follow.
+    failed_chip: Option<usize>,
+}
+
+/// How long a worker waiting at a fence sleeps between checks of its own death (an emulated
+/// `kill -9` stops the other workers without telling the board).
+const FENCE_POLL: Duration = Duration::from_millis(5);
+
+impl FenceBoard {
+    pub fn new(chip_count: usize) -> Arc<FenceBoard> {
+        Arc::new(FenceBoard {
+            state: Mutex::new(FenceState { passed: vec![0; chip_count], failed_chip: None }),
+            changed: Condvar::new(),
+            written_back: (0..chip_count).map(|_| AtomicU64::new(0)).collect(),
+        })
+    }
+
+    /// The number of chip `chip`'s last write request known to be in its file.
+    pub fn written_back(&self, chip: u32) -> u64 {
+        self.written_back.get(chip as usize).map_or(0, |count| count.load(Ordering::Acquire))
+    }
+
+    fn set_written_back(&self, chip: u32, through: u64) {
+        if let Some(count) = self.written_back.get(chip as usize) {
+            count.fetch_max(through, Ordering::AcqRel);
+        }
+    }
+
+    fn pass(&self, chip: u32, epoch: u64, failed: bool) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(passed) = state.passed.get_mut(chip as usize) {
+            *passed = (*passed).max(epoch);
+        }
+        if failed {
+            state.failed_chip.get_or_insert(chip as usize);
+        }
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    /// Waits until every chip has passed fence `epoch`: `Ok(None)` then, `Ok(Some(chip))` if a
+    /// chip had failed by then, `Err(())` if this worker died while waiting.
+    fn wait(&self, epoch: u64, control: &WorkerControl) -> Result<Option<usize>, ()> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if control.is_dead() {
+                return Err(());
+            }
+            if let Some(chip) = state.failed_chip {
+                return Ok(Some(chip));
+            }
+            if state.passed.iter().all(|&passed| passed >= epoch) {
+                return Ok(None);
+            }
+            state = self.changed.wait_timeout(state, FENCE_POLL).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+}
+
+/// Marks the worker's chip as holding nobody back when its thread ends, unless the emulated
+/// process died (then what the others still hold must stay out of their files).
+struct PassOnExit<'a> {
+    chip: u32,
+    board: &'a FenceBoard,
+    control: &'a WorkerControl,
+}
+
+impl Drop for PassOnExit<'_> {
+    fn drop(&mut self) {
+        if !self.control.is_dead() {
+            self.board.pass(self.chip, u64::MAX, std::thread::panicking());
+        }
     }
 }
 
@@ -71,7 +170,8 @@ pub(crate) struct ChipMetadata {
 pub(crate) enum Request {
     WriteContents {
         page: PageAddress,
-        bytes: PageBytes,
+        /// Shared with the store's in-flight table, which serves reads until it is written back.
+        bytes: Arc<PageBytes>,
         data_bytes: usize,
     },
     SetPageMeta {
@@ -94,12 +194,23 @@ pub(crate) enum Request {
     LoadMetadata {
         reply: SyncSender<Result<ChipMetadata, String>>,
     },
+    /// Writes back and syncs the file; `through` is the number of the chip's last write
+    /// request queued before it.
     Flush {
         reply: SyncSender<Result<(), String>>,
+        through: u64,
     },
-    /// Replies once every earlier request of this chip has been executed (`write_barrier`).
-    Drain {
-        reply: SyncSender<Result<(), String>>,
+    /// A write barrier, first half: puts everything queued before it in the file (the chip's
+    /// write requests up to number `through`) and records fence `epoch` as passed on the
+    /// array's board.
+    Fence {
+        epoch: u64,
+        through: u64,
+    },
+    /// A write barrier, second half: executes nothing more until every chip has passed fence
+    /// `epoch` (queued on every chip after its `Fence`).
+    AwaitFence {
+        epoch: u64,
     },
 }
 
@@ -114,7 +225,12 @@ pub(crate) struct ChipWorker {
 
 impl ChipWorker {
     /// Starts the worker of chip `chip` over `store` (a one-chip image).
-    pub fn spawn(chip: u32, store: ImageStore, queue_depth_max: usize) -> Result<ChipWorker, ArrayError> {
+    pub fn spawn(
+        chip: u32,
+        store: ImageStore,
+        queue_depth_max: usize,
+        board: Arc<FenceBoard>,
+    ) -> Result<ChipWorker, ArrayError> {
         assert_eq!(store.chip_count(), 1, "chip {chip}: a chip file holds one chip");
         let (sender, receiver) = sync_channel(queue_depth_max.max(1));
         let failure = Arc::new(Mutex::new(None));
@@ -123,7 +239,10 @@ impl ChipWorker {
         let thread_control = Arc::clone(&control);
         let handle = std::thread::Builder::new()
             .name(format!("fsoc-chip{chip}"))
-            .spawn(move || run(store, receiver, thread_failure, &thread_control))
+            .spawn(move || {
+                let _pass = PassOnExit { chip, board: &board, control: &thread_control };
+                run(chip, store, receiver, thread_failure, &thread_control, &board);
+            })
             .map_err(|error| ArrayError::Worker { chip, reason: error.to_string() })?;
         Ok(ChipWorker { chip, sender: Some(sender), handle: Some(handle), failure, control })
     }
@@ -171,23 +290,19 @@ impl ChipWorker {
         self.wait(&receiver)
     }
 
-    /// Queues a flush; wait for it with `wait` (so several chips flush in parallel).
-    pub fn flush(&self) -> Result<Receiver<Result<(), String>>, NandError> {
+    /// Queues a flush after the chip's write request number `through`; wait for it with
+    /// `wait` (so several chips flush in parallel).
+    pub fn flush(&self, through: u64) -> Result<Receiver<Result<(), String>>, NandError> {
         let (reply, receiver) = sync_channel(1);
-        self.submit(Request::Flush { reply })?;
+        self.submit(Request::Flush { reply, through })?;
         Ok(receiver)
     }
 
-    /// Queues a drain; its reply comes once everything queued before it is in the file.
-    pub fn drain(&self) -> Result<Receiver<Result<(), String>>, NandError> {
-        let (reply, receiver) = sync_channel(1);
-        self.submit(Request::Drain { reply })?;
-        Ok(receiver)
-    }
-
-    /// Lets the worker finish every queued request and stops it.
+    /// Lets the worker finish every queued request and stops it (a held worker is released
+    /// first, so a test that fails while holding a chip does not hang in the drop).
     pub fn close(&mut self) -> Result<(), NandError> {
         self.sender = None;
+        self.control.set_held(false);
         if let Some(handle) = self.handle.take() {
             handle.join().map_err(|_| self.stopped("panicked"))?;
         }
@@ -215,10 +330,12 @@ impl Drop for ChipWorker {
 
 /// The worker loop: executes requests until every sender is gone.
 fn run(
+    chip: u32,
     mut store: ImageStore,
     receiver: Receiver<Request>,
     failure: Arc<Mutex<Option<String>>>,
     control: &WorkerControl,
+    board: &FenceBoard,
 ) {
     let latched = |failure: &Arc<Mutex<Option<String>>>| failure.lock().ok().and_then(|guard| guard.clone());
     let latch = |failure: &Arc<Mutex<Option<String>>>, error: NandError| {
@@ -232,6 +349,11 @@ fn run(
             // store had not yet written back are lost.
             store.abandon();
             return;
+        }
+        if request.is_write() && latched(&failure).is_some() {
+            // Nothing queued after a failure may reach the file (a commit's metaroot must not
+            // follow pages that were never written).
+            continue;
         }
         match request {
             Request::WriteContents { page, bytes, data_bytes } => {
@@ -271,21 +393,54 @@ fn run(
                 let result = store.write_back().map_err(|error| error.to_string());
                 let _ = reply.send(result.and_then(|()| load_metadata(&store)));
             }
-            Request::Flush { reply } => {
+            Request::Flush { reply, through } => {
                 let result = match latched(&failure) {
                     Some(message) => Err(message),
                     None => store.flush().map_err(|error| error.to_string()),
                 };
+                if result.is_ok() {
+                    board.set_written_back(chip, through);
+                }
                 let _ = reply.send(result);
             }
-            Request::Drain { reply } => {
+            Request::Fence { epoch, through } => {
                 // Everything queued before the barrier reaches the file before anything after.
                 if let Err(error) = store.write_barrier() {
                     latch(&failure, error);
                 }
-                let _ = reply.send(latched(&failure).map_or(Ok(()), Err));
+                let failed = latched(&failure).is_some();
+                if !failed {
+                    board.set_written_back(chip, through);
+                }
+                board.pass(chip, epoch, failed);
             }
+            Request::AwaitFence { epoch } => match board.wait(epoch, control) {
+                Ok(None) => {}
+                Ok(Some(failed)) => latch(
+                    &failure,
+                    NandError::Image(format!(
+                        "chip {failed} failed before a write barrier; later writes are held back"
+                    )),
+                ),
+                Err(()) => {
+                    store.abandon();
+                    return;
+                }
+            },
         }
+    }
+}
+
+impl Request {
+    /// Whether the request changes the chip file.
+    fn is_write(&self) -> bool {
+        matches!(
+            self,
+            Request::WriteContents { .. }
+                | Request::SetPageMeta { .. }
+                | Request::SetBlockMeta { .. }
+                | Request::ResetBlockPages { .. }
+        )
     }
 }
 

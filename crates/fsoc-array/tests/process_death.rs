@@ -61,8 +61,10 @@ fn kill_mid_commit(running: u32) {
             // The array is dropped with the file system, after the kill below.
             (result, fs)
         });
-        // With the write barrier the commit waits for the held chips and never finishes; without
-        // it, the commit's metaroot may be in its file by now while the pages it names are not.
+        // With the write barrier (a fence on every chip) the running chip holds the metaroot back
+        // until the held chips have written what comes before it, and the commit's flush waits
+        // for them; without it, the metaroot may be in its file by now while the pages it names
+        // are not.
         let _ = finished.recv_timeout(Duration::from_millis(500));
         control.kill();
         let (_result, fs) = writer.join().expect("writer thread");

@@ -6,8 +6,11 @@
 //! - throughput: one thread reads one file end to end, then four threads each read a
 //!   different file at once (through one shared `&FileSystem`); the ratio of aggregate MB/s;
 //! - latency: 4 KiB reads at random offsets on an idle volume, then the same while a writer
-//!   thread streams 64 KiB writes each followed by a transaction point (fsync), holding the
-//!   volume exclusively only while it changes it; median and p99 of each, and their ratios.
+//!   thread streams 64 KiB writes each followed by a transaction point (fsync); median and p99
+//!   of each, and their ratios. The writer runs twice: as the FUSE mount and the 9P server do,
+//!   holding the volume exclusively while it changes it and starts the commit, then waiting
+//!   for the flash's flush with the volume released (`FileSystem::begin_fsync`); and, for
+//!   comparison in the same run, holding the volume through the flush too (`fsync`).
 //!
 //! Readers hold a shared `RwLock` guard around each call, as the FUSE mount does.
 
@@ -135,6 +138,57 @@ fn read_latencies(
     Ok(latencies)
 }
 
+/// Whether the benchmark's writer keeps the volume locked while the flash flushes its commit.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FlushHeld {
+    /// `begin_fsync` under the lock, the flush's wait after releasing it (the engine's way).
+    Released,
+    /// `fsync` under the lock: readers wait for the flush too.
+    Held,
+}
+
+/// 4 KiB read latencies on `inode` while a writer streams fsync'd 64 KiB writes to
+/// `writer_file`; also the number of fsyncs the writer made meanwhile.
+fn loaded_latencies(
+    volume: &RwLock<FileSystem<ThreadedFlash>>,
+    writer_file: u64,
+    inode: u64,
+    config: &ReadersConfig,
+    flush: FlushHeld,
+) -> Result<(Vec<Duration>, u64), BenchError> {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| -> Result<(Vec<Duration>, u64), BenchError> {
+        let writer = scope.spawn(|| -> Result<u64, String> {
+            let data = vec![0x5au8; WRITER_CHUNK_BYTES];
+            let mut writes = 0u64;
+            let mut offset = 0u64;
+            while !stop.load(Ordering::Acquire) {
+                let mut fs = volume.write().map_err(|_| "lock poisoned".to_string())?;
+                fs.write(writer_file, offset, &data).map_err(|error| error.to_string())?;
+                match flush {
+                    FlushHeld::Held => {
+                        fs.fsync(writer_file).map_err(|error| error.to_string())?;
+                        drop(fs);
+                    }
+                    FlushHeld::Released => {
+                        let started = fs.begin_fsync(writer_file).map_err(|error| error.to_string())?;
+                        drop(fs);
+                        started.wait().map_err(|error| error.to_string())?;
+                    }
+                }
+                writes += 1;
+                // Rewrite the same 8 MiB so the volume does not fill.
+                offset = (offset + WRITER_CHUNK_BYTES as u64) % (8 << 20);
+            }
+            Ok(writes)
+        });
+        let loaded = read_latencies(volume, inode, config, config.seed ^ 1);
+        stop.store(true, Ordering::Release);
+        let writes = writer.join().unwrap_or_else(|_| Err("writer panicked".into())).map_err(bench_error("writer"))?;
+        Ok((loaded?, writes))
+    })
+}
+
 fn microseconds(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e6
 }
@@ -183,29 +237,10 @@ fn measure(config: &ReadersConfig, flash: ThreadedFlash, progress: &mut dyn FnMu
 
     progress("latency: idle");
     let idle = read_latencies(&volume, inodes[0], config, config.seed)?;
-    progress("latency: with a writer streaming fsync'd writes");
-    let stop = AtomicBool::new(false);
-    let (loaded, writes) = std::thread::scope(|scope| -> Result<(Vec<Duration>, u64), BenchError> {
-        let writer = scope.spawn(|| -> Result<u64, String> {
-            let data = vec![0x5au8; WRITER_CHUNK_BYTES];
-            let mut writes = 0u64;
-            let mut offset = 0u64;
-            while !stop.load(Ordering::Acquire) {
-                let mut fs = volume.write().map_err(|_| "lock poisoned".to_string())?;
-                fs.write(writer_file, offset, &data).map_err(|error| error.to_string())?;
-                fs.fsync(writer_file).map_err(|error| error.to_string())?;
-                drop(fs);
-                writes += 1;
-                // Rewrite the same 8 MiB so the volume does not fill.
-                offset = (offset + WRITER_CHUNK_BYTES as u64) % (8 << 20);
-            }
-            Ok(writes)
-        });
-        let loaded = read_latencies(&volume, inodes[0], config, config.seed ^ 1);
-        stop.store(true, Ordering::Release);
-        let writes = writer.join().unwrap_or_else(|_| Err("writer panicked".into())).map_err(bench_error("writer"))?;
-        Ok((loaded?, writes))
-    })?;
+    progress("latency: with a writer streaming fsync'd writes (flush outside the lock)");
+    let (loaded, writes) = loaded_latencies(&volume, writer_file, inodes[0], config, FlushHeld::Released)?;
+    progress("latency: with a writer streaming fsync'd writes (flush inside the lock)");
+    let (held, held_writes) = loaded_latencies(&volume, writer_file, inodes[0], config, FlushHeld::Held)?;
 
     let cpus = std::thread::available_parallelism().map_or(1, |count| count.get());
     let (idle_median, idle_p99) = (percentile(&idle, 0.5), percentile(&idle, 0.99));
@@ -235,6 +270,13 @@ fn measure(config: &ReadersConfig, flash: ThreadedFlash, progress: &mut dyn FnMu
             "p99_ratio": microseconds(loaded_p99) / microseconds(idle_p99).max(1e-9),
             "writer_fsyncs": writes,
             "target_ratio_max": 3.0,
+            "flush_inside_lock": {
+                "with_writer_median_us": microseconds(percentile(&held, 0.5)),
+                "with_writer_p99_us": microseconds(percentile(&held, 0.99)),
+                "median_ratio": microseconds(percentile(&held, 0.5)) / microseconds(idle_median).max(1e-9),
+                "p99_ratio": microseconds(percentile(&held, 0.99)) / microseconds(idle_p99).max(1e-9),
+                "writer_fsyncs": held_writes,
+            },
         },
     }))
 }

@@ -205,6 +205,15 @@ pub fn readers(json: Option<&Path>, quick: bool, seed: u64) -> Result<(), String
         number(&latency["median_ratio"]),
         number(&latency["p99_ratio"])
     );
+    let held = &latency["flush_inside_lock"];
+    println!(
+        "  for comparison, the writer holding the volume through its flush ({} fsyncs): median {:.1} us, p99 {:.1} us: {:.2}x / {:.2}x",
+        held["writer_fsyncs"],
+        number(&held["with_writer_median_us"]),
+        number(&held["with_writer_p99_us"]),
+        number(&held["median_ratio"]),
+        number(&held["p99_ratio"])
+    );
     if let Some(json) = json {
         write_json(json, &report)?;
         println!("wrote {}", json.display());

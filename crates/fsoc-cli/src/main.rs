@@ -238,8 +238,8 @@ enum BenchCommand {
         seed: u64,
     },
     /// fsoc through FUSE against ext4 on a loop device, on this machine (wall time): PostMark
-    /// (seed 004), dbench, fio and a metadata storm, each on a fresh fsoc mount and a fresh ext4
-    /// mount in turn. Needs root, /dev/fuse and a loop device; prints a table and writes JSON
+    /// (seed 004), dbench, fio, a metadata storm and small writes (4-byte appends, 512-byte
+    /// writes with fsync), each on a fresh fsoc mount and a fresh ext4 mount in turn. Needs root, /dev/fuse and a loop device; prints a table and writes JSON
     /// plus an SVG chart beside it.
     Fuse {
         /// Where to write every sample, the medians and the fsoc/ext4 ratios as JSON (the chart
@@ -260,8 +260,8 @@ enum BenchCommand {
         /// NAND profile of the fsoc image: slc, mlc, tlc, mlc8k or mlc16k.
         #[arg(long, default_value = "mlc", value_parser = arguments::profile)]
         profile: Profile,
-        /// Comma-separated workloads to run: postmark, dbench, fio, metadata_storm (default:
-        /// all four).
+        /// Comma-separated workloads to run: postmark, dbench, fio, metadata_storm,
+        /// small_writes (default: all five).
         #[arg(long, value_delimiter = ',')]
         workloads: Vec<String>,
     },

@@ -430,6 +430,10 @@ impl Flash for VolumeFlash {
         forward!(self, flash => flash.flush())
     }
 
+    fn begin_flush(&mut self) -> Result<fsoc_media::FlushWait, NandError> {
+        forward!(self, flash => flash.begin_flush())
+    }
+
     fn write_barrier(&mut self) -> Result<(), NandError> {
         forward!(self, flash => flash.write_barrier())
     }
@@ -480,7 +484,16 @@ pub fn open_image(image: &Path, read_only: bool) -> Result<OpenVolume, String> {
 /// Locks `files` (as `open` does), opens and mounts the volume they hold.
 pub fn open_files(files: VolumeFiles, read_only: bool, exclusive: bool) -> Result<OpenVolume, String> {
     let locks = files.lock(exclusive || !read_only)?;
-    let flash = match &files {
+    let flash = open_flash(&files, read_only)?;
+    let fs = mount(flash, files.name(), read_only)?;
+    Ok(OpenVolume { files, fs, locks })
+}
+
+/// Opens the chips of `files` without mounting the file system on them (the caller holds the
+/// locks): for `fsoc serve --raw`, which exports pages, not files. MTD devices are opened
+/// read-write unless `read_only`.
+pub fn open_flash(files: &VolumeFiles, read_only: bool) -> Result<VolumeFlash, String> {
+    Ok(match files {
         VolumeFiles::Image(image) => {
             VolumeFlash::Image(SimFlash::open_image(image).map_err(|error| describe_image_error(image, &error))?)
         }
@@ -492,9 +505,7 @@ pub fn open_files(files: VolumeFiles, read_only: bool, exclusive: bool) -> Resul
         VolumeFiles::Mtd { devices, .. } => {
             VolumeFlash::Mtd(MtdFlash::open(devices, !read_only).map_err(|error| error.to_string())?)
         }
-    };
-    let fs = mount(flash, files.name(), read_only)?;
-    Ok(OpenVolume { files, fs, locks })
+    })
 }
 
 /// Mounts the volume on `flash` with the tools' configuration and the wall clock.

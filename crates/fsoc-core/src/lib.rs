@@ -27,4 +27,6 @@ pub mod txn;
 
 pub use fs::api::{FileHandle, OpenFlags, Whence};
 pub use fs::{CommitTriggers, FileSystem, FsConfig, FsError};
+/// The rest of a commit whose flush was left running (`FileSystem::begin_commit`, `begin_fsync`).
+pub use fsoc_flash::FlushWait;
 pub use txn::VolumeConfig;

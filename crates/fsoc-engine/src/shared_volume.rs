@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Mutex, PoisonError, RwLock};
 
-use fsoc_core::FileSystem;
+use fsoc_core::{FileSystem, FlushWait};
 use fsoc_flash::Flash;
 
 use crate::clock::wall_clock_ns;
@@ -45,13 +45,17 @@ pub enum EngineError {
     /// last committed state. `failure` names the first panic's operation and message.
     #[error("the volume stopped serving after an internal error ({failure}); it keeps its last committed state")]
     Failed { failure: String },
+    /// The backing store could not make a commit durable (`change_then_flush`): the volume is
+    /// poisoned and keeps its last durable state.
+    #[error("the flash did not make a commit durable ({reason}); the volume stopped changing")]
+    Flush { reason: String },
 }
 
 impl EngineError {
     /// The errno a client gets (Linux numbering): EIO.
     pub fn errno(&self) -> i32 {
         match self {
-            EngineError::Failed { .. } => fsoc_core::fs::errno::EIO,
+            EngineError::Failed { .. } | EngineError::Flush { .. } => fsoc_core::fs::errno::EIO,
         }
     }
 }
@@ -173,6 +177,37 @@ impl<S: VolumeState> SharedVolume<S> {
                 let error = self.record_failure(operation, &panic_message(payload.as_ref()));
                 state.file_system_mut().poison();
                 Err(error)
+            }
+        }
+    }
+
+    /// Runs a change that leaves a flush running (`FileSystem::begin_fsync`, `begin_commit`),
+    /// holding the volume exclusively, then waits for the flush with the volume released:
+    /// readers, and the next change, run while the flash makes this one durable. The result
+    /// comes back only once it is durable; a failed flush poisons the volume and is
+    /// `EngineError::Flush`. Changes are ordered on the flash as they were made (the flash
+    /// queues each after the previous one's barrier), so a later change's durability implies
+    /// this one's.
+    pub fn change_then_flush<T, E>(
+        &self,
+        operation: &'static str,
+        inode: Option<u64>,
+        body: impl FnOnce(&mut S) -> Result<(T, FlushWait), E>,
+    ) -> Result<Result<T, E>, EngineError> {
+        let (value, flush) = match self.change(operation, inode, body)? {
+            Ok(started) => started,
+            Err(error) => return Ok(Err(error)),
+        };
+        let _request = RequestScope::enter(operation, inode);
+        match flush.wait() {
+            Ok(()) => Ok(Ok(value)),
+            Err(error) => {
+                log::error!(
+                    "{operation}: the flash did not make the commit durable: {error}; the volume stops changing"
+                );
+                let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+                state.file_system_mut().poison();
+                Err(EngineError::Flush { reason: error.to_string() })
             }
         }
     }

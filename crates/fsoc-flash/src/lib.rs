@@ -204,14 +204,25 @@ pub trait Flash {
         Ok(())
     }
 
+    /// Starts a `flush` and returns at once with a `FlushWait` that finishes it: everything
+    /// programmed before this call is durable once `FlushWait::wait` returns `Ok`. A backend
+    /// whose flush takes time outside the caller's thread (chip workers) returns before it is
+    /// done, so a caller can release its locks before waiting; what is issued after this call
+    /// is ordered after it as by `write_barrier`. The default flushes at once.
+    fn begin_flush(&mut self) -> Result<FlushWait, NandError> {
+        self.flush()?;
+        Ok(FlushWait::done())
+    }
+
     /// Orders writes: everything issued before the call reaches the backing store before
     /// anything issued after it, so a process that dies later (kill -9) never leaves a later
     /// write without an earlier one. Not durability against a host crash (that is `flush`).
     /// A backend that writes synchronously in issue order returns at once; one with a queue per
-    /// chip waits until every queue has drained, because pages issued to different chips
-    /// otherwise reach their files in any order. The commit protocol calls it before and after
-    /// each metaroot program. Required, with no default, so a wrapper (an enum over backends)
-    /// cannot silently drop it.
+    /// chip either waits until every queue has drained or queues a fence that every chip's
+    /// later requests wait behind (fsoc-array does the latter, so the caller does not wait),
+    /// because pages issued to different chips otherwise reach their files in any order. The
+    /// commit protocol calls it before and after each metaroot program. Required, with no
+    /// default, so a wrapper (an enum over backends) cannot silently drop it.
     fn write_barrier(&mut self) -> Result<(), NandError>;
 
     /// A hint that `read_page` of each of `pages` follows, before any program or erase: a
@@ -240,6 +251,44 @@ pub trait Flash {
             completions.push(self.read_page(issue_ns, *page, data, spare)?);
         }
         Ok(())
+    }
+}
+
+/// The rest of a flush started by `Flash::begin_flush`: `wait` returns once it is durable (or
+/// why it failed). Dropping it without waiting leaves the flush running, its outcome unknown.
+#[must_use = "a started flush is durable only once `wait` returns Ok"]
+pub struct FlushWait {
+    rest: Option<alloc::boxed::Box<dyn FnOnce() -> Result<(), NandError> + Send>>,
+}
+
+impl FlushWait {
+    /// A flush that has already finished.
+    pub fn done() -> FlushWait {
+        FlushWait { rest: None }
+    }
+
+    /// A flush that `rest` finishes (it blocks until the backend reports durability).
+    pub fn pending(rest: impl FnOnce() -> Result<(), NandError> + Send + 'static) -> FlushWait {
+        FlushWait { rest: Some(alloc::boxed::Box::new(rest)) }
+    }
+
+    /// Whether the flush may still be running (`wait` may block).
+    pub fn is_pending(&self) -> bool {
+        self.rest.is_some()
+    }
+
+    /// Blocks until the flush is durable.
+    pub fn wait(self) -> Result<(), NandError> {
+        match self.rest {
+            Some(rest) => rest(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl core::fmt::Debug for FlushWait {
+    fn fmt(&self, formatter: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        formatter.debug_struct("FlushWait").field("pending", &self.is_pending()).finish()
     }
 }
 

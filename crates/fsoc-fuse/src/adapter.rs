@@ -452,7 +452,10 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn fsync(&self, _request: &Request, inode: INodeNo, _handle: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        match self.lock.run_on("fsync", Some(inode.0), |state| state.fs.fsync(inode.0).map_err(fs_error)) {
+        match self
+            .lock
+            .run_then_flush_on("fsync", Some(inode.0), |state| state.fs.begin_fsync(inode.0).map_err(fs_error))
+        {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
         }
@@ -557,7 +560,10 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn fsyncdir(&self, _request: &Request, inode: INodeNo, _handle: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        match self.lock.run_on("fsyncdir", Some(inode.0), |state| state.fs.fsync(inode.0).map_err(fs_error)) {
+        match self
+            .lock
+            .run_then_flush_on("fsyncdir", Some(inode.0), |state| state.fs.begin_fsync(inode.0).map_err(fs_error))
+        {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
         }

@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use fsoc_core::FileSystem;
+use fsoc_core::{FileSystem, FlushWait};
 use fsoc_engine::{SharedVolume, VolumeState};
 use fsoc_media::Flash;
 use fuser::Errno;
@@ -131,6 +131,20 @@ impl<F: Flash> VolumeLock<F> {
         body: impl FnOnce(&mut MountState<F>) -> Result<T, Errno>,
     ) -> Result<T, Errno> {
         self.volume.change(operation, inode, body).unwrap_or(Err(Errno::EIO))
+    }
+
+    /// `run_on` for a change that leaves the flash's flush running (fsync): the flush is
+    /// waited for with the volume released, so readers and the next change are not held
+    /// behind it; the reply still waits for it (`SharedVolume::change_then_flush`).
+    pub fn run_then_flush_on(
+        &self,
+        operation: &'static str,
+        inode: Option<u64>,
+        body: impl FnOnce(&mut MountState<F>) -> Result<FlushWait, Errno>,
+    ) -> Result<(), Errno> {
+        self.volume
+            .change_then_flush(operation, inode, |state| body(state).map(|flush| ((), flush)))
+            .unwrap_or(Err(Errno::EIO))
     }
 
     /// Runs one read-only request, holding the volume shared: several run at once.

@@ -607,6 +607,13 @@ impl ImageStore {
         self.layout.data_offset + self.page_index(page) * self.layout.page_slot_bytes
     }
 
+    /// A reader of this image's page slots usable from any thread without the store. What it
+    /// reads is what the file holds: a caller must know the page's latest contents are written
+    /// back (not still pending here), as fsoc-array's store does for its chip workers.
+    pub fn slot_reader(&self) -> SlotReader {
+        SlotReader { file: Arc::clone(&self.file), header: self.header, layout: self.layout }
+    }
+
     /// Applies every pending change to the file (contents, then page entries, then block
     /// entries, each in ascending order).
     pub fn write_back(&mut self) -> Result<(), NandError> {
@@ -677,6 +684,45 @@ impl Drop for ImageStore {
     fn drop(&mut self) {
         // Nowhere to report a failure here: callers that need to know call `flush` first.
         let _ = self.write_back();
+    }
+}
+
+/// Reads page slots of an image file from any thread (`ImageStore::slot_reader`).
+#[derive(Clone, Debug)]
+pub struct SlotReader {
+    file: Arc<File>,
+    header: ImageHeader,
+    layout: ImageLayout,
+}
+
+impl SlotReader {
+    /// Reads page `page`'s slot (data, then spare) as the file holds it.
+    pub fn read(&self, page: PageAddress, data: &mut [u8], spare: &mut [u8]) -> Result<(), NandError> {
+        let geometry = &self.header.geometry;
+        let out_of_range = |what: &'static str, value: u32, limit: u32| NandError::OutOfRange {
+            what,
+            value: u64::from(value),
+            limit: u64::from(limit),
+        };
+        if page.chip.0 >= self.header.chip_count {
+            return Err(out_of_range("chip", page.chip.0, self.header.chip_count));
+        }
+        if page.block.0 >= geometry.block_count {
+            return Err(out_of_range("block", page.block.0, geometry.block_count));
+        }
+        if page.page_index >= geometry.pages_per_block {
+            return Err(out_of_range("page", page.page_index, geometry.pages_per_block));
+        }
+        if data.len() != geometry.page_data_bytes as usize || spare.len() != geometry.spare_bytes as usize {
+            return Err(NandError::BufferSize {
+                what: "page slot",
+                expected_bytes: (geometry.page_data_bytes + geometry.spare_bytes) as usize,
+                actual_bytes: data.len() + spare.len(),
+            });
+        }
+        let block_index = u64::from(page.chip.0) * u64::from(geometry.block_count) + u64::from(page.block.0);
+        let page_index = block_index * u64::from(geometry.pages_per_block) + u64::from(page.page_index);
+        read_slot(&self.file, self.layout.data_offset + page_index * self.layout.page_slot_bytes, data, spare)
     }
 }
 

@@ -779,6 +779,10 @@ impl<S: PageStore> SimState<S> {
         self.store.flush()
     }
 
+    fn begin_flush(&mut self) -> Result<fsoc_flash::FlushWait, NandError> {
+        self.store.begin_flush()
+    }
+
     fn write_barrier(&mut self) -> Result<(), NandError> {
         self.store.write_barrier()
     }
@@ -1061,6 +1065,10 @@ impl<S: PageStore> Flash for SimFlash<S> {
 
     fn flush(&mut self) -> Result<(), NandError> {
         self.state.get_mut().flush()
+    }
+
+    fn begin_flush(&mut self) -> Result<fsoc_flash::FlushWait, NandError> {
+        self.state.get_mut().begin_flush()
     }
 
     fn write_barrier(&mut self) -> Result<(), NandError> {

@@ -203,6 +203,13 @@ pub trait PageStore {
         Ok(())
     }
 
+    /// `Flash::begin_flush`: starts `flush`, finished by the returned wait. The default
+    /// flushes at once.
+    fn begin_flush(&mut self) -> Result<fsoc_flash::FlushWait, NandError> {
+        self.flush()?;
+        Ok(fsoc_flash::FlushWait::done())
+    }
+
     /// `Flash::write_barrier`: every write issued so far is executed before any later one
     /// (stores that write synchronously need nothing).
     fn write_barrier(&mut self) -> Result<(), NandError> {

@@ -267,7 +267,13 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
                 let entry = self.fid(fid)?;
                 // fdatasync and fsync alike: a transaction point makes data and metadata durable.
                 if !self.read_only() {
-                    self.change("fsync", entry.inode, |fs| Ok(fs.fsync(entry.inode)?))?;
+                    // The flash's flush runs with the volume released (other requests proceed);
+                    // the reply waits for it.
+                    self.connection.shared.volume.change_then_flush(
+                        "fsync",
+                        Some(entry.inode),
+                        |fs| -> Answer<_> { Ok(((), fs.begin_fsync(entry.inode)?)) },
+                    )??;
                 }
                 Reply::Fsync
             }

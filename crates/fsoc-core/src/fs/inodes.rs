@@ -1,7 +1,7 @@
 //! Inode records: attributes, link counts, open counts, the orphan list and deletion, statfs.
 
 use fsoc_flash::convert::u32_from_usize;
-use fsoc_flash::Flash;
+use fsoc_flash::{Flash, FlushWait};
 
 use super::{records, FileSystem, StatFs, TreeId};
 use crate::fs::error::FsError;
@@ -187,11 +187,24 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// Commits if the file's changes should be durable now (fsync).
-    pub fn fsync(&mut self, _inode: u64) -> Result<(), FsError> {
+    pub fn fsync(&mut self, inode: u64) -> Result<(), FsError> {
+        let flush = self.begin_fsync(inode)?;
+        self.finish(flush)
+    }
+
+    /// `fsync` with the backing store's flush left running (see `begin_commit`): the file's
+    /// changes are durable once the returned wait returns `Ok`.
+    pub fn begin_fsync(&mut self, _inode: u64) -> Result<FlushWait, FsError> {
         if self.config.commit_triggers.fsync && self.delta.changed {
-            self.commit_for_sync()?;
+            return self.begin_commit_for_sync();
         }
-        Ok(())
+        if self.config.volume.read_only || !self.config.commit_triggers.fsync {
+            return Ok(FlushWait::done());
+        }
+        // Nothing changed since the last commit, but that commit's flush may still be running
+        // (another caller's `begin_*`, waited for outside the lock): this fsync must not return
+        // before it. A flush queued now finishes after it.
+        Ok(self.volume.begin_flush()?)
     }
 
     pub fn statfs(&mut self) -> Result<StatFs, FsError> {

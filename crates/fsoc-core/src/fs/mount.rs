@@ -4,7 +4,7 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use fsoc_flash::Flash;
+use fsoc_flash::{Flash, FlushWait};
 
 use super::{delta, FileSystem, FsConfig, FsStats, TreeId};
 use crate::fs::error::FsError;
@@ -104,31 +104,53 @@ impl<F: Flash> FileSystem<F> {
     /// A full transaction point: trees, segment table and metaroot; afterwards everything the
     /// previous committed state alone referenced may be reused.
     pub fn commit(&mut self) -> Result<(), FsError> {
+        let flush = self.begin_commit()?;
+        self.finish(flush)
+    }
+
+    /// Waits for the flush a `begin_*` call started; a failure poisons the volume (as a
+    /// failed commit does) and is the commit's error.
+    pub fn finish(&mut self, flush: FlushWait) -> Result<(), FsError> {
+        Ok(self.volume.finish(flush)?)
+    }
+
+    /// `commit` with the backing store's flush left running: the new state is the committed
+    /// one at once, and durable once the returned wait returns `Ok`. A caller that shares the
+    /// volume may release its lock before waiting (readers then run during the flush); if the
+    /// wait fails it must `poison` the volume. On a backend that flushes synchronously (the
+    /// default `Flash::begin_flush`) the wait is already done.
+    pub fn begin_commit(&mut self) -> Result<FlushWait, FsError> {
         if self.volume.is_poisoned() {
             return Err(FsError::Io(TxnError::Poisoned));
         }
         if self.config.volume.read_only {
-            return Ok(());
+            return Ok(FlushWait::done());
         }
-        self.volume.commit(false)?;
+        let flush = self.volume.begin_commit(false)?;
         self.delta.clear();
         self.stats.commits += 1;
-        Ok(())
+        Ok(flush)
     }
 
     /// A transaction point for fsync/transact: a delta commit when enabled and the changes
     /// since the last full commit fit one metaroot page, else a full commit.
     pub fn commit_for_sync(&mut self) -> Result<(), FsError> {
+        let flush = self.begin_commit_for_sync()?;
+        self.finish(flush)
+    }
+
+    /// `commit_for_sync` with the flush left running, as `begin_commit`.
+    pub fn begin_commit_for_sync(&mut self) -> Result<FlushWait, FsError> {
         if !self.config.delta_commits || !self.delta.fits() || self.config.volume.read_only {
-            return self.commit();
+            return self.begin_commit();
         }
         if self.volume.is_poisoned() {
             return Err(FsError::Io(TxnError::Poisoned));
         }
-        self.volume.commit_delta(self.delta.encode())?;
+        let flush = self.volume.begin_commit_delta(self.delta.encode())?;
         self.delta.changed = false;
         self.stats.delta_commits += 1;
-        Ok(())
+        Ok(flush)
     }
 
     /// Mount: applies the newest delta commit's changes onto the full commit's trees and

@@ -8,7 +8,7 @@
 
 use alloc::vec::Vec;
 
-use fsoc_flash::{Flash, NandError, ReadStatus};
+use fsoc_flash::{Flash, FlushWait, NandError, ReadStatus};
 
 use crate::address::LogAddress;
 use crate::btree::{Tree, TreeConfig, TreeError, TreeRoot};
@@ -597,6 +597,36 @@ impl<F: Flash> Volume<F> {
     /// A transaction point: after it returns, the working state is the committed state and
     /// survives any power cut. `clean` marks an unmount.
     pub fn commit(&mut self, clean: bool) -> Result<(), TxnError> {
+        let flush = self.begin_commit(clean)?;
+        self.finish(flush)
+    }
+
+    /// Starts a flush of everything issued so far (no commit): once it is durable, so is every
+    /// commit before it, whoever waits for that commit's own flush.
+    pub fn begin_flush(&mut self) -> Result<FlushWait, TxnError> {
+        if self.poisoned {
+            return Err(TxnError::Poisoned);
+        }
+        self.log.device_mut().flash_mut().begin_flush().map_err(|error| {
+            self.poisoned = true;
+            TxnError::from(error)
+        })
+    }
+
+    /// Waits for a commit's started flush; a failure poisons the volume, as a failed commit does.
+    pub fn finish(&mut self, flush: FlushWait) -> Result<(), TxnError> {
+        flush.wait().map_err(|error| {
+            self.poisoned = true;
+            TxnError::from(error)
+        })
+    }
+
+    /// A transaction point whose last step, the backing store's flush, is left running: the
+    /// working state is the committed state at once (later changes build on it, and the
+    /// flash orders their writes after it), and it survives any power cut once the returned
+    /// wait has returned `Ok`. A caller may release its locks before waiting; a failed wait
+    /// must poison the volume (`poison`), as `finish` does.
+    pub fn begin_commit(&mut self, clean: bool) -> Result<FlushWait, TxnError> {
         if self.poisoned {
             return Err(TxnError::Poisoned);
         }
@@ -611,7 +641,7 @@ impl<F: Flash> Volume<F> {
         result
     }
 
-    fn commit_inner(&mut self, clean: bool) -> Result<(), TxnError> {
+    fn commit_inner(&mut self, clean: bool) -> Result<FlushWait, TxnError> {
         if let Some(address) = self.log.accounting_error() {
             // Committing would make a wrong valid count durable (and let a live page be
             // erased later): stop here; the last commit stays the volume's state.
@@ -646,14 +676,15 @@ impl<F: Flash> Volume<F> {
             // reported damage with nothing lost, not a silent step back to the previous commit.
             self.write_metaroot(self.committed.flags | FLAG_CLEAN_TWIN)?;
         }
-        // A backing store (an image file) must hold the commit before it is reported durable.
-        self.log.device_mut().flash_mut().flush()?;
+        // A backing store (an image file) must hold the commit before it is reported durable:
+        // the caller waits for this flush.
+        let flush = self.log.device_mut().flash_mut().begin_flush()?;
         self.log.end_transaction();
         self.guard_paired_pages();
         if clean {
             self.log.close_open_segments();
         }
-        Ok(())
+        Ok(flush)
     }
 
     /// The paired-page distance the commit guard skips: configured, or the flash's own.
@@ -680,6 +711,12 @@ impl<F: Flash> Volume<F> {
     /// appended before; nothing dropped since the full commit becomes reusable, because the
     /// full commit's trees are still what the delta is replayed onto.
     pub fn commit_delta(&mut self, delta: Vec<u8>) -> Result<(), TxnError> {
+        let flush = self.begin_commit_delta(delta)?;
+        self.finish(flush)
+    }
+
+    /// `commit_delta` with its flush left running, as `begin_commit`.
+    pub fn begin_commit_delta(&mut self, delta: Vec<u8>) -> Result<FlushWait, TxnError> {
         if self.poisoned {
             return Err(TxnError::Poisoned);
         }
@@ -698,9 +735,9 @@ impl<F: Flash> Volume<F> {
             self.committed.delta = delta;
             let flags = if self.may_have_orphans { FLAG_ORPHANS } else { 0 };
             self.write_metaroot(flags)?;
-            self.log.device_mut().flash_mut().flush()?;
+            let flush = self.log.device_mut().flash_mut().begin_flush()?;
             self.guard_paired_pages();
-            Ok(())
+            Ok(flush)
         })();
         if result.is_err() {
             self.poisoned = true;

@@ -1,6 +1,9 @@
 //! Shared helpers for fsoc-core's integration tests.
 #![allow(dead_code)]
 
+/// The parallel-readers model check, also used by fsoc-array's threaded variant (by path).
+pub mod concurrent_model;
+
 use fsoc_core::{FileSystem, FsConfig, OpenFlags};
 use fsoc_media::{Flash, Profile, SimConfig, SimFlash};
 
