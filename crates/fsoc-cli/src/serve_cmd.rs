@@ -97,7 +97,7 @@ fn stop_on_signal(signals: libc::sigset_t, stopper: fsoc_serve::Stopper) -> Resu
 fn serve_raw(arguments: &ServeArgs, address: &ListenAddress, secret: Option<Vec<u8>>) -> Result<(), String> {
     let files = crate::volume_files::VolumeFiles::locate(&arguments.image);
     let locks = files.lock(true)?;
-    let flash = crate::volume_files::open_flash(&files)?;
+    let flash = crate::volume_files::open_flash(&files, false)?;
     let signals = block_termination_signals();
     let listener = address.bind().map_err(|error| error.to_string())?;
     let bound = listener.local_address().map_err(|error| format!("{address}: {error}"))?;
