@@ -54,7 +54,8 @@ pub enum MountCommand {
 #[derive(Args, Clone)]
 pub struct MountArgs {
     /// The volume: an image file from `fsoc mkfs`, or an array from `fsoc array mkfs` as BASE
-    /// or any of its chip files BASE.chipN. Locked while mounted.
+    /// or any of its chip files BASE.chipN. Locked while mounted. With --remote: the address
+    /// of an `fsoc serve`, tcp:HOST:PORT or unix:PATH.
     image: PathBuf,
     /// An empty directory to mount it on.
     mount_point: PathBuf,
@@ -83,6 +84,14 @@ pub struct MountArgs {
     /// Print mount and unmount steps.
     #[arg(long, short = 'v')]
     verbose: bool,
+    /// Mount the volume an `fsoc serve` serves: IMAGE is its address (tcp:HOST:PORT or
+    /// unix:PATH), and every request is forwarded over 9P2000.L (docs/PROTOCOL.md 8). The
+    /// kernel caches attributes and names for 1 s, as other hosts may change the volume.
+    #[arg(long)]
+    remote: bool,
+    /// With --remote: the server's pre-shared key (`fsoc serve --secret-file`).
+    #[arg(long, value_name = "PATH", requires = "remote")]
+    secret_file: Option<PathBuf>,
     /// Make a transaction point this often (seconds) while anything changed, so files left on
     /// the mount survive a crash within about this time (as ext4's commit=5); 0 commits only
     /// on fsync and unmount.
@@ -240,6 +249,14 @@ fn signal_set(signals: &[i32]) -> libc::sigset_t {
 }
 
 fn serve(arguments: &MountArgs, options: &MountOptions, reporter: &mut Reporter) -> Result<(), String> {
+    if arguments.remote {
+        let address = arguments.image.to_str().ok_or("the --remote address is not UTF-8")?;
+        let mount_point = &arguments.mount_point;
+        let secret_file = arguments.secret_file.as_deref();
+        return crate::remote_mount::serve(address, mount_point, secret_file, options, arguments.verbose, &mut || {
+            reporter.ready()
+        });
+    }
     fsoc_fuse::logger::install("fsoc mount", arguments.verbose);
     let image = &arguments.image;
     // Mount point first: it is cheap to check and mounting the volume may already write

@@ -13,6 +13,7 @@ mod image_target;
 mod image_walk;
 mod mount_options;
 mod names;
+mod remote_mount;
 mod scaling_cmd;
 mod serve_cmd;
 mod svg_chart;

@@ -1,0 +1,746 @@
+//! `fsoc mount --remote ADDRESS MOUNTPOINT`: a FUSE file system on this host that forwards
+//! every kernel request to an `fsoc serve` through fsoc-client (the user-space stand-in for the
+//! kernel's v9fs), until it is unmounted (Ctrl-C, SIGTERM, `fsoc umount`, `fusermount3 -u`).
+//!
+//! Each inode the kernel knows holds one fid (walked from its parent at lookup, clunked when
+//! the kernel forgets the inode); each open file or directory holds another fid, opened with
+//! Tlopen/Tlcreate and clunked at release. Requests run on several threads at once and their
+//! 9P requests share the one connection, in flight together.
+//!
+//! Caching: attributes and names are cached by the kernel for `CACHE_TTL` (1 s), and file
+//! pages are dropped at every open (no FOPEN_KEEP_CACHE): the server may be changed by other
+//! hosts too, so a change made elsewhere is seen within a second, and file contents at the
+//! next open (close-to-open, as NFS). With the kernel's write-back cache (the default, as for
+//! the local mount) writes are gathered by the kernel and sent at write-back, fsync or close.
+//!
+//! Invariants: the kernel's lookup count of an inode is the count kept here, and its fid is
+//! clunked exactly when that count reaches zero (the root's never); every errno the server
+//! sends reaches the caller unchanged, and a lost connection is EIO (logged).
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fsoc_9p::constants::{dirent_type, open_flags, setattr};
+use fsoc_9p::{SetAttributes, Timestamp};
+use fsoc_client::{Client, ConnectOptions, Metadata, Node};
+use fsoc_fuse::MountConfig;
+use fuser::{
+    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, Session, SessionACL, TimeOrNow,
+    WriteFlags,
+};
+
+use crate::mount_options::MountOptions;
+
+/// How long the kernel may cache attributes and names: short, because another host may change
+/// the volume through its own connection (this mount's own changes update the kernel's caches
+/// as they are made).
+pub const CACHE_TTL: Duration = Duration::from_secs(1);
+const GENERATION: Generation = Generation(0);
+/// Largest write the kernel sends in one request (split into Twrites of the iounit, pipelined).
+const WRITE_BYTES_MAX: u32 = 1 << 20;
+const READAHEAD_BYTES_MAX: u32 = 1 << 20;
+/// Bytes of entries asked per Treaddir: the kernel's readdir buffer is one page, and a FUSE
+/// entry is never smaller than a 9P one, so more would only be fetched to be dropped.
+const READDIR_BYTES: u32 = 4096;
+
+struct InodeEntry {
+    node: Arc<Node>,
+    /// The kernel's lookup count; `u64::MAX` for the root, which is never forgotten.
+    lookups: u64,
+}
+
+/// The FUSE side of a remote mount.
+pub struct RemoteFs {
+    client: Client,
+    inodes: Mutex<HashMap<u64, InodeEntry>>,
+    handles: Mutex<HashMap<u64, Arc<Node>>>,
+    next_handle: AtomicU64,
+    writeback_cache: bool,
+    writeback: AtomicBool,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The errno for a client error: the server's errno unchanged, EIO for a lost connection or a
+/// protocol error (logged, since the caller sees only EIO).
+fn errno(error: io::Error) -> Errno {
+    match error.raw_os_error() {
+        Some(number) => Errno::from_i32(number),
+        None => {
+            log::error!("answering EIO: {error}");
+            Errno::EIO
+        }
+    }
+}
+
+fn timestamp(time: SystemTime) -> Timestamp {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    Timestamp { seconds: since.as_secs(), nanoseconds: u64::from(since.subsec_nanos()) }
+}
+
+fn file_attr(metadata: &Metadata) -> FileAttr {
+    let kind = if metadata.is_dir() {
+        FileType::Directory
+    } else if metadata.is_symlink() {
+        FileType::Symlink
+    } else {
+        FileType::RegularFile
+    };
+    FileAttr {
+        ino: INodeNo(metadata.ino()),
+        size: metadata.len(),
+        blocks: metadata.blocks(),
+        atime: metadata.accessed(),
+        mtime: metadata.modified(),
+        ctime: metadata.changed(),
+        crtime: metadata.changed(),
+        kind,
+        perm: (metadata.mode() & 0o7777) as u16,
+        nlink: u32::try_from(metadata.nlink()).unwrap_or(u32::MAX),
+        uid: metadata.uid(),
+        gid: metadata.gid(),
+        rdev: 0,
+        blksize: u32::try_from(metadata.blksize()).unwrap_or(4096),
+        flags: 0,
+    }
+}
+
+fn dirent_file_type(kind: u8) -> FileType {
+    match kind {
+        dirent_type::DIRECTORY => FileType::Directory,
+        dirent_type::SYMLINK => FileType::Symlink,
+        _ => FileType::RegularFile,
+    }
+}
+
+impl RemoteFs {
+    pub fn new(client: Client, writeback_cache: bool) -> io::Result<RemoteFs> {
+        let root = client.root().clone_node()?;
+        let root_ino = root.qid().path;
+        assert_eq!(root_ino, INodeNo::ROOT.0, "the server's root must be inode 1, FUSE's root");
+        let inodes = HashMap::from([(root_ino, InodeEntry { node: Arc::new(root), lookups: u64::MAX })]);
+        Ok(RemoteFs {
+            client,
+            inodes: Mutex::new(inodes),
+            handles: Mutex::new(HashMap::new()),
+            next_handle: AtomicU64::new(1),
+            writeback_cache,
+            writeback: AtomicBool::new(false),
+        })
+    }
+
+    fn node(&self, inode: INodeNo) -> Result<Arc<Node>, Errno> {
+        // The kernel names only inodes it looked up and has not forgotten.
+        lock(&self.inodes).get(&inode.0).map(|entry| entry.node.clone()).ok_or(Errno::ESTALE)
+    }
+
+    fn handle(&self, handle: FileHandle) -> Result<Arc<Node>, Errno> {
+        lock(&self.handles).get(&handle.0).cloned().ok_or(Errno::EBADF)
+    }
+
+    fn add_handle(&self, node: Node) -> FileHandle {
+        let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        lock(&self.handles).insert(handle, Arc::new(node));
+        FileHandle(handle)
+    }
+
+    /// Counts one kernel lookup of `node`'s inode: the first keeps the node (its fid), later
+    /// ones drop theirs (clunked).
+    fn remember(&self, node: Node, metadata: &Metadata) {
+        let mut inodes = lock(&self.inodes);
+        match inodes.get_mut(&metadata.ino()) {
+            Some(entry) => entry.lookups = entry.lookups.saturating_add(1),
+            None => {
+                inodes.insert(metadata.ino(), InodeEntry { node: Arc::new(node), lookups: 1 });
+            }
+        }
+    }
+
+    /// Walks `name` in `parent`, describes it and counts the lookup.
+    fn look_up(&self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
+        let directory = self.node(parent)?;
+        let node = directory.walk(&[name.as_bytes()]).map_err(errno)?;
+        let metadata = node.getattr().map_err(errno)?;
+        let attr = file_attr(&metadata);
+        self.remember(node, &metadata);
+        Ok(attr)
+    }
+
+    /// After a create by the server (which makes the attach's user the owner), gives the new
+    /// file to the calling user when that is someone else.
+    fn own(&self, node: &Node, uid: u32) -> Result<(), Errno> {
+        if uid == self.client.options().uid {
+            return Ok(());
+        }
+        node.setattr(SetAttributes { valid_mask: setattr::UID, uid, ..SetAttributes::default() }).map_err(errno)
+    }
+
+    /// The Tlopen flags for the kernel's open flags: the access mode, O_TRUNC and O_APPEND. With
+    /// the write-back cache the kernel reads pages of files open for writing only, and places
+    /// appends itself.
+    fn open_flags(&self, flags: i32) -> u32 {
+        let mut access = (flags & libc::O_ACCMODE) as u32;
+        let writeback = self.writeback.load(Ordering::Relaxed);
+        if writeback && access == open_flags::WRITE_ONLY {
+            access = open_flags::READ_WRITE;
+        }
+        let mut result = access;
+        if flags & libc::O_TRUNC != 0 {
+            result |= open_flags::TRUNCATE;
+        }
+        if flags & libc::O_APPEND != 0 && !writeback {
+            result |= open_flags::APPEND;
+        }
+        result
+    }
+
+    fn pipeline_depth(&self) -> usize {
+        self.client.options().pipeline_depth
+    }
+}
+
+fn time_or_now(time: Option<TimeOrNow>, now_bit: u32, set_bit: u32) -> (u32, Timestamp) {
+    match time {
+        None => (0, Timestamp::default()),
+        Some(TimeOrNow::Now) => (now_bit, Timestamp::default()),
+        Some(TimeOrNow::SpecificTime(time)) => (now_bit | set_bit, timestamp(time)),
+    }
+}
+
+impl Filesystem for RemoteFs {
+    fn init(&mut self, _request: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        let _ = config.set_max_write(WRITE_BYTES_MAX);
+        let _ = config.set_time_granularity(Duration::from_nanos(1));
+        let _ = config.set_max_readahead(READAHEAD_BYTES_MAX).or_else(|granted| config.set_max_readahead(granted));
+        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        if self.writeback_cache && config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).is_ok() {
+            self.writeback.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.look_up(parent, name) {
+            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn forget(&self, _request: &Request, inode: INodeNo, lookup_count: u64) {
+        let mut inodes = lock(&self.inodes);
+        if let Some(entry) = inodes.get_mut(&inode.0) {
+            if entry.lookups == u64::MAX {
+                return;
+            }
+            entry.lookups = entry.lookups.saturating_sub(lookup_count);
+            if entry.lookups == 0 {
+                // Dropping the last reference clunks the fid.
+                inodes.remove(&inode.0);
+            }
+        }
+    }
+
+    fn getattr(&self, _request: &Request, inode: INodeNo, _handle: Option<FileHandle>, reply: ReplyAttr) {
+        match self.node(inode).and_then(|node| node.getattr().map_err(errno)) {
+            Ok(metadata) => reply.attr(&CACHE_TTL, &file_attr(&metadata)),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _handle: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let (atime_bits, access_time) = time_or_now(atime, setattr::ATIME, setattr::ATIME_SET);
+        let (mtime_bits, modify_time) = time_or_now(mtime, setattr::MTIME, setattr::MTIME_SET);
+        let mut attributes =
+            SetAttributes { valid_mask: atime_bits | mtime_bits, access_time, modify_time, ..SetAttributes::default() };
+        if let Some(mode) = mode {
+            attributes.valid_mask |= setattr::MODE;
+            attributes.mode = mode & 0o7777;
+        }
+        if let Some(uid) = uid {
+            attributes.valid_mask |= setattr::UID;
+            attributes.uid = uid;
+        }
+        if let Some(gid) = gid {
+            attributes.valid_mask |= setattr::GID;
+            attributes.gid = gid;
+        }
+        if let Some(size) = size {
+            attributes.valid_mask |= setattr::SIZE;
+            attributes.size_bytes = size;
+        }
+        let result = self.node(inode).and_then(|node| {
+            if attributes.valid_mask != 0 {
+                node.setattr(attributes).map_err(errno)?;
+            }
+            node.getattr().map_err(errno)
+        });
+        match result {
+            Ok(metadata) => reply.attr(&CACHE_TTL, &file_attr(&metadata)),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn readlink(&self, _request: &Request, inode: INodeNo, reply: ReplyData) {
+        match self.node(inode).and_then(|node| node.readlink().map_err(errno)) {
+            Ok(target) => reply.data(&target),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn mknod(
+        &self,
+        request: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        // Only regular files, as on the local mount (the server refuses other nodes too).
+        let file_format = mode & libc::S_IFMT;
+        if file_format != 0 && file_format != libc::S_IFREG {
+            reply.error(Errno::EPERM);
+            return;
+        }
+        let result = self.node(parent).and_then(|directory| {
+            let mut node = directory.clone_node().map_err(errno)?;
+            let flags = open_flags::WRITE_ONLY | open_flags::CREATE | open_flags::EXCLUSIVE;
+            node.lcreate(name.as_bytes(), flags, mode & 0o7777, request.gid()).map_err(errno)?;
+            self.own(&node, request.uid())?;
+            drop(node);
+            self.look_up(parent, name)
+        });
+        match result {
+            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn mkdir(&self, request: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        let result = self.node(parent).and_then(|directory| {
+            directory.mkdir(name.as_bytes(), mode & 0o7777, request.gid()).map_err(errno)?;
+            let attr = self.look_up(parent, name)?;
+            if request.uid() != attr.uid {
+                self.own(&*self.node(attr.ino)?, request.uid())?;
+                return Ok(FileAttr { uid: request.uid(), ..attr });
+            }
+            Ok(attr)
+        });
+        match result {
+            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn unlink(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.node(parent).and_then(|directory| directory.unlinkat(name.as_bytes(), false).map_err(errno)) {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn rmdir(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.node(parent).and_then(|directory| directory.unlinkat(name.as_bytes(), true).map_err(errno)) {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn symlink(&self, request: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let result = self.node(parent).and_then(|directory| {
+            let target = target.as_os_str().as_bytes();
+            directory.symlink(link_name.as_bytes(), target, request.gid()).map_err(errno)?;
+            let attr = self.look_up(parent, link_name)?;
+            if request.uid() != attr.uid {
+                self.own(&*self.node(attr.ino)?, request.uid())?;
+                return Ok(FileAttr { uid: request.uid(), ..attr });
+            }
+            Ok(attr)
+        });
+        match result {
+            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn rename(
+        &self,
+        _request: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        new_parent: INodeNo,
+        new_name: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if flags.intersects(RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_WHITEOUT) {
+            reply.error(Errno::EINVAL);
+            return;
+        }
+        let result = self.node(parent).and_then(|from| {
+            let to = self.node(new_parent)?;
+            if flags.contains(RenameFlags::RENAME_NOREPLACE) {
+                // Not atomic across hosts: 9P has no rename that refuses to replace.
+                match to.walk(&[new_name.as_bytes()]) {
+                    Ok(_) => return Err(Errno::EEXIST),
+                    Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+                    Err(error) => return Err(errno(error)),
+                }
+            }
+            from.renameat(name.as_bytes(), &to, new_name.as_bytes()).map_err(errno)
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn link(&self, _request: &Request, inode: INodeNo, new_parent: INodeNo, new_name: &OsStr, reply: ReplyEntry) {
+        let result = self.node(inode).and_then(|file| {
+            self.node(new_parent)?.link(&file, new_name.as_bytes()).map_err(errno)?;
+            let metadata = file.getattr().map_err(errno)?;
+            // A link's entry counts as a lookup of the inode, which is known already.
+            if let Some(entry) = lock(&self.inodes).get_mut(&inode.0) {
+                entry.lookups = entry.lookups.saturating_add(1);
+            }
+            Ok(file_attr(&metadata))
+        });
+        match result {
+            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn open(&self, _request: &Request, inode: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let result = self.node(inode).and_then(|node| {
+            let mut opened = node.clone_node().map_err(errno)?;
+            opened.lopen(self.open_flags(flags.0)).map_err(errno)?;
+            Ok(self.add_handle(opened))
+        });
+        match result {
+            // No FOPEN_KEEP_CACHE: another host may have changed the file since the last open.
+            Ok(handle) => reply.opened(handle, FopenFlags::empty()),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn read(
+        &self,
+        _request: &Request,
+        _inode: INodeNo,
+        handle: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        thread_local! {
+            static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let node = match self.handle(handle) {
+            Ok(node) => node,
+            Err(error) => return reply.error(error),
+        };
+        READ_BUFFER.with_borrow_mut(|buffer| {
+            buffer.resize(size as usize, 0);
+            let read = if size > node.iounit() {
+                node.read_at_pipelined(offset, buffer, self.pipeline_depth())
+            } else {
+                node.read_at(offset, buffer)
+            };
+            match read {
+                Ok(read) => reply.data(&buffer[..read]),
+                Err(error) => reply.error(errno(error)),
+            }
+        });
+    }
+
+    fn write(
+        &self,
+        _request: &Request,
+        _inode: INodeNo,
+        handle: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let result = self.handle(handle).and_then(|node| {
+            if data.len() > node.iounit() as usize {
+                node.write_at_pipelined(offset, data, self.pipeline_depth()).map_err(errno)
+            } else {
+                node.write_at(offset, data).map_err(errno)
+            }
+        });
+        match result {
+            Ok(written) => reply.written(u32::try_from(written).unwrap_or(u32::MAX)),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn flush(&self, _request: &Request, _inode: INodeNo, _handle: FileHandle, _owner: LockOwner, reply: ReplyEmpty) {
+        // As on the local mount: nothing to do at close (every write is answered by the
+        // server; durability is fsync's), and ENOSYS stops the kernel from asking.
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn release(
+        &self,
+        _request: &Request,
+        _inode: INodeNo,
+        handle: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Dropping the open node clunks its fid: the server then releases the file.
+        match lock(&self.handles).remove(&handle.0) {
+            Some(_) => reply.ok(),
+            None => reply.error(Errno::EBADF),
+        }
+    }
+
+    fn fsync(&self, _request: &Request, _inode: INodeNo, handle: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        match self.handle(handle).and_then(|node| node.fsync(datasync).map_err(errno)) {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn opendir(&self, _request: &Request, inode: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let result = self.node(inode).and_then(|node| {
+            let mut opened = node.clone_node().map_err(errno)?;
+            opened.lopen(open_flags::READ_ONLY | open_flags::DIRECTORY).map_err(errno)?;
+            Ok(self.add_handle(opened))
+        });
+        match result {
+            Ok(handle) => reply.opened(handle, FopenFlags::empty()),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn readdir(&self, _request: &Request, _inode: INodeNo, handle: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        // The kernel's offset is the 9P cookie of the last entry it took (0 at the start), so a
+        // listing continues exactly where the server's cookies say.
+        let entries = match self.handle(handle).and_then(|node| node.readdir(offset, READDIR_BYTES).map_err(errno)) {
+            Ok(entries) => entries,
+            Err(error) => return reply.error(error),
+        };
+        for entry in entries {
+            let name = OsStr::from_bytes(&entry.name);
+            if reply.add(INodeNo(entry.qid.path), entry.offset, dirent_file_type(entry.dirent_type), name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _request: &Request,
+        _inode: INodeNo,
+        handle: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        match lock(&self.handles).remove(&handle.0) {
+            Some(_) => reply.ok(),
+            None => reply.error(Errno::EBADF),
+        }
+    }
+
+    fn fsyncdir(&self, _request: &Request, _inode: INodeNo, handle: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        match self.handle(handle).and_then(|node| node.fsync(datasync).map_err(errno)) {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn statfs(&self, _request: &Request, _inode: INodeNo, reply: ReplyStatfs) {
+        match self.client.statfs() {
+            Ok(stats) => reply.statfs(
+                stats.block_count,
+                stats.free_block_count,
+                stats.available_block_count,
+                stats.file_count,
+                stats.free_file_count,
+                stats.block_size_bytes,
+                stats.name_length_max,
+                stats.block_size_bytes,
+            ),
+            Err(error) => reply.error(errno(error)),
+        }
+    }
+
+    // The server keeps no extended attributes (EOPNOTSUPP); ENOSYS tells the kernel once, as
+    // the local mount does, so it stops asking for security.capability before every write.
+    fn setxattr(
+        &self,
+        _request: &Request,
+        _inode: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn getxattr(&self, _request: &Request, _inode: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn listxattr(&self, _request: &Request, _inode: INodeNo, _size: u32, reply: ReplyXattr) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn removexattr(&self, _request: &Request, _inode: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn create(
+        &self,
+        request: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let result = self.node(parent).and_then(|directory| {
+            let mut opened = directory.clone_node().map_err(errno)?;
+            let mut create_flags = self.open_flags(flags) | open_flags::CREATE;
+            if flags & libc::O_EXCL != 0 {
+                create_flags |= open_flags::EXCLUSIVE;
+            }
+            opened.lcreate(name.as_bytes(), create_flags, mode & 0o7777, request.gid()).map_err(errno)?;
+            self.own(&opened, request.uid())?;
+            // The inode's own fid: a clone of the open one (clones are never open).
+            let node = opened.clone_node().map_err(errno)?;
+            let metadata = node.getattr().map_err(errno)?;
+            let attr = file_attr(&metadata);
+            self.remember(node, &metadata);
+            Ok((attr, self.add_handle(opened)))
+        });
+        match result {
+            Ok((attr, handle)) => reply.created(&CACHE_TTL, &attr, GENERATION, handle, FopenFlags::empty()),
+            Err(error) => reply.error(error),
+        }
+    }
+}
+
+/// The fuser configuration of a remote mount: the local mount's options (mount_options.rs),
+/// the source `fsoc:ADDRESS`.
+fn fuser_config(config: &MountConfig, address: &str) -> Config {
+    let mut mount_options = vec![
+        MountOption::FSName(format!("{}:{address}", fsoc_fuse::FS_NAME)),
+        MountOption::CUSTOM(format!("subtype={}", fsoc_fuse::FS_NAME)),
+        MountOption::DefaultPermissions,
+        if config.read_only { MountOption::RO } else { MountOption::RW },
+        if config.set_user_id { MountOption::Suid } else { MountOption::NoSuid },
+        if config.devices { MountOption::Dev } else { MountOption::NoDev },
+        if config.execute { MountOption::Exec } else { MountOption::NoExec },
+    ];
+    if config.access_time == "noatime" {
+        mount_options.push(MountOption::NoAtime);
+    }
+    let mut fuser_config = Config::default();
+    fuser_config.mount_options = mount_options;
+    fuser_config.acl = if config.allow_other { SessionACL::All } else { SessionACL::Owner };
+    fuser_config.n_threads = Some(config.thread_count.max(1));
+    fuser_config
+}
+
+/// `fsoc mount --remote ADDRESS MOUNTPOINT`: connects, mounts, serves until unmounted.
+/// `ready` is called once the mount is live (`--daemon` reports it to the parent).
+pub fn serve(
+    address: &str,
+    mount_point: &Path,
+    secret_file: Option<&Path>,
+    options: &MountOptions,
+    verbose: bool,
+    ready: &mut dyn FnMut(),
+) -> Result<(), String> {
+    fsoc_fuse::logger::install("fsoc mount", verbose);
+    let mount_point: PathBuf = fsoc_fuse::check_mount_point(mount_point).map_err(|error| error.to_string())?;
+    let mut config = MountConfig::default();
+    options.configure(&mut config);
+    let mut connect_options = ConnectOptions::default();
+    if let Some(path) = secret_file {
+        connect_options = connect_options.secret_file(path).map_err(|error| error.to_string())?;
+    }
+    let client = Client::connect(address, &connect_options).map_err(|error| format!("{address}: {error}"))?;
+    let remote = RemoteFs::new(client, config.writeback_cache).map_err(|error| format!("{address}: {error}"))?;
+    // Block the stopping signals before fuser starts its threads, so only `sigwait` takes them.
+    // SAFETY: sigemptyset/sigaddset fill a set this function owns; pthread_sigmask changes
+    // this thread's mask (inherited by threads spawned later).
+    let signals = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    };
+    let mut session = Session::new(remote, &mount_point, &fuser_config(&config, address))
+        .map_err(|error| format!("cannot mount on {}: {error}", mount_point.display()))?;
+    let mut unmounter = session.unmount_callable();
+    let shown = mount_point.display().to_string();
+    std::thread::Builder::new()
+        .name("fsoc-signals".into())
+        .spawn(move || {
+            let mut signal = 0;
+            // SAFETY: `signals` is a valid set and `signal` a valid out-pointer.
+            if unsafe { libc::sigwait(&signals, &mut signal) } == 0 {
+                log::info!("signal {signal}: unmounting {shown}");
+                if let Err(error) = unmounter.unmount() {
+                    log::error!("cannot unmount {shown}: {error}");
+                }
+            }
+        })
+        .map_err(|error| format!("cannot start the signal thread: {error}"))?;
+    eprintln!(
+        "fsoc: {address} mounted on {}; unmount with Ctrl-C or `fsoc umount {}`",
+        mount_point.display(),
+        mount_point.display()
+    );
+    ready();
+    session.run().map_err(|error| format!("{}: the FUSE session ended: {error}", mount_point.display()))?;
+    log::info!("{} unmounted", mount_point.display());
+    Ok(())
+}
