@@ -12,6 +12,7 @@ LAYERS = {
     "fsoc-flash": 0,   # the flash seam: Flash trait, addresses, codec, CRC, lock (no_std)
     "fsoc-9p": 0,      # the 9P2000.L wire codec (no_std, no heap); depends on none of ours
     "fsoc-media": 1,   # NAND simulator (implements Flash)
+    "fsoc-mtd": 1,     # Linux MTD raw NAND backend (implements Flash)
     "fsoc-array": 2,   # chips in parallel
     "fsoc-core": 3,    # segment log, B+trees, transactions, file system (one no_std crate)
     "fsoc-model": 3,   # lab: the POSIX model (uses only fsoc-media's seeded generator)

@@ -6,7 +6,9 @@
 # /init that loads the
 # modules, runs /payload/run.sh if boot.sh appended one, and powers the machine off.
 #
-# Usage: scripts/vm/build-initramfs.sh OUT.cpio.gz [HOST_PROGRAM...]
+# Usage: [EXTRA_MODULES="nandsim fuse ..."] scripts/vm/build-initramfs.sh OUT.cpio.gz [HOST_PROGRAM...]
+# EXTRA_MODULES are carried with their dependencies but not loaded at boot: the payload loads
+# one, with parameters, by `load-module NAME [PARAMETER...]` (e.g. nandsim with a geometry).
 # Needs (Debian): linux-image-amd64 busybox-static cpio kmod (see scripts/setup.sh --vm).
 set -euo pipefail
 out=${1:?usage: build-initramfs.sh OUT.cpio.gz [HOST_PROGRAM...]}
@@ -33,6 +35,28 @@ done | awk '!seen[$0]++' | while read -r object; do
   cp "$object" "$root/lib/modules/"
   echo "/lib/modules/$(basename "$object")" >> "$root/etc/modules.order"
 done
+# Extra modules: /etc/modules.extra/NAME lists NAME's objects in load order (itself last).
+mkdir -p "$root/etc/modules.extra"
+for module in ${EXTRA_MODULES:-}; do
+  modprobe -S "$kernel_version" --show-depends "$module" | awk '$1 == "insmod" { print $2 }' |
+    while read -r object; do
+      cp -n "$object" "$root/lib/modules/"
+      echo "/lib/modules/$(basename "$object")" >> "$root/etc/modules.extra/$module"
+    done
+  [ -s "$root/etc/modules.extra/$module" ] || { echo "build-initramfs: no module $module" >&2; exit 2; }
+done
+cat > "$root/sbin/load-module" <<'LOAD'
+#!/bin/sh
+# load-module NAME [PARAMETER...]: loads NAME's dependencies (those already loaded are left)
+# and NAME itself with the parameters.
+list=/etc/modules.extra/${1:?usage: load-module NAME [PARAMETER...]}
+shift
+[ -r "$list" ] || { echo "load-module: $list: not carried (EXTRA_MODULES)" >&2; exit 2; }
+last=$(tail -n 1 "$list")
+grep -vxF "$last" "$list" | while read -r object; do insmod "$object" 2>/dev/null; done
+insmod "$last" "$@"
+LOAD
+chmod +x "$root/sbin/load-module"
 for program in "$@"; do
   path=$(command -v "$program") || { echo "build-initramfs: no program $program" >&2; exit 2; }
   cp "$path" "$root/sbin/$(basename "$path")"

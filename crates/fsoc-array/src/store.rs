@@ -27,10 +27,10 @@ use crate::worker::{wait_reply, ChipWorker, FenceBoard, ReadReply, Request};
 /// Prefetched reads kept at once; beyond it, older ones are dropped (they are only hints).
 const PREFETCH_PAGES_MAX: usize = 4096;
 
-/// Pages written since the last write barrier after which the store adds one of its own, so
-/// the workers write back and the in-flight table can be pruned (its size stays about this
-/// plus what the chips' queues hold).
-const IN_FLIGHT_FENCE_EVERY: u64 = 1024;
+/// Bytes of pages written since the last write barrier after which the store adds one of its
+/// own, so the workers write back and the in-flight table can be pruned: the table holds about
+/// this much (4 MiB; 1,024 pages of 4 KiB, 256 of 16 KiB) plus what the chips' queues hold.
+const IN_FLIGHT_FENCE_BYTES: u64 = 4 << 20;
 
 /// A page's contents on their way to the chip file.
 struct InFlight {
@@ -281,7 +281,8 @@ impl PageStore for ChipArrayStore {
         let number = self.submit_write(page.chip, request)?;
         self.in_flight.insert(page, InFlight { number, bytes });
         self.writes_since_fence += 1;
-        if self.writes_since_fence >= IN_FLIGHT_FENCE_EVERY {
+        let page_bytes = u64::from(self.geometry.page_data_bytes) + u64::from(self.geometry.spare_bytes);
+        if self.writes_since_fence.saturating_mul(page_bytes) >= IN_FLIGHT_FENCE_BYTES {
             // Bounds the in-flight table: the workers write back at the fence.
             self.write_barrier()?;
         }

@@ -65,7 +65,7 @@ fn reads_bypass_a_held_chips_queue_and_see_the_latest_program() {
 
 /// After a chip erases and reprograms a page, reads see the new contents, never the old ones
 /// still in the file's slot, across barriers, flushes and the fences the store adds itself
-/// (2,560 programs: more than its 1,024 between fences).
+/// (2,560 programs of 2 KiB pages: more than the 4 MiB it lets pass between fences).
 #[test]
 fn a_reprogrammed_page_reads_new_contents_through_erase_and_write_back() {
     let directory = tempfile::tempdir().expect("tempdir");

@@ -21,6 +21,7 @@ pub mod fsio;
 pub mod fsoc;
 pub mod littlefs;
 pub mod mount;
+pub mod on_chip;
 pub mod readers;
 pub mod target;
 

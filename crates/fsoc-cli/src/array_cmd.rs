@@ -26,6 +26,10 @@ pub fn mkfs(
     if let Some(refusal) = crate::volume_cmd::volume_size_refusal(profile, chips, blocks) {
         return Err(format!("{}: {refusal}", base.display()));
     }
+    // Device nodes, FIFOs and directories are never replaced by a chip file.
+    for chip in 0..chips {
+        volume_files::check_volume_path(&chip_file_path(base, chip))?;
+    }
     let existing = chip_file_paths(base);
     if !existing.is_empty() && !force {
         return Err(format!("{} exists; pass --force to replace the array", existing[0].display()));

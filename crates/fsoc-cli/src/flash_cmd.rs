@@ -12,6 +12,9 @@ use fsoc_media::{Flash, Profile, SimConfig, SimFlash};
 /// Creates a new image at `image` (which must not exist) for `chips` chips of `blocks` blocks
 /// of the named profile, and returns its description.
 pub fn create(image: &Path, profile: Profile, chips: u32, blocks: u32, seed: u64) -> Result<String, String> {
+    if crate::volume_files::check_volume_path(image)? != crate::volume_files::PathKind::Missing {
+        return Err(format!("{} exists; `fsoc flash create` makes a new image file", image.display()));
+    }
     let config = SimConfig::new(profile, chips, blocks, seed);
     let mut flash = SimFlash::create_image(image, config).map_err(|error| format!("{}: {error}", image.display()))?;
     flash.flush().map_err(|error| format!("{}: {error}", image.display()))?;

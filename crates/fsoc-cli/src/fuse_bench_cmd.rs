@@ -324,12 +324,14 @@ fn summarize(workload: Workload, samples: &[Sample]) -> WorkloadSummary {
 }
 
 /// The targets: (workload, metric, bound on fsoc/ext4, description).
-const TARGETS: [(Workload, &str, Bound, &str); 5] = [
+const TARGETS: [(Workload, &str, Bound, &str); 7] = [
     (Workload::Postmark, "wall_s", Bound::AtMost(5.0), "PostMark wall time ≤ 5× ext4"),
     (Workload::Dbench, "throughput_mb_s", Bound::AtLeast(0.25), "dbench throughput ≥ 25% of ext4"),
     (Workload::Fio, "seq_write_mib_s", Bound::AtLeast(0.5), "sequential write ≥ 50% of ext4's MiB/s"),
     (Workload::Fio, "seq_read_mib_s", Bound::AtLeast(0.5), "sequential read ≥ 50% of ext4's MiB/s"),
     (Workload::MetadataStorm, "total_s", Bound::AtMost(5.0), "metadata storm ≤ 5× ext4 wall time"),
+    (Workload::SmallWrites, "append_4b_writes_s", Bound::AtLeast(0.2), "4 B O_APPEND writes within 5× of ext4's rate"),
+    (Workload::SmallWrites, "write_512b_fsync_s", Bound::AtLeast(0.25), "512 B write + fsync ≥ 25% of ext4's rate"),
 ];
 
 #[derive(Clone, Copy, Debug)]

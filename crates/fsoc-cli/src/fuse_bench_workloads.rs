@@ -56,10 +56,12 @@ pub enum Workload {
     Dbench,
     Fio,
     MetadataStorm,
+    SmallWrites,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 4] = [Workload::Postmark, Workload::Dbench, Workload::Fio, Workload::MetadataStorm];
+    pub const ALL: [Workload; 5] =
+        [Workload::Postmark, Workload::Dbench, Workload::Fio, Workload::MetadataStorm, Workload::SmallWrites];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -67,6 +69,7 @@ impl Workload {
             Workload::Dbench => "dbench",
             Workload::Fio => "fio",
             Workload::MetadataStorm => "metadata_storm",
+            Workload::SmallWrites => "small_writes",
         }
     }
 
@@ -81,6 +84,8 @@ impl Workload {
             Workload::Dbench => "dbench",
             Workload::Fio => "fio",
             Workload::MetadataStorm => "ls",
+            // Runs in this process; `ls` stands for "nothing to install".
+            Workload::SmallWrites => "ls",
         }
     }
 
@@ -95,11 +100,16 @@ impl Workload {
         ];
         const STORM: [Metric; 4] =
             [time("create_s", "create"), time("ls_s", "ls -l"), time("delete_s", "delete"), time("total_s", "total")];
+        const SMALL: [Metric; 2] = [
+            rate("append_4b_writes_s", "4 B O_APPEND writes, 6 writers", "writes/s"),
+            rate("write_512b_fsync_s", "512 B write + fsync", "ops/s"),
+        ];
         match self {
             Workload::Postmark => &POSTMARK,
             Workload::Dbench => &DBENCH,
             Workload::Fio => &FIO,
             Workload::MetadataStorm => &STORM,
+            Workload::SmallWrites => &SMALL,
         }
     }
 }
@@ -121,6 +131,8 @@ pub struct Scale {
     /// Random jobs stop after this long if they have not covered the file yet.
     pub fio_random_seconds: u32,
     pub storm_files: u32,
+    /// How long each small-write phase runs.
+    pub small_write_seconds: f64,
     /// Limit for any one program run.
     pub program_timeout_seconds: u64,
 }
@@ -143,6 +155,7 @@ impl Scale {
             fio_sequential_bytes: 256 * MIB,
             fio_random_seconds: 15,
             storm_files: 10_000,
+            small_write_seconds: 5.0,
             program_timeout_seconds: 900,
         }
     }
@@ -156,6 +169,7 @@ impl Scale {
             fio_sequential_bytes: 32 * MIB,
             fio_random_seconds: 2,
             storm_files: 1000,
+            small_write_seconds: 1.0,
             program_timeout_seconds: 120,
             ..Scale::full()
         }
@@ -226,6 +240,7 @@ pub fn run(
         Workload::Dbench => dbench(directory, scratch, scale, tools)?,
         Workload::Fio => fio(directory, scratch, scale)?,
         Workload::MetadataStorm => metadata_storm(directory, scratch, scale)?,
+        Workload::SmallWrites => small_writes(directory, scale)?,
     };
     assert_eq!(values.len(), workload.metrics().len(), "{} returned a value per metric", workload.name());
     Ok(values)
@@ -352,6 +367,67 @@ fn metadata_storm(directory: &Path, scratch: &Path, scale: &Scale) -> Result<Vec
     let delete = started.elapsed();
     let seconds = [create, list, delete].map(|phase| phase.as_secs_f64());
     Ok(vec![seconds[0], seconds[1], seconds[2], seconds.iter().sum()])
+}
+
+/// Issue 18's small writes, each phase for `small_write_seconds`: six threads appending 4-byte
+/// records to one file opened O_APPEND (writes per second in all; the file's final size must
+/// be 4 bytes per write, or the run fails), then one thread writing 512 bytes and calling
+/// fsync after each (operations per second).
+fn small_writes(directory: &Path, scale: &Scale) -> Result<Vec<f64>, String> {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const WRITERS: usize = 6;
+    let phase = Duration::from_secs_f64(scale.small_write_seconds);
+    let appended = directory.join("append.log");
+    let stop = AtomicBool::new(false);
+    let started = Instant::now();
+    let counts: Vec<Result<u64, String>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..WRITERS)
+            .map(|writer| {
+                let (appended, stop) = (&appended, &stop);
+                scope.spawn(move || -> Result<u64, String> {
+                    let mut file = fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(appended)
+                        .map_err(|error| format!("{}: {error}", appended.display()))?;
+                    let record = [b'0' + writer as u8, b'a', b'b', b'\n'];
+                    let mut writes = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        file.write_all(&record).map_err(|error| format!("append: {error}"))?;
+                        writes += 1;
+                    }
+                    Ok(writes)
+                })
+            })
+            .collect();
+        std::thread::sleep(phase);
+        stop.store(true, Ordering::Relaxed);
+        threads.into_iter().map(|thread| thread.join().unwrap_or_else(|_| Err("writer panicked".into()))).collect()
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let writes: u64 = counts.into_iter().sum::<Result<u64, String>>()?;
+    let size = fs::metadata(&appended).map_err(|error| format!("{}: {error}", appended.display()))?.len();
+    if size != 4 * writes {
+        return Err(format!("O_APPEND lost writes: {writes} 4-byte writes made a file of {size} bytes"));
+    }
+    fs::remove_file(&appended).map_err(|error| format!("{}: {error}", appended.display()))?;
+    check_interrupted()?;
+
+    let synced = directory.join("fsync.dat");
+    let mut file = fs::File::create(&synced).map_err(|error| format!("{}: {error}", synced.display()))?;
+    let block = [0x5au8; 512];
+    let started = Instant::now();
+    let mut operations = 0u64;
+    while started.elapsed() < phase {
+        file.write_all(&block).map_err(|error| format!("write: {error}"))?;
+        file.sync_all().map_err(|error| format!("fsync: {error}"))?;
+        operations += 1;
+    }
+    let fsync_elapsed = started.elapsed().as_secs_f64();
+    drop(file);
+    fs::remove_file(&synced).map_err(|error| format!("{}: {error}", synced.display()))?;
+    Ok(vec![writes as f64 / elapsed, operations as f64 / fsync_elapsed])
 }
 
 #[cfg(test)]

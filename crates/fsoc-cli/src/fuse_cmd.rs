@@ -281,11 +281,14 @@ fn serve(arguments: &MountArgs, options: &MountOptions, reporter: &mut Reporter)
     if let Some(damage) = fs.mount_report().damage {
         log::warn!("{}: {damage}; run `fsoc fsck {}` after unmounting", image.display(), image.display());
     }
-    // An array is named by its chip 0, which `fsoc umount` waits for like an image.
-    config.source = files
-        .primary_file()
-        .canonicalize()
-        .map_or_else(|_| fsoc_fuse::FS_NAME.into(), |file| fsoc_fuse::source_for(&file));
+    // An array of files is named by its chip 0, which `fsoc umount` waits for like an image;
+    // an MTD array by all its devices (chip 0 alone does not say which others belong to it).
+    let source = files.mount_source();
+    config.source = if source.exists() || crate::volume_files::mtd_devices(&source).is_some() {
+        fsoc_fuse::source_for(&source)
+    } else {
+        fsoc_fuse::FS_NAME.into()
+    };
     // Block the server's signals before any thread starts, so they reach only `sigwaitinfo`.
     let signals = server_signals();
     // SAFETY: changes this thread's mask (inherited by threads spawned later); the set is valid.
@@ -416,7 +419,9 @@ const PREVIOUS_SERVER_WAIT: Duration = Duration::from_secs(30);
 fn wait_for_previous_server(image: &Path) -> Result<(), String> {
     let deadline = Instant::now() + PREVIOUS_SERVER_WAIT;
     let mut announced = false;
-    for file in VolumeFiles::locate(image).files() {
+    let files = VolumeFiles::locate(image);
+    files.check()?;
+    for file in files.files() {
         // A missing file is for the open that follows to explain.
         if !file.exists() || lock_image(&file, true).is_ok() {
             continue;
@@ -494,7 +499,14 @@ fn fsoc_mount_of(image: &Path) -> Option<PathBuf> {
     table
         .into_iter()
         .rev()
-        .find(|entry| is_fsoc_mount(entry) && entry_image(entry) == Some(image))
+        .find(|entry| {
+            is_fsoc_mount(entry)
+                && entry_image(entry).is_some_and(|source| {
+                    source == image
+                        || crate::volume_files::mtd_devices(source)
+                            .is_some_and(|devices| devices.iter().any(|device| device == image))
+                })
+        })
         .map(|entry| entry.mount_point)
 }
 
@@ -687,7 +699,7 @@ fn remount(mount_point: &Path, options: &MountOptions, list: RemountList) -> Res
             fixed.join(", ")
         );
     }
-    let server = entry_image(entry).and_then(lock_holder);
+    let server = entry_image(entry).map(crate::volume_files::first_source_file).and_then(|file| lock_holder(&file));
     if was_read_only && !config.read_only {
         let pid = server.ok_or_else(|| {
             format!(

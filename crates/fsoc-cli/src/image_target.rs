@@ -7,7 +7,9 @@ use crate::volume_files;
 
 /// `IMAGE:/path` split into the image file and a normalized absolute path (no trailing or
 /// repeated slashes). The image is the shortest prefix before a `:` that names an existing
-/// file, so image names may contain colons.
+/// file or MTD raw NAND (`/dev/mtd0`, `/dev/mtd0,/dev/mtd1`), so image names may contain
+/// colons. A prefix naming anything else that exists (a FIFO, a directory, another device)
+/// is refused with what it is.
 pub fn parse_target(text: &str) -> Result<(PathBuf, Vec<u8>), String> {
     let mut fallback = None;
     for (index, _) in text.match_indices(':') {
@@ -15,13 +17,14 @@ pub fn parse_target(text: &str) -> Result<(PathBuf, Vec<u8>), String> {
         if image.is_empty() {
             continue;
         }
-        if Path::new(image).is_file() {
+        if Path::new(image).is_file() || volume_files::mtd_devices(Path::new(image)).is_some() {
             return Ok((PathBuf::from(image), normalize(path)?));
         }
         fallback.get_or_insert((image, path));
     }
     match fallback {
         Some((image, _)) => {
+            volume_files::check_volume_path(Path::new(image))?;
             volume_files::refuse_array_chip(Path::new(image))?;
             Err(format!("{image}: no such image file"))
         }

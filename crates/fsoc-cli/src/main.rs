@@ -228,6 +228,22 @@ enum BenchCommand {
         seed: u64,
     },
     #[cfg(feature = "lab")]
+    /// Seed 000's Fig. 15: bytes on the host-device bus per file operation (mkdir, create,
+    /// write, read, rename, readdir, delete, rmdir), with the file system on the chip (fsoc
+    /// serve over 9P2000.L) and on the host (raw pages: fsoc serve --raw), on the same
+    /// simulated chips; counted frames, deterministic.
+    Fsoc {
+        /// Also write the results here as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// 50 objects per operation instead of 500.
+        #[arg(long)]
+        quick: bool,
+        /// Seed of the simulated chips.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    #[cfg(feature = "lab")]
     /// Seed 003's file benchmark (15 samples × 133 files: create, open, delete) for fsoc and
     /// littlefs on the same simulated MLC chip.
     Fsio {
@@ -239,8 +255,8 @@ enum BenchCommand {
         seed: u64,
     },
     /// fsoc through FUSE against ext4 on a loop device, on this machine (wall time): PostMark
-    /// (seed 004), dbench, fio and a metadata storm, each on a fresh fsoc mount and a fresh ext4
-    /// mount in turn. Needs root, /dev/fuse and a loop device; prints a table and writes JSON
+    /// (seed 004), dbench, fio, a metadata storm and small writes (4-byte appends, 512-byte
+    /// writes with fsync), each on a fresh fsoc mount and a fresh ext4 mount in turn. Needs root, /dev/fuse and a loop device; prints a table and writes JSON
     /// plus an SVG chart beside it.
     Fuse {
         /// Where to write every sample, the medians and the fsoc/ext4 ratios as JSON (the chart
@@ -261,8 +277,8 @@ enum BenchCommand {
         /// NAND profile of the fsoc image: slc, mlc, tlc, mlc8k or mlc16k.
         #[arg(long, default_value = "mlc", value_parser = arguments::profile)]
         profile: Profile,
-        /// Comma-separated workloads to run: postmark, dbench, fio, metadata_storm (default:
-        /// all four).
+        /// Comma-separated workloads to run: postmark, dbench, fio, metadata_storm,
+        /// small_writes (default: all five).
         #[arg(long, value_delimiter = ',')]
         workloads: Vec<String>,
     },
@@ -368,6 +384,10 @@ fn main() -> ExitCode {
         #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Readers { json, quick, seed } } => {
             bench_cmd::readers(json.as_deref(), quick, seed)
+        }
+        #[cfg(feature = "lab")]
+        Command::Bench { command: BenchCommand::Fsoc { json, quick, seed } } => {
+            bench_cmd::on_chip(json.as_deref(), quick, seed)
         }
         #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Mount { files, json, seed } } => {

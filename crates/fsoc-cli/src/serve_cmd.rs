@@ -1,6 +1,7 @@
 //! `fsoc serve IMAGE --listen tcp:HOST:PORT|unix:PATH`: serves a volume over 9P2000.L until
 //! SIGINT, SIGTERM or SIGHUP, then finishes the requests in flight, commits and closes the
-//! image cleanly (exit status 0).
+//! image cleanly (exit status 0). With `--raw`, serves the image's chips instead, page by page
+//! (seed 000's conventional device; docs/PROTOCOL.md section 7): the host runs the file system.
 //!
 //! Invariants: the image is locked exclusively for the whole time it is served (as by `fsoc
 //! mount`); a TCP listener on an address other than loopback is refused without
@@ -48,6 +49,11 @@ pub struct ServeArgs {
     /// Rlerror) on stderr, one line each, for finding out what a client sends.
     #[arg(long)]
     trace: bool,
+    /// Export the chips' raw pages (read, program, erase, bad-block marks) instead of files:
+    /// the conventional storage device of seed 000, for a host that runs fsoc itself
+    /// (`fsoc_serve::RemoteFlash`). One host at a time; the file system is not mounted here.
+    #[arg(long, conflicts_with_all = ["read_only", "trace"])]
+    raw: bool,
 }
 
 /// Signals that stop the server; blocked in every thread and taken by `sigwait`.
@@ -61,6 +67,59 @@ fn termination_signals() -> libc::sigset_t {
         }
         set
     }
+}
+
+/// Blocks the termination signals before any thread starts, so they reach only `sigwait`.
+fn block_termination_signals() -> libc::sigset_t {
+    let signals = termination_signals();
+    // SAFETY: changes this thread's mask (inherited by threads spawned later); the set is valid.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut()) };
+    signals
+}
+
+/// Starts the thread that stops the server at the first termination signal.
+fn stop_on_signal(signals: libc::sigset_t, stopper: fsoc_serve::Stopper) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name("fsoc-signals".into())
+        .spawn(move || {
+            let mut signal = 0;
+            // SAFETY: `signals` is a valid set and `signal` a valid out-pointer.
+            if unsafe { libc::sigwait(&signals, &mut signal) } == 0 {
+                log::info!("signal {signal}: finishing the request in progress, then stopping");
+                stopper.stop();
+            }
+        })
+        .map(drop)
+        .map_err(|error| format!("cannot start the signal thread: {error}"))
+}
+
+/// `--raw`: exports the chips of the volume's files page by page until a termination signal.
+fn serve_raw(arguments: &ServeArgs, address: &ListenAddress, secret: Option<Vec<u8>>) -> Result<(), String> {
+    let files = crate::volume_files::VolumeFiles::locate(&arguments.image);
+    let locks = files.lock(true)?;
+    let flash = crate::volume_files::open_flash(&files, false)?;
+    let signals = block_termination_signals();
+    let listener = address.bind().map_err(|error| error.to_string())?;
+    let bound = listener.local_address().map_err(|error| format!("{address}: {error}"))?;
+    let server = fsoc_serve::RawServer::new(flash, secret);
+    let counters = server.counters();
+    stop_on_signal(signals, server.stopper())?;
+    eprintln!(
+        "fsoc: serving the raw pages of {} on {bound} (fsoc raw page protocol); stop with Ctrl-C or SIGTERM",
+        files.name().display()
+    );
+    let flash = server.run(&listener).map_err(|error| format!("{}: {error}", arguments.image.display()))?;
+    drop(listener);
+    let closed = flash.close().map_err(|error| format!("{}: {error}", files.name().display()));
+    drop(locks);
+    closed?;
+    eprintln!(
+        "fsoc: {} closed after {} messages, {} bytes on the wire",
+        files.name().display(),
+        counters.total_messages(),
+        counters.total_bytes()
+    );
+    Ok(())
 }
 
 pub fn run(arguments: ServeArgs) -> Result<(), String> {
@@ -77,6 +136,9 @@ pub fn run(arguments: ServeArgs) -> Result<(), String> {
         }
         None => None,
     };
+    if arguments.raw {
+        return serve_raw(&arguments, &address, secret);
+    }
     let crate::volume_files::OpenVolume { files, fs, locks } =
         crate::volume_files::open(image, arguments.read_only, true)?;
     if let Some(damage) = fs.mount_report().damage {
@@ -90,25 +152,11 @@ pub fn run(arguments: ServeArgs) -> Result<(), String> {
         trace: arguments.trace,
         ..ServeConfig::default()
     };
-    // Block the termination signals before any thread starts, so they reach only `sigwait`.
-    let signals = termination_signals();
-    // SAFETY: changes this thread's mask (inherited by threads spawned later); the set is valid.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut()) };
+    let signals = block_termination_signals();
     let listener = address.bind().map_err(|error| error.to_string())?;
     let bound = listener.local_address().map_err(|error| format!("{address}: {error}"))?;
     let server = Server::new(fs, config).map_err(|error| error.to_string())?;
-    let stopper = server.stopper();
-    std::thread::Builder::new()
-        .name("fsoc-signals".into())
-        .spawn(move || {
-            let mut signal = 0;
-            // SAFETY: `signals` is a valid set and `signal` a valid out-pointer.
-            if unsafe { libc::sigwait(&signals, &mut signal) } == 0 {
-                log::info!("signal {signal}: finishing the requests in flight, then committing");
-                stopper.stop();
-            }
-        })
-        .map_err(|error| format!("cannot start the signal thread: {error}"))?;
+    stop_on_signal(signals, server.stopper())?;
     eprintln!("fsoc: serving {} on {bound} (9P2000.L); stop with Ctrl-C or SIGTERM", files.name().display());
     let served = server.run(&listener).map_err(|error| format!("{}: {error}", image.display()))?;
     drop(listener);

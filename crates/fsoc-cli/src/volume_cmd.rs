@@ -139,6 +139,12 @@ fn source_date_epoch() -> Result<Option<u64>, String> {
 }
 
 pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
+    if let Some(devices) = crate::volume_files::mtd_devices(image) {
+        return mkfs_mtd(image, &devices, options);
+    }
+    // A device node, FIFO or directory is refused here, before anything is created beside it
+    // or renamed over it.
+    crate::volume_files::check_volume_path(image)?;
     let profile = options.profile;
     let chips = options.chips;
     let block_bytes = profile.geometry(1).block_data_bytes();
@@ -202,6 +208,79 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
     Ok(())
 }
 
+/// `fsoc mkfs` on raw NAND: formats the MTD devices (one per chip) in place. The geometry is the
+/// devices' own (--profile is not used; --blocks and --size are refused). Format erases only
+/// the blocks of segments 0-3 (superblocks, metaroot areas); the log erases each segment just
+/// before it first uses it, so a large device formats in a few erases. Factory bad blocks are
+/// reported (a segment with one is retired). A device that already holds something (its first
+/// page is not erased) is replaced only with --force.
+fn mkfs_mtd(name: &Path, devices: &[std::path::PathBuf], options: &MkfsOptions) -> Result<(), String> {
+    if options.blocks.is_some() || options.size.is_some() {
+        return Err(format!(
+            "{}: --blocks and --size do not apply to MTD devices: the volume is the whole device",
+            name.display()
+        ));
+    }
+    let files = crate::volume_files::VolumeFiles::Mtd { name: name.to_path_buf(), devices: devices.to_vec() };
+    let _locks = files.lock(true)?;
+    let flash = fsoc_mtd::MtdFlash::open(devices, true).map_err(|error| error.to_string())?;
+    let geometry = flash.geometry();
+    let chips = flash.chip_count();
+    if !options.force {
+        let mut data = vec![0u8; geometry.page_data_bytes as usize];
+        let mut spare = vec![0u8; geometry.spare_bytes as usize];
+        for (chip, device) in devices.iter().enumerate() {
+            let page = PageAddress::new(chip as u32, 0, 0);
+            let status = flash
+                .read_page(0, page, &mut data, &mut spare)
+                .map_err(|error| format!("{}: {error}", device.display()))?
+                .value;
+            if status != fsoc_media::ReadStatus::Erased {
+                return Err(format!(
+                    "{}: holds data (its first page is not erased: an fsoc volume or another file system); pass \
+                     --force to erase what formatting needs and replace it",
+                    device.display()
+                ));
+            }
+        }
+    }
+    let bad_blocks = flash.bad_blocks().map_err(|error| format!("{}: {error}", name.display()))?;
+    let volume_id = new_volume_id(options.volume_id, options.seed)?;
+    let now_ns = match source_date_epoch()? {
+        Some(epoch) => epoch.saturating_mul(1_000_000_000),
+        None => crate::volume_files::wall_clock_ns(),
+    };
+    let bar = spinner("formatting");
+    let formatted = FileSystem::format_at(flash, FsConfig::default(), volume_id, now_ns)
+        .map_err(|error| format!("{}: format: {error}", name.display()))
+        .and_then(|fs| fs.unmount().map_err(|error| format!("{}: unmount: {error}", name.display())));
+    bar.finish_and_clear();
+    let flash = formatted?;
+    let erases: u64 = flash.counters().iter().map(|chip| chip.erases).sum();
+    let block_bytes = geometry.block_data_bytes();
+    println!(
+        "formatted {}: raw NAND through MTD ({chips} chip(s) × {} blocks × {} KiB, {} B pages + {} free OOB bytes), \
+         {:.1} MiB raw, volume id {volume_id:#018x}; {erases} blocks erased",
+        name.display(),
+        geometry.block_count,
+        block_bytes / 1024,
+        geometry.page_data_bytes,
+        geometry.spare_bytes,
+        (u64::from(chips) * u64::from(geometry.block_count) * block_bytes) as f64 / (1 << 20) as f64,
+    );
+    for (device, bad) in devices.iter().zip(&bad_blocks) {
+        let listed: Vec<String> = bad.iter().take(16).map(u32::to_string).collect();
+        let more = if bad.len() > listed.len() { ", …" } else { "" };
+        println!(
+            "{}: {} factory bad block(s){}",
+            device.display(),
+            bad.len(),
+            if bad.is_empty() { String::new() } else { format!(": {}{more}", listed.join(", ")) }
+        );
+    }
+    Ok(())
+}
+
 pub fn info(image: &Path) -> Result<(), String> {
     let crate::volume_files::OpenVolume { files, mut fs, locks: _locks } = open_read_only(image)?;
     let report = fs.mount_report();
@@ -210,10 +289,14 @@ pub fn info(image: &Path) -> Result<(), String> {
     let table = fs.segment_table().ok_or("the segment table was not read by statfs")?;
     let (erase_min, erase_max) = table.erase_count_range();
     println!("volume            {}", files.name().display());
-    if let crate::volume_files::VolumeFiles::Array { chips, .. } = &files {
-        for (chip, path) in chips.iter().enumerate() {
-            println!("chip {chip:<3}          {}", path.display());
+    match &files {
+        crate::volume_files::VolumeFiles::Array { chips: paths, .. }
+        | crate::volume_files::VolumeFiles::Mtd { devices: paths, .. } => {
+            for (chip, path) in paths.iter().enumerate() {
+                println!("chip {chip:<3}          {}", path.display());
+            }
         }
+        crate::volume_files::VolumeFiles::Image(_) => {}
     }
     println!("volume id         {:#018x}", fs.superblock().volume_id);
     println!(
@@ -245,6 +328,9 @@ pub fn info(image: &Path) -> Result<(), String> {
     );
     println!("inodes allocated  {}", statfs.next_inode - 1);
     println!("erase counts      min {erase_min}, max {erase_max}");
+    if let Some(ecc) = crate::volume_files::mtd_ecc_summary(fs.flash()) {
+        println!("ecc               {ecc}");
+    }
     crate::volume_files::close(fs, files.name())
 }
 
@@ -253,7 +339,11 @@ pub fn fsck(image: &Path) -> Result<bool, String> {
     let bar = spinner("checking");
     let report = fs.fsck(true).map_err(|error| format!("fsck: {error}"))?;
     bar.finish_and_clear();
+    let ecc = crate::volume_files::mtd_ecc_summary(fs.flash());
     crate::volume_files::close(fs, files.name())?;
+    if let Some(ecc) = ecc {
+        println!("{}: ecc: {ecc}", files.name().display());
+    }
     println!(
         "{}: {} files, {} directories, {} symlinks, {} data pages, {} tree nodes",
         files.name().display(),

@@ -1,13 +1,19 @@
 //! Finding, locking, opening and closing the volume one path names, for every command that
 //! takes a volume (mount, fsck, info, array info, the image tools) and every one that locks
-//! an image (mkfs, flash info): a single image file from `fsoc mkfs`, or the chip files of an
+//! an image (mkfs, flash info): a single image file from `fsoc mkfs`, the chip files of an
 //! array from `fsoc array mkfs` (`BASE.chip0`, `BASE.chip1`, …), given as `BASE` or as any of
-//! its chip files. Why an image does not open or a volume does not mount is worded here once.
+//! its chip files, or raw NAND: an MTD character device (`/dev/mtd0`, recognised by its major
+//! number, not its name) or a comma-separated list of them, one per chip
+//! (`/dev/mtd0,/dev/mtd1`). Why an image does not open or a volume does not mount is worded
+//! here once.
 //!
 //! Invariants: every file of the volume is locked before it is opened (exclusive for writers,
 //! shared for readers), so a mounted volume is refused by every command and never written by
 //! two processes; chip files are opened as a set (chip 0 up to the first missing one) and
-//! whether they form one volume is the file system's chip-set check, not a guess here.
+//! whether they form one volume is the file system's chip-set check, not a guess here; a path
+//! that exists and is neither a regular file nor an MTD character device (a block device,
+//! another character device, a FIFO, a directory) is refused before it is opened
+//! (`check_volume_path`), so no tool blocks on it, replaces it or writes to it.
 
 use std::fs::File;
 use std::os::unix::io::AsRawFd;
@@ -18,9 +24,101 @@ use fsoc_core::fs::FsError;
 use fsoc_core::{FileSystem, FsConfig};
 use fsoc_media::image::{ImageError, ImageStore};
 use fsoc_media::{
-    BlockAddress, ChipIndex, Completed, Flash, FlashCounters, Geometry, NandError, Nanos, PageAddress, ReadStatus,
-    SimFlash, Timing,
+    BlockAddress, ChipIndex, Completed, Flash, Geometry, NandError, Nanos, PageAddress, ReadStatus, SimFlash, Timing,
 };
+use fsoc_mtd::MtdFlash;
+
+/// What a volume path names on the host, judged by `stat`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathKind {
+    /// Nothing there (yet).
+    Missing,
+    /// A regular file: an image or a chip file.
+    Regular,
+    /// An MTD character device (major 90): raw NAND.
+    Mtd,
+}
+
+/// Says what `path` is, or refuses it with a clear error if it is anything a volume cannot
+/// be (a directory, a block device, a character device other than MTD, a FIFO, a socket).
+/// Nothing is opened: a FIFO would block an `open`, and a refused path is left untouched.
+pub fn check_volume_path(path: &Path) -> Result<PathKind, String> {
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(PathKind::Missing),
+        Err(error) => return Err(format!("{}: {error}", path.display())),
+    };
+    if metadata.is_file() {
+        return Ok(PathKind::Regular);
+    }
+    if fsoc_mtd::is_mtd_char_device(path).map_err(|error| format!("{}: {error}", path.display()))? {
+        return Ok(PathKind::Mtd);
+    }
+    use std::os::unix::fs::FileTypeExt;
+    let file_type = metadata.file_type();
+    let what = if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_block_device() {
+        "a block device (fsoc runs on raw NAND through MTD, /dev/mtdN, not on block devices)"
+    } else if file_type.is_char_device() {
+        "a character device that is not an MTD device (/dev/mtdN)"
+    } else if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(format!(
+        "{}: is {what}; an fsoc volume is an image file or raw NAND through MTD (/dev/mtdN, or /dev/mtd0,/dev/mtd1 \
+         for a chip array); left untouched",
+        path.display()
+    ))
+}
+
+/// The MTD devices `path` names, one per chip: a comma-separated list, or one path that is an
+/// MTD character device; `None` for anything else (an image or an array's chip files). Each
+/// listed device is checked when the volume is locked (`VolumeFiles::lock`).
+pub fn mtd_devices(path: &Path) -> Option<Vec<PathBuf>> {
+    let text = path.to_str()?;
+    if text.contains(',') {
+        return Some(text.split(',').map(PathBuf::from).collect());
+    }
+    // The mount table's form of a list (`VolumeFiles::mount_source`): only when every part
+    // is an MTD device, so a file whose name holds a `+` stays a file.
+    if text.contains(MTD_SOURCE_SEPARATOR) {
+        let parts: Vec<PathBuf> = text.split(MTD_SOURCE_SEPARATOR).map(PathBuf::from).collect();
+        return parts.iter().all(|part| fsoc_mtd::is_mtd_char_device(part).unwrap_or(false)).then_some(parts);
+    }
+    fsoc_mtd::is_mtd_char_device(path).unwrap_or(false).then(|| vec![path.to_path_buf()])
+}
+
+/// Joins the devices of an MTD array in a mount table's source field, where a comma would end
+/// the mount option that carries it.
+pub const MTD_SOURCE_SEPARATOR: char = '+';
+
+/// The first file a mount-table source names: itself, or the first device of an MTD list.
+pub fn first_source_file(source: &Path) -> PathBuf {
+    mtd_devices(source).and_then(|devices| devices.into_iter().next()).unwrap_or_else(|| source.to_path_buf())
+}
+
+/// Checks that every path of an MTD list is an MTD character device.
+fn check_mtd_devices(devices: &[PathBuf]) -> Result<(), String> {
+    for device in devices {
+        match check_volume_path(device)? {
+            PathKind::Mtd => {}
+            PathKind::Missing => return Err(format!("{}: no such MTD device", device.display())),
+            PathKind::Regular => {
+                return Err(format!(
+                    "{}: is a regular file; a comma-separated list names MTD devices (/dev/mtd0,/dev/mtd1), one \
+                     per chip",
+                    device.display()
+                ))
+            }
+        }
+    }
+    Ok(())
+}
 
 /// The files a volume path stands for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,12 +127,17 @@ pub enum VolumeFiles {
     Image(PathBuf),
     /// One file per chip, in chip order, named after `base`.
     Array { base: PathBuf, chips: Vec<PathBuf> },
+    /// Raw NAND: one MTD character device per chip, in chip order; `name` as given.
+    Mtd { name: PathBuf, devices: Vec<PathBuf> },
 }
 
 impl VolumeFiles {
     /// Which files `path` names: an array when `path` is a chip file `BASE.chipN` of a set
     /// with a chip 0, or a `BASE` that does not exist while `BASE.chip0` does; else an image.
     pub fn locate(path: &Path) -> VolumeFiles {
+        if let Some(devices) = mtd_devices(path) {
+            return VolumeFiles::Mtd { name: path.to_path_buf(), devices };
+        }
         match array_base(path) {
             Some(base) => VolumeFiles::Array { chips: chip_file_paths(&base), base },
             None => VolumeFiles::Image(path.to_path_buf()),
@@ -46,6 +149,7 @@ impl VolumeFiles {
         match self {
             VolumeFiles::Image(image) => image,
             VolumeFiles::Array { base, .. } => base,
+            VolumeFiles::Mtd { name, .. } => name,
         }
     }
 
@@ -55,6 +159,22 @@ impl VolumeFiles {
         match self {
             VolumeFiles::Image(image) => image.clone(),
             VolumeFiles::Array { base, .. } => chip_file_path(base, 0),
+            VolumeFiles::Mtd { devices, .. } => devices.first().cloned().unwrap_or_default(),
+        }
+    }
+
+    /// The path a mount records as its source so that `fsoc umount` finds the whole volume
+    /// again: the primary file, or for an MTD array every device, joined by
+    /// `MTD_SOURCE_SEPARATOR` (paths canonical where they resolve).
+    pub fn mount_source(&self) -> PathBuf {
+        let canonical = |path: &PathBuf| path.canonicalize().unwrap_or_else(|_| path.clone());
+        match self {
+            VolumeFiles::Mtd { devices, .. } if devices.len() > 1 => {
+                let parts: Vec<String> =
+                    devices.iter().map(|device| canonical(device).to_string_lossy().into_owned()).collect();
+                PathBuf::from(parts.join(&MTD_SOURCE_SEPARATOR.to_string()))
+            }
+            _ => canonical(&self.primary_file()),
         }
     }
 
@@ -63,12 +183,24 @@ impl VolumeFiles {
         match self {
             VolumeFiles::Image(image) => vec![image.clone()],
             VolumeFiles::Array { chips, .. } => chips.clone(),
+            VolumeFiles::Mtd { devices, .. } => devices.clone(),
         }
     }
 
-    /// Locks every file of the volume, or says that it is in use.
+    /// Locks every file of the volume, or says that it is in use. A path of the wrong kind
+    /// (see `check_volume_path`; for an MTD list, anything but an MTD device) is refused first.
     pub fn lock(&self, exclusive: bool) -> Result<Vec<ImageLock>, String> {
+        self.check()?;
         self.files().iter().map(|file| lock_image(file, exclusive)).collect()
+    }
+
+    /// Refuses a volume whose paths are of the wrong kind (see `check_volume_path`; in an MTD
+    /// list, anything but an MTD device), before anything opens them.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            VolumeFiles::Mtd { devices, .. } => check_mtd_devices(devices),
+            _ => self.files().iter().try_for_each(|file| check_volume_path(file).map(|_| ())),
+        }
     }
 }
 
@@ -77,8 +209,10 @@ pub struct ImageLock {
     _file: File,
 }
 
-/// Locks `image` (exclusive for writers, shared for readers) or says who holds it.
+/// Locks `image` (an image file, a chip file or an MTD device; exclusive for writers, shared
+/// for readers) or says who holds it. Any other kind of path is refused without opening it.
 pub fn lock_image(image: &Path, exclusive: bool) -> Result<ImageLock, String> {
+    check_volume_path(image)?;
     let file = File::open(image).map_err(|error| format!("{}: {error}", image.display()))?;
     let operation = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
     // SAFETY: flock on a descriptor this function owns; no memory is passed.
@@ -93,6 +227,13 @@ pub fn lock_image(image: &Path, exclusive: bool) -> Result<ImageLock, String> {
 
 /// Waits until no fsoc process holds `image` (a server releases it after its final commit).
 pub fn wait_for_image(image: &Path, timeout: std::time::Duration) -> Result<(), String> {
+    if let Some(devices) = mtd_devices(image).filter(|devices| devices.len() > 1) {
+        let deadline = std::time::Instant::now() + timeout;
+        return devices.iter().try_for_each(|device| {
+            wait_for_image(device, deadline.saturating_duration_since(std::time::Instant::now()))
+        });
+    }
+    check_volume_path(image)?;
     let file = File::open(image).map_err(|error| format!("{}: {error}", image.display()))?;
     let deadline = std::time::Instant::now() + timeout;
     loop {
@@ -185,6 +326,8 @@ pub fn refuse_array_chip(image: &Path) -> Result<(), String> {
 pub enum VolumeFlash {
     Image(SimFlash<ImageStore>),
     Array(ThreadedFlash),
+    /// Raw NAND through Linux MTD (fsoc-mtd), one device per chip.
+    Mtd(MtdFlash),
 }
 
 impl VolumeFlash {
@@ -194,6 +337,8 @@ impl VolumeFlash {
         match self {
             VolumeFlash::Image(mut flash) => flash.flush(),
             VolumeFlash::Array(flash) => flash.close(),
+            // Programs and erases through MTD are on the chip when their ioctl returns.
+            VolumeFlash::Mtd(_) => Ok(()),
         }
     }
 }
@@ -204,6 +349,7 @@ macro_rules! forward {
         match $self {
             VolumeFlash::Image($flash) => $call,
             VolumeFlash::Array($flash) => $call,
+            VolumeFlash::Mtd($flash) => $call,
         }
     };
 }
@@ -297,6 +443,21 @@ impl Flash for VolumeFlash {
     }
 }
 
+/// What the ECC of an MTD volume's chips did since it was opened (reads corrected, bits,
+/// uncorrectable reads), for `fsoc info` and `fsoc fsck`; `None` for simulated flash.
+pub fn mtd_ecc_summary(flash: &VolumeFlash) -> Option<String> {
+    let VolumeFlash::Mtd(flash) = flash else { return None };
+    let counters = flash.counters();
+    let sum = |field: fn(&fsoc_mtd::MtdCounters) -> u64| counters.iter().map(field).sum::<u64>();
+    Some(format!(
+        "{} page reads: {} corrected by ECC ({} bits), {} uncorrectable",
+        sum(|chip| chip.reads),
+        sum(|chip| chip.corrected_reads),
+        sum(|chip| chip.corrected_bits),
+        sum(|chip| chip.uncorrectable_reads)
+    ))
+}
+
 /// A mounted volume with the locks on its files, which it holds until it is dropped.
 pub struct OpenVolume {
     pub files: VolumeFiles,
@@ -313,6 +474,9 @@ pub fn open(path: &Path, read_only: bool, exclusive: bool) -> Result<OpenVolume,
 /// `open` for the image tools, which read single-file images only: an array's chip file (or
 /// its base) is refused with what works on it instead.
 pub fn open_image(image: &Path, read_only: bool) -> Result<OpenVolume, String> {
+    if let Some(devices) = mtd_devices(image) {
+        return open_files(VolumeFiles::Mtd { name: image.to_path_buf(), devices }, read_only, !read_only);
+    }
     refuse_array_chip(image)?;
     open_files(VolumeFiles::Image(image.to_path_buf()), read_only, !read_only)
 }
@@ -320,7 +484,16 @@ pub fn open_image(image: &Path, read_only: bool) -> Result<OpenVolume, String> {
 /// Locks `files` (as `open` does), opens and mounts the volume they hold.
 pub fn open_files(files: VolumeFiles, read_only: bool, exclusive: bool) -> Result<OpenVolume, String> {
     let locks = files.lock(exclusive || !read_only)?;
-    let flash = match &files {
+    let flash = open_flash(&files, read_only)?;
+    let fs = mount(flash, files.name(), read_only)?;
+    Ok(OpenVolume { files, fs, locks })
+}
+
+/// Opens the chips of `files` without mounting the file system on them (the caller holds the
+/// locks): for `fsoc serve --raw`, which exports pages, not files. MTD devices are opened
+/// read-write unless `read_only`.
+pub fn open_flash(files: &VolumeFiles, read_only: bool) -> Result<VolumeFlash, String> {
+    Ok(match files {
         VolumeFiles::Image(image) => {
             VolumeFlash::Image(SimFlash::open_image(image).map_err(|error| describe_image_error(image, &error))?)
         }
@@ -329,9 +502,10 @@ pub fn open_files(files: VolumeFiles, read_only: bool, exclusive: bool) -> Resul
                 format!("{}: {error} (an array volume of {} chip files)", base.display(), chips.len())
             })?)
         }
-    };
-    let fs = mount(flash, files.name(), read_only)?;
-    Ok(OpenVolume { files, fs, locks })
+        VolumeFiles::Mtd { devices, .. } => {
+            VolumeFlash::Mtd(MtdFlash::open(devices, !read_only).map_err(|error| error.to_string())?)
+        }
+    })
 }
 
 /// Mounts the volume on `flash` with the tools' configuration and the wall clock.
@@ -350,6 +524,15 @@ pub fn wall_clock_ns() -> u64 {
 /// Unmounts cleanly (the final commit) and makes it durable; `name` is for messages.
 pub fn close(fs: FileSystem<VolumeFlash>, name: &Path) -> Result<(), String> {
     let flash = fs.unmount().map_err(|error| format!("{}: unmount: {error}", name.display()))?;
+    // Bit flips on raw NAND are news for the user (a sign the flash ages): say so.
+    if let VolumeFlash::Mtd(mtd) = &flash {
+        let counters = mtd.counters();
+        if counters.iter().any(|chip| chip.corrected_reads > 0 || chip.uncorrectable_reads > 0) {
+            if let Some(summary) = mtd_ecc_summary(&flash) {
+                eprintln!("fsoc: {}: ecc: {summary}", name.display());
+            }
+        }
+    }
     flash.close().map_err(|error| format!("{}: close: {error}", name.display()))
 }
 
@@ -372,16 +555,6 @@ pub fn close_served(
         image.display(),
         image.display()
     ))
-}
-
-impl fsoc_media::FlashStats for VolumeFlash {
-    fn counters(&self) -> FlashCounters {
-        forward!(self, flash => flash.counters())
-    }
-
-    fn reset_counters(&mut self) {
-        forward!(self, flash => flash.reset_counters())
-    }
 }
 
 #[cfg(test)]
@@ -407,5 +580,23 @@ mod tests {
         assert_eq!(VolumeFiles::locate(&lone), VolumeFiles::Image(lone.clone()));
         assert_eq!(array.primary_file(), chip_file_path(&base, 0));
         assert_eq!(array.name(), base);
+    }
+
+    /// A `+` in a file name is not an MTD list (only a list of MTD devices is), and the mount
+    /// source of an image or a file array is its canonical primary file; a comma always means
+    /// a device list, checked when the volume is locked.
+    #[test]
+    fn mtd_lists_are_told_from_file_names() {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let image = directory.path().join("a+b.img");
+        std::fs::write(&image, b"").expect("write");
+        assert_eq!(mtd_devices(&image), None);
+        assert_eq!(VolumeFiles::locate(&image), VolumeFiles::Image(image.clone()));
+        assert_eq!(VolumeFiles::locate(&image).mount_source(), image.canonicalize().expect("canonical"));
+        let list = directory.path().join("x,y");
+        let VolumeFiles::Mtd { devices, .. } = VolumeFiles::locate(&list) else { panic!("a comma list is MTD") };
+        assert_eq!(devices.len(), 2);
+        assert!(VolumeFiles::locate(&list).lock(false).is_err(), "its parts are no MTD devices");
+        assert_eq!(first_source_file(&image), image);
     }
 }

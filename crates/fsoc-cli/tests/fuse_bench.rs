@@ -14,11 +14,12 @@ use std::time::Duration;
 use support::{require, run, FSOC};
 
 /// Every workload and the metrics the JSON must hold for it.
-const WORKLOADS: [(&str, &[&str]); 4] = [
+const WORKLOADS: [(&str, &[&str]); 5] = [
     ("postmark", &["wall_s"]),
     ("dbench", &["throughput_mb_s"]),
     ("fio", &["seq_write_mib_s", "seq_read_mib_s", "rand_write_iops", "rand_read_iops"]),
     ("metadata_storm", &["create_s", "ls_s", "delete_s", "total_s"]),
+    ("small_writes", &["append_4b_writes_s", "write_512b_fsync_s"]),
 ];
 
 /// A quick run takes well under a minute; this leaves room for a loaded machine.
@@ -26,7 +27,7 @@ const QUICK_RUN_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Runs `fsoc bench fuse --quick` and checks that the JSON has, for every workload and metric,
 /// an fsoc median, an ext4 median and their ratio, the fsoc server's CPU time and peak memory,
-/// the five targets, no skipped workload and no failed sample; and that the SVG chart
+/// the issues' seven targets, no skipped workload and no failed sample; and that the SVG chart
 /// exists beside it.
 #[test]
 fn quick_run_measures_every_workload_on_both_file_systems() {
@@ -85,7 +86,7 @@ fn quick_run_measures_every_workload_on_both_file_systems() {
         assert!(server["peak_rss_kib_max"].as_u64().is_some_and(|kib| kib > 0), "{workload}: server RSS {server}");
     }
     let targets = report["targets"].as_array().expect("targets");
-    assert_eq!(targets.len(), 5, "the issue's five targets: {targets:?}");
+    assert_eq!(targets.len(), 7, "the issues' seven targets: {targets:?}");
     assert!(targets.iter().all(|target| target["met"].is_boolean()), "every target judged: {targets:?}");
     let chart = std::fs::read_to_string(json.with_extension("svg")).expect("the SVG chart beside the JSON");
     assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"), "{chart}");

@@ -221,3 +221,30 @@ print('ok')
     let (status, log) = serving.stop();
     assert!(status.success(), "{status}\n{log}");
 }
+
+/// `fsoc serve --raw`: the host runs fsoc itself over the image's raw pages (seed 000's
+/// conventional device), through `fsoc_serve::RemoteFlash`. What it writes is in the image
+/// after SIGTERM, readable by the tools and fsck-clean; the server reports its wire totals.
+#[test]
+fn raw_mode_exports_pages_to_a_host_that_runs_the_file_system() {
+    use fsoc_core::{FileSystem, FsConfig, OpenFlags};
+    let directory = tempfile::tempdir().expect("tempdir");
+    let image = mkfs(directory.path());
+    let serving = Serving::start(directory.path(), &image, &["--raw"]);
+    let address = fsoc_serve::ListenAddress::parse(&format!("tcp:127.0.0.1:{}", serving.port)).expect("address");
+    let flash = fsoc_serve::RemoteFlash::connect(&address, None).expect("connect to the raw device");
+    let mut fs = FileSystem::mount(flash, FsConfig::default()).expect("the host mounts the remote pages");
+    let flags = OpenFlags { read: true, write: true, create: true, ..OpenFlags::default() };
+    let fd = fs.open(b"/from-the-host", flags, 0o644).expect("open");
+    fs.pwrite(fd, 0, b"written by a host running fsoc over raw pages").expect("pwrite");
+    fs.fsync_fd(fd).expect("fsync");
+    fs.close(fd).expect("close");
+    drop(fs.unmount().expect("unmount: a clean commit over the wire"));
+    let (status, log) = serving.stop();
+    assert!(status.success(), "fsoc serve --raw after SIGTERM: {status}\n{log}");
+    assert!(log.contains("bytes on the wire"), "{log}");
+    let cat = fsoc(&["cat", &format!("{}:/from-the-host", image.display())]);
+    assert_eq!(cat.stdout, "written by a host running fsoc over raw pages", "{}", cat.text());
+    let fsck = fsoc(&["fsck", image.to_str().expect("utf-8 path")]);
+    assert!(fsck.status.success() && fsck.stdout.contains("clean"), "fsck:\n{}", fsck.text());
+}

@@ -66,3 +66,43 @@ fn readers_run_while_an_fsync_waits_for_the_flash_and_the_fsync_is_durable_after
     let (found, _) = fs.lookup(1, b"file").expect("the fsync'd file");
     assert_eq!(fs.read(found, 0, 64).expect("read back"), b"durable bytes");
 }
+
+/// A second fsync with nothing new to commit does not return before the first fsync's flush:
+/// the bytes it promises durable are that commit's.
+#[test]
+fn an_fsync_with_nothing_new_waits_for_the_flush_before_it() {
+    let directory = tempfile::tempdir().expect("tempdir");
+    let base = directory.path().join("array");
+    let flash = ThreadedFlash::create(&base, SimConfig::new(Profile::Slc, 2, 64, 4)).expect("create");
+    let control = flash.chip_control();
+    let volume = Arc::new(SharedVolume::new(FileSystem::format(flash, FsConfig::default(), 10).expect("format")));
+    let inode = volume
+        .change("create", None, |fs| fs.create(1, b"file", FileKind::File, 0o644, 0, 0, None))
+        .expect("not refused")
+        .expect("create");
+    control.hold(0);
+    let fsync = |write: bool| {
+        let volume = Arc::clone(&volume);
+        let (done, finished) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let result = volume.change_then_flush("fsync", Some(inode), |fs| {
+                if write {
+                    fs.write(inode, 0, b"bytes")?;
+                }
+                fs.begin_fsync(inode).map(|flush| ((), flush))
+            });
+            let _ = done.send(());
+            result
+        });
+        (thread, finished)
+    };
+    let (first, first_finished) = fsync(true);
+    std::thread::sleep(Duration::from_millis(100));
+    let (second, second_finished) = fsync(false);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(first_finished.try_recv().is_err(), "the first fsync returned before its flush");
+    assert!(second_finished.try_recv().is_err(), "an fsync with nothing new returned before the flush before it");
+    control.release(0);
+    first.join().expect("first").expect("not refused").expect("fsync");
+    second.join().expect("second").expect("not refused").expect("fsync");
+}

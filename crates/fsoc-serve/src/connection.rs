@@ -392,8 +392,9 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
         }
     }
 
-    /// `--trace`: the request in `frame`, as read.
+    /// Counts the request in `frame`, as read, and traces it (`--trace`).
     fn trace_request(&self, frame: &[u8]) {
+        self.shared.counters.count_frame(frame);
         if let Some(name) = &self.trace {
             let line = match decode_request(frame) {
                 Ok((tag, request)) => trace::request_line(tag, &request),
@@ -403,8 +404,9 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
         }
     }
 
-    /// `--trace`: a reply about to be sent.
+    /// Counts a reply about to be sent, and traces it (`--trace`).
     fn trace_reply(&self, reply: &[u8]) {
+        self.shared.counters.count_frame(reply);
         if let Some(name) = &self.trace {
             trace::emit(name, '>', &trace::reply_line(reply));
         }

@@ -36,11 +36,18 @@ mod connection;
 mod fids;
 mod listen;
 mod operations;
+pub mod raw_protocol;
+mod raw_server;
+mod remote_flash;
 mod secret;
 mod server;
 mod trace;
+mod wire_counters;
 
 pub use config::{ServeConfig, MSIZE_FLOOR_BYTES};
 pub use listen::{ListenAddress, ListenError, Listener};
+pub use raw_server::RawServer;
+pub use remote_flash::{raw_operation_name, RemoteFlash};
 pub use secret::{read_secret_file, SECRET_LENGTH_MIN_BYTES};
 pub use server::{ServeError, Served, Server, Stopper};
+pub use wire_counters::{WireCount, WireCounters};

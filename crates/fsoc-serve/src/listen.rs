@@ -170,6 +170,16 @@ pub(crate) enum Stream {
 }
 
 impl Stream {
+    /// Connects to a server listening at `address` (the host side of the raw protocol).
+    pub(crate) fn connect(address: &ListenAddress) -> io::Result<Stream> {
+        let stream = match address {
+            ListenAddress::Tcp(socket) => Stream::Tcp(TcpStream::connect(socket)?),
+            ListenAddress::Unix(path) => Stream::Unix(UnixStream::connect(path)?),
+        };
+        stream.set_blocking()?;
+        Ok(stream)
+    }
+
     fn set_blocking(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(stream) => {

@@ -17,6 +17,7 @@ use fsoc_flash::Flash;
 
 use crate::config::ServeConfig;
 use crate::listen::{Listener, Stream};
+use crate::wire_counters::WireCounters;
 
 /// What every connection of a server shares.
 pub(crate) struct Shared<F: Flash> {
@@ -25,6 +26,8 @@ pub(crate) struct Shared<F: Flash> {
     pub page_size_bytes: u32,
     pub volume_id: u64,
     pub read_only: bool,
+    /// Messages and bytes in both directions, per 9P message type.
+    pub counters: Arc<WireCounters>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,12 +85,25 @@ impl<F: Flash + Send + Sync + 'static> Server<F> {
         let page_size_bytes = fs.layout().geometry.page_data_bytes;
         let volume_id = fs.superblock().volume_id;
         let read_only = fs.config.volume.read_only;
-        let shared = Shared { volume: Arc::new(SharedVolume::new(fs)), config, page_size_bytes, volume_id, read_only };
+        let shared = Shared {
+            volume: Arc::new(SharedVolume::new(fs)),
+            config,
+            page_size_bytes,
+            volume_id,
+            read_only,
+            counters: Arc::new(WireCounters::default()),
+        };
         Ok(Server { shared: Arc::new(shared), stopper: Stopper::default() })
     }
 
     pub fn stopper(&self) -> Stopper {
         self.stopper.clone()
+    }
+
+    /// The server's wire counters (9P messages and bytes per type, both directions), readable
+    /// while it runs.
+    pub fn counters(&self) -> Arc<WireCounters> {
+        Arc::clone(&self.shared.counters)
     }
 
     /// Serves connections from `listener` until the stopper is used; then shuts every

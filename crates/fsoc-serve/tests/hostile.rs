@@ -24,7 +24,14 @@ use support::TestServer;
 
 const ROOT: u32 = 1;
 const CONNECTIONS_AT_ONCE: usize = 4;
-const ROUNDS: usize = 40;
+/// Rounds per seed (each `CONNECTIONS_AT_ONCE × FRAMES_PER_CONNECTION` frames); the
+/// environment's `FSOC_HOSTILE_ROUNDS` raises it for a long run (125 gives 10^6 frames over
+/// the two default seeds).
+const ROUNDS_DEFAULT: usize = 40;
+
+fn rounds() -> usize {
+    std::env::var("FSOC_HOSTILE_ROUNDS").ok().and_then(|text| text.parse().ok()).unwrap_or(ROUNDS_DEFAULT)
+}
 const FRAMES_PER_CONNECTION: usize = 1000;
 /// How long a hostile connection may take to be answered and closed.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -251,7 +258,8 @@ fn run_seed(seed: u64) {
     let resident_before = resident_bytes();
     let path = Arc::new(server.path.clone());
     let mut replies = 0;
-    for round in 0..ROUNDS {
+    let rounds = rounds();
+    for round in 0..rounds {
         let threads: Vec<_> = (0..CONNECTIONS_AT_ONCE)
             .map(|index| {
                 let path = Arc::clone(&path);
@@ -273,7 +281,7 @@ fn run_seed(seed: u64) {
         let growth = resident_bytes().saturating_sub(resident_before);
         assert!(growth <= MEMORY_GROWTH_MAX_BYTES, "seed {seed:#x}, round {round}: memory grew by {growth} bytes");
     }
-    let frames = ROUNDS * CONNECTIONS_AT_ONCE * FRAMES_PER_CONNECTION;
+    let frames = rounds * CONNECTIONS_AT_ONCE * FRAMES_PER_CONNECTION;
     eprintln!("seed {seed:#x}: {replies} replies to {frames} frames sent or attempted");
     // Most frames are answered: connections end early only on the rare unrecoverable size.
     assert!(replies * 2 > frames, "seed {seed:#x}: only {replies} replies: the frames hardly reached the server");

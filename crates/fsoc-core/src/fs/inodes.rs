@@ -198,7 +198,13 @@ impl<F: Flash> FileSystem<F> {
         if self.config.commit_triggers.fsync && self.delta.changed {
             return self.begin_commit_for_sync();
         }
-        Ok(FlushWait::done())
+        if self.config.volume.read_only || !self.config.commit_triggers.fsync {
+            return Ok(FlushWait::done());
+        }
+        // Nothing changed since the last commit, but that commit's flush may still be running
+        // (another caller's `begin_*`, waited for outside the lock): this fsync must not return
+        // before it. A flush queued now finishes after it.
+        Ok(self.volume.begin_flush()?)
     }
 
     pub fn statfs(&mut self) -> Result<StatFs, FsError> {

@@ -601,6 +601,18 @@ impl<F: Flash> Volume<F> {
         self.finish(flush)
     }
 
+    /// Starts a flush of everything issued so far (no commit): once it is durable, so is every
+    /// commit before it, whoever waits for that commit's own flush.
+    pub fn begin_flush(&mut self) -> Result<FlushWait, TxnError> {
+        if self.poisoned {
+            return Err(TxnError::Poisoned);
+        }
+        self.log.device_mut().flash_mut().begin_flush().map_err(|error| {
+            self.poisoned = true;
+            TxnError::from(error)
+        })
+    }
+
     /// Waits for a commit's started flush; a failure poisons the volume, as a failed commit does.
     pub fn finish(&mut self, flush: FlushWait) -> Result<(), TxnError> {
         flush.wait().map_err(|error| {

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# fsoc on raw NAND under a real Linux kernel: boots Debian's kernel under QEMU (scripts/vm/) and
+# runs scripts/vm/mtd-workload.sh in the guest, which loads nandsim and runs fsoc on /dev/mtd0:
+#   geometry_2k  2 KiB pages (64 OOB bytes): mkfs, FUSE mount, a tree copied in, umount,
+#                remount, byte-identical read back, fsck clean, mount page reads
+#   geometry_4k  4 KiB pages, 2 GiB: the same tree through the image tools (put -r, ls, get -r)
+#                and then through the mount
+#   bad_blocks   factory bad blocks (nandsim badblocks=): reported by mkfs, tree intact
+#   bit_flips    nandsim bitflips=1: every byte read back right, corrections counted
+#   grown_bad_blocks  nandsim weakpages=: programs fail, blocks retired, tree intact
+#   array        two MTD partitions (nandsim parts=) as a 2-chip array: /dev/mtd0,/dev/mtd1
+#   kill_rounds  kill -9 of the mount's server during fsync'd writes, remount: every fsync'd
+#                file intact and fsck clean, ROUNDS times
+#   mount_reads  (long set only; needs mtd-utils) page reads counted by kprobes: fsoc mount vs
+#                UBI attach + UBIFS mount of the same tree at 256 MiB and 1 GiB
+# Prints PASS/FAIL per step, MEASURE lines and a summary; exits 0 if all passed, 1 on any
+# failure, 77 (SKIP) when the machine cannot boot the guest (no QEMU, kernel or busybox): it
+# never passes without running.
+#
+# Usage: scripts/test-mtd.sh [--short]
+#   --short   fewer files (120) and kill rounds (5): a few minutes under TCG, for scripts/test.sh
+# Environment: CASES (default: all, in the order above), FILES, ROUNDS (override the mode's),
+# FSOC_BIN (use this fsoc binary instead of building one), KEEP=1 (keep the work directory),
+# VM_TIMEOUT_SECONDS (default 1200; a guest still running then is stopped and the run fails).
+# Needs: qemu-system-x86 linux-image-amd64 busybox-static cpio kmod fuse3 (scripts/setup.sh --vm).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+started=$(date +%s)
+files=400
+rounds=20
+mode=long
+for argument in "$@"; do
+  case "$argument" in
+    --short) files=120 rounds=5 mode=short ;;
+    *) echo "usage: scripts/test-mtd.sh [--short]" >&2; exit 2 ;;
+  esac
+done
+files=${FILES:-$files}
+rounds=${ROUNDS:-$rounds}
+default_cases="geometry_2k geometry_4k bad_blocks bit_flips grown_bad_blocks array kill_rounds"
+if [ $mode = long ]; then
+  if command -v ubiformat >/dev/null && command -v ubiattach >/dev/null; then
+    default_cases="$default_cases mount_reads"
+  else
+    echo "SKIP mount_reads: ubiformat, ubiattach, ubimkvol and ubidetach are missing (package mtd-utils)"
+  fi
+fi
+cases=${CASES:-$default_cases}
+
+missing=()
+command -v qemu-system-x86_64 >/dev/null || missing+=("qemu-system-x86_64 (package qemu-system-x86)")
+kernel_version=$(scripts/vm/kernel-version.sh 2>/dev/null) ||
+  missing+=("a kernel image and modules in /boot and /lib/modules (package linux-image-amd64)")
+if [ -n "${kernel_version:-}" ] &&
+  ! modprobe -S "$kernel_version" --show-depends nandsim >/dev/null 2>&1; then
+  missing+=("the nandsim module for kernel $kernel_version")
+fi
+{ [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } ||
+  missing+=("a static /bin/busybox (package busybox-static)")
+command -v cpio >/dev/null || missing+=("cpio")
+command -v modprobe >/dev/null || missing+=("modprobe (package kmod)")
+command -v fusermount3 >/dev/null || missing+=("fusermount3 (package fuse3)")
+if [ ${#missing[@]} -gt 0 ]; then
+  for what in "${missing[@]}"; do echo "MISSING $what"; done
+  echo "SKIP test-mtd: cannot boot the guest; install with: sudo scripts/setup.sh --vm"
+  exit 77
+fi
+
+if [ -n "${FSOC_BIN:-}" ]; then
+  fsoc=$FSOC_BIN
+else
+  cargo build --release -q -p fsoc-cli || { echo "FAIL build: cargo build -p fsoc-cli"; exit 1; }
+  fsoc=$PWD/target/release/fsoc
+fi
+
+work=$(mktemp -d /tmp/fsoc-mtd.XXXXXX)
+cleanup() {
+  if [ "${KEEP:-0}" = 1 ]; then echo "test-mtd: work directory kept: $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+# The guest finds the programs by name: fsoc under its own name.
+mkdir -p "$work/bin"
+cp "$fsoc" "$work/bin/fsoc"
+# UBI's tools and modules for the mount_reads comparison, when the host has mtd-utils.
+ubi_programs=()
+for program in ubiformat ubiattach ubidetach ubimkvol; do
+  command -v "$program" >/dev/null && ubi_programs+=("$program")
+done
+EXTRA_MODULES="nandsim fuse ubi ubifs zstd" scripts/vm/build-initramfs.sh "$work/base.cpio.gz" "$work/bin/fsoc" \
+  fusermount3 "${ubi_programs[@]}" >/dev/null || { echo "FAIL build: initramfs"; exit 1; }
+mkdir -p "$work/payload"
+install -m 755 scripts/vm/mtd-workload.sh "$work/payload/run.sh"
+cat > "$work/payload/settings" <<EOF
+CASES="$cases"
+FILES=$files
+ROUNDS=$rounds
+EOF
+
+echo "test-mtd: $mode set ($files files, $rounds kill rounds): booting the guest under QEMU;" \
+  "console in $work/console.log"
+VM_TIMEOUT_SECONDS=${VM_TIMEOUT_SECONDS:-1200} scripts/vm/boot.sh "$work/base.cpio.gz" "$work/payload" 1536 \
+  2>&1 | sed -u 's/\r//g' > "$work/console.log"
+boot_status=${PIPESTATUS[0]}
+grep -E '^(RESULT (PASS|FAIL) |MEASURE |lost: )' "$work/console.log" | sed 's/^RESULT //'
+failures=$(grep -c '^RESULT FAIL ' "$work/console.log")
+passes=$(grep -c '^RESULT PASS ' "$work/console.log")
+if ! grep -q '^RESULT DONE' "$work/console.log"; then
+  echo "FAIL guest: the workload did not finish (boot.sh status $boot_status); the console's end:"
+  tail -n 30 "$work/console.log"
+  failures=$((failures + 1))
+fi
+if [ "$passes" = 0 ]; then
+  echo "FAIL guest: no step passed"
+  failures=$((failures + 1))
+fi
+if grep -qE 'panicked|Kernel panic|BUG:|Oops' "$work/console.log"; then
+  echo "FAIL guest: $(grep -m1 -E 'panicked|Kernel panic|BUG:|Oops' "$work/console.log")"
+  failures=$((failures + 1))
+fi
+
+echo "test-mtd: $mode set: $passes passed, $failures failed, $(($(date +%s) - started)) s wall"
+if [ "$failures" != 0 ]; then
+  KEEP=1
+  exit 1
+fi
+exit 0

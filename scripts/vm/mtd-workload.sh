@@ -1,0 +1,322 @@
+#!/bin/sh
+# Runs inside the guest (as /payload/run.sh, started by scripts/test-mtd.sh): fsoc on raw NAND
+# from the kernel's nandsim, through /dev/mtd0. Each case loads nandsim with its own geometry
+# and faults and prints `RESULT PASS|FAIL CASE STEP[: detail]`; `RESULT DONE` ends the run and
+# `MEASURE ...` lines carry numbers for the report. Settings (from ./settings): CASES (the
+# cases to run, in order), FILES (files in the copied tree), ROUNDS (kill -9 rounds).
+set -a
+. ./settings
+set +a
+cd /
+up() { cut -d' ' -f1 /proc/uptime; }
+case_name=setup
+result() { # result PASS|FAIL STEP [DETAIL]
+  echo "RESULT $1 $case_name $2${3:+: $3}"
+}
+check() { # check STEP COMMAND...: PASS if the command succeeds, else FAIL with its output's end
+  step=$1
+  shift
+  if "$@" > /tmp/check.out 2>&1; then
+    result PASS "$step"
+  else
+    result FAIL "$step" "$(tail -n 3 /tmp/check.out | tr '\n' ' ')"
+    return 1
+  fi
+}
+
+# nandsim with a geometry and faults; /dev/mtd0 appears through devtmpfs.
+load_nandsim() {
+  rmmod nandsim 2>/dev/null
+  if ! load-module nandsim "$@" > /tmp/nandsim.out 2>&1; then
+    result FAIL nandsim "insmod nandsim $*: $(tail -n 2 /tmp/nandsim.out | tr '\n' ' ')"
+    return 1
+  fi
+  for _ in 1 2 3 4 5 6 7 8 9 10; do [ -c /dev/mtd0 ] && break; sleep 0.2; done
+  [ -c /dev/mtd0 ] || { result FAIL nandsim "no /dev/mtd0 after insmod nandsim $*"; return 1; }
+  echo "MEASURE $case_name geometry writesize=$(cat /sys/class/mtd/mtd0/writesize)" \
+    "oobsize=$(cat /sys/class/mtd/mtd0/oobsize) oobavail=$(cat /sys/class/mtd/mtd0/oobavail)" \
+    "erasesize=$(cat /sys/class/mtd/mtd0/erasesize) size=$(cat /sys/class/mtd/mtd0/size)"
+}
+
+mount_fsoc() { # mounts ${1:-/dev/mtd0} on /mnt/f in the background; mount_pid is its server
+  mkdir -p /mnt/f
+  fsoc mount "${1:-/dev/mtd0}" /mnt/f --commit-interval 0 > /tmp/mount.log 2>&1 &
+  mount_pid=$!
+  for _ in $(seq 1 150); do
+    grep -q ' /mnt/f fuse' /proc/mounts && return 0
+    kill -0 "$mount_pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  echo "mount did not appear: $(tail -n 3 /tmp/mount.log | tr '\n' ' ')"
+  return 1
+}
+
+umount_fsoc() {
+  fsoc umount /mnt/f && wait "$mount_pid"
+}
+
+# A tree of FILES files in a few directories, sizes 0 to ~40 KiB (a few spanning many pages),
+# random contents, and its checksums.
+make_tree() {
+  rm -rf /tmp/src && mkdir -p /tmp/src
+  i=0
+  while [ $i -lt "$FILES" ]; do
+    directory=/tmp/src/d$((i % 7))/e$((i % 3))
+    mkdir -p "$directory"
+    size=$(( (i * 7919) % 12000 ))
+    [ $((i % 29)) = 0 ] && size=$((40000 + i))
+    [ $((i % 31)) = 0 ] && size=0
+    head -c "$size" /dev/urandom > "$directory/f$i"
+    i=$((i + 1))
+  done
+  (cd /tmp/src && find . -type f | sort | xargs md5sum) > /tmp/src.md5
+}
+
+# The tree through the FUSE mount: copy in, unmount, remount, compare, unmount, fsck.
+tree_through_fuse() {
+  check mount mount_fsoc || return 1
+  started=$(up)
+  check copy_in cp -r /tmp/src /mnt/f/tree
+  echo "MEASURE $case_name copy_in_seconds $(echo "$(up) $started" | awk '{ print $1 - $2 }')"
+  check umount umount_fsoc || return 1
+  check remount mount_fsoc || return 1
+  check read_back sh -c 'cd /mnt/f/tree && md5sum -c -s /tmp/src.md5'
+  check umount_again umount_fsoc
+}
+
+# The tree through the image tools, no mount: put -r, ls, get -r, compare.
+tree_through_tools() {
+  check put fsoc put -r /tmp/src /dev/mtd0:/tree
+  check ls sh -c 'fsoc ls -r /dev/mtd0:/tree | grep -c "f[0-9]" | grep -qx "$FILES"'
+  rm -rf /tmp/back
+  check get fsoc get -r /dev/mtd0:/tree /tmp/back
+  check read_back sh -c 'cd /tmp/back && md5sum -c -s /tmp/src.md5'
+}
+
+fsck_clean() {
+  check fsck sh -c 'fsoc fsck /dev/mtd0 > /tmp/fsck.out 2>&1; status=$?; cat /tmp/fsck.out; exit $status'
+  grep -h 'ecc:' /tmp/fsck.out | sed "s/^/MEASURE $case_name fsck /"
+}
+
+mount_reads() {
+  reads=$(fsoc info /dev/mtd0 2>/dev/null | awk '/^mount page reads/ { print $4 }')
+  echo "MEASURE $case_name mount_page_reads ${reads:-unknown}"
+}
+
+case_geometry_2k() { # 2 KiB pages, 64 OOB bytes (38 free with 1-bit Hamming ECC), 256 MiB
+  load_nandsim id_bytes=0xec,0xda,0x10,0x95,0x44 || return
+  check mkfs fsoc mkfs /dev/mtd0 || return
+  check refuse_mkfs_over_data sh -c 'fsoc mkfs /dev/mtd0 2>&1 | grep -q "holds data"'
+  tree_through_fuse
+  fsck_clean
+  mount_reads
+}
+
+case_geometry_4k() { # 4 KiB pages, 256 KiB blocks, 2 GiB (nandsim keeps only written pages)
+  load_nandsim id_bytes=0xec,0xd5,0x51,0xa6,0x68 || return
+  check mkfs fsoc mkfs /dev/mtd0 || return
+  tree_through_tools
+  check mount mount_fsoc && check read_back_mounted sh -c 'cd /mnt/f/tree && md5sum -c -s /tmp/src.md5' &&
+    check umount umount_fsoc
+  fsck_clean
+  mount_reads
+}
+
+case_bad_blocks() { # factory bad blocks 20, 77 and 300: reported by mkfs and never used
+  load_nandsim id_bytes=0xec,0xda,0x10,0x95,0x44 badblocks=20,77,300 || return
+  fsoc mkfs /dev/mtd0 --force > /tmp/mkfs.out 2>&1
+  check mkfs_reports_bad_blocks grep -q '3 factory bad block(s): 20, 77, 300' /tmp/mkfs.out
+  tree_through_fuse
+  fsck_clean
+}
+
+case_bit_flips() { # nandsim flips a bit in about one page read in 1,024: ECC corrects it
+  load_nandsim id_bytes=0xec,0xda,0x10,0x95,0x44 bitflips=1 || return
+  check mkfs fsoc mkfs /dev/mtd0 || return
+  tree_through_fuse
+  fsck_clean
+  # A 4 MiB file read whole (2,048 page reads) until a read is corrected, at most 8 times:
+  # every read must return the file's bytes, and the tool reports the corrections.
+  head -c 4194304 /dev/urandom > /tmp/big
+  check put_big fsoc put /tmp/big /dev/mtd0:/big || return
+  big_md5=$(md5sum < /tmp/big)
+  pass=0
+  corrected=
+  wrong=0
+  while [ $pass -lt 8 ] && [ -z "$corrected" ]; do
+    read_md5=$(fsoc cat /dev/mtd0:/big 2> /tmp/cat.err | md5sum)
+    [ "$read_md5" = "$big_md5" ] || wrong=$((wrong + 1))
+    corrected=$(sed -n 's/.*ecc: \([0-9]*\) page reads: \([1-9][0-9]*\) corrected by ECC (\([0-9]*\) bits).*/\2 of \1 reads, \3 bits/p' /tmp/cat.err)
+    grep -h 'ecc:' /tmp/cat.err | sed "s/^/MEASURE $case_name cat /"
+    pass=$((pass + 1))
+  done
+  if [ "$wrong" = 0 ]; then
+    result PASS read_back_under_flips "$pass reads of 4 MiB, all right"
+  else
+    result FAIL read_back_under_flips "$wrong of $pass reads of 4 MiB wrong"
+  fi
+  if [ -n "$corrected" ]; then
+    result PASS corrections_counted "$corrected corrected, in read $pass"
+  else
+    result FAIL corrections_counted "no corrected read in $pass reads of 4 MiB (about 2,048 page reads each)"
+  fi
+  check mount mount_fsoc && check read_back_after_flips sh -c 'cd /mnt/f/tree && md5sum -c -s /tmp/src.md5' &&
+    check umount umount_fsoc
+}
+
+case_kill_rounds() { # kill -9 of the mount's server during fsync'd writes, ROUNDS times
+  load_nandsim id_bytes=0xec,0xda,0x10,0x95,0x44 || return
+  check mkfs fsoc mkfs /dev/mtd0 || return
+  for blob in 0 1 2 3; do head -c $((blob * 3000 + 100)) /dev/urandom > /tmp/blob$blob; done
+  lost=0
+  checked=0
+  round=1
+  while [ "$round" -le "$ROUNDS" ]; do
+    mount_fsoc > /tmp/round.out 2>&1 || { result FAIL "round$round" "mount: $(cat /tmp/round.out)"; return; }
+    mkdir -p "/mnt/f/r$round"
+    : > "/tmp/done$round"
+    (
+      i=0
+      while [ $i -lt 5000 ]; do
+        dd if=/tmp/blob$((i % 4)) of="/mnt/f/r$round/f$i" conv=fsync 2>/dev/null || exit 0
+        echo "$i" >> "/tmp/done$round"
+        i=$((i + 1))
+      done
+    ) &
+    writer=$!
+    usleep $(( (RANDOM % 1500 + 500) * 1000 ))
+    kill -9 "$mount_pid"
+    wait "$writer" 2>/dev/null
+    wait "$mount_pid" 2>/dev/null
+    umount -l /mnt/f 2>/dev/null || fusermount3 -u -z /mnt/f 2>/dev/null
+    fsoc fsck /dev/mtd0 > /tmp/fsck.out 2>&1 || { result FAIL "round$round" "fsck: $(tail -n 2 /tmp/fsck.out)"; return; }
+    mount_fsoc > /tmp/round.out 2>&1 || { result FAIL "round$round" "remount: $(cat /tmp/round.out)"; return; }
+    # Every fsync'd file of every round so far is there with its contents.
+    r=1
+    while [ $r -le "$round" ]; do
+      while read -r i; do
+        checked=$((checked + 1))
+        cmp -s "/tmp/blob$((i % 4))" "/mnt/f/r$r/f$i" || { lost=$((lost + 1)); echo "lost: round $r file $i"; }
+      done < "/tmp/done$r"
+      r=$((r + 1))
+    done
+    echo "MEASURE $case_name round $round fsynced $(wc -l < "/tmp/done$round")"
+    umount_fsoc > /dev/null 2>&1
+    round=$((round + 1))
+  done
+  if [ "$lost" = 0 ]; then
+    result PASS fsynced_files_intact "$ROUNDS rounds, $checked checks of fsync'd files, 0 lost or wrong"
+  else
+    result FAIL fsynced_files_intact "$lost of $checked checks lost or wrong"
+  fi
+  fsck_clean
+}
+
+case_grown_bad_blocks() { # nandsim weakpages=: page 40 of blocks 4 to 12 fails its first program
+  # Page 40, not lower: format's own first pages in block 4 must succeed (a failed program
+  # during format ends it with an error; fsoc-core does not retry there).
+  pages=
+  for block in 4 5 6 7 8 9 10 11 12; do pages="${pages:+$pages,}$((block * 64 + 40)):0"; done
+  load_nandsim id_bytes=0xec,0xda,0x10,0x95,0x44 weakpages="$pages" || return
+  check mkfs fsoc mkfs /dev/mtd0 || return
+  tree_through_fuse
+  fsck_clean
+  dmesg > /tmp/dmesg.out
+  failed=$(grep -ci 'write failure\|program failed\|write error' /tmp/dmesg.out)
+  echo "MEASURE $case_name failed_programs_in_kernel_log $failed"
+  if [ "$failed" -gt 0 ]; then
+    result PASS programs_failed "$failed failed program(s) in the kernel log; the tree read back intact"
+  else
+    result FAIL programs_failed "no failed program in the kernel log: the case tested nothing"
+  fi
+}
+
+case_array() { # two MTD partitions of one nandsim chip (parts=1024) as a 2-chip array
+  load_nandsim id_bytes=0xec,0xda,0x10,0x95,0x44 parts=1024 || return
+  [ -c /dev/mtd1 ] || { result FAIL partitions "no /dev/mtd1 after parts=1024"; return; }
+  check mkfs fsoc mkfs /dev/mtd0,/dev/mtd1 || return
+  check info_lists_two_chips sh -c 'fsoc info /dev/mtd0,/dev/mtd1 | grep -q "^geometry *2 chips"'
+  check put fsoc put -r /tmp/src /dev/mtd0,/dev/mtd1:/tree
+  rm -rf /tmp/back
+  check get fsoc get -r /dev/mtd0,/dev/mtd1:/tree /tmp/back
+  check read_back sh -c 'cd /tmp/back && md5sum -c -s /tmp/src.md5'
+  check one_chip_is_refused sh -c '! fsoc info /dev/mtd1 > /dev/null 2>&1'
+  check mount mount_fsoc /dev/mtd0,/dev/mtd1 &&
+    check read_back_mounted sh -c 'cd /mnt/f/tree && md5sum -c -s /tmp/src.md5' && check umount umount_fsoc
+  check fsck fsoc fsck /dev/mtd0,/dev/mtd1
+}
+
+# Page reads, programs and erases of the NAND layer, counted by kprobes (nandsim has no
+# counters): `count_ops COMMAND...` prints "reads programs erases" of the command.
+kprobes_ready=
+kprobes_setup() {
+  [ -n "$kprobes_ready" ] && return 0
+  tracing=/sys/kernel/tracing
+  grep -q " $tracing tracefs" /proc/mounts || mount -t tracefs nodev "$tracing" || return 1
+  echo 'p:nand_reads nand_read_page_op' >> "$tracing/kprobe_events" &&
+    echo 'p:nand_programs nand_prog_page_begin_op' >> "$tracing/kprobe_events" &&
+    echo 'p:nand_erases nand_erase_op' >> "$tracing/kprobe_events" &&
+    echo 1 > "$tracing/events/kprobes/enable" || return 1
+  kprobes_ready=1
+}
+kprobe_hits() { awk '$1 == "nand_reads" { r = $2 } $1 == "nand_programs" { p = $2 } $1 == "nand_erases" { e = $2 }
+  END { print r + 0, p + 0, e + 0 }' /sys/kernel/tracing/kprobe_profile; }
+count_ops() {
+  before=$(kprobe_hits)
+  "$@" > /tmp/count.out 2>&1 || { echo "failed: $* $(tail -n 2 /tmp/count.out | tr '\n' ' ')"; return 1; }
+  after=$(kprobe_hits)
+  echo "$before $after" | awk '{ print $4 - $1, $5 - $2, $6 - $3 }'
+}
+
+ubi_attach_and_mount() { ubiattach -m 0 > /dev/null && mount -t ubifs ubi0:r /mnt/u; }
+
+case_mount_reads() { # fsoc mount vs UBI attach + UBIFS mount, page reads by kprobes, 256 MiB and 1 GiB
+  command -v ubiformat > /dev/null || { result FAIL tools "ubiformat missing (mtd-utils on the host)"; return; }
+  # UBIFS's compressors are soft dependencies, not loaded with it.
+  load-module zstd > /dev/null 2>&1
+  load-module ubifs > /dev/null 2>&1
+  for size in 256M:0 1G:13; do
+    label=${size%%:*}
+    override=${size#*:}
+    extra=
+    [ "$override" = 0 ] || extra="overridesize=$override"
+    # fsoc: format, the tree in, then a read-only mount + root listing + unmount, counted.
+    load_nandsim id_bytes=0xec,0xda,0x10,0x95,0x44 $extra || return
+    # The probed functions are in the nand module, loaded with nandsim.
+    kprobes_setup || { result FAIL kprobes "cannot set kprobes on nand_read_page_op"; return; }
+    fsoc mkfs /dev/mtd0 > /dev/null 2>&1 && fsoc put -r /tmp/src /dev/mtd0:/tree > /dev/null 2>&1 ||
+      { result FAIL "fsoc_$label" "mkfs or put failed"; return; }
+    fsoc_own=$(fsoc info /dev/mtd0 2>/dev/null | awk '/^mount page reads/ { print $4 }')
+    fsoc_ops=$(count_ops fsoc ls /dev/mtd0:/) || { result FAIL "fsoc_$label" "$fsoc_ops"; return; }
+    echo "MEASURE $case_name $label fsoc mount+ls+unmount reads/programs/erases $fsoc_ops (fsoc's own mount count $fsoc_own)"
+    # UBI + UBIFS on a fresh chip of the same size, formatted by ubiformat (as on a product:
+    # otherwise the counted attach still formats empty blocks), one volume, the tree in.
+    load_nandsim id_bytes=0xec,0xda,0x10,0x95,0x44 $extra || return
+    mkdir -p /mnt/u
+    { ubiformat -y -q /dev/mtd0 && ubiattach -m 0 && ubimkvol /dev/ubi0 -N r -m && mount -t ubifs ubi0:r /mnt/u &&
+      cp -r /tmp/src /mnt/u/tree && umount /mnt/u && ubidetach -m 0; } > /tmp/ubi.out 2>&1 ||
+      { result FAIL "ubi_$label" "$(tail -n 2 /tmp/ubi.out | tr '\n' ' ')"; return; }
+    ubi_ops=$(count_ops ubi_attach_and_mount) || { result FAIL "ubi_$label" "$ubi_ops"; return; }
+    umount /mnt/u; ubidetach -m 0 > /dev/null 2>&1
+    echo "MEASURE $case_name $label ubi attach+ubifs mount reads/programs/erases $ubi_ops"
+    fsoc_reads=${fsoc_ops%% *}
+    ubi_reads=${ubi_ops%% *}
+    if [ "$fsoc_reads" -gt 0 ] && [ "$fsoc_reads" -lt "$ubi_reads" ]; then
+      result PASS "fewer_mount_reads_$label" "fsoc $fsoc_reads page reads, UBI+UBIFS $ubi_reads"
+    else
+      result FAIL "fewer_mount_reads_$label" "fsoc $fsoc_reads page reads, UBI+UBIFS $ubi_reads"
+    fi
+  done
+}
+
+echo "guest: cases $CASES, $FILES files, $ROUNDS kill rounds"
+load-module fuse > /dev/null 2>&1
+[ -c /dev/fuse ] || mknod /dev/fuse c 10 229
+make_tree
+for case_name in $CASES; do
+  started=$(up)
+  "case_$case_name"
+  echo "MEASURE $case_name seconds $(echo "$(up) $started" | awk '{ print $1 - $2 }')"
+done
+rmmod nandsim 2>/dev/null
+echo "RESULT DONE"
