@@ -37,10 +37,9 @@ use fsoc_9p::{SetAttributes, Timestamp};
 use fsoc_client::{Client, ConnectOptions, Metadata, Node};
 use fsoc_fuse::MountConfig;
 use fuser::{
-    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, Session, SessionACL, TimeOrNow,
-    WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, Session, TimeOrNow, WriteFlags,
 };
 
 use crate::mount_options::MountOptions;
@@ -240,6 +239,17 @@ impl RemoteFs {
         Ok(attr)
     }
 
+    /// Looks up `name`, just made in `parent` by the server (which makes the attach's user the
+    /// owner), and gives it to the calling user `uid` when that is someone else.
+    fn look_up_made(&self, parent: INodeNo, name: &OsStr, uid: u32) -> Result<FileAttr, Errno> {
+        let attr = self.look_up(parent, name)?;
+        if uid != attr.uid {
+            self.own(&*self.node(attr.ino)?, uid)?;
+            return Ok(FileAttr { uid, ..attr });
+        }
+        Ok(attr)
+    }
+
     /// After a create by the server (which makes the attach's user the owner), gives the new
     /// file to the calling user when that is someone else.
     fn own(&self, node: &Node, uid: u32) -> Result<(), Errno> {
@@ -411,12 +421,7 @@ impl Filesystem for RemoteFs {
     fn mkdir(&self, request: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
         let result = self.node(parent).and_then(|directory| {
             directory.mkdir(name.as_bytes(), mode & 0o7777, request.gid()).map_err(errno)?;
-            let attr = self.look_up(parent, name)?;
-            if request.uid() != attr.uid {
-                self.own(&*self.node(attr.ino)?, request.uid())?;
-                return Ok(FileAttr { uid: request.uid(), ..attr });
-            }
-            Ok(attr)
+            self.look_up_made(parent, name, request.uid())
         });
         match result {
             Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
@@ -442,12 +447,7 @@ impl Filesystem for RemoteFs {
         let result = self.node(parent).and_then(|directory| {
             let target = target.as_os_str().as_bytes();
             directory.symlink(link_name.as_bytes(), target, request.gid()).map_err(errno)?;
-            let attr = self.look_up(parent, link_name)?;
-            if request.uid() != attr.uid {
-                self.own(&*self.node(attr.ino)?, request.uid())?;
-                return Ok(FileAttr { uid: request.uid(), ..attr });
-            }
-            Ok(attr)
+            self.look_up_made(parent, link_name, request.uid())
         });
         match result {
             Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
@@ -734,28 +734,6 @@ impl Filesystem for RemoteFs {
     }
 }
 
-/// The fuser configuration of a remote mount: the local mount's options (mount_options.rs),
-/// the source `fsoc:ADDRESS`.
-fn fuser_config(config: &MountConfig, address: &str) -> Config {
-    let mut mount_options = vec![
-        MountOption::FSName(format!("{}:{address}", fsoc_fuse::FS_NAME)),
-        MountOption::CUSTOM(format!("subtype={}", fsoc_fuse::FS_NAME)),
-        MountOption::DefaultPermissions,
-        if config.read_only { MountOption::RO } else { MountOption::RW },
-        if config.set_user_id { MountOption::Suid } else { MountOption::NoSuid },
-        if config.devices { MountOption::Dev } else { MountOption::NoDev },
-        if config.execute { MountOption::Exec } else { MountOption::NoExec },
-    ];
-    if config.access_time == "noatime" {
-        mount_options.push(MountOption::NoAtime);
-    }
-    let mut fuser_config = Config::default();
-    fuser_config.mount_options = mount_options;
-    fuser_config.acl = if config.allow_other { SessionACL::All } else { SessionACL::Owner };
-    fuser_config.n_threads = Some(config.thread_count.max(1));
-    fuser_config
-}
-
 /// `fsoc mount --remote ADDRESS MOUNTPOINT`: connects, mounts, serves until unmounted.
 /// `ready` is called once the mount is live (`--daemon` reports it to the parent).
 pub fn serve(
@@ -781,18 +759,10 @@ pub fn serve(
     let writeback_cache = options.writeback_cache.unwrap_or(false);
     let remote = RemoteFs::new(client, writeback_cache).map_err(|error| format!("{address}: {error}"))?;
     // Block the stopping signals before fuser starts its threads, so only `sigwait` takes them.
-    // SAFETY: sigemptyset/sigaddset fill a set this function owns; pthread_sigmask changes
-    // this thread's mask (inherited by threads spawned later).
-    let signals = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::sigaddset(&mut set, signal);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    };
-    let mut session = Session::new(remote, &mount_point, &fuser_config(&config, address))
+    let signals = crate::serve_cmd::block_termination_signals();
+    // The local mount's options; the mount table's source names the server.
+    let config = MountConfig { source: format!("{}:{address}", fsoc_fuse::FS_NAME), ..config };
+    let mut session = Session::new(remote, &mount_point, &fsoc_fuse::fuser_config(&config))
         .map_err(|error| format!("cannot mount on {}: {error}", mount_point.display()))?;
     let mut unmounter = session.unmount_callable();
     let shown = mount_point.display().to_string();

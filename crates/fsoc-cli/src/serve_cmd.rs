@@ -70,7 +70,7 @@ fn termination_signals() -> libc::sigset_t {
 }
 
 /// Blocks the termination signals before any thread starts, so they reach only `sigwait`.
-fn block_termination_signals() -> libc::sigset_t {
+pub(crate) fn block_termination_signals() -> libc::sigset_t {
     let signals = termination_signals();
     // SAFETY: changes this thread's mask (inherited by threads spawned later); the set is valid.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut()) };

@@ -148,32 +148,5 @@ impl DirEntry {
     }
 }
 
-/// The volume's usage, from Rstatfs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatFs {
-    pub fs_type: u32,
-    pub block_size_bytes: u32,
-    pub block_count: u64,
-    pub free_block_count: u64,
-    pub available_block_count: u64,
-    pub file_count: u64,
-    pub free_file_count: u64,
-    pub fs_id: u64,
-    pub name_length_max: u32,
-}
-
-impl From<FsStats> for StatFs {
-    fn from(stats: FsStats) -> StatFs {
-        StatFs {
-            fs_type: stats.fs_type,
-            block_size_bytes: stats.block_size_bytes,
-            block_count: stats.block_count,
-            free_block_count: stats.free_block_count,
-            available_block_count: stats.available_block_count,
-            file_count: stats.file_count,
-            free_file_count: stats.free_file_count,
-            fs_id: stats.fs_id,
-            name_length_max: stats.name_length_max,
-        }
-    }
-}
+/// The volume's usage, from Rstatfs: the codec's own type (statfs(2)'s fields).
+pub type StatFs = FsStats;

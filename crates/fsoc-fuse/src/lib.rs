@@ -31,7 +31,7 @@ pub use adapter::FsocFuse;
 /// An open directory's listing position (fsoc-engine's cursor, shared with the 9P server).
 pub use fsoc_engine::DirectoryCursor as DirectoryStream;
 pub use session::{
-    check_mount_point, is_mount_point, mounted_image, source_for, unescape_mount_path, BackgroundMount, Mount,
-    MountConfig, MountError, Served, Unmounted, Unmounter, FS_NAME, FUSE_DEVICE,
+    check_mount_point, fuser_config, is_mount_point, mounted_image, source_for, unescape_mount_path, BackgroundMount,
+    Mount, MountConfig, MountError, Served, Unmounted, Unmounter, FS_NAME, FUSE_DEVICE,
 };
 pub use volume_lock::{MountState, VolumeLock, HANDLES_MAX};

@@ -224,7 +224,9 @@ fn fuse_device_accessible() -> bool {
     unsafe { libc::access(device.as_ptr(), libc::R_OK | libc::W_OK) == 0 }
 }
 
-fn fuser_config(config: &MountConfig) -> Config {
+/// fuser's configuration for a mount of `config` (also `fsoc mount --remote`'s, whose source
+/// names the server).
+pub fn fuser_config(config: &MountConfig) -> Config {
     let mut mount_options = vec![
         MountOption::FSName(config.source.clone()),
         // The kernel's own `subtype=` option (fuser's `Subtype` reaches only fusermount3): the

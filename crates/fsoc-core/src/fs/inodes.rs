@@ -203,7 +203,8 @@ impl<F: Flash> FileSystem<F> {
         }
         // Nothing changed since the last commit, but that commit's flush may still be running
         // (another caller's `begin_*`, waited for outside the lock): this fsync must not return
-        // before it. A flush queued now finishes after it.
+        // before it. A flush queued now finishes after it (none when the commit's was not left
+        // running).
         Ok(self.volume.begin_flush()?)
     }
 

@@ -199,6 +199,9 @@ pub struct Volume<F: Flash> {
     committed: Metaroot,
     cursor: MetarootCursor,
     poisoned: bool,
+    /// Whether the latest commit's flush was left running (`FlushWait::is_pending`): a caller
+    /// outside the volume's lock may still be waiting for it.
+    flush_left_running: bool,
     pub(crate) mount_report: MountReport,
     /// `Device::operations_issued` when the latest commit became durable.
     pub(crate) last_commit_operations: u64,
@@ -352,6 +355,7 @@ impl<F: Flash> Volume<F> {
             // The first commit switches into area 0 (every page-0 counter is unknown).
             cursor: MetarootCursor { area_slot: MetarootArea::Third, next_page: u32::MAX, area_counters: [None; 3] },
             poisoned: false,
+            flush_left_running: false,
             mount_report: MountReport::default(),
             last_commit_operations: 0,
             may_have_orphans: false,
@@ -414,6 +418,7 @@ impl<F: Flash> Volume<F> {
             },
             committed,
             poisoned: false,
+            flush_left_running: false,
             mount_report: MountReport::default(),
             last_commit_operations: 0,
             may_have_orphans: false,
@@ -601,11 +606,16 @@ impl<F: Flash> Volume<F> {
         self.finish(flush)
     }
 
-    /// Starts a flush of everything issued so far (no commit): once it is durable, so is every
-    /// commit before it, whoever waits for that commit's own flush.
+    /// Starts a flush of everything issued so far (no commit) if the latest commit's flush was
+    /// left running: once it is durable, so is every commit before it, whoever waits for that
+    /// commit's own flush. Done at once when the latest commit flushed before returning (a
+    /// backend that flushes synchronously: an image file, RAM).
     pub fn begin_flush(&mut self) -> Result<FlushWait, TxnError> {
         if self.poisoned {
             return Err(TxnError::Poisoned);
+        }
+        if !self.flush_left_running {
+            return Ok(FlushWait::done());
         }
         self.log.device_mut().flash_mut().begin_flush().map_err(|error| {
             self.poisoned = true;
@@ -635,8 +645,9 @@ impl<F: Flash> Volume<F> {
         }
         self.ensure_table_loaded()?;
         let result = self.commit_inner(clean);
-        if result.is_err() {
-            self.poisoned = true;
+        match &result {
+            Ok(flush) => self.flush_left_running = flush.is_pending(),
+            Err(_) => self.poisoned = true,
         }
         result
     }
@@ -739,8 +750,9 @@ impl<F: Flash> Volume<F> {
             self.guard_paired_pages();
             Ok(flush)
         })();
-        if result.is_err() {
-            self.poisoned = true;
+        match &result {
+            Ok(flush) => self.flush_left_running = flush.is_pending(),
+            Err(_) => self.poisoned = true,
         }
         result
     }
