@@ -79,7 +79,14 @@ struct State {
     buffers_max: usize,
     free_buffers: Vec<Vec<u8>>,
     workers: usize,
+    /// Workers waiting on `work_queued`.
     idle_workers: usize,
+    /// Idle workers already woken for queued work and not yet back at the queue (never more
+    /// than `idle_workers`): a request is queued with a wake-up only for a worker nobody has
+    /// woken yet, so one request wakes one thread.
+    wakeups_pending: usize,
+    /// The reader waits on `reader_wake` (for a buffer, or for the requests in flight to end).
+    reader_waiting: bool,
     closing: bool,
 }
 
@@ -93,9 +100,14 @@ pub(crate) struct Connection<F: Flash> {
     pub(crate) shared: Arc<Shared<F>>,
     writer: Mutex<Stream>,
     state: Mutex<State>,
-    /// Signalled on every change of `state` that someone may wait for: work queued, a buffer
-    /// returned, a request finished, closing.
-    changed: Condvar,
+    /// Idle workers wait here: signalled once per queued request that has no worker awake for
+    /// it, and for all at closing.
+    work_queued: Condvar,
+    /// The reader waits here (when `State::reader_waiting`): signalled when a buffer is given
+    /// back, a request ends, or the connection breaks. Two condition variables, so neither the
+    /// reader nor a finishing worker wakes idle workers for nothing (with one, every request
+    /// woke every idle worker three times: most of the server's CPU under a remote mount).
+    reader_wake: Condvar,
     pub(crate) fids: Mutex<FidTable>,
     pub(crate) attach_failures: AtomicU32,
     /// Set when the connection must end (a write failed, too many failed attaches).
@@ -143,9 +155,12 @@ pub(crate) fn serve<F: Flash + Send + Sync + 'static>(shared: Arc<Shared<F>>, st
             free_buffers: Vec::new(),
             workers: 0,
             idle_workers: 0,
+            wakeups_pending: 0,
+            reader_waiting: false,
             closing: false,
         }),
-        changed: Condvar::new(),
+        work_queued: Condvar::new(),
+        reader_wake: Condvar::new(),
         attach_failures: AtomicU32::new(0),
         broken: AtomicBool::new(false),
         close_after_reply: AtomicBool::new(false),
@@ -158,7 +173,7 @@ pub(crate) fn serve<F: Flash + Send + Sync + 'static>(shared: Arc<Shared<F>>, st
     {
         let mut state = lock(&connection.state);
         state.closing = true;
-        connection.changed.notify_all();
+        connection.work_queued.notify_all();
     }
     // Workers finish what is queued (the replies of a server that stops still go out).
     for worker in workers {
@@ -247,7 +262,7 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
     fn take_buffer(&self) -> Option<Vec<u8>> {
         let mut state = lock(&self.state);
         while state.buffers_in_use >= state.buffers_max && !state.closing && !self.broken.load(Ordering::Acquire) {
-            state = self.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+            state = self.reader_wait(state);
         }
         if state.closing || self.broken.load(Ordering::Acquire) {
             return None;
@@ -259,8 +274,31 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
 
     fn return_buffer(&self, buffer: Vec<u8>) {
         let mut state = lock(&self.state);
-        give_back(&mut state, buffer);
-        self.changed.notify_all();
+        self.give_back(&mut state, buffer);
+    }
+
+    /// Puts a request buffer back into the pool (waking the reader if it waits for one).
+    fn give_back(&self, state: &mut State, buffer: Vec<u8>) {
+        assert!(state.buffers_in_use > 0, "a buffer returned that was not taken");
+        state.buffers_in_use -= 1;
+        state.free_buffers.push(buffer);
+        self.wake_reader(state);
+    }
+
+    /// Wakes the reader if it waits on `reader_wake` (called after every change it may wait
+    /// for, with the state locked).
+    fn wake_reader(&self, state: &State) {
+        if state.reader_waiting {
+            self.reader_wake.notify_one();
+        }
+    }
+
+    /// The reader waits for a change of the state.
+    fn reader_wait<'s>(&self, mut state: MutexGuard<'s, State>) -> MutexGuard<'s, State> {
+        state.reader_waiting = true;
+        let mut state = self.reader_wake.wait(state).unwrap_or_else(PoisonError::into_inner);
+        state.reader_waiting = false;
+        state
     }
 
     /// Queues a request for the workers (starting one if none is idle).
@@ -279,25 +317,29 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
         };
         let mut state = lock(&self.state);
         if !state.negotiated {
-            give_back(&mut state, buffer);
-            self.changed.notify_all();
+            self.give_back(&mut state, buffer);
             drop(state);
             // Before Tversion nothing but Tversion is understood.
             return self.send_small(tag, &Reply::Lerror { errno: Errno::EPROTO });
         }
         if state.in_flight.contains_key(&tag.0) {
-            give_back(&mut state, buffer);
-            self.changed.notify_all();
+            self.give_back(&mut state, buffer);
             return Flow::Disconnect("a tag already in flight was reused");
         }
         state.in_flight.insert(tag.0, TagState::Queued);
         let generation = state.generation;
         state.queue.push_back(Work { tag, buffer, length, generation });
-        let start_worker = state.idle_workers == 0 && state.workers < self.shared.config.workers_per_connection_max;
-        if start_worker {
+        // One wake-up per request: an idle worker nobody has woken yet, else a new worker,
+        // else none (every worker is busy or already woken, and each looks at the queue before
+        // it waits again, so the request is taken).
+        let mut start_worker = false;
+        if state.idle_workers > state.wakeups_pending {
+            state.wakeups_pending += 1;
+            self.work_queued.notify_one();
+        } else if state.workers < self.shared.config.workers_per_connection_max {
             state.workers += 1;
+            start_worker = true;
         }
-        self.changed.notify_all();
         drop(state);
         if start_worker {
             let connection = Arc::clone(self);
@@ -324,19 +366,21 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
                 loop {
                     if let Some(work) = state.queue.pop_front() {
                         state.in_flight.insert(work.tag.0, TagState::Running { flushes: Vec::new() });
-                        break work;
+                        break (work, state.msize);
                     }
                     if state.closing {
                         state.workers -= 1;
                         return;
                     }
                     state.idle_workers += 1;
-                    state = self.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+                    state = self.work_queued.wait(state).unwrap_or_else(PoisonError::into_inner);
                     state.idle_workers -= 1;
+                    // Woken for work or spuriously: either way one fewer idle worker is owed
+                    // a wake-up (keeps wakeups_pending <= idle_workers).
+                    state.wakeups_pending = state.wakeups_pending.saturating_sub(1).min(state.idle_workers);
                 }
             };
-            let Work { tag, mut buffer, length, generation } = work;
-            let msize = lock(&self.state).msize;
+            let (Work { tag, mut buffer, length, generation }, msize) = work;
             let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
                 operations::execute(&self, tag, &mut buffer, length, &mut small_reply, msize)
             }))
@@ -370,7 +414,7 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             for flush in &flushes {
                 state.in_flight.remove(&flush.0);
             }
-            self.changed.notify_all();
+            self.wake_reader(&state);
             (state.generation == generation, flushes)
         };
         if !current {
@@ -435,7 +479,10 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             log::debug!("closing a connection: {reason}");
         }
         self.control.shutdown(Shutdown::Both);
-        self.changed.notify_all();
+        // Under the state lock, so a thread between testing `broken` and waiting cannot miss it.
+        let _state = lock(&self.state);
+        self.reader_wake.notify_all();
+        self.work_queued.notify_all();
     }
 
     /// Tversion: ends the session (requests in flight are abandoned, fids clunked) and
@@ -454,11 +501,10 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             state.generation += 1;
             while let Some(work) = state.queue.pop_front() {
                 state.in_flight.remove(&work.tag.0);
-                give_back(&mut state, work.buffer);
+                self.give_back(&mut state, work.buffer);
             }
-            self.changed.notify_all();
             while !state.in_flight.is_empty() && !self.broken.load(Ordering::Acquire) {
-                state = self.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+                state = self.reader_wait(state);
             }
         }
         self.release_all_fids();
@@ -498,10 +544,9 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             Some(TagState::Queued) => {
                 let position = state.queue.iter().position(|work| work.tag == old_tag);
                 if let Some(work) = position.and_then(|position| state.queue.remove(position)) {
-                    give_back(&mut state, work.buffer);
+                    self.give_back(&mut state, work.buffer);
                 }
                 state.in_flight.remove(&old_tag.0);
-                self.changed.notify_all();
                 true
             }
             Some(TagState::Running { flushes }) => {
@@ -546,13 +591,6 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             log::warn!("releasing {} open files at the end of a session: {error}", open.len());
         }
     }
-}
-
-/// Puts a request buffer back into the pool.
-fn give_back(state: &mut State, buffer: Vec<u8>) {
-    assert!(state.buffers_in_use > 0, "a buffer returned that was not taken");
-    state.buffers_in_use -= 1;
-    state.free_buffers.push(buffer);
 }
 
 fn copy_into(buffer: &mut Vec<u8>, frame: &[u8]) {
