@@ -44,6 +44,10 @@ use fuser::{
 
 use crate::mount_options::MountOptions;
 
+#[path = "remote_write_behind.rs"]
+mod write_behind;
+use write_behind::{OpenFile, WriteBehind};
+
 /// How long the kernel may cache attributes and names: short, because another host may change
 /// the volume through its own connection (this mount's own changes update the kernel's caches
 /// as they are made).
@@ -67,6 +71,10 @@ struct InodeEntry {
 
 struct HandleEntry {
     node: Arc<Node>,
+    /// The inode it was opened on.
+    inode: u64,
+    /// Opened O_APPEND with the server placing each write at the end.
+    server_append: bool,
     /// The inode whose `idle_open` may take the fid back at release (opened read-write).
     reusable_for: Option<u64>,
 }
@@ -78,6 +86,8 @@ pub struct RemoteFs {
     handles: Mutex<HashMap<u64, HandleEntry>>,
     next_handle: AtomicU64,
     writeback_cache: bool,
+    /// Small writes gathered per inode while the kernel's write-back cache is off.
+    write_behind: WriteBehind,
     writeback: AtomicBool,
 }
 
@@ -150,6 +160,7 @@ impl RemoteFs {
             handles: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
             writeback_cache,
+            write_behind: WriteBehind::default(),
             writeback: AtomicBool::new(false),
         })
     }
@@ -163,9 +174,18 @@ impl RemoteFs {
         lock(&self.handles).get(&handle.0).map(|entry| entry.node.clone()).ok_or(Errno::EBADF)
     }
 
-    fn add_handle(&self, node: Node, reusable_for: Option<u64>) -> FileHandle {
+    /// A handle's open fid, inode and whether the server places its writes (O_APPEND).
+    fn handle_entry(&self, handle: FileHandle) -> Result<(Arc<Node>, u64, bool), Errno> {
+        lock(&self.handles)
+            .get(&handle.0)
+            .map(|entry| (entry.node.clone(), entry.inode, entry.server_append))
+            .ok_or(Errno::EBADF)
+    }
+
+    /// A new handle for `node`, opened on `inode`.
+    fn add_handle(&self, node: Node, inode: u64, reusable_for: Option<u64>, server_append: bool) -> FileHandle {
         let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
-        lock(&self.handles).insert(handle, HandleEntry { node: Arc::new(node), reusable_for });
+        lock(&self.handles).insert(handle, HandleEntry { node: Arc::new(node), inode, server_append, reusable_for });
         FileHandle(handle)
     }
 
@@ -196,25 +216,30 @@ impl RemoteFs {
         let idle =
             if reusable { lock(&self.inodes).get_mut(&inode.0).and_then(|entry| entry.idle_open.take()) } else { None };
         let node = self.node(inode)?;
+        if flags & libc::O_TRUNC != 0 {
+            // Gathered writes land before the truncation, as they were made.
+            self.write_behind.settle(inode.0);
+        }
         if let Some(opened) = idle {
             if flags & libc::O_TRUNC != 0 {
                 opened
                     .setattr(SetAttributes { valid_mask: setattr::SIZE, size_bytes: 0, ..SetAttributes::default() })
                     .map_err(errno)?;
             }
-            return Ok(self.add_handle(opened, Some(inode.0)));
+            return Ok(self.add_handle(opened, inode.0, Some(inode.0), false));
         }
         let mut opened = node.clone_node().map_err(errno)?;
         if reusable {
             let truncate = if flags & libc::O_TRUNC != 0 { open_flags::TRUNCATE } else { 0 };
             match opened.lopen(open_flags::READ_WRITE | truncate) {
-                Ok(()) => return Ok(self.add_handle(opened, Some(inode.0))),
+                Ok(()) => return Ok(self.add_handle(opened, inode.0, Some(inode.0), false)),
                 Err(error) if matches!(error.raw_os_error(), Some(libc::EROFS | libc::EISDIR)) => {}
                 Err(error) => return Err(errno(error)),
             }
         }
+        let server_append = flags & libc::O_APPEND != 0 && !writeback;
         opened.lopen(self.open_flags(flags)).map_err(errno)?;
-        Ok(self.add_handle(opened, None))
+        Ok(self.add_handle(opened, inode.0, None, server_append))
     }
 
     /// Counts one kernel lookup of `node`'s inode: the first keeps the node (its fid), later
@@ -233,6 +258,8 @@ impl RemoteFs {
     fn look_up(&self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
         let directory = self.node(parent)?;
         let node = directory.walk(&[name.as_bytes()]).map_err(errno)?;
+        // The size the kernel is told must count this mount's gathered writes.
+        self.write_behind.settle(node.qid().path);
         let metadata = node.getattr().map_err(errno)?;
         let attr = file_attr(&metadata);
         self.remember(node, &metadata);
@@ -320,11 +347,13 @@ impl Filesystem for RemoteFs {
             if entry.lookups == 0 {
                 // Dropping the last reference clunks the fid.
                 inodes.remove(&inode.0);
+                self.write_behind.forget(inode.0);
             }
         }
     }
 
     fn getattr(&self, _request: &Request, inode: INodeNo, _handle: Option<FileHandle>, reply: ReplyAttr) {
+        self.write_behind.settle(inode.0);
         match self.node(inode).and_then(|node| node.getattr().map_err(errno)) {
             Ok(metadata) => reply.attr(&CACHE_TTL, &file_attr(&metadata)),
             Err(error) => reply.error(error),
@@ -369,6 +398,7 @@ impl Filesystem for RemoteFs {
             attributes.valid_mask |= setattr::SIZE;
             attributes.size_bytes = size;
         }
+        self.write_behind.settle(inode.0);
         let result = self.node(inode).and_then(|node| {
             if attributes.valid_mask != 0 {
                 node.setattr(attributes).map_err(errno)?;
@@ -514,7 +544,7 @@ impl Filesystem for RemoteFs {
     fn read(
         &self,
         _request: &Request,
-        _inode: INodeNo,
+        inode: INodeNo,
         handle: FileHandle,
         offset: u64,
         size: u32,
@@ -529,6 +559,7 @@ impl Filesystem for RemoteFs {
             Ok(node) => node,
             Err(error) => return reply.error(error),
         };
+        self.write_behind.settle(inode.0);
         READ_BUFFER.with_borrow_mut(|buffer| {
             buffer.resize(size as usize, 0);
             let read = if size > node.iounit() {
@@ -546,7 +577,7 @@ impl Filesystem for RemoteFs {
     fn write(
         &self,
         _request: &Request,
-        _inode: INodeNo,
+        inode: INodeNo,
         handle: FileHandle,
         offset: u64,
         data: &[u8],
@@ -555,12 +586,21 @@ impl Filesystem for RemoteFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let result = self.handle(handle).and_then(|node| {
+        let send_directly = |node: &Node, offset: u64, data: &[u8]| {
             if data.len() > node.iounit() as usize {
                 node.write_at_pipelined(offset, data, self.pipeline_depth()).map_err(errno)
             } else {
                 node.write_at(offset, data).map_err(errno)
             }
+        };
+        let result = self.handle_entry(handle).and_then(|(node, opened_on, server_append)| {
+            if self.writeback.load(Ordering::Relaxed) {
+                // The kernel gathers writes itself.
+                return send_directly(&node, offset, data);
+            }
+            debug_assert_eq!(opened_on, inode.0, "a handle writes the inode it was opened on");
+            let file = OpenFile { handle: handle.0, node: &node, server_append };
+            self.write_behind.write(inode.0, file, offset, data, send_directly)
         });
         match result {
             Ok(written) => reply.written(u32::try_from(written).unwrap_or(u32::MAX)),
@@ -568,32 +608,39 @@ impl Filesystem for RemoteFs {
         }
     }
 
-    fn flush(&self, _request: &Request, _inode: INodeNo, _handle: FileHandle, _owner: LockOwner, reply: ReplyEmpty) {
-        // As on the local mount: nothing to do at close (every write is answered by the
-        // server; durability is fsync's), and ENOSYS stops the kernel from asking.
-        reply.error(Errno::ENOSYS);
+    fn flush(&self, _request: &Request, inode: INodeNo, _handle: FileHandle, _owner: LockOwner, reply: ReplyEmpty) {
+        // At every close: the file's gathered writes go to the server (close-to-open), and a
+        // write-behind that failed is reported here (durability is still fsync's).
+        match self.write_behind.flush(inode.0) {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
     }
 
     fn release(
         &self,
         _request: &Request,
-        _inode: INodeNo,
+        inode: INodeNo,
         handle: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        // The open fid is kept for the next open of the file, or clunked: the server then
-        // releases the file.
-        match self.release_handle(handle) {
+        // Writes gathered through the handle (a memory map's, written after the last close)
+        // go out on its fid first. Then the fid is kept for the next open of the file, or
+        // clunked: the server then releases the file.
+        let sent = self.write_behind.flush(inode.0);
+        let released = self.release_handle(handle);
+        match sent.and(released) {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
         }
     }
 
-    fn fsync(&self, _request: &Request, _inode: INodeNo, handle: FileHandle, datasync: bool, reply: ReplyEmpty) {
-        match self.handle(handle).and_then(|node| node.fsync(datasync).map_err(errno)) {
+    fn fsync(&self, _request: &Request, inode: INodeNo, handle: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        let flushed = self.write_behind.flush(inode.0);
+        match flushed.and_then(|()| self.handle(handle)).and_then(|node| node.fsync(datasync).map_err(errno)) {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
         }
@@ -603,7 +650,7 @@ impl Filesystem for RemoteFs {
         let result = self.node(inode).and_then(|node| {
             let mut opened = node.clone_node().map_err(errno)?;
             opened.lopen(open_flags::READ_ONLY | open_flags::DIRECTORY).map_err(errno)?;
-            Ok(self.add_handle(opened, None))
+            Ok(self.add_handle(opened, inode.0, None, false))
         });
         match result {
             Ok(handle) => reply.opened(handle, FopenFlags::empty()),
@@ -725,7 +772,7 @@ impl Filesystem for RemoteFs {
             // Created read-write: reusable like any open fid.
             let reusable = create_flags & open_flags::ACCESS_MODE_MASK == open_flags::READ_WRITE
                 && create_flags & open_flags::APPEND == 0;
-            Ok((attr, self.add_handle(opened, reusable.then_some(metadata.ino()))))
+            Ok((attr, self.add_handle(opened, metadata.ino(), reusable.then_some(metadata.ino()), server_append)))
         });
         match result {
             Ok((attr, handle)) => reply.created(&CACHE_TTL, &attr, GENERATION, handle, FopenFlags::empty()),

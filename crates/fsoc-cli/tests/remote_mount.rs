@@ -309,3 +309,73 @@ fn changes_by_another_client_are_seen_within_the_ttl() {
     remote.finish();
     volume.fsck();
 }
+
+/// Small writes are gathered (write-behind) and sent as a few large Twrites, yet this mount
+/// sees them at once (size and contents while the file is still open, through another
+/// descriptor and through stat), and another client sees them once the file is closed
+/// (close-to-open). The server's `--trace` counts the Twrites.
+#[test]
+fn small_writes_are_gathered_and_seen_at_once_here_and_after_close_elsewhere() {
+    use std::io::{Read, Write};
+    let volume = Volume::new("64M");
+    let socket = volume.directory.path().join("s.sock");
+    let remote = Remote::start(&volume, &format!("unix:{}", socket.display()), &["--trace"], &[]);
+    let expected: Vec<u8> = (0..1000u32).flat_map(|index| [(index % 251) as u8; 512]).collect();
+    let mut file = fs::File::create(remote.path("gathered")).expect("create");
+    for chunk in expected.chunks(512) {
+        file.write_all(chunk).expect("a 512-byte write");
+    }
+    assert_eq!(fs::metadata(remote.path("gathered")).expect("stat").len(), expected.len() as u64, "stat while open");
+    let mut seen = Vec::new();
+    fs::File::open(remote.path("gathered")).expect("open again").read_to_end(&mut seen).expect("read while open");
+    assert!(seen == expected, "another descriptor reads every write at once");
+    // A write after the read, then close: the other client sees all of it.
+    file.write_all(b"tail").expect("write after the read");
+    drop(file);
+    let other = fsoc_client::Client::connect(&remote.address, &fsoc_client::ConnectOptions::default())
+        .expect("a second client");
+    let mut expected_after_close = expected.clone();
+    expected_after_close.extend_from_slice(b"tail");
+    assert!(other.read("gathered").expect("read by the other client") == expected_after_close, "seen after close");
+    drop(other);
+    let log = fs::read_to_string(volume.directory.path().join("serve.log")).expect("server log");
+    let twrites = log.lines().filter(|line| line.contains(" Twrite ")).count();
+    // Without write-behind: 1,001. With it: one per 128 KiB run, the run sent by the read and
+    // the tail at close.
+    assert!(twrites <= 8, "{twrites} Twrites for 1,001 small writes");
+    assert!(twrites >= 4, "{twrites} Twrites cannot carry 500 KiB in runs of 128 KiB");
+    remote.finish();
+    volume.fsck();
+}
+
+/// A gathered write that the server refuses (a full volume) is reported, by a later write or
+/// by close, never lost silently: writing past the volume's capacity must fail somewhere.
+#[test]
+fn a_failed_write_behind_is_reported_by_a_later_write_or_by_close() {
+    use std::io::Write;
+    use std::os::fd::IntoRawFd;
+    let volume = Volume::new("16M");
+    let socket = volume.directory.path().join("s.sock");
+    let remote = Remote::start(&volume, &format!("unix:{}", socket.display()), &[], &[]);
+    let mut file = fs::File::create(remote.path("filler")).expect("create");
+    let chunk = [0x5au8; 4096];
+    let mut written = 0u64;
+    let mut write_error = None;
+    // Twice the volume's size: some write must fail.
+    while written < 32 << 20 {
+        match file.write_all(&chunk) {
+            Ok(()) => written += chunk.len() as u64,
+            Err(error) => {
+                write_error = Some(error);
+                break;
+            }
+        }
+    }
+    // SAFETY: closing a descriptor this test owns (into_raw_fd gave it up).
+    let closed = unsafe { libc::close(file.into_raw_fd()) };
+    let close_error = (closed != 0).then(std::io::Error::last_os_error);
+    let reported = write_error.or(close_error).expect("a write past the volume's capacity was reported");
+    assert_eq!(reported.raw_os_error(), Some(libc::ENOSPC), "{reported}");
+    remote.finish();
+    volume.fsck();
+}
