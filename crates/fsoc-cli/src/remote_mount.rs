@@ -112,6 +112,27 @@ fn timestamp(time: SystemTime) -> Timestamp {
     Timestamp { seconds: since.as_secs(), nanoseconds: u64::from(since.subsec_nanos()) }
 }
 
+/// The attributes of a negative entry: node id 0 tells the kernel the name does not exist.
+fn negative_entry() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 fn file_attr(metadata: &Metadata) -> FileAttr {
     let kind = if metadata.is_dir() {
         FileType::Directory
@@ -333,6 +354,11 @@ impl Filesystem for RemoteFs {
     fn lookup(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.look_up(parent, name) {
             Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            // A name that does not exist is remembered by the kernel for the TTL, as a name
+            // that does (node id 0: a negative entry), so a create after a failed lookup, or a
+            // program probing for a file, costs no second round trip; a name made by another
+            // host is seen within the TTL, as every other change of it.
+            Err(error) if error == Errno::ENOENT => reply.entry(&CACHE_TTL, &negative_entry(), GENERATION),
             Err(error) => reply.error(error),
         }
     }

@@ -287,7 +287,7 @@ fn the_secret_is_needed_over_tcp() {
 /// Another host's changes (here: a second connection through fsoc-client) are seen through
 /// the mount once the 1 s attribute and entry TTL has passed: new contents at the next open
 /// (no page cache kept across opens, and the open fid reused from an earlier open reads what
-/// the server has), a new name, a removed one.
+/// the server has), a new name (looked up in vain before: a negative entry), a removed one.
 #[test]
 fn changes_by_another_client_are_seen_within_the_ttl() {
     let volume = Volume::new("64M");
@@ -298,6 +298,8 @@ fn changes_by_another_client_are_seen_within_the_ttl() {
     fs::write(remote.path("doomed"), b"x").expect("write");
     let other = fsoc_client::Client::connect(&remote.address, &fsoc_client::ConnectOptions::default())
         .expect("a second client");
+    // Looked up before it exists: the kernel remembers the name's absence for the TTL only.
+    assert_eq!(fs::metadata(remote.path("new")).unwrap_err().kind(), std::io::ErrorKind::NotFound);
     other.write("shared", b"second, longer version").expect("write by the other client");
     other.write("new", b"made elsewhere").expect("create by the other client");
     other.remove_file("doomed").expect("unlink by the other client");
