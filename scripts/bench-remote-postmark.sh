@@ -48,11 +48,16 @@ one_run() { # mode: local, unix, tcp, or unix-wb (unix with -o writeback_cache)
     else
         if [ "$mode" = tcp ]; then address="tcp:127.0.0.1:0"; else address="unix:$scratch/sock"; fi
         if [ "$mode" = unix-wb ]; then extra=(-o writeback_cache); fi
-        "$fsoc" serve "$scratch/img" --listen "$address" 2> "$scratch/serve.log" &
+        # stdout away from the caller's pipe: a server left behind must not hold it open.
+        "$fsoc" serve "$scratch/img" --listen "$address" > /dev/null 2> "$scratch/serve.log" &
         server_pid=$!
         until grep -q " on " "$scratch/serve.log" 2> /dev/null; do sleep 0.05; done
         address=$(sed -n 's/.* on \([^ ]*\) (9P2000.L).*/\1/p' "$scratch/serve.log")
-        "$fsoc" mount --remote "$address" "$scratch/mnt" --daemon "${extra[@]}" 2> /dev/null
+        if ! "$fsoc" mount --remote "$address" "$scratch/mnt" --daemon "${extra[@]}" 2> "$scratch/mount.log"; then
+            cat "$scratch/mount.log" >&2
+            kill -TERM "$server_pid"
+            return 1
+        fi
     fi
     seconds=$(run_postmark)
     "$fsoc" umount "$scratch/mnt" 2> /dev/null

@@ -23,6 +23,7 @@ LAYERS = {
     "fsoc-fuse": 7,    # FUSE mount over fsoc-engine
     "fsoc-serve": 7,   # 9P2000.L server over fsoc-engine and fsoc-9p
     "fsoc-client": 7,  # the host's 9P2000.L client of fsoc serve, over fsoc-9p (std::fs-like API)
+    "fsoc-client-c": 8,  # fsoc-client behind a C ABI (header by cbindgen) for C programs on a host
     "fsoc-cli": 9,     # the command
 }
 LAB = {"fsoc-model", "fsoc-sim", "fsoc-bench"}
