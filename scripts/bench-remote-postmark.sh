@@ -51,7 +51,8 @@ one_run() { # mode: local, unix, tcp, or unix-wb (unix with -o writeback_cache)
         # stdout away from the caller's pipe: a server left behind must not hold it open.
         "$fsoc" serve "$scratch/img" --listen "$address" > /dev/null 2> "$scratch/serve.log" &
         server_pid=$!
-        until grep -q " on " "$scratch/serve.log" 2> /dev/null; do sleep 0.05; done
+        # The whole line: stderr is unbuffered, so it may arrive in pieces.
+        until grep -q "(9P2000.L)" "$scratch/serve.log" 2> /dev/null; do sleep 0.05; done
         address=$(sed -n 's/.* on \([^ ]*\) (9P2000.L).*/\1/p' "$scratch/serve.log")
         if ! "$fsoc" mount --remote "$address" "$scratch/mnt" --daemon "${extra[@]}" 2> "$scratch/mount.log"; then
             cat "$scratch/mount.log" >&2

@@ -104,10 +104,10 @@ fn serve_raw(arguments: &ServeArgs, address: &ListenAddress, secret: Option<Vec<
     let server = fsoc_serve::RawServer::new(flash, secret);
     let counters = server.counters();
     stop_on_signal(signals, server.stopper())?;
-    eprintln!(
+    announce(&format!(
         "fsoc: serving the raw pages of {} on {bound} (fsoc raw page protocol); stop with Ctrl-C or SIGTERM",
         files.name().display()
-    );
+    ));
     let flash = server.run(&listener).map_err(|error| format!("{}: {error}", arguments.image.display()))?;
     drop(listener);
     let closed = flash.close().map_err(|error| format!("{}: {error}", files.name().display()));
@@ -120,6 +120,14 @@ fn serve_raw(arguments: &ServeArgs, address: &ListenAddress, secret: Option<Vec<
         counters.total_bytes()
     );
     Ok(())
+}
+
+/// Prints the line that says where the server listens in one write: scripts and tests wait for
+/// it and read the address from it, and stderr is unbuffered (a formatted line would otherwise
+/// go out piece by piece, and a reader could take a cut-off address).
+fn announce(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(format!("{line}\n").as_bytes());
 }
 
 pub fn run(arguments: ServeArgs) -> Result<(), String> {
@@ -157,7 +165,7 @@ pub fn run(arguments: ServeArgs) -> Result<(), String> {
     let bound = listener.local_address().map_err(|error| format!("{address}: {error}"))?;
     let server = Server::new(fs, config).map_err(|error| error.to_string())?;
     stop_on_signal(signals, server.stopper())?;
-    eprintln!("fsoc: serving {} on {bound} (9P2000.L); stop with Ctrl-C or SIGTERM", files.name().display());
+    announce(&format!("fsoc: serving {} on {bound} (9P2000.L); stop with Ctrl-C or SIGTERM", files.name().display()));
     let served = server.run(&listener).map_err(|error| format!("{}: {error}", image.display()))?;
     drop(listener);
     let closed = crate::volume_files::close_served(served.fs, served.failure.as_deref(), files.name(), image);

@@ -60,7 +60,9 @@ impl<'v> Remote<'v> {
         let mut address = String::new();
         wait_until(&mut server, &server_log, "fsoc serve", || {
             let log = fs::read_to_string(&server_log).unwrap_or_default();
-            match log.split(" on ").nth(1).and_then(|rest| rest.split(' ').next()) {
+            // Only once the whole line is there: stderr is unbuffered, so it may come in pieces.
+            let line = log.lines().find(|line| line.contains(" (9P2000.L)"));
+            match line.and_then(|line| line.split(" on ").nth(1)).and_then(|rest| rest.split(' ').next()) {
                 Some(bound) => {
                     address = bound.to_string();
                     true
