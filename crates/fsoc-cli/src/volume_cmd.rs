@@ -551,8 +551,17 @@ pub fn demo(profile: Profile, chips: u32, seed: u64) -> Result<(), String> {
         totals.energy_nj as f64 / 1e9
     );
     if !report.is_clean() {
-        return Err(format!("fsck found violations: {:?}", report.violations));
+        let violations: Vec<String> = report.violations.iter().map(|violation| format!("{violation:?}")).collect();
+        return Err(format!("fsck found violations: {}", violations.join("; ")));
     }
+    println!();
+    println!("next, on an image file of your own (README, \"Quick start\"):");
+    println!("  fsoc mkfs disk.img --size 64M             a volume on one simulated MLC chip");
+    println!("  fsoc put -r ./some/dir disk.img:/dir      copy a tree in (then fsoc ls -l disk.img:/dir, fsoc get)");
+    println!("  fsoc mount disk.img /mnt                  the volume as a Linux file system (FUSE)");
+    println!("  fsoc serve disk.img --listen unix:S       the file system on chip, for any 9P2000.L host");
+    println!("  fsoc crashtest --workload all --seed 1    power cuts after every flash operation");
+    println!("figures and how they were measured: README, \"Measured\" and the results/ directory");
     Ok(())
 }
 

@@ -35,6 +35,22 @@ fn chip_counts_out_of_range_are_refused_with_the_range() {
     }
 }
 
+/// The first minutes of a new user (issue 13, point 5): `fsoc demo` prints what a person reads,
+/// not Rust's debug formatting of addresses (`PageAddress { chip: ChipIndex(0), … }`), and ends
+/// by naming the commands to try next.
+#[test]
+fn the_demo_prints_readable_figures_and_the_next_commands() {
+    let output = fsoc(&["demo"]);
+    assert!(output.status.success(), "{}", text(&output));
+    for debug in ["PageAddress", "BlockAddress", "ChipIndex", "EraseBlockIndex", "LogAddress", " { "] {
+        assert!(!output.stdout.contains(debug), "debug formatting {debug:?} in:\n{}", output.stdout);
+    }
+    assert!(output.stdout.contains("program of chip 0 block 5 page 3, which is not erased"), "{}", output.stdout);
+    for next in ["fsoc mkfs disk.img", "fsoc put -r", "fsoc mount disk.img", "fsoc serve disk.img"] {
+        assert!(output.stdout.contains(next), "{next:?} missing from:\n{}", output.stdout);
+    }
+}
+
 /// Other numeric options and the profile are refused with their range or values too, before
 /// any work and in user terms (not the simulator's `block_count must be within 4..=16777216`).
 #[test]

@@ -7,6 +7,17 @@ use fsoc_flash::codec::{DecodeError, Reader, Writer};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LogAddress(pub u32);
 
+/// As a person reads it in a message: "log page 1234", or "no page" for NULL.
+impl core::fmt::Display for LogAddress {
+    fn fmt(&self, formatter: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if *self == LogAddress::NULL {
+            formatter.write_str("no page")
+        } else {
+            write!(formatter, "log page {}", self.0)
+        }
+    }
+}
+
 impl LogAddress {
     pub const NULL: LogAddress = LogAddress(u32::MAX);
     pub fn is_null(self) -> bool {

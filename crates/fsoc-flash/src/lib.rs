@@ -76,6 +76,36 @@ impl BlockAddress {
     }
 }
 
+// Addresses as a person reads them in messages ("chip 0 block 5 page 3"); `{:?}` keeps the
+// type names for debugging.
+impl core::fmt::Display for ChipIndex {
+    fn fmt(&self, formatter: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(formatter, "chip {}", self.0)
+    }
+}
+
+impl core::fmt::Display for BlockAddress {
+    fn fmt(&self, formatter: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(formatter, "{} block {}", self.chip, self.block.0)
+    }
+}
+
+impl core::fmt::Display for PageAddress {
+    fn fmt(&self, formatter: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(formatter, "{} page {}", self.block_address(), self.page_index)
+    }
+}
+
+impl core::fmt::Display for OperationKind {
+    fn fmt(&self, formatter: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        formatter.write_str(match self {
+            OperationKind::Read => "read",
+            OperationKind::Program => "program",
+            OperationKind::Erase => "erase",
+        })
+    }
+}
+
 /// What the ECC engine reports for a page read, as a controller with BCH ECC would.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadStatus {
@@ -114,21 +144,19 @@ pub enum NandError {
     OutOfRange { what: &'static str, value: u64, limit: u64 },
     #[error("buffer size: {what} needs {expected_bytes} bytes, got {actual_bytes}")]
     BufferSize { what: &'static str, expected_bytes: usize, actual_bytes: usize },
-    #[error("program of page {page:?} which is not erased")]
+    #[error("program of {page}, which is not erased")]
     NotErased { page: PageAddress },
-    #[error(
-        "out-of-order program: page {page:?}, but page {last_programmed_index} of that block is already programmed"
-    )]
+    #[error("out-of-order program of {page}: page {last_programmed_index} of that block is already programmed")]
     OutOfOrder { page: PageAddress, last_programmed_index: u32 },
-    #[error("block {block:?} is marked bad")]
+    #[error("{block} is marked bad")]
     BadBlock { block: BlockAddress },
-    #[error("block {block:?} is worn out after {erase_count} erases")]
+    #[error("{block} is worn out after {erase_count} erases")]
     WornOut { block: BlockAddress, erase_count: u32 },
-    #[error("{kind:?} failed on block {block:?} (status fail; block should be retired)")]
+    #[error("{kind} failed on {block} (status fail; the block should be retired)")]
     OperationFailed { kind: OperationKind, block: BlockAddress },
     #[error("power lost")]
     PowerLost,
-    #[error("chip {chip:?} failed")]
+    #[error("{chip} failed")]
     ChipFailed { chip: ChipIndex },
     #[error("image file: {0}")]
     Image(alloc::string::String),

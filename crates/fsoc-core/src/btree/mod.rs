@@ -113,11 +113,11 @@ pub struct TreeStats {
 pub enum TreeError<E> {
     /// The store failed to read the page at `address`, or to append a node (`address` is
     /// `LogAddress::NULL` then); its own error says why (power loss, no space, ...).
-    #[error("node page {address:?}: {error}")]
+    #[error("node at {address}: {error}")]
     Store { address: LogAddress, error: E },
     /// The page does not hold the node its parent (or the metaroot) says it holds.
     /// `address` is `LogAddress::NULL` for a dirty node that fails `Tree::check`.
-    #[error("node page {address:?} corrupt: {reason}")]
+    #[error("node at {address} corrupt: {reason}")]
     Corrupt { address: LogAddress, reason: &'static str },
     /// Key plus value exceed `Tree::max_entry_bytes` for the node size.
     #[error("entry of {key_bytes} key bytes and {value_bytes} value bytes exceeds {limit_bytes}")]

@@ -31,13 +31,11 @@ pub enum SegmentError {
     Media(#[from] NandError),
     #[error("no free segment left in the log")]
     NoFreeSegment,
-    #[error("segment table page {page_index} at {address:?}: {reason}")]
+    #[error("segment table page {page_index} at {address}: {reason}")]
     CorruptTable { page_index: u32, address: LogAddress, reason: &'static str },
-    #[error(
-        "page {address:?} was released but is not counted valid: a record on flash points at a page it does not own"
-    )]
+    #[error("{address} was released but is not counted valid: a record on flash points at a page it does not own")]
     Accounting { address: LogAddress },
-    #[error("page {address:?} is unreadable (uncorrectable ECC)")]
+    #[error("{address} is unreadable (uncorrectable ECC)")]
     Unreadable { address: LogAddress },
 }
 
