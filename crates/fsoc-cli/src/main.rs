@@ -101,6 +101,9 @@ enum Command {
         /// The image file, or an array volume as BASE or any of its chip files BASE.chipN
         /// (refused while it is mounted: unmount it first).
         image: PathBuf,
+        /// Check the trees and the segment table only; skip reading every file data page.
+        #[arg(long)]
+        metadata_only: bool,
     },
     /// Power-cut test: cut power at every flash operation of a workload and check recovery.
     Crashtest {
@@ -342,7 +345,7 @@ fn main() -> ExitCode {
             volume_cmd::mkfs(&image, &volume_cmd::MkfsOptions { profile, chips, blocks, size, seed, volume_id, force })
         }
         Command::Info { image } => volume_cmd::info(&image),
-        Command::Fsck { image } => match volume_cmd::fsck(&image) {
+        Command::Fsck { image, metadata_only } => match volume_cmd::fsck(&image, !metadata_only) {
             Ok(true) => Ok(()),
             Ok(false) => return ExitCode::from(1),
             Err(error) => Err(error),

@@ -334,11 +334,25 @@ pub fn info(image: &Path) -> Result<(), String> {
     crate::volume_files::close(fs, files.name())
 }
 
-pub fn fsck(image: &Path) -> Result<bool, String> {
+pub fn fsck(image: &Path, read_data: bool) -> Result<bool, String> {
     let crate::volume_files::OpenVolume { files, mut fs, locks: _locks } = open_read_only(image)?;
     let bar = spinner("checking");
     let report = fs.fsck(true).map_err(|error| format!("fsck: {error}"))?;
     bar.finish_and_clear();
+    // The data pass reads every data page the trees name (a page at a time of the volume's
+    // data): unreadable pages and pages whose tag names another file are violations.
+    let data = if read_data {
+        let bar = ProgressBar::new(report.data_pages);
+        bar.set_style(
+            ProgressStyle::with_template("reading data pages {bar:30} {pos}/{len}")
+                .unwrap_or(ProgressStyle::default_bar()),
+        );
+        let data = fs.fsck_data(&mut |pages| bar.set_position(pages)).map_err(|error| format!("fsck: {error}"))?;
+        bar.finish_and_clear();
+        Some(data)
+    } else {
+        None
+    };
     let ecc = crate::volume_files::mtd_ecc_summary(fs.flash());
     crate::volume_files::close(fs, files.name())?;
     if let Some(ecc) = ecc {
@@ -353,18 +367,33 @@ pub fn fsck(image: &Path) -> Result<bool, String> {
         report.data_pages,
         report.directory_nodes + report.allocation_nodes
     );
-    if report.is_clean() {
+    if let Some(data) = &data {
+        println!(
+            "{}: data: {} pages read, {} corrected by the ECC, {} unreadable, {} not tagged as their file's",
+            files.name().display(),
+            data.pages,
+            data.corrected_pages,
+            data.unreadable_pages,
+            data.misplaced_pages
+        );
+    }
+    let data_violations = data.as_ref().map_or(0, |data| data.unreadable_pages + data.misplaced_pages);
+    if report.is_clean() && data_violations == 0 {
         println!("clean: no violations");
         Ok(true)
     } else {
-        for violation in &report.violations {
+        let listed = report.violations.iter().chain(data.iter().flat_map(|data| data.violations.iter()));
+        let mut listed_count = 0u64;
+        for violation in listed {
             println!("violation: {violation}");
+            listed_count += 1;
         }
-        let unlisted = report.violation_count.saturating_sub(report.violations.len() as u64);
+        let total = report.violation_count + data_violations;
+        let unlisted = total.saturating_sub(listed_count);
         if unlisted > 0 {
             println!("... and {unlisted} more not listed");
         }
-        println!("{} violations", report.violation_count);
+        println!("{total} violations");
         Ok(false)
     }
 }

@@ -82,7 +82,7 @@ impl<F: Flash> FileSystem<F> {
     /// Decodes an extent record of `inode` and checks it against the volume: a corrupt record
     /// whose address or length points outside the log is refused here, so reads, punches and
     /// the cleaner only ever see addresses inside the volume.
-    fn checked_extent(&self, inode: u64, first_page: u64, value: &[u8]) -> Result<Extent, FsError> {
+    pub(crate) fn checked_extent(&self, inode: u64, first_page: u64, value: &[u8]) -> Result<Extent, FsError> {
         let corrupt = |reason| FsError::CorruptFile { inode, reason };
         let extent = Extent::decode(first_page, value).map_err(|_| corrupt("undecodable extent record"))?;
         self.record_limits().check_extent(&extent).map_err(corrupt)?;

@@ -17,6 +17,7 @@ mod data;
 pub mod delta;
 pub mod error;
 pub mod fsck;
+pub mod fsck_data;
 mod inodes;
 mod inspect;
 mod mount;
