@@ -248,6 +248,9 @@ impl Traffic {
     }
 }
 
+/// Bytes per Twrite of `OnChip::write_in_order`.
+const WRITE_CHUNK_BYTES: usize = 256 << 10;
+
 /// The file system on the chip: a 9P server over the device's volume, and a client.
 pub struct OnChip {
     client: Option<Client>,
@@ -277,6 +280,24 @@ impl OnChip {
 
     pub fn client(&self) -> &Client {
         self.client.as_ref().expect("connected until dropped")
+    }
+
+    /// Writes `data` to a new file at `path` one Twrite at a time, each waited for, then makes
+    /// it durable. (`Client::write` keeps several Twrites in flight, which the server may run
+    /// in any order: the file's pages would land on chips in the order threads ran.)
+    pub fn write_in_order(&self, path: &str, data: &[u8]) -> io::Result<()> {
+        let file = self.client().create(path)?;
+        let mut offset = 0;
+        while offset < data.len() {
+            let end = (offset + WRITE_CHUNK_BYTES).min(data.len());
+            let written = file.write_at(&data[offset..end], offset as u64)?;
+            if written == 0 {
+                return Err(io::Error::other(format!("{path}: nothing written at {offset}")));
+            }
+            offset += written;
+        }
+        drop(file);
+        self.client().sync()
     }
 
     /// What the wire and the chips have counted so far (replies all counted).

@@ -211,7 +211,7 @@ pub fn run(
     let chip = OnChip::start(&sim, serve, &directory.join("queue-9p.sock"))?;
     let units = (config.file_bytes / READ_BYTES) as u64;
     let contents: Vec<u8> = (0..units).flat_map(unit_contents).collect();
-    chip.client().write("/data", &contents).and_then(|()| chip.client().sync()).map_err(io_setup("setup"))?;
+    chip.write_in_order("/data", &contents).map_err(io_setup("setup"))?;
     drop(contents);
     // Warm the device's node cache: one read per MiB reaches every leaf of the file's extents.
     {

@@ -155,7 +155,7 @@ pub fn count(config: &Table2Config, workload: &str, directory: &Path) -> Result<
     let counted = match workload {
         "read_1mib" => {
             let data = contents(1, config.read_bytes);
-            chip.client().write("/big", &data).and_then(|()| chip.client().sync()).map_err(io_setup("setup"))?;
+            chip.write_in_order("/big", &data).map_err(io_setup("setup"))?;
             write_file(host.fs(), b"/big", &data).map_err(|error| setup("setup")(error.to_string()))?;
             host.remount()?;
             let units = config.read_bytes / READ_UNIT_BYTES;
@@ -213,7 +213,7 @@ pub fn count(config: &Table2Config, workload: &str, directory: &Path) -> Result<
             }
             for (index, (path, size)) in files.iter().enumerate() {
                 let data = contents(index, *size);
-                chip.client().write(format!("/src/{path}"), &data).map_err(io_setup("setup"))?;
+                chip.write_in_order(&format!("/src/{path}"), &data).map_err(io_setup("setup"))?;
                 write_file(host.fs(), format!("/src/{path}").as_bytes(), &data)
                     .map_err(|error| setup("setup")(error.to_string()))?;
             }
