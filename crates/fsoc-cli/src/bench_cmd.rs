@@ -9,12 +9,12 @@ use serde_json::Value;
 
 use crate::svg_chart::{self, LogScale};
 
-fn write_json(path: &Path, value: &Value) -> Result<(), String> {
+pub(crate) fn write_json(path: &Path, value: &Value) -> Result<(), String> {
     let text = serde_json::to_string_pretty(value).map_err(|error| error.to_string())?;
     std::fs::write(path, text).map_err(|error| format!("{}: {error}", path.display()))
 }
 
-fn spinner() -> ProgressBar {
+pub(crate) fn spinner() -> ProgressBar {
     let bar = ProgressBar::new_spinner();
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     bar
@@ -165,49 +165,6 @@ fn mount_chart(rows: &[MountRow]) -> String {
     );
     svg_chart::end(&mut svg);
     svg
-}
-
-/// `fsoc bench fsoc`: seed 000's Fig. 15 (bytes on the bus per operation, file system on the
-/// chip against on the host).
-pub fn on_chip(json: Option<&Path>, quick: bool, seed: u64) -> Result<(), String> {
-    use fsoc_bench::on_chip::{OnChipConfig, OPERATIONS};
-    let config = if quick { OnChipConfig::quick(seed) } else { OnChipConfig::full(seed) };
-    let directory = std::env::temp_dir().join(format!("fsoc-bench-fsoc-{}", std::process::id()));
-    std::fs::create_dir(&directory).map_err(|error| format!("{}: {error}", directory.display()))?;
-    let bar = spinner();
-    let report = fsoc_bench::on_chip::run(&config, &directory, &mut |line| bar.set_message(line.to_string()));
-    bar.finish_and_clear();
-    let _ = std::fs::remove_dir_all(&directory);
-    let report = report.map_err(|error| format!("fsoc bench fsoc: {error}"))?;
-    for regime in fsoc_bench::on_chip::Regime::ALL {
-        println!(
-            "\n{}: bytes on the bus per operation ({} objects each; {} B read and written per file)",
-            regime.name(),
-            config.operations,
-            config.payload_bytes
-        );
-        println!(
-            "| operation | FSOC bytes/op | conventional bytes/op | FSOC / conventional | messages/op FSOC, conv. |"
-        );
-        println!("|---|---|---|---|---|");
-        for operation in OPERATIONS {
-            let row = &report["regimes"][regime.name()][operation];
-            let number = |key: &str| row[key].as_f64().unwrap_or(f64::NAN);
-            println!(
-                "| {operation} | {:.0} | {:.0} | {:.1}% | {:.1}, {:.1} |",
-                number("fsoc_bytes_per_op"),
-                number("conventional_bytes_per_op"),
-                100.0 * number("bytes_ratio"),
-                number("fsoc_messages_per_op"),
-                number("conventional_messages_per_op")
-            );
-        }
-    }
-    if let Some(json) = json {
-        write_json(json, &report)?;
-        println!("wrote {}", json.display());
-    }
-    Ok(())
 }
 
 pub fn readers(json: Option<&Path>, quick: bool, seed: u64) -> Result<(), String> {

@@ -4,6 +4,8 @@ mod arguments;
 mod array_cmd;
 #[cfg(feature = "lab")]
 mod bench_cmd;
+#[cfg(feature = "lab")]
+mod bench_fsoc_cmd;
 mod flash_cmd;
 mod fuse_bench_cmd;
 mod fuse_bench_mounts;
@@ -231,20 +233,44 @@ enum BenchCommand {
         seed: u64,
     },
     #[cfg(feature = "lab")]
-    /// Seed 000's Fig. 15: bytes on the host-device bus per file operation (mkdir, create,
-    /// write, read, rename, readdir, delete, rmdir), with the file system on the chip (fsoc
-    /// serve over 9P2000.L) and on the host (raw pages: fsoc serve --raw), on the same
-    /// simulated chips; counted frames, deterministic.
+    /// Seed 000's section 5, file system on the chip (fsoc serve over 9P2000.L) against on the
+    /// host (raw pages: fsoc serve --raw), on the same simulated chips, every figure computed
+    /// from counted frames, chip time and CPU work: Fig. 15 (bytes on the bus per operation),
+    /// Table 2 (1 MiB read, 500 creates, Andrew-like copy), the performance model Eqs. (1)-(4)
+    /// against the read-then-compute workload (Figs. 7, 11, 12), and 4 KiB random reads at
+    /// queue depth 1, 4 and 32 on 4 chips. Deterministic.
     Fsoc {
-        /// Also write the results here as JSON.
+        /// Also write the results here as JSON, and two SVG charts beside it
+        /// (NAME-model.svg, NAME-table2-queue.svg).
         #[arg(long)]
         json: Option<PathBuf>,
-        /// 50 objects per operation instead of 500.
+        /// Smaller runs (50 objects per operation, 256 KiB read, 50 creates, 256 queued reads).
         #[arg(long)]
         quick: bool,
         /// Seed of the simulated chips.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Add a "custom" setting with this bus bandwidth in MB/s (others from the modern one).
+        #[arg(long)]
+        bus_mb_s: Option<f64>,
+        /// Add a "custom" setting with this bus latency per message in microseconds.
+        #[arg(long)]
+        bus_latency_us: Option<f64>,
+        /// Add a "custom" setting with this host clock in MHz.
+        #[arg(long)]
+        host_mhz: Option<f64>,
+        /// Add a "custom" setting with this device clock in MHz.
+        #[arg(long)]
+        device_mhz: Option<f64>,
+        /// CPU cycles per file-system call, in every setting (default 5000).
+        #[arg(long)]
+        cycles_per_call: Option<f64>,
+        /// CPU cycles per flash page the file system handles, in every setting (default 3000).
+        #[arg(long)]
+        cycles_per_page: Option<f64>,
+        /// CPU cycles per protocol frame sent or received, in every setting (default 1000).
+        #[arg(long)]
+        cycles_per_message: Option<f64>,
     },
     #[cfg(feature = "lab")]
     /// Seed 003's file benchmark (15 samples × 133 files: create, open, delete) for fsoc and
@@ -389,8 +415,31 @@ fn main() -> ExitCode {
             bench_cmd::readers(json.as_deref(), quick, seed)
         }
         #[cfg(feature = "lab")]
-        Command::Bench { command: BenchCommand::Fsoc { json, quick, seed } } => {
-            bench_cmd::on_chip(json.as_deref(), quick, seed)
+        Command::Bench {
+            command:
+                BenchCommand::Fsoc {
+                    json,
+                    quick,
+                    seed,
+                    bus_mb_s,
+                    bus_latency_us,
+                    host_mhz,
+                    device_mhz,
+                    cycles_per_call,
+                    cycles_per_page,
+                    cycles_per_message,
+                },
+        } => {
+            let options = bench_fsoc_cmd::SettingOptions {
+                bus_mb_s,
+                bus_latency_us,
+                host_mhz,
+                device_mhz,
+                cycles_per_call,
+                cycles_per_page,
+                cycles_per_message,
+            };
+            bench_fsoc_cmd::run(json.as_deref(), quick, seed, &options)
         }
         #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Mount { files, json, seed } } => {

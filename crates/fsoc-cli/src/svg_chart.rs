@@ -1,5 +1,6 @@
-//! The one SVG writer of the benchmark charts (`bench scaling`, `bench fuse`, `bench mount`):
-//! the document, panel frames, log-scale axes with decade grid lines, and line series.
+//! The one SVG writer of the benchmark charts (`bench scaling`, `bench fuse`, `bench mount`,
+//! `bench fsoc`): the document, panel frames, log-scale axes with decade grid lines, linear
+//! axes with round ticks, line series (solid or dashed), bars and labels.
 //!
 //! Invariant: it emits the same bytes for the same calls (the scaling chart was written by this
 //! code before it moved here, and its output did not change).
@@ -108,6 +109,107 @@ impl LogScale {
     }
 }
 
+/// A linear axis over a panel, vertical (`y`, `grid`) or horizontal (`x`, `grid_vertical`),
+/// from zero (or the smallest value, if negative) to a round value at or above the largest.
+#[derive(Clone, Copy, Debug)]
+pub struct LinearScale {
+    low: f64,
+    high: f64,
+    step: f64,
+    start: f64,
+    length: f64,
+}
+
+impl LinearScale {
+    pub fn new(value_min: f64, value_max: f64, start: f64, length: f64) -> LinearScale {
+        let low = value_min.min(0.0);
+        let span = (value_max - low).max(1e-12);
+        // A step of 1, 2 or 5 times a power of ten giving about five ticks.
+        let rough = span / 5.0;
+        let power = 10f64.powf(rough.log10().floor());
+        let step =
+            [1.0, 2.0, 5.0, 10.0].into_iter().map(|factor| factor * power).find(|step| *step >= rough).unwrap_or(rough);
+        let high = low + (span / step).ceil() * step;
+        LinearScale { low, high, step, start, length }
+    }
+
+    fn fraction(&self, value: f64) -> f64 {
+        (value - self.low) / (self.high - self.low)
+    }
+
+    pub fn y(&self, value: f64) -> f64 {
+        self.start + self.length - self.fraction(value) * self.length
+    }
+
+    pub fn x(&self, value: f64) -> f64 {
+        self.start + self.fraction(value) * self.length
+    }
+
+    fn ticks(&self) -> impl Iterator<Item = f64> + '_ {
+        let count = ((self.high - self.low) / self.step).round() as i64;
+        (0..=count).map(move |index| self.low + index as f64 * self.step)
+    }
+
+    /// Grid lines across the panel at every tick of a vertical axis, labelled left of `left`.
+    pub fn grid(&self, svg: &mut String, left: f64, width: f64) {
+        for value in self.ticks() {
+            let y = self.y(value);
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{left}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+                left + width,
+                left - 4.0,
+                y + 4.0,
+                format_tick(value)
+            );
+        }
+    }
+
+    /// Grid lines down the panel at every tick of a horizontal axis, labelled below it.
+    pub fn grid_vertical(&self, svg: &mut String, top: f64, height: f64) {
+        for value in self.ticks() {
+            let x = self.x(value);
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{}" stroke="#ddd"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+                top + height,
+                top + height + 14.0,
+                format_tick(value)
+            );
+        }
+    }
+}
+
+/// A tick label: whole numbers without decimals, others with up to three significant ones.
+fn format_tick(value: f64) -> String {
+    if (value - value.round()).abs() < 1e-9 {
+        format!("{value:.0}")
+    } else {
+        format!("{}", (value * 1000.0).round() / 1000.0)
+    }
+}
+
+/// A dashed line through `points` (a model's prediction beside a measured series).
+pub fn dashed_series(svg: &mut String, points: &[(f64, f64)], color: &str) {
+    let coordinates: Vec<String> = points.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+    let _ = writeln!(
+        svg,
+        r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="1.5" stroke-dasharray="5,3"/>"#,
+        coordinates.join(" ")
+    );
+}
+
+/// A filled bar from `(left, top)` of `width` × `height`.
+pub fn bar(svg: &mut String, left: f64, top: f64, width: f64, height: f64, color: &str) {
+    let _ =
+        writeln!(svg, r#"<rect x="{left:.1}" y="{top:.1}" width="{width:.1}" height="{height:.1}" fill="{color}"/>"#);
+}
+
+/// Text at `(x, y)`, anchored `anchor` (start, middle, end), escaped.
+pub fn label(svg: &mut String, x: f64, y: f64, anchor: &str, text: &str) {
+    let _ = writeln!(svg, r#"<text x="{x:.1}" y="{y:.1}" text-anchor="{anchor}">{}</text>"#, escape(text));
+}
+
 /// A line through `points` (already in chart coordinates) with a dot of `dot_radius` at each.
 pub fn series(svg: &mut String, points: &[(f64, f64)], color: &str, dot_radius: f64) {
     let coordinates: Vec<String> = points.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
@@ -161,6 +263,22 @@ mod tests {
             "<polyline points=\"1.0,2.0 3.0,4.1\" fill=\"none\" stroke=\"red\" stroke-width=\"2\"/>\n\
              <circle cx=\"1.0\" cy=\"2.0\" r=\"2.5\" fill=\"red\"/>\n<circle cx=\"3.0\" cy=\"4.1\" r=\"2.5\" fill=\"red\"/>\n"
         );
+    }
+
+    // A linear axis starts at zero, ends on a round tick at or above the largest value, and
+    // labels each tick.
+    #[test]
+    fn linear_scale_has_round_ticks() {
+        let scale = LinearScale::new(3.0, 47.0, 0.0, 100.0);
+        assert!((scale.y(0.0) - 100.0).abs() < 1e-9 && (scale.y(50.0) - 0.0).abs() < 1e-9);
+        let mut svg = String::new();
+        scale.grid(&mut svg, 50.0, 200.0);
+        assert_eq!(svg.lines().count(), 6, "0, 10, ..., 50:\n{svg}");
+        assert!(svg.contains(">0<") && svg.contains(">50<"), "{svg}");
+        let fine = LinearScale::new(0.0, 0.37, 0.0, 100.0);
+        let mut svg = String::new();
+        fine.grid_vertical(&mut svg, 0.0, 10.0);
+        assert!(svg.contains(">0.1<") && svg.contains(">0.4<"), "{svg}");
     }
 
     // A range inside one decade still gets a usable axis (no division by zero).

@@ -15,15 +15,13 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use fsoc_client::{Client, ConnectOptions};
-use fsoc_core::{FileSystem, FsConfig, OpenFlags};
-use fsoc_media::{Profile, RamStore, SimConfig, SimFlash};
-use fsoc_serve::{ListenAddress, RawServer, RemoteFlash, ServeConfig, Server, Stopper, WireCounters};
+use fsoc_core::OpenFlags;
+use fsoc_media::{Profile, SimConfig};
+use fsoc_serve::ServeConfig;
 use serde_json::{json, Value};
 
+use super::harness::{io_setup, settle, setup, Conventional, OnChip, Traffic};
 use crate::target::BenchError;
 
 /// The operations of Fig. 15, in the order they run (each on what the earlier ones left).
@@ -71,138 +69,8 @@ impl OnChipConfig {
         OnChipConfig { operations: 50, ..OnChipConfig::full(seed) }
     }
 
-    fn sim_config(&self) -> SimConfig {
+    pub(crate) fn sim_config(&self) -> SimConfig {
         SimConfig::new(Profile::Mlc, self.chips, self.blocks_per_chip, self.seed)
-    }
-}
-
-fn setup(context: &str) -> impl Fn(String) -> BenchError + '_ {
-    move |message| BenchError::Setup(format!("{context}: {message}"))
-}
-
-fn io_setup(context: &str) -> impl Fn(io::Error) -> BenchError + '_ {
-    move |error| BenchError::Setup(format!("{context}: {error}"))
-}
-
-/// Bytes and frames counted during one batch.
-#[derive(Clone, Copy, Debug, Default)]
-struct Batch {
-    bytes: u64,
-    messages: u64,
-}
-
-impl Batch {
-    fn of(counters: &WireCounters) -> Batch {
-        Batch { bytes: counters.total_bytes(), messages: counters.total_messages() }
-    }
-}
-
-/// Waits until every request the 9P server has read has its reply counted (clunks are sent
-/// without waiting for their replies), at most a second.
-fn settle(counters: &WireCounters) {
-    let deadline = Instant::now() + Duration::from_secs(1);
-    loop {
-        let snapshot = counters.snapshot();
-        let requests: u64 =
-            snapshot.iter().filter(|count| count.message_type % 2 == 0).map(|count| count.messages).sum();
-        let replies: u64 =
-            snapshot.iter().filter(|count| count.message_type % 2 == 1).map(|count| count.messages).sum();
-        if requests == replies || Instant::now() > deadline {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// The file system on the chip: a 9P server over the device's volume, and a client.
-struct OnChip {
-    client: Option<Client>,
-    counters: Arc<WireCounters>,
-    stopper: Stopper,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl OnChip {
-    fn start(config: &OnChipConfig, socket: &Path) -> Result<OnChip, BenchError> {
-        let flash = SimFlash::create(config.sim_config()).map_err(|error| setup("device")(error.to_string()))?;
-        let fs = FileSystem::format(flash, FsConfig::default(), config.seed)
-            .map_err(|error| setup("format")(error.to_string()))?;
-        let address = ListenAddress::Unix(socket.to_path_buf());
-        let listener = address.bind().map_err(|error| setup("listen")(error.to_string()))?;
-        let server = Server::new(fs, ServeConfig { commit_interval: None, ..ServeConfig::default() })
-            .map_err(|error| setup("server")(error.to_string()))?;
-        let (counters, stopper) = (server.counters(), server.stopper());
-        let thread = std::thread::spawn(move || {
-            let _ = server.run(&listener);
-        });
-        let client = Client::connect(&format!("unix:{}", socket.display()), &ConnectOptions::default())
-            .map_err(io_setup("connect"))?;
-        Ok(OnChip { client: Some(client), counters, stopper, thread: Some(thread) })
-    }
-
-    fn client(&self) -> &Client {
-        self.client.as_ref().expect("connected until dropped")
-    }
-}
-
-impl Drop for OnChip {
-    fn drop(&mut self) {
-        self.client = None;
-        self.stopper.stop();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// The conventional device: raw pages on the device, the file system on the host.
-struct Conventional {
-    fs: Option<FileSystem<RemoteFlash>>,
-    counters: Arc<WireCounters>,
-    stopper: Stopper,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Conventional {
-    fn start(config: &OnChipConfig, socket: &Path) -> Result<Conventional, BenchError> {
-        let flash: SimFlash<RamStore> =
-            SimFlash::create(config.sim_config()).map_err(|error| setup("device")(error.to_string()))?;
-        let address = ListenAddress::Unix(socket.to_path_buf());
-        let listener = address.bind().map_err(|error| setup("listen")(error.to_string()))?;
-        let server = RawServer::new(flash, None);
-        let (counters, stopper) = (server.counters(), server.stopper());
-        let thread = std::thread::spawn(move || {
-            let _ = server.run(&listener);
-        });
-        let remote = RemoteFlash::connect(&address, None).map_err(|error| setup("connect")(error.to_string()))?;
-        let fs = FileSystem::format(remote, FsConfig::default(), config.seed)
-            .map_err(|error| setup("format over the wire")(error.to_string()))?;
-        Ok(Conventional { fs: Some(fs), counters, stopper, thread: Some(thread) })
-    }
-
-    fn fs(&mut self) -> &mut FileSystem<RemoteFlash> {
-        self.fs.as_mut().expect("mounted until dropped")
-    }
-
-    /// Unmounts and mounts again over the same connection: the host's caches start cold.
-    fn remount(&mut self) -> Result<(), BenchError> {
-        let fs = self.fs.take().expect("mounted");
-        let remote = fs.unmount().map_err(|error| setup("unmount")(error.to_string()))?;
-        self.fs =
-            Some(FileSystem::mount(remote, FsConfig::default()).map_err(|error| setup("mount")(error.to_string()))?);
-        Ok(())
-    }
-}
-
-impl Drop for Conventional {
-    fn drop(&mut self) {
-        if let Some(fs) = self.fs.take() {
-            let _ = fs.unmount();
-        }
-        self.stopper.stop();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 
@@ -326,8 +194,9 @@ fn run_regime(
     progress: &mut dyn FnMut(&str),
 ) -> Result<serde_json::Map<String, Value>, BenchError> {
     let socket = |name: &str| -> PathBuf { directory.join(format!("{}-{name}", regime.name())) };
-    let chip = OnChip::start(config, &socket("9p.sock"))?;
-    let mut host = Conventional::start(config, &socket("raw.sock"))?;
+    let serve = ServeConfig { commit_interval: None, ..ServeConfig::default() };
+    let chip = OnChip::start(&config.sim_config(), serve, &socket("9p.sock"))?;
+    let mut host = Conventional::start(&config.sim_config(), &socket("raw.sock"))?;
     let mut rows = serde_json::Map::new();
     for operation in OPERATIONS {
         progress(&format!("{}: {operation}", regime.name()));
@@ -335,14 +204,14 @@ fn run_regime(
         chip.counters.reset();
         on_chip_batch(&chip, operation, config, regime).map_err(io_setup(operation))?;
         settle(&chip.counters);
-        let fsoc = Batch::of(&chip.counters);
+        let fsoc = Traffic::of(&chip.counters);
         if operation == "read" {
             host.remount()?;
         }
         host.counters.reset();
         conventional_batch(&mut host, operation, config, regime)
             .map_err(|error| setup(operation)(error.to_string()))?;
-        let conventional = Batch::of(&host.counters);
+        let conventional = Traffic::of(&host.counters);
         let count = f64::from(config.operations);
         rows.insert(
             operation.to_string(),
