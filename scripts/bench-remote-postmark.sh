@@ -51,9 +51,19 @@ one_run() { # mode: local, unix, tcp, or unix-wb (unix with -o writeback_cache)
         # stdout away from the caller's pipe: a server left behind must not hold it open.
         "$fsoc" serve "$scratch/img" --listen "$address" > /dev/null 2> "$scratch/serve.log" &
         server_pid=$!
-        # The whole line: stderr is unbuffered, so it may arrive in pieces.
-        until grep -q "(9P2000.L)" "$scratch/serve.log" 2> /dev/null; do sleep 0.05; done
-        address=$(sed -n 's/.* on \([^ ]*\) (9P2000.L).*/\1/p' "$scratch/serve.log")
+        # The address the server bound, from its first line (waiting up to 10 s for it).
+        address=""
+        for _ in $(seq 200); do
+            address=$(sed -n 's/.* on \([^ ]*\) (9P2000.L).*/\1/p' "$scratch/serve.log" 2> /dev/null)
+            [ -n "$address" ] && break
+            sleep 0.05
+        done
+        if [ -z "$address" ]; then
+            echo "fsoc serve did not say where it listens:" >&2
+            cat "$scratch/serve.log" >&2
+            kill -TERM "$server_pid" 2> /dev/null || true
+            return 1
+        fi
         if ! "$fsoc" mount --remote "$address" "$scratch/mnt" --daemon "${extra[@]}" 2> "$scratch/mount.log"; then
             cat "$scratch/mount.log" >&2
             kill -TERM "$server_pid"
