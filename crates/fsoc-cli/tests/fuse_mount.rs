@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use support::{check_round_trip, fsoc, require, run, run_ok, shell, snapshot, source_tree, Volume};
+use support::{check_round_trip, fsoc, require, run, run_ok, shell, snapshot, source_tree, Volume, MOUNT_TIMEOUT};
 
 #[test]
 fn cp_diff_and_tar_round_trip_a_source_tree() {
@@ -146,6 +146,54 @@ fn sqlite3_creates_and_queries_a_database() {
         answer,
         "same answers after remount"
     );
+    mounted.unmount();
+    volume.fsck();
+}
+
+/// Holes through the mount, checked with Python's os.lseek and util-linux's fallocate: SEEK_DATA
+/// and SEEK_HOLE follow the extents, a punched hole reads as zeros with the size kept, and a
+/// space reservation is refused with EOPNOTSUPP (a copy-on-write log cannot promise it).
+#[test]
+fn seek_data_seek_hole_and_punching_holes_through_the_mount() {
+    require("python3");
+    require("fallocate");
+    let volume = Volume::new("64M");
+    let mounted = volume.mount();
+    let script = r#"
+import errno, os
+page = 4096  # at least the volume's page: the offsets below are in whole pages of it
+with open("sparse", "wb") as f:
+    f.write(b"a" * page)
+    f.seek(8 * page)
+    f.write(b"b" * page)
+fd = os.open("sparse", os.O_RDONLY)
+hole = os.lseek(fd, 0, os.SEEK_HOLE)
+data = os.lseek(fd, hole, os.SEEK_DATA)
+end_hole = os.lseek(fd, data, os.SEEK_HOLE)
+try:
+    os.lseek(fd, 9 * page, os.SEEK_DATA)
+    past_end = "no error"
+except OSError as error:
+    past_end = errno.errorcode[error.errno]
+os.close(fd)
+print(hole, data, end_hole, past_end)
+"#;
+    let output = run_ok(Command::new("python3").arg("-c").arg(script).current_dir(mounted.root()));
+    let fields: Vec<&str> = output.stdout.split_whitespace().collect();
+    let numbers: Vec<u64> = fields[..3].iter().map(|field| field.parse().expect("an offset")).collect();
+    assert!(numbers[0] >= 4096 && numbers[0] < 8 * 4096, "the hole after the first page: {}", output.stdout);
+    assert!(numbers[1] > numbers[0] && numbers[1] <= 8 * 4096, "data again at page 8: {}", output.stdout);
+    assert_eq!(numbers[2], 9 * 4096, "the end of the file is a hole: {}", output.stdout);
+    assert_eq!(fields[3], "ENXIO", "SEEK_DATA at the end: {}", output.stdout);
+
+    shell(mounted.root(), "head -c 16384 /dev/zero | tr '\\0' 'x' > punched && fallocate -p -o 2048 -l 8192 punched");
+    let punched = std::fs::read(mounted.path("punched")).expect("read");
+    assert_eq!(punched.len(), 16384, "the size is kept");
+    assert!(punched[..2048].iter().all(|&byte| byte == b'x') && punched[10240..].iter().all(|&byte| byte == b'x'));
+    assert!(punched[2048..10240].iter().all(|&byte| byte == 0), "the punched range reads as zeros");
+    let refused =
+        run(Command::new("fallocate").args(["-l", "1M", "reserved"]).current_dir(mounted.root()), MOUNT_TIMEOUT);
+    assert!(!refused.status.success() && refused.stderr.contains("not supported"), "{}", refused.text());
     mounted.unmount();
     volume.fsck();
 }

@@ -18,7 +18,7 @@ use fsoc_media::Flash;
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
     LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::attributes::{errno, file_attr, file_type, time_ns};
@@ -624,6 +624,56 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
 
     fn removexattr(&self, _request: &Request, _inode: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
         reply.error(Errno::ENOSYS);
+    }
+
+    /// SEEK_DATA and SEEK_HOLE (the kernel answers SEEK_SET, SEEK_CUR and SEEK_END itself),
+    /// from the file's extents: `cp --sparse`, `tar -S` and backup tools skip the holes.
+    fn lseek(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        _handle: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let Ok(offset) = u64::try_from(offset) else { return reply.error(Errno::ENXIO) };
+        let result = self.lock.read_on("lseek", Some(inode.0), |state| match whence {
+            libc::SEEK_DATA => state.fs.seek_data(inode.0, offset).map_err(fs_error),
+            libc::SEEK_HOLE => state.fs.seek_hole(inode.0, offset).map_err(fs_error),
+            _ => Err(Errno::EINVAL),
+        });
+        match result.and_then(|found| i64::try_from(found).map_err(|_| Errno::EOVERFLOW)) {
+            Ok(found) => reply.offset(found),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    /// fallocate: punching a hole (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) unmaps the
+    /// range's whole pages and zeroes the rest of it. Reserving space (mode 0, KEEP_SIZE alone,
+    /// ZERO_RANGE, …) is EOPNOTSUPP: a copy-on-write log cannot promise that later writes into
+    /// the range will find space, which is what such a reservation means; glibc's
+    /// posix_fallocate then writes the range itself.
+    fn fallocate(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        _handle: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        if mode != libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
+        let result = self
+            .lock
+            .run_on("fallocate", Some(inode.0), |state| state.fs.punch_hole(inode.0, offset, length).map_err(fs_error));
+        match result {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
     }
 
     fn access(&self, request: &Request, inode: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {

@@ -52,7 +52,7 @@ fn range_error(inode: u64) -> FsError {
 }
 
 impl<F: Flash> FileSystem<F> {
-    fn page_size(&self) -> u64 {
+    pub(crate) fn page_size(&self) -> u64 {
         self.volume.layout().page_size_bytes() as u64
     }
 
@@ -90,7 +90,7 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// The extent holding file page `page`, if any.
-    fn extent_at(&self, inode: u64, page: u64) -> Result<Option<Extent>, FsError> {
+    pub(crate) fn extent_at(&self, inode: u64, page: u64) -> Result<Option<Extent>, FsError> {
         let key = allocation_key(inode, RecordKind::Extent, page);
         let Some((found, value)) = self.tree_last_at_or_before(TreeId::Allocation, &key)? else {
             return Ok(None);
@@ -111,7 +111,13 @@ impl<F: Flash> FileSystem<F> {
 
     /// The first `count_max` (at least one) extents overlapping file pages [first, end), in
     /// order.
-    fn extents_in_at_most(&self, inode: u64, first: u64, end: u64, count_max: usize) -> Result<Vec<Extent>, FsError> {
+    pub(crate) fn extents_in_at_most(
+        &self,
+        inode: u64,
+        first: u64,
+        end: u64,
+        count_max: usize,
+    ) -> Result<Vec<Extent>, FsError> {
         let mut extents = Vec::new();
         if let Some(extent) = self.extent_at(inode, first)? {
             extents.push(extent);

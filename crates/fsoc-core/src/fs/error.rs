@@ -38,6 +38,9 @@ pub enum FsError {
     ReadOnly,
     #[error("too many open files")]
     TooManyOpenFiles,
+    /// lseek's SEEK_DATA or SEEK_HOLE from an offset at or past the end (or no data after it).
+    #[error("no such device or address (offset past the data)")]
+    NoSuchOffset,
     #[error("I/O error: {0}")]
     Io(TxnError),
     #[error("corrupt volume: {0}")]
@@ -51,6 +54,7 @@ pub mod errno {
     pub const EPERM: i32 = 1;
     pub const ENOENT: i32 = 2;
     pub const EIO: i32 = 5;
+    pub const ENXIO: i32 = 6;
     pub const EBADF: i32 = 9;
     pub const EBUSY: i32 = 16;
     pub const EEXIST: i32 = 17;
@@ -78,6 +82,7 @@ impl FsError {
             FsError::IsDirectory => EISDIR,
             FsError::NotEmpty => ENOTEMPTY,
             FsError::NoSpace => ENOSPC,
+            FsError::NoSuchOffset => ENXIO,
             FsError::NameTooLong => ENAMETOOLONG,
             FsError::InvalidArgument(_) => EINVAL,
             FsError::BadDescriptor => EBADF,

@@ -24,6 +24,7 @@ mod mount;
 mod namespace;
 pub mod records;
 mod space;
+mod sparse;
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;

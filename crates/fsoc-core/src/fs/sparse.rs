@@ -1,0 +1,108 @@
+//! Holes: lseek's SEEK_DATA and SEEK_HOLE, and fallocate's hole punching, with Linux's
+//! semantics. A file page without an extent is a hole (docs/FORMAT.md); an inline file is all
+//! data. Offsets are found from the extents alone (at most one tree search per extent met),
+//! never by reading file contents.
+
+use alloc::vec;
+
+use crate::fs::records::FileKind;
+use crate::fs::{FileSystem, FsError};
+use fsoc_flash::Flash;
+
+impl<F: Flash> FileSystem<F> {
+    fn regular_size(&self, inode: u64) -> Result<(u64, bool), FsError> {
+        let record = self.getattr(inode)?;
+        match record.kind {
+            FileKind::File => Ok((record.size, record.is_inline())),
+            FileKind::Directory => Err(FsError::IsDirectory),
+            FileKind::Symlink => Err(FsError::InvalidArgument("seek in a symbolic link")),
+        }
+    }
+
+    /// SEEK_DATA: the first offset at or after `offset` that holds data. `NoSuchOffset` (ENXIO)
+    /// when `offset` is at or past the end of the file or only holes follow it.
+    pub fn seek_data(&self, inode: u64, offset: u64) -> Result<u64, FsError> {
+        let (size, inline) = self.regular_size(inode)?;
+        if offset >= size {
+            return Err(FsError::NoSuchOffset);
+        }
+        if inline {
+            return Ok(offset);
+        }
+        let page_size = self.page_size();
+        let Some(extent) = self.extents_in_at_most(inode, offset / page_size, u64::MAX, 1)?.into_iter().next() else {
+            return Err(FsError::NoSuchOffset);
+        };
+        let data = offset.max(extent.first_page.saturating_mul(page_size));
+        if data >= size {
+            return Err(FsError::NoSuchOffset);
+        }
+        Ok(data)
+    }
+
+    /// SEEK_HOLE: the first offset at or after `offset` in a hole, the end of the file counting
+    /// as one. `NoSuchOffset` (ENXIO) when `offset` is at or past the end.
+    pub fn seek_hole(&self, inode: u64, offset: u64) -> Result<u64, FsError> {
+        let (size, inline) = self.regular_size(inode)?;
+        if offset >= size {
+            return Err(FsError::NoSuchOffset);
+        }
+        if inline {
+            return Ok(size);
+        }
+        let page_size = self.page_size();
+        let mut page = offset / page_size;
+        // Extents are disjoint and each covers at least one page: every step moves past one.
+        while page.saturating_mul(page_size) < size {
+            match self.extent_at(inode, page)? {
+                Some(extent) => page = extent.end_page(),
+                None => break,
+            }
+        }
+        Ok(offset.max(page.saturating_mul(page_size)).min(size))
+    }
+
+    /// fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE): bytes [offset, offset + length)
+    /// read as zeros afterwards and whole pages among them are unmapped (their flash pages
+    /// freed); the size does not change (nothing past it is touched). Pages the range only
+    /// partly covers keep their other bytes and are rewritten with zeros in the range.
+    pub fn punch_hole(&mut self, inode: u64, offset: u64, length: u64) -> Result<(), FsError> {
+        let (size, inline) = self.regular_size(inode)?;
+        let end = offset.saturating_add(length).min(size);
+        if offset >= end {
+            return Ok(());
+        }
+        let page_size = self.page_size();
+        let (first_whole, end_whole) = if inline { (0, 0) } else { (offset.div_ceil(page_size), end / page_size) };
+        if first_whole < end_whole {
+            let zero_head = offset..first_whole * page_size;
+            let zero_tail = end_whole * page_size..end;
+            for range in [zero_head, zero_tail] {
+                self.write_zeros(inode, range.start, range.end)?;
+            }
+            self.ensure_space(2, crate::fs::space::SpaceUse::Metadata)?;
+            self.mutate(|fs| {
+                fs.punch(inode, first_whole, end_whole)?;
+                let mut record = fs.getattr(inode)?;
+                record.mtime_ns = fs.now_ns;
+                record.ctime_ns = fs.now_ns;
+                fs.put_inode(inode, &record)
+            })
+        } else {
+            self.write_zeros(inode, offset, end)
+        }
+    }
+
+    fn write_zeros(&mut self, inode: u64, start: u64, end: u64) -> Result<(), FsError> {
+        if start >= end {
+            return Ok(());
+        }
+        let length = usize::try_from(end - start).map_err(|_| FsError::FileTooBig)?;
+        let zeros = vec![0u8; length];
+        let written = self.write(inode, start, &zeros)?;
+        if written != length {
+            return Err(FsError::NoSpace);
+        }
+        Ok(())
+    }
+}
