@@ -47,31 +47,12 @@ if [ $mode = long ]; then
 fi
 cases=${CASES:-$default_cases}
 
-missing=()
-command -v qemu-system-x86_64 >/dev/null || missing+=("qemu-system-x86_64 (package qemu-system-x86)")
-kernel_version=$(scripts/vm/kernel-version.sh 2>/dev/null) ||
-  missing+=("a kernel image and modules in /boot and /lib/modules (package linux-image-amd64)")
-if [ -n "${kernel_version:-}" ] &&
-  ! modprobe -S "$kernel_version" --show-depends nandsim >/dev/null 2>&1; then
-  missing+=("the nandsim module for kernel $kernel_version")
-fi
-{ [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } ||
-  missing+=("a static /bin/busybox (package busybox-static)")
-command -v cpio >/dev/null || missing+=("cpio")
-command -v modprobe >/dev/null || missing+=("modprobe (package kmod)")
-command -v fusermount3 >/dev/null || missing+=("fusermount3 (package fuse3)")
-if [ ${#missing[@]} -gt 0 ]; then
-  for what in "${missing[@]}"; do echo "MISSING $what"; done
+. scripts/vm/mtd-guest.sh
+if ! mtd_guest_missing; then
   echo "SKIP test-mtd: cannot boot the guest; install with: sudo scripts/setup.sh --vm"
   exit 77
 fi
-
-if [ -n "${FSOC_BIN:-}" ]; then
-  fsoc=$FSOC_BIN
-else
-  cargo build --release -q -p fsoc-cli || { echo "FAIL build: cargo build -p fsoc-cli"; exit 1; }
-  fsoc=$PWD/target/release/fsoc
-fi
+mtd_guest_fsoc || { echo "FAIL build: cargo build -p fsoc-cli"; exit 1; }
 
 work=$(mktemp -d /tmp/fsoc-mtd.XXXXXX)
 cleanup() {
@@ -79,16 +60,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The guest finds the programs by name: fsoc under its own name.
 mkdir -p "$work/bin"
 cp "$fsoc" "$work/bin/fsoc"
-# UBI's tools and modules for the mount_reads comparison, when the host has mtd-utils.
-ubi_programs=()
-for program in ubiformat ubiattach ubidetach ubimkvol; do
-  command -v "$program" >/dev/null && ubi_programs+=("$program")
-done
-EXTRA_MODULES="nandsim fuse ubi ubifs zstd" scripts/vm/build-initramfs.sh "$work/base.cpio.gz" "$work/bin/fsoc" \
-  fusermount3 "${ubi_programs[@]}" >/dev/null || { echo "FAIL build: initramfs"; exit 1; }
+mtd_guest_initramfs "$work/base.cpio.gz" "$work/bin" >/dev/null || { echo "FAIL build: initramfs"; exit 1; }
 mkdir -p "$work/payload"
 install -m 755 scripts/vm/mtd-workload.sh "$work/payload/run.sh"
 cat > "$work/payload/settings" <<EOF
