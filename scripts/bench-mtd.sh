@@ -58,7 +58,10 @@ cp "$fsoc" "$work/bin/fsoc"
 mtd_guest_initramfs "$work/base.cpio.gz" "$work/bin" postmark >/dev/null ||
   { echo "bench-mtd: building the initramfs failed" >&2; exit 1; }
 install -m 755 scripts/vm/mtd-bench-guest.sh "$work/payload/run.sh"
-printf 'BENCH_ARGUMENTS="%s"\nBENCH_CODE="%s"\n' "$quick ${bench_arguments[*]}" "$code" > "$work/payload/settings"
+host="$(nproc) CPUs, $(awk '/^MemTotal:/ { print int($2 / 1024) }' /proc/meminfo) MiB, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
+host="$(uname -r) host, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $host"
+printf 'BENCH_ARGUMENTS="%s"\nBENCH_CODE="%s"\nBENCH_HOST="%s"\n' "$quick ${bench_arguments[*]}" "$code" "$host" \
+  > "$work/payload/settings"
 
 timeout_seconds=${VM_TIMEOUT_SECONDS:-$([ -n "$quick" ] && echo 1800 || echo 14400)}
 echo "bench-mtd: booting the guest under QEMU (${VM_MEMORY_MB:-3072} MiB, at most $timeout_seconds s);" \
@@ -82,6 +85,7 @@ fi
 mkdir -p "$(dirname "$json")"
 grep -a '^JSON ' "$work/console.log" | sed 's/^JSON //' > "$json"
 "$fsoc" bench mtd --render "$json" || { KEEP=1; exit 1; }
-echo "bench-mtd: $json and ${json%.json}.svg in $(($(date +%s) - started)) s ($done_line)"
+echo "bench-mtd: $json and ${json%.json}.svg in $(($(date +%s) - started)) s ($done_line);" \
+  "load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 [ "$done_line" = "BENCH DONE 0" ] || exit 1
 exit 0

@@ -3,7 +3,7 @@
 # on the kernel's nandsim, then the JSON it wrote on the console, each line prefixed with
 # "JSON " so that the host can take it apart from anything else the console shows.
 # `BENCH DONE STATUS` ends the run. Settings (from ./settings): BENCH_ARGUMENTS (passed on),
-# BENCH_CODE (the code measured, for the JSON).
+# BENCH_CODE (the code measured) and BENCH_HOST (the machine outside), for the JSON.
 set -a
 . ./settings
 set +a
@@ -16,7 +16,7 @@ mkdir -p /tmp/bench
 echo "guest: fsoc bench mtd $BENCH_ARGUMENTS"
 # shellcheck disable=SC2086 # the arguments are words on purpose
 fsoc bench mtd --json /tmp/bench/mtd.json --module-loader load-module --scratch /tmp --code "$BENCH_CODE" \
-  $BENCH_ARGUMENTS
+  --host "$BENCH_HOST" $BENCH_ARGUMENTS
 status=$?
 [ -f /tmp/bench/mtd.json ] && sed 's/^/JSON /' /tmp/bench/mtd.json
 echo "BENCH DONE $status"

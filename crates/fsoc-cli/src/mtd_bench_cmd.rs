@@ -72,9 +72,13 @@ pub struct MtdBenchArgs {
     /// commit).
     #[arg(long)]
     code: Option<String>,
+    /// Text recorded in the JSON about the machine outside the guest (scripts/bench-mtd.sh
+    /// passes its CPUs and load average): wall times depend on it.
+    #[arg(long)]
+    host: Option<String>,
     /// Measure nothing: read a JSON an earlier run wrote, write its chart beside it (.svg) and
     /// print its tables.
-    #[arg(long, value_name = "JSON", conflicts_with_all = ["json", "quick", "sizes", "mount_reps", "mount_only"])]
+    #[arg(long, value_name = "JSON", conflicts_with_all = ["json", "quick", "sizes", "mount_reps", "mount_only", "code", "host"])]
     render: Option<PathBuf>,
 }
 
@@ -617,6 +621,7 @@ pub fn run(args: MtdBenchArgs) -> Result<(), String> {
         benchmark: "fsoc bench mtd: fsoc against UBI + UBIFS on the kernel's nandsim, one run".into(),
         quick: args.quick,
         code: args.code.clone(),
+        host: args.host.clone(),
         kernel: first_line("/proc/sys/kernel/osrelease"),
         machine: machine(),
         geometry,

@@ -249,6 +249,8 @@ pub struct Report {
     pub benchmark: String,
     pub quick: bool,
     pub code: Option<String>,
+    /// The machine running the guest, as the caller described it.
+    pub host: Option<String>,
     pub kernel: String,
     pub machine: String,
     pub geometry: Geometry,
@@ -649,6 +651,7 @@ mod tests {
             benchmark: "fsoc bench mtd".into(),
             quick: false,
             code: Some("test".into()),
+            host: None,
             kernel: "6.1".into(),
             machine: "test".into(),
             geometry: Geometry { page_size_bytes: 2048, erase_block_size_bytes: 131072, ..Geometry::default() },
