@@ -809,14 +809,14 @@ mod tests {
             args: MtdBenchArgs,
         }
         assert!(Wrapper::try_parse_from(["bench-mtd"]).is_err(), "--json or --render is required");
-        let error = run(arguments(&["--json", "out.svg"])).err().expect("refused");
+        let error = run(arguments(&["--json", "out.svg"])).expect_err("refused");
         assert!(error.contains("give the JSON file's name"), "{error}");
     }
 
     // A missing JSON for --render is an error naming the file, not a panic.
     #[test]
     fn render_of_a_missing_file_is_an_error() {
-        let error = run(arguments(&["--render", "/nonexistent/mtd.json"])).err().expect("error");
+        let error = run(arguments(&["--render", "/nonexistent/mtd.json"])).expect_err("error");
         assert!(error.contains("/nonexistent/mtd.json"), "{error}");
     }
 }

@@ -336,7 +336,7 @@ pub fn check_targets(report: &Report) -> Vec<TargetCheck> {
 
 /// "256 MiB", "2 GiB".
 pub fn size_label(bytes: u64) -> String {
-    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
         format!("{} GiB", bytes >> 30)
     } else {
         format!("{} MiB", bytes >> 20)
@@ -362,7 +362,7 @@ pub fn group_thousands(value: u64) -> String {
     let digits = value.to_string();
     let mut grouped = String::new();
     for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index) % 3 == 0 {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
             grouped.push(',');
         }
         grouped.push(digit);
