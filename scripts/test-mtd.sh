@@ -13,6 +13,8 @@
 #                file intact and fsck clean, ROUNDS times
 #   mount_reads  (long set only; needs mtd-utils) page reads counted by kprobes: fsoc mount vs
 #                UBI attach + UBIFS mount of the same tree at 256 MiB and 1 GiB
+#   bench_quick  (long set only; needs mtd-utils and postmark) `fsoc bench mtd --quick` at
+#                256 MiB (scripts/bench-mtd.sh's benchmark, scaled down): every measurement runs
 # Prints PASS/FAIL per step, MEASURE lines and a summary; exits 0 if all passed, 1 on any
 # failure, 77 (SKIP) when the machine cannot boot the guest (no QEMU, kernel or busybox): it
 # never passes without running.
@@ -44,6 +46,11 @@ if [ $mode = long ]; then
   else
     echo "SKIP mount_reads: ubiformat, ubiattach, ubimkvol and ubidetach are missing (package mtd-utils)"
   fi
+  if command -v ubiformat >/dev/null && command -v postmark >/dev/null; then
+    default_cases="$default_cases bench_quick"
+  else
+    echo "SKIP bench_quick: needs mtd-utils and postmark"
+  fi
 fi
 cases=${CASES:-$default_cases}
 
@@ -62,7 +69,8 @@ trap cleanup EXIT
 
 mkdir -p "$work/bin"
 cp "$fsoc" "$work/bin/fsoc"
-mtd_guest_initramfs "$work/base.cpio.gz" "$work/bin" >/dev/null || { echo "FAIL build: initramfs"; exit 1; }
+# PostMark for the bench_quick case, when the host has it.
+mtd_guest_initramfs "$work/base.cpio.gz" "$work/bin" $(command -v postmark) >/dev/null || { echo "FAIL build: initramfs"; exit 1; }
 mkdir -p "$work/payload"
 install -m 755 scripts/vm/mtd-workload.sh "$work/payload/run.sh"
 cat > "$work/payload/settings" <<EOF
