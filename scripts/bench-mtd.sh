@@ -47,6 +47,7 @@ fi
 mtd_guest_fsoc || { echo "bench-mtd: cargo build -p fsoc-cli failed" >&2; exit 1; }
 code=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- crates 2>/dev/null || code="$code, with uncommitted changes"
+[ -n "${FSOC_BIN:-}" ] && code="$code (fsoc binary given: $FSOC_BIN)"
 
 work=$(mktemp -d /tmp/fsoc-bench-mtd.XXXXXX)
 cleanup() {

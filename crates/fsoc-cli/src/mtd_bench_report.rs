@@ -399,7 +399,7 @@ pub fn markdown_tables(report: &Report) -> String {
             count(row.ubi_ubifs.as_ref().map(|figures| figures.ops.page_reads)),
             figure(row.fsoc.as_ref().map(|figures| figures.wall_seconds_median), 3),
             figure(row.ubi_ubifs.as_ref().map(|figures| figures.wall_seconds_median), 2),
-            row.fsoc_speedup.map_or("not measured".into(), |ratio| format!("{ratio:.0}x")),
+            row.fsoc_speedup.map_or("not measured".into(), |ratio| format!("{ratio:.1}x")),
         );
     }
     text.push('\n');
@@ -738,7 +738,7 @@ mod tests {
         let back: Report = serde_json::from_str(&json).expect("deserialize");
         assert_eq!(serde_json::to_string_pretty(&back).expect("serialize"), json);
         let tables = markdown_tables(&back);
-        assert!(tables.contains("| 256 MiB (2,048 blocks) | 14 | 4,386 | 0.200 | 1.00 | 5x |"), "{tables}");
+        assert!(tables.contains("| 256 MiB (2,048 blocks) | 14 | 4,386 | 0.200 | 1.00 | 5.0x |"), "{tables}");
         assert!(tables.contains("| 8 GiB (65,536 blocks) | not measured | 131,094 |"), "{tables}");
         assert!(
             tables.contains("sequential write of 64 MiB + fsync (MiB/s) | not measured | not measured | – |"),
