@@ -13,6 +13,8 @@
 #                file intact and fsck clean, ROUNDS times
 #   mount_reads  (long set only; needs mtd-utils) page reads counted by kprobes: fsoc mount vs
 #                UBI attach + UBIFS mount of the same tree at 256 MiB and 1 GiB
+#   bench_quick  (long set only; needs mtd-utils and postmark) `fsoc bench mtd --quick` at
+#                256 MiB (scripts/bench-mtd.sh's benchmark, scaled down): every measurement runs
 # Prints PASS/FAIL per step, MEASURE lines and a summary; exits 0 if all passed, 1 on any
 # failure, 77 (SKIP) when the machine cannot boot the guest (no QEMU, kernel or busybox): it
 # never passes without running.
@@ -44,34 +46,20 @@ if [ $mode = long ]; then
   else
     echo "SKIP mount_reads: ubiformat, ubiattach, ubimkvol and ubidetach are missing (package mtd-utils)"
   fi
+  if command -v ubiformat >/dev/null && command -v postmark >/dev/null; then
+    default_cases="$default_cases bench_quick"
+  else
+    echo "SKIP bench_quick: needs mtd-utils and postmark"
+  fi
 fi
 cases=${CASES:-$default_cases}
 
-missing=()
-command -v qemu-system-x86_64 >/dev/null || missing+=("qemu-system-x86_64 (package qemu-system-x86)")
-kernel_version=$(scripts/vm/kernel-version.sh 2>/dev/null) ||
-  missing+=("a kernel image and modules in /boot and /lib/modules (package linux-image-amd64)")
-if [ -n "${kernel_version:-}" ] &&
-  ! modprobe -S "$kernel_version" --show-depends nandsim >/dev/null 2>&1; then
-  missing+=("the nandsim module for kernel $kernel_version")
-fi
-{ [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } ||
-  missing+=("a static /bin/busybox (package busybox-static)")
-command -v cpio >/dev/null || missing+=("cpio")
-command -v modprobe >/dev/null || missing+=("modprobe (package kmod)")
-command -v fusermount3 >/dev/null || missing+=("fusermount3 (package fuse3)")
-if [ ${#missing[@]} -gt 0 ]; then
-  for what in "${missing[@]}"; do echo "MISSING $what"; done
+. scripts/vm/mtd-guest.sh
+if ! mtd_guest_missing; then
   echo "SKIP test-mtd: cannot boot the guest; install with: sudo scripts/setup.sh --vm"
   exit 77
 fi
-
-if [ -n "${FSOC_BIN:-}" ]; then
-  fsoc=$FSOC_BIN
-else
-  cargo build --release -q -p fsoc-cli || { echo "FAIL build: cargo build -p fsoc-cli"; exit 1; }
-  fsoc=$PWD/target/release/fsoc
-fi
+mtd_guest_fsoc || { echo "FAIL build: cargo build -p fsoc-cli"; exit 1; }
 
 work=$(mktemp -d /tmp/fsoc-mtd.XXXXXX)
 cleanup() {
@@ -79,16 +67,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The guest finds the programs by name: fsoc under its own name.
 mkdir -p "$work/bin"
 cp "$fsoc" "$work/bin/fsoc"
-# UBI's tools and modules for the mount_reads comparison, when the host has mtd-utils.
-ubi_programs=()
-for program in ubiformat ubiattach ubidetach ubimkvol; do
-  command -v "$program" >/dev/null && ubi_programs+=("$program")
-done
-EXTRA_MODULES="nandsim fuse ubi ubifs zstd" scripts/vm/build-initramfs.sh "$work/base.cpio.gz" "$work/bin/fsoc" \
-  fusermount3 "${ubi_programs[@]}" >/dev/null || { echo "FAIL build: initramfs"; exit 1; }
+# PostMark for the bench_quick case, when the host has it.
+mtd_guest_initramfs "$work/base.cpio.gz" "$work/bin" $(command -v postmark) >/dev/null || { echo "FAIL build: initramfs"; exit 1; }
 mkdir -p "$work/payload"
 install -m 755 scripts/vm/mtd-workload.sh "$work/payload/run.sh"
 cat > "$work/payload/settings" <<EOF

@@ -309,6 +309,14 @@ case_mount_reads() { # fsoc mount vs UBI attach + UBIFS mount, page reads by kpr
   done
 }
 
+case_bench_quick() { # `fsoc bench mtd --quick` at 256 MiB: every measurement of the benchmark runs
+  rmmod nandsim 2>/dev/null
+  check bench_mtd_quick sh -c 'fsoc bench mtd --quick --sizes 256M --json /tmp/bench-mtd.json \
+    --module-loader load-module --scratch /tmp > /tmp/bench.out 2>&1; status=$?; tail -n 3 /tmp/bench.out; exit $status'
+  grep -h '^bench mtd: ' /tmp/bench.out | sed "s/^/MEASURE $case_name /"
+  check bench_json_written grep -q '"small_files"' /tmp/bench-mtd.json
+}
+
 echo "guest: cases $CASES, $FILES files, $ROUNDS kill rounds"
 load-module fuse > /dev/null 2>&1
 [ -c /dev/fuse ] || mknod /dev/fuse c 10 229

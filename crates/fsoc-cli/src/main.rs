@@ -14,6 +14,9 @@ mod fuse_cmd;
 mod image_target;
 mod image_walk;
 mod mount_options;
+mod mtd_bench_cmd;
+mod mtd_bench_kernel;
+mod mtd_bench_report;
 mod names;
 mod remote_mount;
 mod scaling_cmd;
@@ -311,6 +314,10 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',')]
         workloads: Vec<String>,
     },
+    /// fsoc against UBI + UBIFS on the kernel's nandsim (real kernel, datasheet delays): mount
+    /// page reads and time from 256 MiB to 8 GiB, durable small files, sequential I/O, PostMark;
+    /// counted by kprobes. Needs root and nandsim: elsewhere run scripts/bench-mtd.sh.
+    Mtd(mtd_bench_cmd::MtdBenchArgs),
     #[cfg(feature = "lab")]
     /// Mount cost (page reads, simulated time) against the number of files, fsoc beside
     /// littlefs; prints both and their ratio.
@@ -449,6 +456,7 @@ fn main() -> ExitCode {
             let profile = profile.name().to_string();
             fuse_bench_cmd::run(&fuse_bench_cmd::FuseBenchOptions { json, reps, quick, size, profile, workloads })
         }
+        Command::Bench { command: BenchCommand::Mtd(arguments) } => mtd_bench_cmd::run(arguments),
         Command::Array { command: ArrayCommand::Mkfs { base, profile, chips, blocks, seed, volume_id, force } } => {
             array_cmd::mkfs(&base, profile, chips, blocks, seed, volume_id, force)
         }
