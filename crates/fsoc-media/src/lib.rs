@@ -1,4 +1,5 @@
-//! Layer 1: a model of raw NAND flash chips (`SimFlash`), implementing fsoc-flash's `Flash`.
+//! Layer 1: a model of raw NAND flash chips (`SimFlash`), implementing fsoc-flash's `Flash`,
+//! and of a byte-addressable NVRAM beside them (`nvram::Nvram`: FeRAM, MRAM or PCM).
 //!
 //! A `Flash` is an array of `chip_count` identical NAND chips. Each chip has its own virtual
 //! clock (`busy_until_ns`): an operation issued at virtual time `t` on chip `c` starts at
@@ -33,6 +34,7 @@ pub mod faults;
 pub mod geometry;
 #[cfg(feature = "std")]
 pub mod image;
+pub mod nvram;
 pub mod rng;
 pub mod sim;
 pub mod stats;
@@ -45,8 +47,13 @@ pub use faults::FaultConfig;
 pub use geometry::Profile;
 #[cfg(feature = "std")]
 pub use image::{ImageError, ImageStore};
+#[cfg(feature = "std")]
+pub use nvram::FileSection;
+pub use nvram::{
+    Nvram, NvramBacking, NvramConfig, NvramError, NvramTechnology, NvramTiming, RamBacking, TearPattern, TornWrite,
+};
 pub use sim::{SimConfig, SimFlash};
-pub use stats::{BlockCounters, ChipCounters, FlashCounters};
+pub use stats::{BlockCounters, ChipCounters, DeviceTotals, FlashCounters, NvramCounters};
 pub use store::{PageStore, RamStore};
 
 // The seam itself lives in fsoc-flash; re-exported so the simulator's users name one crate.

@@ -1,5 +1,6 @@
-//! Operation accounting of a flash array: per-chip and per-block counters, and erase-count
-//! histograms.
+//! Operation accounting of a flash array (per-chip and per-block counters, erase-count
+//! histograms) and of an NVRAM device (`NvramCounters`), with `DeviceTotals` to report both as
+//! one device's busy time and energy.
 //!
 //! Counters are resettable measurement state. Erase counts are not kept here: they are physical
 //! wear, live in the page store and survive `reset`.
@@ -26,7 +27,8 @@ pub struct ChipCounters {
 }
 
 impl ChipCounters {
-    fn add(&mut self, other: &ChipCounters) {
+    /// Adds another chip's (or run's) counts.
+    pub fn add(&mut self, other: &ChipCounters) {
         self.reads += other.reads;
         self.programs += other.programs;
         self.erases += other.erases;
@@ -34,6 +36,72 @@ impl ChipCounters {
         self.bytes_programmed += other.bytes_programmed;
         self.busy_ns += other.busy_ns;
         self.energy_nj += other.energy_nj;
+    }
+}
+
+/// What an NVRAM device (`nvram::Nvram`) did since creation or the last reset. Kept apart from
+/// `ChipCounters` on purpose: an NVRAM access is never counted as a page read or program (mount
+/// bounds count page reads), and `DeviceTotals` adds the two where one figure is wanted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NvramCounters {
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Virtual time the device spent on those accesses.
+    pub busy_ns: Nanos,
+    /// Energy of those accesses in picojoules (an NVRAM word costs a few nJ, so nJ would round
+    /// small accesses away); `energy_nj` converts.
+    pub energy_pj: u64,
+}
+
+impl NvramCounters {
+    pub fn add(&mut self, other: &NvramCounters) {
+        self.reads += other.reads;
+        self.writes += other.writes;
+        self.bytes_read += other.bytes_read;
+        self.bytes_written += other.bytes_written;
+        self.busy_ns += other.busy_ns;
+        self.energy_pj += other.energy_pj;
+    }
+
+    /// Energy in nJ, the flash counters' unit (rounded to nearest).
+    pub fn energy_nj(&self) -> u64 {
+        self.energy_pj.saturating_add(500) / 1_000
+    }
+}
+
+/// One device's flash and NVRAM accounting side by side ("counted in the same stats"): each
+/// part keeps its own counts, and the totals give the figures a report compares across
+/// configurations (energy, busy time).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceTotals {
+    /// Sum over all chips (`FlashCounters::totals`).
+    pub flash: ChipCounters,
+    /// Zero when the device has no NVRAM.
+    pub nvram: NvramCounters,
+}
+
+impl DeviceTotals {
+    pub fn new(flash: ChipCounters, nvram: NvramCounters) -> Self {
+        DeviceTotals { flash, nvram }
+    }
+
+    /// Flash plus NVRAM energy in nJ.
+    pub fn energy_nj(&self) -> u64 {
+        self.flash.energy_nj + self.nvram.energy_nj()
+    }
+
+    /// Flash plus NVRAM busy time: the device time spent working, summed over chips and the
+    /// NVRAM (overlapping work counts once per part, as `ChipCounters::busy_ns` does per chip).
+    pub fn busy_ns(&self) -> Nanos {
+        self.flash.busy_ns + self.nvram.busy_ns
+    }
+
+    /// Adds another run's totals (e.g. the phases of a benchmark).
+    pub fn add(&mut self, other: &DeviceTotals) {
+        self.flash.add(&other.flash);
+        self.nvram.add(&other.nvram);
     }
 }
 
