@@ -21,6 +21,8 @@ mod names;
 mod remote_mount;
 mod scaling_cmd;
 mod serve_cmd;
+// Only the lab's benchmarks draw every kind of chart; without the lab some parts are unused.
+#[cfg_attr(not(feature = "lab"), allow(dead_code))]
 mod svg_chart;
 mod tools_cmd;
 mod tools_get;
