@@ -26,6 +26,7 @@ from ._image import (
     StatResult,
     StatVfs,
     parse_size,
+    volume_size_range,
 )
 
 __version__ = "0.1.0"
@@ -40,4 +41,5 @@ __all__ = [
     "StatResult",
     "StatVfs",
     "parse_size",
+    "volume_size_range",
 ]

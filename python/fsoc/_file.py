@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import io
 import os
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 if TYPE_CHECKING:  # pragma: no cover
+    from _typeshed import ReadableBuffer, WriteableBuffer
+
     from . import _fsoc
-    from collections.abc import Buffer  # noqa: F401
 
 
 class File(io.RawIOBase):
@@ -61,7 +62,7 @@ class File(io.RawIOBase):
         self._open_descriptor()
         return True
 
-    def readinto(self, buffer: "Buffer") -> int:  # type: ignore[override]
+    def readinto(self, buffer: WriteableBuffer) -> int:
         descriptor = self._open_descriptor()
         if not self._readable:
             raise io.UnsupportedOperation("File not open for reading")
@@ -76,7 +77,7 @@ class File(io.RawIOBase):
         descriptor = self._open_descriptor()
         if not self._readable:
             raise io.UnsupportedOperation("File not open for reading")
-        chunks = []
+        chunks: List[bytes] = []
         while True:
             data = self._volume.pread(descriptor, self._position, 1 << 20)
             if not data:
@@ -84,7 +85,7 @@ class File(io.RawIOBase):
             chunks.append(data)
             self._position += len(data)
 
-    def write(self, data: "Buffer") -> int:  # type: ignore[override]
+    def write(self, data: ReadableBuffer) -> int:
         descriptor = self._open_descriptor()
         if not self._writable:
             raise io.UnsupportedOperation("File not open for writing")

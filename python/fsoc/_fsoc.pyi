@@ -13,6 +13,8 @@ PATH_BYTES_MAX: int
 #: (inode, kind 'f'|'d'|'l', mode, uid, gid, nlink, size, atime_ns, mtime_ns, ctime_ns)
 StatTuple = Tuple[int, str, int, int, int, int, int, int, int, int]
 
+def volume_size_range(profile: str, chips: int) -> Tuple[int, int]: ...
+
 class Volume:
     @staticmethod
     def create(

@@ -33,6 +33,7 @@ from typing import (
     Protocol,
     Tuple,
     Union,
+    cast,
     overload,
 )
 
@@ -101,6 +102,13 @@ class StatVfs(NamedTuple):
 def _stat_result(raw: Tuple[int, str, int, int, int, int, int, int, int, int]) -> StatResult:
     inode, kind, mode, uid, gid, nlink, size, atime_ns, mtime_ns, ctime_ns = raw
     return StatResult(_KIND_MODE[kind] | mode, inode, nlink, uid, gid, size, atime_ns, mtime_ns, ctime_ns)
+
+
+def volume_size_range(profile: str = "mlc", chips: int = 1) -> Tuple[int, int]:
+    """The smallest and largest volume, in bytes, `Image.create` makes of `profile` on
+    `chips` chips (the format's limits: room for the log and its reserve; the segment
+    table's index in one metaroot). Unknown profiles and chip counts raise ValueError."""
+    return _fsoc.volume_size_range(profile, chips)
 
 
 def parse_size(size: Union[int, str]) -> int:
@@ -261,7 +269,8 @@ class Image:
         (twice its data plus room for metadata, at least 64 MiB).
         """
         if size is None:
-            size = _size_for_tree(os.fsencode(source))
+            size_min, size_max = volume_size_range(profile, chips)
+            size = min(max(_size_for_tree(os.fsencode(source)), size_min), size_max)
         image = cls.create(path, profile, chips, size, force=force)
         try:
             image.add_tree(source, "/", special=special)
@@ -369,7 +378,7 @@ class Image:
         if append:
             raw.seek(0, os.SEEK_END)
         if buffering == 0:
-            return raw
+            return cast(IO[Any], raw)
         buffer_size = COPY_CHUNK_BYTES if buffering in (-1, 1) else buffering
         buffer: Union[io.BufferedRandom, io.BufferedWriter, io.BufferedReader]
         if readable and writable:
@@ -386,12 +395,12 @@ class Image:
 
     def read_bytes(self, path: AnyPath) -> bytes:
         """The whole content of a file."""
-        with self._open_file(path, "rb", buffering=0) as file:
-            return file.readall()  # type: ignore[no-any-return]
+        with cast(File, self._open_file(path, "rb", buffering=0)) as file:
+            return file.readall()
 
     def write_bytes(self, path: AnyPath, data: bytes, *, permissions: int = 0o644) -> int:
         """Creates or replaces the file `path` with `data`; returns the bytes written."""
-        with self._open_file(path, "wb", buffering=0, permissions=permissions) as file:
+        with cast(File, self._open_file(path, "wb", buffering=0, permissions=permissions)) as file:
             view = memoryview(data)
             written = 0
             while written < len(view):
@@ -576,6 +585,12 @@ class Image:
         copier.copy_contents(root, target_path)
         return [_shown(path, source) for path in copier.skipped]
 
+    def _put(self, local: bytes, target: bytes) -> List[bytes]:
+        """`python -m fsoc put`: copies one local file, link or tree to `target`."""
+        copier = _TreeCopier(self._volume, "warn")
+        copier.copy_entry(local, target)
+        return copier.skipped
+
     def extract(self, destination: AnyPath, source: AnyPath = "/") -> None:
         """Copies the image's `source` out to the local `destination`. A directory's contents
         go into `destination` (created if missing; an existing one gets the image
@@ -634,6 +649,13 @@ class _TreeCopier:
         root_info = os.lstat(source)
         pending.append((None, target, root_info))
         self.push_entries(pending, source, target)
+        self.run(pending)
+
+    def copy_entry(self, local: bytes, target: bytes) -> None:
+        """Copies one local file, link or directory tree to `target`."""
+        self.run([(local, target, None)])
+
+    def run(self, pending: List[Tuple[Optional[bytes], bytes, Optional[os.stat_result]]]) -> None:
         while pending:
             local, image_path, info = pending.pop()
             if local is None:
@@ -665,7 +687,7 @@ class _TreeCopier:
         if self.special == "raise":
             raise OSError(errno.EOPNOTSUPP, f"cannot store a device node, FIFO or socket: {reason}", os.fsdecode(local))
         if self.special == "warn":
-            warnings.warn(f"skipping {os.fsdecode(local)}: {reason}", SkippedFileWarning, stacklevel=4)
+            warnings.warn(f"skipping {os.fsdecode(local)}: {reason}", SkippedFileWarning, stacklevel=5)
         self.skipped.append(local)
 
     def existing_kind(self, image_path: bytes) -> Optional[str]:

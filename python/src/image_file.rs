@@ -219,9 +219,18 @@ pub fn profile(name: &str) -> Result<Profile, OpenError> {
     })
 }
 
-/// Erase blocks per chip for `options`, or why the volume cannot be made (sizes first).
-fn block_count(profile: Profile, options: &CreateOptions) -> Result<u32, OpenError> {
-    let chip_count = options.chip_count;
+/// The smallest and largest volume, in bytes, the format makes of `profile` on `chip_count`
+/// chips (what `Image.create` accepts as `size`).
+pub fn volume_size_range(profile_name: &str, chip_count: u32) -> Result<(u64, u64), OpenError> {
+    let profile = profile(profile_name)?;
+    check_chip_count(chip_count)?;
+    let (blocks_min, blocks_max) = block_count_range(profile, chip_count);
+    let block_bytes = profile.geometry(1).block_data_bytes();
+    let volume_bytes = |blocks: u32| u64::from(blocks) * u64::from(chip_count) * block_bytes;
+    Ok((volume_bytes(blocks_min), volume_bytes(blocks_max)))
+}
+
+fn check_chip_count(chip_count: u32) -> Result<(), OpenError> {
     let chip_count_max = fsoc_core::txn::superblock::CHIP_COUNT_MAX;
     if !(1..=chip_count_max).contains(&chip_count) {
         return Err(OpenError::new(
@@ -229,6 +238,13 @@ fn block_count(profile: Profile, options: &CreateOptions) -> Result<u32, OpenErr
             format!("{chip_count} is not a chip count: give 1 to {chip_count_max}"),
         ));
     }
+    Ok(())
+}
+
+/// Erase blocks per chip for `options`, or why the volume cannot be made (sizes first).
+fn block_count(profile: Profile, options: &CreateOptions) -> Result<u32, OpenError> {
+    let chip_count = options.chip_count;
+    check_chip_count(chip_count)?;
     let block_bytes = profile.geometry(1).block_data_bytes();
     let blocks = match (options.block_count, options.size_bytes) {
         (Some(_), Some(_)) => return Err(OpenError::new(libc::EINVAL, "give blocks or size, not both")),

@@ -367,9 +367,17 @@ pub(crate) fn os_path(path: &[u8]) -> OsString {
     OsString::from_vec(path.to_vec())
 }
 
+/// The smallest and largest volume in bytes the format makes of `profile` on `chips` chips.
+#[pyfunction]
+fn volume_size_range(profile: &str, chips: u32) -> PyResult<(u64, u64)> {
+    image_file::volume_size_range(profile, chips)
+        .map_err(|error| pyo3::exceptions::PyValueError::new_err(error.message))
+}
+
 #[pymodule]
 fn _fsoc(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Volume>()?;
+    module.add_function(wrap_pyfunction!(volume_size_range, module)?)?;
     module.add("PROFILES", fsoc_media::Profile::ALL.iter().map(|profile| profile.name()).collect::<Vec<_>>())?;
     module.add("NAME_BYTES_MAX", 255)?;
     module.add("PATH_BYTES_MAX", fsoc_core::fs::api::PATH_BYTES_MAX)?;
