@@ -33,7 +33,9 @@ echo "== workspace tests"
 cargo test --workspace --release 2>&1
 echo "== the Python package (python/): pip install ./python (maturin, abi3 wheel), mypy --strict, pytest"
 # After the workspace tests, which build target/release/fsoc: the tests check images both ways.
-target/python-venv/bin/pip install --quiet --disable-pip-version-check --no-build-isolation ./python
+# (maturin's build backend runs the maturin on PATH: the environment's.)
+PATH="$PWD/target/python-venv/bin:$PATH" target/python-venv/bin/pip install --quiet --disable-pip-version-check \
+    --no-build-isolation ./python
 target/python-venv/bin/mypy --strict python/fsoc
 FSOC_BIN="$PWD/target/release/fsoc" target/python-venv/bin/python -m pytest -q python/tests
 echo "== fsoc on raw NAND under a real Linux kernel (QEMU, nandsim /dev/mtd0): the short set"
