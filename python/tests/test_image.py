@@ -133,6 +133,14 @@ def test_refusals_raise_the_errno_subclasses(image: fsoc.Image) -> None:
     with pytest.raises(OSError) as invalid:
         image.mkdir("/nul\0name")
     assert invalid.value.errno == errno.EINVAL
+    # The extension's own calls refuse descriptors it never handed out (no panic).
+    for call in (lambda: image._volume.pread(999, 0, 10), lambda: image._volume.close_file(3)):
+        with pytest.raises(OSError) as bad:
+            call()
+        assert bad.value.errno == errno.EBADF
+    with pytest.raises(OSError) as not_absolute:
+        image._volume.stat(b"relative")
+    assert not_absolute.value.errno == errno.EINVAL
 
 
 def test_a_full_volume_is_enospc_and_stays_usable(tmp_path: Path) -> None:
