@@ -56,3 +56,16 @@ if ! python3 -c 'import p9fs' >/dev/null 2>&1; then
     || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages p9fs \
     || echo "setup: pip install p9fs failed (the serve tests need it)" >&2
 fi
+# The Python package's build and test tools (python/, see its section in README.md): maturin,
+# pytest and mypy in a virtual environment under target/, so nothing is installed system-wide
+# (Debian's python3 is externally managed). Debian's python3 needs python3-venv for this.
+python_venv="$(cd "$(dirname "$0")/.." && pwd)/target/python-venv"
+if ! "$python_venv/bin/python" -c 'import maturin, pytest, mypy' >/dev/null 2>&1; then
+  echo "setup: making $python_venv (maturin, pytest, mypy for the Python package)"
+  if ! python3 -m venv "$python_venv" >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv "$python_venv"
+  fi
+  "$python_venv/bin/pip" install --quiet --disable-pip-version-check 'maturin>=1.5,<2' 'pytest>=7' mypy \
+    || echo "setup: pip install maturin pytest mypy failed (the Python package's tests need them)" >&2
+fi

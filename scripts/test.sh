@@ -31,6 +31,13 @@ gcc -O2 -Wall -Wextra -Werror ci/no-std-check/main.c ci/no-std-check/target/rele
 ci/no-std-check/target/selftest
 echo "== workspace tests"
 cargo test --workspace --release 2>&1
+echo "== the Python package (python/): pip install ./python (maturin, abi3 wheel), mypy --strict, pytest"
+# After the workspace tests, which build target/release/fsoc: the tests check images both ways.
+# (maturin's build backend runs the maturin on PATH: the environment's.)
+PATH="$PWD/target/python-venv/bin:$PATH" target/python-venv/bin/pip install --quiet --disable-pip-version-check \
+    --no-build-isolation ./python
+target/python-venv/bin/mypy --strict python/fsoc
+FSOC_BIN="$PWD/target/release/fsoc" target/python-venv/bin/python -m pytest -q python/tests
 echo "== fsoc on raw NAND under a real Linux kernel (QEMU, nandsim /dev/mtd0): the short set"
 # The VM packages are large and opt-in for the main job; the test installs them here. If they
 # cannot be installed, scripts/test-mtd.sh says SKIP (exit 77) and names what is missing.
