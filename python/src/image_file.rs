@@ -15,7 +15,6 @@
 //! changes, change it here too; the pytest suite runs `fsoc fsck` on images made here.
 
 use std::fs::File;
-use std::io::Read;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -176,30 +175,13 @@ pub struct CreateOptions {
 }
 
 /// Erase blocks per chip a volume of this profile and chip count may have: (smallest,
-/// largest), found with the format's own rule (`Volume::format_refusal`), as `fsoc mkfs`.
+/// largest), by the format's own rule, as `fsoc mkfs`.
 fn block_count_range(profile: Profile, chip_count: u32) -> (u32, u32) {
-    let config = FsConfig::default().volume;
-    let refused = |blocks: u32| {
-        let geometry = profile.geometry(blocks);
-        geometry.validate().is_err()
-            || fsoc_core::txn::Volume::<ImageFlash>::format_refusal(
-                &fsoc_core::segment::Layout::new(geometry, chip_count),
-                &config,
-            )
-            .is_some()
-    };
-    let smallest = (4..4096).find(|&blocks| !refused(blocks)).unwrap_or(4096);
-    // Above the smallest, only the segment table's size limits: refusals are monotone.
-    let (mut low, mut high) = (smallest, 1u32 << 24);
-    while high - low > 1 {
-        let middle = low + (high - low) / 2;
-        if refused(middle) {
-            high = middle;
-        } else {
-            low = middle;
-        }
-    }
-    (smallest, low)
+    fsoc_core::txn::Volume::<ImageFlash>::block_count_range(
+        |blocks| profile.geometry(blocks),
+        chip_count,
+        &FsConfig::default().volume,
+    )
 }
 
 fn size_text(bytes: u64) -> String {
@@ -273,34 +255,19 @@ fn block_count(profile: Profile, options: &CreateOptions) -> Result<u32, OpenErr
     ))
 }
 
-/// SOURCE_DATE_EPOCH (reproducible images), if set.
+/// SOURCE_DATE_EPOCH (reproducible builds), if set: `fsoc mkfs`'s rule.
 fn source_date_epoch() -> Result<Option<u64>, OpenError> {
-    match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(text) => text.trim().parse().map(Some).map_err(|_| {
-            OpenError::new(libc::EINVAL, format!("SOURCE_DATE_EPOCH={text:?} is not a number of seconds"))
-        }),
-        Err(_) => Ok(None),
-    }
+    fsoc_media::image::source_date_epoch().map_err(|message| OpenError::new(libc::EINVAL, message))
 }
 
-/// The volume id for a new volume: given, or reproducible from SOURCE_DATE_EPOCH and the
-/// seed, or random (so two volumes made with the same seed never pass each other's chip-set
-/// check). The same rule as `fsoc mkfs`.
+/// The volume id for a new volume, by `fsoc mkfs`'s rule (given, or reproducible from
+/// SOURCE_DATE_EPOCH and the seed, or random); 0 is not a volume id.
 fn new_volume_id(given: Option<u64>, seed: u64) -> Result<u64, OpenError> {
-    if let Some(id) = given {
-        if id == 0 {
-            return Err(OpenError::new(libc::EINVAL, "the volume id must not be 0"));
-        }
-        return Ok(id);
+    if given == Some(0) {
+        return Err(OpenError::new(libc::EINVAL, "the volume id must not be 0"));
     }
-    if let Some(epoch) = source_date_epoch()? {
-        return Ok(fsoc_media::rng::hash64(epoch, seed, 0x766f_6c75_6d65, 0).max(1));
-    }
-    let mut bytes = [0u8; 8];
-    File::open("/dev/urandom")
-        .and_then(|mut random| random.read_exact(&mut bytes))
-        .map_err(|error| OpenError::io(&error, "/dev/urandom (give volume_id)"))?;
-    Ok(u64::from_le_bytes(bytes).max(1))
+    source_date_epoch()?;
+    fsoc_media::image::new_volume_id(given, seed).map_err(|message| OpenError::new(libc::EIO, message))
 }
 
 /// Formats a new image at `path` as `fsoc mkfs` does and returns it mounted and writable.

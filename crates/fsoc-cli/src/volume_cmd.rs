@@ -55,30 +55,13 @@ pub struct MkfsOptions {
 }
 
 /// Erase blocks per chip a volume of this profile and chip count may have: (smallest,
-/// largest), found with the format's own rule (`Volume::format_refusal`).
+/// largest), by the format's own rule.
 fn block_count_range(profile: Profile, chips: u32) -> (u32, u32) {
-    let config = FsConfig::default().volume;
-    let refused = |blocks: u32| {
-        let geometry = profile.geometry(blocks);
-        geometry.validate().is_err()
-            || fsoc_core::txn::Volume::<ImageFlash>::format_refusal(
-                &fsoc_core::segment::Layout::new(geometry, chips),
-                &config,
-            )
-            .is_some()
-    };
-    let smallest = (4..4096).find(|&blocks| !refused(blocks)).unwrap_or(4096);
-    // Above the smallest, only the segment table's size limits: refusals are monotone.
-    let (mut low, mut high) = (smallest, 1u32 << 24);
-    while high - low > 1 {
-        let middle = low + (high - low) / 2;
-        if refused(middle) {
-            high = middle;
-        } else {
-            low = middle;
-        }
-    }
-    (smallest, low)
+    fsoc_core::txn::Volume::<ImageFlash>::block_count_range(
+        |blocks| profile.geometry(blocks),
+        chips,
+        &FsConfig::default().volume,
+    )
 }
 
 /// Why a volume of `blocks` erase blocks per chip cannot be formatted, in user terms (sizes
@@ -110,33 +93,7 @@ fn size_text(bytes: u64) -> String {
     }
 }
 
-/// The volume id for a new volume: given, or reproducible from SOURCE_DATE_EPOCH and the
-/// seed, or random (so two volumes made with the same seed never pass each other's chip-set
-/// check).
-pub fn new_volume_id(given: Option<u64>, seed: u64) -> Result<u64, String> {
-    if let Some(id) = given {
-        return Ok(id);
-    }
-    if let Some(epoch) = source_date_epoch()? {
-        return Ok(fsoc_media::rng::hash64(epoch, seed, 0x766f_6c75_6d65, 0).max(1));
-    }
-    let mut bytes = [0u8; 8];
-    use std::io::Read;
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut random| random.read_exact(&mut bytes))
-        .map_err(|error| format!("/dev/urandom: {error} (give --volume-id)"))?;
-    Ok(u64::from_le_bytes(bytes).max(1))
-}
-
-/// SOURCE_DATE_EPOCH (reproducible builds), if set.
-fn source_date_epoch() -> Result<Option<u64>, String> {
-    match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(text) => {
-            text.trim().parse().map(Some).map_err(|_| format!("SOURCE_DATE_EPOCH={text:?} is not a number of seconds"))
-        }
-        Err(_) => Ok(None),
-    }
-}
+pub use fsoc_media::image::{new_volume_id, source_date_epoch};
 
 pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
     if let Some(devices) = crate::volume_files::mtd_devices(image) {

@@ -976,6 +976,34 @@ impl SimFlash<ImageStore> {
     }
 }
 
+/// The volume id for a new volume: `given`, or reproducible from SOURCE_DATE_EPOCH and `seed`,
+/// or random (so two volumes made with the same seed never pass each other's chip-set check).
+/// `fsoc mkfs` and the Python package's `Image.create` both take it from here.
+pub fn new_volume_id(given: Option<u64>, seed: u64) -> Result<u64, String> {
+    if let Some(id) = given {
+        return Ok(id);
+    }
+    if let Some(epoch) = source_date_epoch()? {
+        return Ok(crate::rng::hash64(epoch, seed, 0x766f_6c75_6d65, 0).max(1));
+    }
+    let mut bytes = [0u8; 8];
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut bytes))
+        .map_err(|error| format!("/dev/urandom: {error} (give a volume id)"))?;
+    Ok(u64::from_le_bytes(bytes).max(1))
+}
+
+/// SOURCE_DATE_EPOCH (reproducible builds), if set.
+pub fn source_date_epoch() -> Result<Option<u64>, String> {
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(text) => {
+            text.trim().parse().map(Some).map_err(|_| format!("SOURCE_DATE_EPOCH={text:?} is not a number of seconds"))
+        }
+        Err(_) => Ok(None),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::indexing_slicing)]
 mod tests {

@@ -246,6 +246,33 @@ impl<F: Flash> Volume<F> {
         MetarootShape::for_volume(format_version, layout.segment_count(), layout.page_size_bytes())
     }
 
+    /// The erase blocks per chip a volume may have on `chip_count` chips whose geometry at
+    /// `blocks` blocks is `geometry_for(blocks)`: (smallest, largest), by `format_refusal`'s own
+    /// rule. `mkfs` and the Python package size volumes with it. Above the smallest, only the
+    /// segment table's size limits, so refusals are monotone and a binary search finds the
+    /// largest.
+    pub fn block_count_range(
+        geometry_for: impl Fn(u32) -> fsoc_flash::Geometry,
+        chip_count: u32,
+        config: &VolumeConfig,
+    ) -> (u32, u32) {
+        let refused = |blocks: u32| {
+            let geometry = geometry_for(blocks);
+            geometry.validate().is_err() || Self::format_refusal(&Layout::new(geometry, chip_count), config).is_some()
+        };
+        let smallest = (4..4096).find(|&blocks| !refused(blocks)).unwrap_or(4096);
+        let (mut low, mut high) = (smallest, 1u32 << 24);
+        while high - low > 1 {
+            let middle = low + (high - low) / 2;
+            if refused(middle) {
+                high = middle;
+            } else {
+                low = middle;
+            }
+        }
+        (smallest, low)
+    }
+
     /// Why a volume of this layout cannot be formatted, if it cannot (so tools can find the
     /// smallest and largest sizes before they create anything).
     pub fn format_refusal(layout: &Layout, config: &VolumeConfig) -> Option<&'static str> {
