@@ -80,32 +80,38 @@ impl LogScale {
     /// A light grid line across the panel at every decade of a vertical axis, labelled left
     /// of `left`.
     pub fn grid(&self, svg: &mut String, left: f64, width: f64) {
-        for value in self.decades() {
-            let y = self.y(value);
-            let _ = writeln!(
-                svg,
-                r##"<line x1="{left}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-                left + width,
-                left - 4.0,
-                y + 4.0,
-                format_value(value)
-            );
-        }
+        grid_across(svg, self.decades().map(|value| (self.y(value), format_value(value))), left, width);
     }
 
     /// A light grid line down the panel at every decade of a horizontal axis, labelled below
     /// the panel (`top` + `height`).
     pub fn grid_vertical(&self, svg: &mut String, top: f64, height: f64) {
-        for value in self.decades() {
-            let x = self.x(value);
-            let _ = writeln!(
-                svg,
-                r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{}" stroke="#ddd"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
-                top + height,
-                top + height + 14.0,
-                format_value(value)
-            );
-        }
+        grid_down(svg, self.decades().map(|value| (self.x(value), format_value(value))), top, height);
+    }
+}
+
+/// Light grid lines across a panel at the given heights, each labelled left of `left`.
+fn grid_across(svg: &mut String, lines: impl Iterator<Item = (f64, String)>, left: f64, width: f64) {
+    for (y, label) in lines {
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{left}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{label}</text>"##,
+            left + width,
+            left - 4.0,
+            y + 4.0,
+        );
+    }
+}
+
+/// Light grid lines down a panel at the given x positions, each labelled below it.
+fn grid_down(svg: &mut String, lines: impl Iterator<Item = (f64, String)>, top: f64, height: f64) {
+    for (x, label) in lines {
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{}" stroke="#ddd"/><text x="{x:.1}" y="{}" text-anchor="middle">{label}</text>"##,
+            top + height,
+            top + height + 14.0,
+        );
     }
 }
 
@@ -152,31 +158,12 @@ impl LinearScale {
 
     /// Grid lines across the panel at every tick of a vertical axis, labelled left of `left`.
     pub fn grid(&self, svg: &mut String, left: f64, width: f64) {
-        for value in self.ticks() {
-            let y = self.y(value);
-            let _ = writeln!(
-                svg,
-                r##"<line x1="{left}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-                left + width,
-                left - 4.0,
-                y + 4.0,
-                format_tick(value)
-            );
-        }
+        grid_across(svg, self.ticks().map(|value| (self.y(value), format_tick(value))), left, width);
     }
 
     /// Grid lines down the panel at every tick of a horizontal axis, labelled below it.
     pub fn grid_vertical(&self, svg: &mut String, top: f64, height: f64) {
-        for value in self.ticks() {
-            let x = self.x(value);
-            let _ = writeln!(
-                svg,
-                r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{}" stroke="#ddd"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
-                top + height,
-                top + height + 14.0,
-                format_tick(value)
-            );
-        }
+        grid_down(svg, self.ticks().map(|value| (self.x(value), format_tick(value))), top, height);
     }
 }
 
