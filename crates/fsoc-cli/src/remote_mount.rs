@@ -71,8 +71,6 @@ struct InodeEntry {
 
 struct HandleEntry {
     node: Arc<Node>,
-    /// The inode it was opened on.
-    inode: u64,
     /// Opened O_APPEND with the server placing each write at the end.
     server_append: bool,
     /// The inode whose `idle_open` may take the fid back at release (opened read-write).
@@ -195,18 +193,15 @@ impl RemoteFs {
         lock(&self.handles).get(&handle.0).map(|entry| entry.node.clone()).ok_or(Errno::EBADF)
     }
 
-    /// A handle's open fid, inode and whether the server places its writes (O_APPEND).
-    fn handle_entry(&self, handle: FileHandle) -> Result<(Arc<Node>, u64, bool), Errno> {
-        lock(&self.handles)
-            .get(&handle.0)
-            .map(|entry| (entry.node.clone(), entry.inode, entry.server_append))
-            .ok_or(Errno::EBADF)
+    /// A handle's open fid and whether the server places its writes (O_APPEND).
+    fn handle_entry(&self, handle: FileHandle) -> Result<(Arc<Node>, bool), Errno> {
+        lock(&self.handles).get(&handle.0).map(|entry| (entry.node.clone(), entry.server_append)).ok_or(Errno::EBADF)
     }
 
-    /// A new handle for `node`, opened on `inode`.
-    fn add_handle(&self, node: Node, inode: u64, reusable_for: Option<u64>, server_append: bool) -> FileHandle {
+    /// A new handle for the open fid `node`.
+    fn add_handle(&self, node: Node, reusable_for: Option<u64>, server_append: bool) -> FileHandle {
         let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
-        lock(&self.handles).insert(handle, HandleEntry { node: Arc::new(node), inode, server_append, reusable_for });
+        lock(&self.handles).insert(handle, HandleEntry { node: Arc::new(node), server_append, reusable_for });
         FileHandle(handle)
     }
 
@@ -247,20 +242,20 @@ impl RemoteFs {
                     .setattr(SetAttributes { valid_mask: setattr::SIZE, size_bytes: 0, ..SetAttributes::default() })
                     .map_err(errno)?;
             }
-            return Ok(self.add_handle(opened, inode.0, Some(inode.0), false));
+            return Ok(self.add_handle(opened, Some(inode.0), false));
         }
         let mut opened = node.clone_node().map_err(errno)?;
         if reusable {
             let truncate = if flags & libc::O_TRUNC != 0 { open_flags::TRUNCATE } else { 0 };
             match opened.lopen(open_flags::READ_WRITE | truncate) {
-                Ok(()) => return Ok(self.add_handle(opened, inode.0, Some(inode.0), false)),
+                Ok(()) => return Ok(self.add_handle(opened, Some(inode.0), false)),
                 Err(error) if matches!(error.raw_os_error(), Some(libc::EROFS | libc::EISDIR)) => {}
                 Err(error) => return Err(errno(error)),
             }
         }
         let server_append = flags & libc::O_APPEND != 0 && !writeback;
         opened.lopen(self.open_flags(flags)).map_err(errno)?;
-        Ok(self.add_handle(opened, inode.0, None, server_append))
+        Ok(self.add_handle(opened, None, server_append))
     }
 
     /// Counts one kernel lookup of `node`'s inode: the first keeps the node (its fid), later
@@ -619,12 +614,11 @@ impl Filesystem for RemoteFs {
                 node.write_at(offset, data).map_err(errno)
             }
         };
-        let result = self.handle_entry(handle).and_then(|(node, opened_on, server_append)| {
+        let result = self.handle_entry(handle).and_then(|(node, server_append)| {
             if self.writeback.load(Ordering::Relaxed) {
                 // The kernel gathers writes itself.
                 return send_directly(&node, offset, data);
             }
-            debug_assert_eq!(opened_on, inode.0, "a handle writes the inode it was opened on");
             let file = OpenFile { handle: handle.0, node: &node, server_append };
             self.write_behind.write(inode.0, file, offset, data, send_directly)
         });
@@ -676,7 +670,7 @@ impl Filesystem for RemoteFs {
         let result = self.node(inode).and_then(|node| {
             let mut opened = node.clone_node().map_err(errno)?;
             opened.lopen(open_flags::READ_ONLY | open_flags::DIRECTORY).map_err(errno)?;
-            Ok(self.add_handle(opened, inode.0, None, false))
+            Ok(self.add_handle(opened, None, false))
         });
         match result {
             Ok(handle) => reply.opened(handle, FopenFlags::empty()),
@@ -798,7 +792,7 @@ impl Filesystem for RemoteFs {
             // Created read-write: reusable like any open fid.
             let reusable = create_flags & open_flags::ACCESS_MODE_MASK == open_flags::READ_WRITE
                 && create_flags & open_flags::APPEND == 0;
-            Ok((attr, self.add_handle(opened, metadata.ino(), reusable.then_some(metadata.ino()), server_append)))
+            Ok((attr, self.add_handle(opened, reusable.then_some(metadata.ino()), server_append)))
         });
         match result {
             Ok((attr, handle)) => reply.created(&CACHE_TTL, &attr, GENERATION, handle, FopenFlags::empty()),
