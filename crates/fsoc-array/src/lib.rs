@@ -14,8 +14,11 @@
 //! Invariants: each chip's operations reach its file in the order they were issued (one FIFO
 //! queue and one thread per chip); a read returns the chip's contents after every earlier
 //! operation on that chip; a prefetched read is discarded as soon as any later operation could
-//! change what it read; queues are bounded (`ArrayConfig::queue_depth_max`), so a slow file
-//! blocks the caller instead of growing memory.
+//! change what it read; queues are bounded (`ArrayConfig::queue_depth_max` batches of bounded
+//! size), so a slow file blocks the caller instead of growing memory. Requests reach a worker
+//! in batches: the caller gathers a chip's changes (their bytes already serve reads from the
+//! in-flight table) and hands them over with the next read, fence or flush of that chip, or
+//! when the batch is full, so a worker wakes once per batch rather than once per page.
 // The storage crates' lint set (see fsoc-flash): each remaining allowance says why at its item.
 #![cfg_attr(
     not(test),

@@ -22,7 +22,7 @@ use fsoc_media::store::{BlockMeta, ContentsFetch, PageMeta, PageStore, RamStore}
 use fsoc_media::{BlockAddress, Geometry, NandError, PageAddress};
 
 use crate::chip_files::ArrayError;
-use crate::worker::{wait_reply, ChipWorker, FenceBoard, ReadReply, Request};
+use crate::worker::{wait_reply, ChipWorker, FenceBoard, ReadReply, Request, Write};
 
 /// Prefetched reads kept at once; beyond it, older ones are dropped (they are only hints).
 const PREFETCH_PAGES_MAX: usize = 4096;
@@ -170,9 +170,9 @@ impl ChipArrayStore {
         }
     }
 
-    /// Queues a write request on chip `chip` and returns its number.
-    fn submit_write(&mut self, chip: fsoc_media::ChipIndex, request: Request) -> Result<u64, NandError> {
-        self.worker(chip)?.submit(request)?;
+    /// Queues a change on chip `chip` and returns its number.
+    fn submit_write(&mut self, chip: fsoc_media::ChipIndex, write: Write) -> Result<u64, NandError> {
+        self.worker(chip)?.gather(Request::Write(write))?;
         let queued = self.writes_queued.get_mut(chip.0 as usize).ok_or(NandError::OutOfRange {
             what: "chip",
             value: u64::from(chip.0),
@@ -254,7 +254,7 @@ impl PageStore for ChipArrayStore {
     }
 
     fn set_block_meta(&mut self, block: BlockAddress, meta: &BlockMeta) -> Result<(), NandError> {
-        self.submit_write(block.chip, Request::SetBlockMeta { block: local_block(block), meta: *meta })?;
+        self.submit_write(block.chip, Write::BlockMeta { block: local_block(block), meta: *meta })?;
         self.mirror.set_block_meta(block, meta)
     }
 
@@ -263,7 +263,7 @@ impl PageStore for ChipArrayStore {
     }
 
     fn set_page_meta(&mut self, page: PageAddress, meta: &PageMeta) -> Result<(), NandError> {
-        self.submit_write(page.chip, Request::SetPageMeta { page: local_page(page), meta: *meta })?;
+        self.submit_write(page.chip, Write::PageMeta { page: local_page(page), meta: *meta })?;
         self.mirror.set_page_meta(page, meta)
     }
 
@@ -276,9 +276,8 @@ impl PageStore for ChipArrayStore {
         bytes.extend_from_slice(data);
         bytes.extend_from_slice(spare);
         let bytes = Arc::new(bytes);
-        let request =
-            Request::WriteContents { page: local_page(page), bytes: Arc::clone(&bytes), data_bytes: data.len() };
-        let number = self.submit_write(page.chip, request)?;
+        let write = Write::Contents { page: local_page(page), bytes: Arc::clone(&bytes), data_bytes: data.len() };
+        let number = self.submit_write(page.chip, write)?;
         self.in_flight.insert(page, InFlight { number, bytes });
         self.writes_since_fence += 1;
         let page_bytes = u64::from(self.geometry.page_data_bytes) + u64::from(self.geometry.spare_bytes);
@@ -320,7 +319,7 @@ impl PageStore for ChipArrayStore {
     }
 
     fn reset_block_pages(&mut self, block: BlockAddress) -> Result<(), NandError> {
-        self.submit_write(block.chip, Request::ResetBlockPages { block: local_block(block) })?;
+        self.submit_write(block.chip, Write::ResetBlockPages { block: local_block(block) })?;
         // The erased pages' old contents are never read again (the model answers erased pages
         // itself); dropping them keeps the table small.
         self.in_flight.retain(|page, _| page.block_address() != block);
@@ -359,13 +358,16 @@ impl PageStore for ChipArrayStore {
         self.writes_since_fence = 0;
         self.fence_epoch += 1;
         let epoch = self.fence_epoch;
+        // One batch per chip: its gathered changes, the fence and (with more than one chip)
+        // the wait for the others.
         for (worker, &through) in self.workers.iter().zip(&self.writes_queued) {
-            worker.submit(Request::Fence { epoch, through })?;
-        }
-        if self.workers.len() > 1 {
-            for worker in &self.workers {
-                worker.submit(Request::AwaitFence { epoch })?;
+            worker.gather(Request::Fence { epoch, through })?;
+            if self.workers.len() > 1 {
+                worker.gather(Request::AwaitFence { epoch })?;
             }
+        }
+        for worker in &self.workers {
+            worker.hand_over()?;
         }
         Ok(())
     }

@@ -166,25 +166,30 @@ pub(crate) struct ChipMetadata {
     pub pages: Vec<(u32, u32, PageMeta)>,
 }
 
-/// A storage request for one chip. Addresses are the chip file's own (chip 0).
-pub(crate) enum Request {
-    WriteContents {
+/// A change to one chip's file. Addresses are the chip file's own (chip 0).
+pub(crate) enum Write {
+    Contents {
         page: PageAddress,
         /// Shared with the store's in-flight table, which serves reads until it is written back.
         bytes: Arc<PageBytes>,
         data_bytes: usize,
     },
-    SetPageMeta {
+    PageMeta {
         page: PageAddress,
         meta: PageMeta,
     },
-    SetBlockMeta {
+    BlockMeta {
         block: BlockAddress,
         meta: BlockMeta,
     },
     ResetBlockPages {
         block: BlockAddress,
     },
+}
+
+/// A storage request for one chip. Addresses are the chip file's own (chip 0).
+pub(crate) enum Request {
+    Write(Write),
     ReadContents {
         page: PageAddress,
         data_bytes: usize,
@@ -214,9 +219,26 @@ pub(crate) enum Request {
     },
 }
 
+/// Requests travel to the worker in batches (one queue slot, one wake-up): changes are
+/// gathered until a batch holds this many requests or `BATCH_CONTENTS_BYTES_MAX` of page
+/// contents, or until any other request (a read, fence or flush) joins it and sends it. Order
+/// within and across batches is the submitter's. A queue thus holds at most `queue_depth_max`
+/// batches: about 2 MiB of contents per chip at the default depth of 64.
+const BATCH_REQUESTS_MAX: usize = 64;
+const BATCH_CONTENTS_BYTES_MAX: usize = 32 << 10;
+
+/// Requests not yet handed to the worker.
+#[derive(Default)]
+struct Batch {
+    requests: Vec<Request>,
+    contents_bytes: usize,
+}
+
 pub(crate) struct ChipWorker {
     chip: u32,
-    sender: Option<SyncSender<Request>>,
+    sender: Option<SyncSender<Vec<Request>>>,
+    /// Requests gathered for the next batch.
+    batch: Mutex<Batch>,
     handle: Option<JoinHandle<()>>,
     /// The first failure of an asynchronous request, shared with the thread.
     failure: Arc<Mutex<Option<String>>>,
@@ -244,7 +266,14 @@ impl ChipWorker {
                 run(chip, store, receiver, thread_failure, &thread_control, &board);
             })
             .map_err(|error| ArrayError::Worker { chip, reason: error.to_string() })?;
-        Ok(ChipWorker { chip, sender: Some(sender), handle: Some(handle), failure, control })
+        Ok(ChipWorker {
+            chip,
+            sender: Some(sender),
+            batch: Mutex::new(Batch::default()),
+            handle: Some(handle),
+            failure,
+            control,
+        })
     }
 
     pub fn control(&self) -> Arc<WorkerControl> {
@@ -264,11 +293,45 @@ impl ChipWorker {
         }
     }
 
-    /// Queues a request (blocking while the queue is full).
+    /// Queues a request, with the requests gathered before it (blocking while the queue is
+    /// full).
     pub fn submit(&self, request: Request) -> Result<(), NandError> {
+        self.gather(request)?;
+        self.hand_over()
+    }
+
+    /// Gathers a request for the worker without waking it; it is queued with the next batch,
+    /// which this call hands over once full. Changes need not reach the worker promptly: the
+    /// caller serves reads of pages in flight from its own table.
+    pub fn gather(&self, request: Request) -> Result<(), NandError> {
+        self.check()?;
+        let full = {
+            let mut batch = self.batch.lock().map_err(|_| self.stopped("batch lock poisoned"))?;
+            if let Request::Write(Write::Contents { bytes, .. }) = &request {
+                batch.contents_bytes += bytes.len();
+            }
+            batch.requests.push(request);
+            batch.requests.len() >= BATCH_REQUESTS_MAX || batch.contents_bytes >= BATCH_CONTENTS_BYTES_MAX
+        };
+        if full {
+            self.hand_over()?;
+        }
+        Ok(())
+    }
+
+    /// Queues the gathered requests, if any, as one batch.
+    pub fn hand_over(&self) -> Result<(), NandError> {
+        let requests = {
+            let mut batch = self.batch.lock().map_err(|_| self.stopped("batch lock poisoned"))?;
+            batch.contents_bytes = 0;
+            std::mem::take(&mut batch.requests)
+        };
+        if requests.is_empty() {
+            return Ok(());
+        }
         self.check()?;
         let sender = self.sender.as_ref().ok_or_else(|| self.stopped("closed"))?;
-        sender.send(request).map_err(|_| self.stopped("stopped"))
+        sender.send(requests).map_err(|_| self.stopped("stopped"))
     }
 
     /// Queues a read of `page`; the contents arrive on the returned channel once every earlier
@@ -301,12 +364,14 @@ impl ChipWorker {
     /// Lets the worker finish every queued request and stops it (a held worker is released
     /// first, so a test that fails while holding a chip does not hang in the drop).
     pub fn close(&mut self) -> Result<(), NandError> {
+        // Gathered changes reach the file like queued ones (unless the process "died").
+        let handed_over = if self.control.is_dead() { Ok(()) } else { self.hand_over() };
         self.sender = None;
         self.control.set_held(false);
         if let Some(handle) = self.handle.take() {
             handle.join().map_err(|_| self.stopped("panicked"))?;
         }
-        self.check()
+        handed_over.and(self.check())
     }
 }
 
@@ -328,119 +393,118 @@ impl Drop for ChipWorker {
     }
 }
 
-/// The worker loop: executes requests until every sender is gone.
+/// The first latched failure of a worker, if any.
+fn latched(failure: &Mutex<Option<String>>) -> Option<String> {
+    failure.lock().ok().and_then(|guard| guard.clone())
+}
+
+/// Latches `error` unless an earlier failure is latched already.
+fn latch(failure: &Mutex<Option<String>>, error: NandError) {
+    if let Ok(mut guard) = failure.lock() {
+        guard.get_or_insert_with(|| error.to_string());
+    }
+}
+
+/// The worker loop: executes batches of requests until every sender is gone.
 fn run(
     chip: u32,
     mut store: ImageStore,
-    receiver: Receiver<Request>,
+    receiver: Receiver<Vec<Request>>,
     failure: Arc<Mutex<Option<String>>>,
     control: &WorkerControl,
     board: &FenceBoard,
 ) {
-    let latched = |failure: &Arc<Mutex<Option<String>>>| failure.lock().ok().and_then(|guard| guard.clone());
-    let latch = |failure: &Arc<Mutex<Option<String>>>, error: NandError| {
-        if let Ok(mut guard) = failure.lock() {
-            guard.get_or_insert_with(|| error.to_string());
-        }
-    };
-    while let Ok(request) = receiver.recv() {
-        if !control.may_run() {
-            // The emulated process died: this request, every queued one and every change the
-            // store had not yet written back are lost.
-            store.abandon();
-            return;
-        }
-        if request.is_write() && latched(&failure).is_some() {
-            // Nothing queued after a failure may reach the file (a commit's metaroot must not
-            // follow pages that were never written).
-            continue;
-        }
-        match request {
-            Request::WriteContents { page, bytes, data_bytes } => {
-                let (data, spare) = bytes.split_at(data_bytes.min(bytes.len()));
-                if let Err(error) = store.write_contents(page, data, spare) {
-                    latch(&failure, error);
-                }
+    while let Ok(batch) = receiver.recv() {
+        for request in batch {
+            // Once the emulated process died, this request, every queued one and every change
+            // the store had not yet written back are lost.
+            if !control.may_run() || !execute(chip, &mut store, request, &failure, control, board) {
+                store.abandon();
+                return;
             }
-            Request::SetPageMeta { page, meta } => {
-                if let Err(error) = store.set_page_meta(page, &meta) {
-                    latch(&failure, error);
-                }
-            }
-            Request::SetBlockMeta { block, meta } => {
-                if let Err(error) = store.set_block_meta(block, &meta) {
-                    latch(&failure, error);
-                }
-            }
-            Request::ResetBlockPages { block } => {
-                if let Err(error) = store.reset_block_pages(block) {
-                    latch(&failure, error);
-                }
-            }
-            Request::ReadContents { page, data_bytes, spare_bytes, reply } => {
-                let result = match latched(&failure) {
-                    Some(message) => Err(message),
-                    None => {
-                        let mut bytes = vec![0u8; data_bytes + spare_bytes];
-                        let (data, spare) = bytes.split_at_mut(data_bytes);
-                        store.read_contents(page, data, spare).map(|()| bytes).map_err(|error| error.to_string())
-                    }
-                };
-                // The reader may have given up (a discarded prefetch): nothing to do then.
-                let _ = reply.send(result);
-            }
-            Request::LoadMetadata { reply } => {
-                let result = store.write_back().map_err(|error| error.to_string());
-                let _ = reply.send(result.and_then(|()| load_metadata(&store)));
-            }
-            Request::Flush { reply, through } => {
-                let result = match latched(&failure) {
-                    Some(message) => Err(message),
-                    None => store.flush().map_err(|error| error.to_string()),
-                };
-                if result.is_ok() {
-                    board.set_written_back(chip, through);
-                }
-                let _ = reply.send(result);
-            }
-            Request::Fence { epoch, through } => {
-                // Everything queued before the barrier reaches the file before anything after.
-                if let Err(error) = store.write_barrier() {
-                    latch(&failure, error);
-                }
-                let failed = latched(&failure).is_some();
-                if !failed {
-                    board.set_written_back(chip, through);
-                }
-                board.pass(chip, epoch, failed);
-            }
-            Request::AwaitFence { epoch } => match board.wait(epoch, control) {
-                Ok(None) => {}
-                Ok(Some(failed)) => latch(
-                    &failure,
-                    NandError::Image(format!(
-                        "chip {failed} failed before a write barrier; later writes are held back"
-                    )),
-                ),
-                Err(()) => {
-                    store.abandon();
-                    return;
-                }
-            },
         }
     }
 }
 
-impl Request {
-    /// Whether the request changes the chip file.
-    fn is_write(&self) -> bool {
-        matches!(
-            self,
-            Request::WriteContents { .. }
-                | Request::SetPageMeta { .. }
-                | Request::SetBlockMeta { .. }
-                | Request::ResetBlockPages { .. }
-        )
+/// Executes one request of chip `chip`'s worker; false when the emulated process died while
+/// the request waited (the worker then stops).
+fn execute(
+    chip: u32,
+    store: &mut ImageStore,
+    request: Request,
+    failure: &Mutex<Option<String>>,
+    control: &WorkerControl,
+    board: &FenceBoard,
+) -> bool {
+    match request {
+        Request::Write(write) => {
+            // Nothing queued after a failure may reach the file (a commit's metaroot must not
+            // follow pages that were never written).
+            if latched(failure).is_none() {
+                if let Err(error) = execute_write(store, write) {
+                    latch(failure, error);
+                }
+            }
+        }
+        Request::ReadContents { page, data_bytes, spare_bytes, reply } => {
+            let result = match latched(failure) {
+                Some(message) => Err(message),
+                None => {
+                    let mut bytes = vec![0u8; data_bytes + spare_bytes];
+                    let (data, spare) = bytes.split_at_mut(data_bytes);
+                    store.read_contents(page, data, spare).map(|()| bytes).map_err(|error| error.to_string())
+                }
+            };
+            // The reader may have given up (a discarded prefetch): nothing to do then.
+            let _ = reply.send(result);
+        }
+        Request::LoadMetadata { reply } => {
+            let result = store.write_back().map_err(|error| error.to_string());
+            let _ = reply.send(result.and_then(|()| load_metadata(store)));
+        }
+        Request::Flush { reply, through } => {
+            let result = match latched(failure) {
+                Some(message) => Err(message),
+                None => store.flush().map_err(|error| error.to_string()),
+            };
+            if result.is_ok() {
+                board.set_written_back(chip, through);
+            }
+            let _ = reply.send(result);
+        }
+        Request::Fence { epoch, through } => {
+            // Everything queued before the barrier reaches the file before anything after.
+            if let Err(error) = store.write_barrier() {
+                latch(failure, error);
+            }
+            let failed = latched(failure).is_some();
+            if !failed {
+                board.set_written_back(chip, through);
+            }
+            board.pass(chip, epoch, failed);
+        }
+        Request::AwaitFence { epoch } => match board.wait(epoch, control) {
+            Ok(None) => {}
+            Ok(Some(failed)) => latch(
+                failure,
+                NandError::Image(format!("chip {failed} failed before a write barrier; later writes are held back")),
+            ),
+            Err(()) => return false,
+        },
+    }
+    true
+}
+
+/// Applies one change to the chip file.
+fn execute_write(store: &mut ImageStore, write: Write) -> Result<(), NandError> {
+    match write {
+        Write::Contents { page, bytes, data_bytes } => {
+            let (data, spare) = bytes.split_at(data_bytes.min(bytes.len()));
+            store.write_contents(page, data, spare)
+        }
+        Write::PageMeta { page, meta } => store.set_page_meta(page, &meta),
+        Write::BlockMeta { block, meta } => store.set_block_meta(block, &meta),
+        Write::ResetBlockPages { block } => store.reset_block_pages(block),
     }
 }
 

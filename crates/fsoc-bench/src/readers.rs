@@ -40,6 +40,10 @@ pub struct ReadersConfig {
     pub read_bytes: usize,
     /// Random 4 KiB reads per latency run.
     pub latency_reads: usize,
+    /// The paced writer's period: one fsync'd 64 KiB write per period, in both locking modes,
+    /// so their latencies are compared at the same write load (an unpaced writer's rate depends
+    /// on how much CPU the readers leave it, which differs between the modes).
+    pub writer_period: Duration,
     pub seed: u64,
 }
 
@@ -51,7 +55,8 @@ impl ReadersConfig {
             block_count: 2048,
             file_bytes: 32 << 20,
             read_bytes: 1 << 20,
-            latency_reads: 4000,
+            latency_reads: 10_000,
+            writer_period: Duration::from_millis(2),
             seed,
         }
     }
@@ -75,12 +80,32 @@ fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
     sorted.get(index).copied().unwrap_or_default()
 }
 
-/// Reads `inodes[i]` end to end on thread i, all at once; returns aggregate MB/s.
+/// CPU seconds this process has used (every thread, user and system).
+fn process_cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given; a zeroed rusage is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always a valid target.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0.0;
+    }
+    let seconds = |time: libc::timeval| time.tv_sec as f64 + time.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// A throughput run: aggregate MB/s and the CPUs it kept busy on average (the readers and the
+/// chip workers together: CPU seconds over wall seconds).
+struct Throughput {
+    mb_s: f64,
+    cpus_busy: f64,
+}
+
+/// Reads `inodes[i]` end to end on thread i, all at once.
 fn read_files(
     volume: &RwLock<FileSystem<ThreadedFlash>>,
     inodes: &[u64],
     config: &ReadersConfig,
-) -> Result<f64, BenchError> {
+) -> Result<Throughput, BenchError> {
+    let cpu_before = process_cpu_seconds();
     let started = Instant::now();
     let results: Vec<Result<usize, String>> = std::thread::scope(|scope| {
         let threads: Vec<_> = inodes
@@ -105,11 +130,12 @@ fn read_files(
         threads.into_iter().map(|thread| thread.join().unwrap_or_else(|_| Err("reader panicked".into()))).collect()
     });
     let elapsed = started.elapsed().as_secs_f64();
+    let cpu = process_cpu_seconds() - cpu_before;
     let mut total = 0usize;
     for result in results {
         total += result.map_err(bench_error("read"))?;
     }
-    Ok(total as f64 / 1e6 / elapsed)
+    Ok(Throughput { mb_s: total as f64 / 1e6 / elapsed, cpus_busy: cpu / elapsed.max(1e-9) })
 }
 
 /// 4 KiB reads at seeded random offsets of `inode`; latencies sorted.
@@ -148,39 +174,51 @@ enum FlushHeld {
 }
 
 /// 4 KiB read latencies on `inode` while a writer streams fsync'd 64 KiB writes to
-/// `writer_file`; also the number of fsyncs the writer made meanwhile.
+/// `writer_file` (one per `pace` if given, else back to back); also how long the writer held
+/// the volume for each write and fsync, sorted.
 fn loaded_latencies(
     volume: &RwLock<FileSystem<ThreadedFlash>>,
     writer_file: u64,
     inode: u64,
     config: &ReadersConfig,
     flush: FlushHeld,
-) -> Result<(Vec<Duration>, u64), BenchError> {
+    pace: Option<Duration>,
+) -> Result<(Vec<Duration>, Vec<Duration>), BenchError> {
     let stop = AtomicBool::new(false);
-    std::thread::scope(|scope| -> Result<(Vec<Duration>, u64), BenchError> {
-        let writer = scope.spawn(|| -> Result<u64, String> {
+    std::thread::scope(|scope| -> Result<(Vec<Duration>, Vec<Duration>), BenchError> {
+        let writer = scope.spawn(|| -> Result<Vec<Duration>, String> {
             let data = vec![0x5au8; WRITER_CHUNK_BYTES];
-            let mut writes = 0u64;
+            let mut held = Vec::new();
             let mut offset = 0u64;
+            let mut next = Instant::now();
             while !stop.load(Ordering::Acquire) {
+                if let Some(period) = pace {
+                    next += period;
+                    if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                }
                 let mut fs = volume.write().map_err(|_| "lock poisoned".to_string())?;
+                let locked = Instant::now();
                 fs.write(writer_file, offset, &data).map_err(|error| error.to_string())?;
                 match flush {
                     FlushHeld::Held => {
                         fs.fsync(writer_file).map_err(|error| error.to_string())?;
                         drop(fs);
+                        held.push(locked.elapsed());
                     }
                     FlushHeld::Released => {
                         let started = fs.begin_fsync(writer_file).map_err(|error| error.to_string())?;
                         drop(fs);
+                        held.push(locked.elapsed());
                         started.wait().map_err(|error| error.to_string())?;
                     }
                 }
-                writes += 1;
                 // Rewrite the same 8 MiB so the volume does not fill.
                 offset = (offset + WRITER_CHUNK_BYTES as u64) % (8 << 20);
             }
-            Ok(writes)
+            held.sort_unstable();
+            Ok(held)
         });
         let loaded = read_latencies(volume, inode, config, config.seed ^ 1);
         stop.store(true, Ordering::Release);
@@ -237,14 +275,44 @@ fn measure(config: &ReadersConfig, flash: ThreadedFlash, progress: &mut dyn FnMu
 
     progress("latency: idle");
     let idle = read_latencies(&volume, inodes[0], config, config.seed)?;
-    progress("latency: with a writer streaming fsync'd writes (flush outside the lock)");
-    let (loaded, writes) = loaded_latencies(&volume, writer_file, inodes[0], config, FlushHeld::Released)?;
-    progress("latency: with a writer streaming fsync'd writes (flush inside the lock)");
-    let (held, held_writes) = loaded_latencies(&volume, writer_file, inodes[0], config, FlushHeld::Held)?;
+    let (idle_median, idle_p99) = (percentile(&idle, 0.5), percentile(&idle, 0.99));
+    let mut rows = Vec::new();
+    for (pace, flush, what) in [
+        (None, FlushHeld::Released, "flush outside the lock"),
+        (None, FlushHeld::Held, "flush inside the lock"),
+        (Some(config.writer_period), FlushHeld::Released, "flush outside the lock, paced writer"),
+        (Some(config.writer_period), FlushHeld::Held, "flush inside the lock, paced writer"),
+    ] {
+        progress(&format!("latency: with a writer streaming fsync'd writes ({what})"));
+        let (loaded, held) = loaded_latencies(&volume, writer_file, inodes[0], config, flush, pace)?;
+        rows.push(latency_row(idle_median, idle_p99, &loaded, &held));
+    }
+    let mut rows = rows.into_iter();
+    let (Some(mut unpaced), Some(unpaced_held), Some(paced), Some(paced_held)) =
+        (rows.next(), rows.next(), rows.next(), rows.next())
+    else {
+        return Err(BenchError::Setup("latency rows missing".into()));
+    };
 
     let cpus = std::thread::available_parallelism().map_or(1, |count| count.get());
-    let (idle_median, idle_p99) = (percentile(&idle, 0.5), percentile(&idle, 0.99));
-    let (loaded_median, loaded_p99) = (percentile(&loaded, 0.5), percentile(&loaded, 0.99));
+    // What four readers could reach at most on this machine: four times one reader, unless
+    // the CPUs run out first (one reader and its chip workers already keep `one.cpus_busy`
+    // CPUs busy).
+    let ratio_bound = (cpus as f64 / one.cpus_busy.max(1e-9)).min(FILES as f64);
+    if let Value::Object(fields) = &mut unpaced {
+        fields.insert("idle_median_us".into(), json!(microseconds(idle_median)));
+        fields.insert("idle_p99_us".into(), json!(microseconds(idle_p99)));
+        fields.insert("target_ratio_max".into(), json!(3.0));
+        fields.insert("flush_inside_lock".into(), unpaced_held);
+        fields.insert(
+            "paced".into(),
+            json!({
+                "writer_period_us": microseconds(config.writer_period),
+                "flush_outside_lock": paced,
+                "flush_inside_lock": paced_held,
+            }),
+        );
+    }
     Ok(json!({
         "config": {
             "chips": config.chip_count,
@@ -256,27 +324,29 @@ fn measure(config: &ReadersConfig, flash: ThreadedFlash, progress: &mut dyn FnMu
             "cpus": cpus,
         },
         "throughput": {
-            "one_reader_mb_s": one,
-            "four_readers_mb_s": four,
-            "ratio": four / one,
+            "one_reader_mb_s": one.mb_s,
+            "four_readers_mb_s": four.mb_s,
+            "ratio": four.mb_s / one.mb_s.max(1e-9),
+            "one_reader_cpus_busy": one.cpus_busy,
+            "four_readers_cpus_busy": four.cpus_busy,
+            "ratio_bound_on_this_machine": ratio_bound,
             "target_ratio_min": 3.0,
         },
-        "latency": {
-            "idle_median_us": microseconds(idle_median),
-            "idle_p99_us": microseconds(idle_p99),
-            "with_writer_median_us": microseconds(loaded_median),
-            "with_writer_p99_us": microseconds(loaded_p99),
-            "median_ratio": microseconds(loaded_median) / microseconds(idle_median).max(1e-9),
-            "p99_ratio": microseconds(loaded_p99) / microseconds(idle_p99).max(1e-9),
-            "writer_fsyncs": writes,
-            "target_ratio_max": 3.0,
-            "flush_inside_lock": {
-                "with_writer_median_us": microseconds(percentile(&held, 0.5)),
-                "with_writer_p99_us": microseconds(percentile(&held, 0.99)),
-                "median_ratio": microseconds(percentile(&held, 0.5)) / microseconds(idle_median).max(1e-9),
-                "p99_ratio": microseconds(percentile(&held, 0.99)) / microseconds(idle_p99).max(1e-9),
-                "writer_fsyncs": held_writes,
-            },
-        },
+        "latency": unpaced,
     }))
+}
+
+/// One latency comparison: read latencies under a writer against the idle ones, and how long
+/// the writer held the volume per write and fsync.
+fn latency_row(idle_median: Duration, idle_p99: Duration, loaded: &[Duration], held: &[Duration]) -> Value {
+    let (median, p99) = (percentile(loaded, 0.5), percentile(loaded, 0.99));
+    json!({
+        "with_writer_median_us": microseconds(median),
+        "with_writer_p99_us": microseconds(p99),
+        "median_ratio": microseconds(median) / microseconds(idle_median).max(1e-9),
+        "p99_ratio": microseconds(p99) / microseconds(idle_p99).max(1e-9),
+        "writer_fsyncs": held.len(),
+        "writer_locked_median_us": microseconds(percentile(held, 0.5)),
+        "writer_locked_p99_us": microseconds(percentile(held, 0.99)),
+    })
 }
