@@ -32,5 +32,7 @@ fn main() {
     }
     println!("write {:.1} us, begin_fsync {:.1} us", write_t / rounds as f64 * 1e6, commit_t / rounds as f64 * 1e6);
     drop(fs);
-    for p in paths { let _ = std::fs::remove_file(p); }
+    for p in paths {
+        let _ = std::fs::remove_file(p);
+    }
 }

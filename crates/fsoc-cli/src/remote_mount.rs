@@ -35,7 +35,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fsoc_9p::constants::{dirent_type, open_flags, setattr};
 use fsoc_9p::{SetAttributes, Timestamp};
 use fsoc_client::{Client, ConnectOptions, Metadata, Node};
-use fsoc_fuse::MountConfig;
+use fsoc_fuse::{negative_entry, MountConfig};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
     LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
@@ -108,27 +108,6 @@ fn errno(error: io::Error) -> Errno {
 fn timestamp(time: SystemTime) -> Timestamp {
     let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
     Timestamp { seconds: since.as_secs(), nanoseconds: u64::from(since.subsec_nanos()) }
-}
-
-/// The attributes of a negative entry: node id 0 tells the kernel the name does not exist.
-fn negative_entry() -> FileAttr {
-    FileAttr {
-        ino: INodeNo(0),
-        size: 0,
-        blocks: 0,
-        atime: UNIX_EPOCH,
-        mtime: UNIX_EPOCH,
-        ctime: UNIX_EPOCH,
-        crtime: UNIX_EPOCH,
-        kind: FileType::RegularFile,
-        perm: 0,
-        nlink: 0,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        blksize: 4096,
-        flags: 0,
-    }
 }
 
 fn file_attr(metadata: &Metadata) -> FileAttr {

@@ -11,14 +11,15 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fsoc_core::fs::{FileKind, FsError, InodeRecord};
 use fsoc_media::Flash;
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
-    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
-    ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
+    TimeOrNow, WriteFlags,
 };
 
 use crate::attributes::{errno, file_attr, file_type, time_ns};
@@ -60,6 +61,33 @@ impl<F: Flash> FsocFuse<F> {
 /// Open flags of every file handle: the kernel may keep the file's cached pages across opens,
 /// since every change to the volume goes through this mount (the kernel sees them all).
 const OPEN_FLAGS: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE;
+
+/// Open flags of every directory handle: the kernel keeps a listing in its cache and serves
+/// the next listing of the directory from it, across opens, until the directory changes (it
+/// sees every change, as for files). dbench lists directories about 40,000 times in 5 s: each
+/// listing had cost a READDIRPLUS and a READDIR request.
+const DIRECTORY_OPEN_FLAGS: FopenFlags = FopenFlags::FOPEN_CACHE_DIR.union(FopenFlags::FOPEN_KEEP_CACHE);
+
+/// The attributes of a negative entry: node id 0 tells the kernel the name does not exist.
+pub fn negative_entry() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
 
 fn fs_error(error: FsError) -> Errno {
     let answer = errno(&error);
@@ -159,6 +187,11 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         });
         match result {
             Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            // A name that does not exist is remembered by the kernel for the TTL (a negative
+            // entry), so a create after a failed lookup, or a program probing for a file,
+            // costs no second request. Every change goes through this mount, so the kernel
+            // drops the entry itself when the name is made.
+            Err(error) if error == Errno::ENOENT => reply.entry(&CACHE_TTL, &negative_entry(), GENERATION),
             Err(error) => reply.error(error),
         }
     }
@@ -475,7 +508,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             Ok(handle)
         });
         match result {
-            Ok(handle) => reply.opened(FileHandle(handle), FopenFlags::empty()),
+            Ok(handle) => reply.opened(FileHandle(handle), DIRECTORY_OPEN_FLAGS),
             Err(error) => reply.error(error),
         }
     }

@@ -27,7 +27,7 @@ mod permissions;
 mod session;
 mod volume_lock;
 
-pub use adapter::FsocFuse;
+pub use adapter::{negative_entry, FsocFuse};
 /// An open directory's listing position (fsoc-engine's cursor, shared with the 9P server).
 pub use fsoc_engine::DirectoryCursor as DirectoryStream;
 pub use session::{
