@@ -172,6 +172,9 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
         // Listings with attributes when the kernel expects lookups to follow (`ls -l`).
         let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
+        // File handles (open_by_handle_at, NFS export) outlive the kernel's inode: it finds an
+        // evicted one again by looking up "." and ".." (see `lookup`).
+        let _ = config.add_capabilities(InitFlags::FUSE_EXPORT_SUPPORT);
         if self.writeback_cache && config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).is_ok() {
             self.writeback.store(true, Ordering::Relaxed);
         }
@@ -179,14 +182,34 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn lookup(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let by_handle = matches!(name.as_bytes(), b"." | b"..");
         let result = self.lock.read_on("lookup", Some(parent.0), |state| {
             #[cfg(test)]
             tests::maybe_panic(name);
-            let (inode, _) = state.fs.lookup(parent.0, name.as_bytes()).map_err(fs_error)?;
+            let inode = match name.as_bytes() {
+                // Export support: the kernel looks up "." in a node id to find an inode it
+                // evicted (a file handle names the node id, which is the inode number: never
+                // reused, see DESIGN.md), and ".." in a directory to find its parent.
+                b"." => parent.0,
+                b".." => {
+                    let record = state.fs.getattr(parent.0).map_err(fs_error)?;
+                    if record.kind != FileKind::Directory {
+                        return Err(Errno::ENOTDIR);
+                    }
+                    if parent.0 == INodeNo::ROOT.0 {
+                        parent.0
+                    } else {
+                        record.parent
+                    }
+                }
+                name => state.fs.lookup(parent.0, name).map_err(fs_error)?.0,
+            };
             attributes(state, inode)
         });
         match result {
             Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            // A handle whose file is gone is stale.
+            Err(error) if by_handle && error == Errno::ENOENT => reply.error(Errno::ESTALE),
             // A name that does not exist is remembered by the kernel for the TTL (a negative
             // entry), so a create after a failed lookup, or a program probing for a file,
             // costs no second request. Every change goes through this mount, so the kernel
