@@ -111,6 +111,10 @@ enum Command {
         /// Check the trees and the segment table only; skip reading every file data page.
         #[arg(long)]
         metadata_only: bool,
+        /// Read every file data page and verify it against the checksum its extent records
+        /// (the default; the flag says so explicitly).
+        #[arg(long, conflicts_with = "metadata_only")]
+        data: bool,
     },
     /// Power-cut test: cut power at every flash operation of a workload and check recovery.
     Crashtest {
@@ -380,7 +384,7 @@ fn main() -> ExitCode {
             volume_cmd::mkfs(&image, &volume_cmd::MkfsOptions { profile, chips, blocks, size, seed, volume_id, force })
         }
         Command::Info { image } => volume_cmd::info(&image),
-        Command::Fsck { image, metadata_only } => match volume_cmd::fsck(&image, !metadata_only) {
+        Command::Fsck { image, metadata_only, data: _ } => match volume_cmd::fsck(&image, !metadata_only) {
             Ok(true) => Ok(()),
             Ok(false) => return ExitCode::from(1),
             Err(error) => Err(error),

@@ -326,15 +326,17 @@ pub fn fsck(image: &Path, read_data: bool) -> Result<bool, String> {
     );
     if let Some(data) = &data {
         println!(
-            "{}: data: {} pages read, {} corrected by the ECC, {} unreadable, {} not tagged as their file's",
+            "{}: data: {} pages read, {} corrected by the ECC, {} unreadable, {} not tagged as their file's, {} failing their checksum",
             files.name().display(),
             data.pages,
             data.corrected_pages,
             data.unreadable_pages,
-            data.misplaced_pages
+            data.misplaced_pages,
+            data.checksum_failed_pages
         );
     }
-    let data_violations = data.as_ref().map_or(0, |data| data.unreadable_pages + data.misplaced_pages);
+    let data_violations =
+        data.as_ref().map_or(0, |data| data.unreadable_pages + data.misplaced_pages + data.checksum_failed_pages);
     if report.is_clean() && data_violations == 0 {
         println!("clean: no violations");
         Ok(true)

@@ -69,6 +69,9 @@ fn check_golden(packed: &[u8], label: &str, format_version: u32) -> FileSystem<S
         FileSystem::mount(SimFlash::open_image(&path).expect("open image"), FsConfig::default()).expect("mount");
     check_contents(&mut fs, &format!("{label}, writable"));
     write_file(&mut fs, "/late/new.txt", b"written by this build").expect("write");
+    // A file in extents too, so their records are written in this volume's version (fsck
+    // refuses data checksums on a volume older than version 3, and their absence on one of 3).
+    write_file(&mut fs, "/late/pages.bin", &pattern()[..9000]).expect("write pages");
     assert_clean(&mut fs, &format!("{label}, after a write"));
     fs.unmount().expect("unmount");
     let mut fs =
@@ -76,6 +79,7 @@ fn check_golden(packed: &[u8], label: &str, format_version: u32) -> FileSystem<S
     assert!(fs.mount_report().clean, "{label}: remount after a clean unmount");
     check_contents(&mut fs, &format!("{label}, remounted"));
     assert_eq!(read_file(&mut fs, "/late/new.txt").expect("new file"), b"written by this build");
+    assert_eq!(read_file(&mut fs, "/late/pages.bin").expect("new file in pages"), pattern()[..9000]);
     assert_clean(&mut fs, &format!("{label}, remounted"));
     assert_eq!(fs.superblock().format_version, format_version, "{label}: the version changed");
     assert_eq!(fs.committed().shape.format_version, format_version, "{label}: metaroots of another version");
@@ -105,11 +109,20 @@ fn golden_image_of_format_version_2_with_an_indexed_table_reads_back() {
     assert_eq!((shape.table_page_count, shape.table_index_levels, shape.index_page_count), (64, 1, 1));
 }
 
+/// Format version 3: extent records carry a CRC-32C of each data page; a page whose bytes were
+/// changed behind the ECC's back fails its read and fsck's data pass.
+#[test]
+fn golden_image_of_format_version_3_reads_back() {
+    let fs = check_golden(include_bytes!("fixtures/golden-v3.sparse"), "golden-v3", 3);
+    assert!(!fs.committed().shape.is_indexed());
+}
+
 /// A volume of a format version this build does not know (the golden image's superblocks
-/// rewritten as version 3, with valid checksums) is refused by name, read-only or not: a typed
-/// error stating both versions, not a panic and not "corrupt".
+/// rewritten as the next version, with valid checksums) is refused by name, read-only or not:
+/// a typed error stating both versions, not a panic and not "corrupt".
 #[test]
 fn a_newer_format_version_is_refused_by_name() {
+    use fsoc_core::txn::superblock::FORMAT_VERSION;
     use fsoc_core::txn::{Superblock, TxnError};
     use fsoc_core::FsError;
     let directory = tempfile::tempdir().expect("temporary directory");
@@ -123,17 +136,23 @@ fn a_newer_format_version_is_refused_by_name() {
     for page in 0..2 {
         let slot = data_offset + page * (page_bytes + spare_bytes);
         let mut superblock = Superblock::decode(&image[slot..slot + page_bytes]).expect("golden superblock");
-        superblock.format_version = 3;
+        superblock.format_version = FORMAT_VERSION + 1;
         image[slot..slot + page_bytes].copy_from_slice(&superblock.encode(page_bytes));
     }
     std::fs::write(&path, image).expect("write image");
     for read_only in [true, false] {
         let config = FsConfig { volume: VolumeConfig { read_only, ..VolumeConfig::default() }, ..FsConfig::default() };
         let error = FileSystem::mount(SimFlash::open_image(&path).expect("open image"), config).err().expect("refused");
-        assert_eq!(error, FsError::Io(TxnError::UnsupportedVersion { found: 3, oldest: 1, newest: 2 }));
+        assert_eq!(
+            error,
+            FsError::Io(TxnError::UnsupportedVersion { found: FORMAT_VERSION + 1, oldest: 1, newest: FORMAT_VERSION })
+        );
         assert_eq!(
             error.to_string(),
-            "I/O error: the volume has format version 3; this build reads format versions 1 to 2"
+            format!(
+                "I/O error: the volume has format version {}; this build reads format versions 1 to {FORMAT_VERSION}",
+                FORMAT_VERSION + 1
+            )
         );
     }
 }

@@ -134,9 +134,19 @@ fn with_size(record: &[u8], size: u64) -> Vec<u8> {
     bytes
 }
 
+/// An extent record's value (docs/FORMAT.md, "Tree records"): with `page_count` zero
+/// checksums, as format version 3 requires, when the count is one a record can hold; without
+/// any (the older form, which such a volume refuses) for the huge counts no record can hold.
 fn extent_value(address: u32, page_count: u32) -> Vec<u8> {
+    let checksums = if page_count <= fsoc_core::fs::records::EXTENT_CHECKSUMS_MAX { page_count } else { 0 };
+    extent_value_with(address, page_count, &vec![0u8; 4 * checksums as usize])
+}
+
+/// An extent record's value with the given checksum bytes (4 a page, or none).
+fn extent_value_with(address: u32, page_count: u32, checksums: &[u8]) -> Vec<u8> {
     let mut bytes = address.to_le_bytes().to_vec();
     bytes.extend_from_slice(&page_count.to_le_bytes());
+    bytes.extend_from_slice(checksums);
     bytes
 }
 
@@ -595,8 +605,11 @@ fn crafting_encodings_match_the_format() {
     let value = extent_value(0x1234, 7);
     assert_eq!(
         Extent::decode(5, &value).expect("decode"),
-        Extent { first_page: 5, address: fsoc_core::address::LogAddress(0x1234), page_count: 7 }
+        Extent { first_page: 5, address: fsoc_core::address::LogAddress(0x1234), page_count: 7, checksums: vec![0; 7] }
     );
+    let legacy = extent_value(0x1234, 1 << 20);
+    assert_eq!(legacy.len(), 8, "no checksums for a count no record can hold");
+    assert!(Extent::decode(5, &legacy).expect("decode").checksums.is_empty());
 }
 
 /// A segment-table page that does not read back makes fsck report a violation and go on
@@ -751,8 +764,9 @@ fn wrong_link_counts_are_reported_and_stay_contained() {
 }
 
 /// Two files whose extents share flash pages (a cross-link): the second file's first extent
-/// rewritten to /big's first four pages. Reads return what the records say (the checksums
-/// are right, so nothing else can know); fsck names every shared page and the segment's valid
+/// rewritten to /big's first four pages, with their data checksums. Reads return what the
+/// records say (every checksum is right, so nothing else can know); fsck names every shared
+/// page and the segment's valid
 /// count; deleting the cross-linked file leaves /big whole and the volume consistent.
 #[test]
 fn extents_sharing_another_files_pages_are_reported() {
@@ -763,7 +777,13 @@ fn extents_sharing_another_files_pages_are_reported() {
     let big_extent = get_raw(&mut fs, Tree::Allocation, &allocation_key(files.extent_file, RecordKind::Extent, 0))
         .expect("/big's first extent");
     let address = u32::from_le_bytes(big_extent[..4].try_into().expect("4 bytes"));
-    put_raw(&mut fs, Tree::Allocation, &allocation_key(victim, RecordKind::Extent, 0), Some(&extent_value(address, 4)));
+    let checksums = big_extent.get(8..24).expect("/big's first extent has checksums of 4 pages or more").to_vec();
+    put_raw(
+        &mut fs,
+        Tree::Allocation,
+        &allocation_key(victim, RecordKind::Extent, 0),
+        Some(&extent_value_with(address, 4, &checksums)),
+    );
     let mut fs = seal(fs);
     let report = fs.fsck(false).expect("fsck");
     let shared = report.violations.iter().filter(|violation| violation.contains("referenced 2 times")).count();

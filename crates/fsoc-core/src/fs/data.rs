@@ -5,14 +5,14 @@ use alloc::borrow::Cow;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use fsoc_flash::convert::{u32_from_u64, usize_from_u64};
+use fsoc_flash::convert::usize_from_u64;
 use fsoc_flash::{Flash, ReadStatus};
 
 use crate::address::LogAddress;
 use crate::btree::Tree;
 use crate::fs::records::{
-    allocation_key, parse_allocation_key, Extent, FileKind, InodeRecord, RecordKind, RecordLimits,
-    ALLOCATION_KEY_BYTES, INODE_FLAG_INLINE,
+    allocation_key, extent_pages_max, page_checksum, parse_allocation_key, Extent, FileKind, InodeRecord, RecordKind,
+    RecordLimits, ALLOCATION_KEY_BYTES, FORMAT_VERSION_DATA_CHECKSUMS, INODE_FLAG_INLINE,
 };
 use crate::fs::space::SpaceUse;
 use crate::fs::{FileSystem, FsError, TreeId};
@@ -76,6 +76,34 @@ impl<F: Flash> FileSystem<F> {
             log_first: u64::from(crate::segment::layout::FIRST_LOG_SEGMENT) * pages_per_segment,
             log_end: u64::from(layout.segment_count()) * pages_per_segment,
             page_size_bytes: self.page_size(),
+            extent_checksums: self.data_checksums(),
+            extent_pages_max: if self.data_checksums() {
+                extent_pages_max(Tree::max_entry_bytes(layout.page_size_bytes()))
+            } else {
+                u32::MAX
+            },
+        }
+    }
+
+    /// Whether this volume's extents carry a checksum of each data page (format version 3 on).
+    pub(crate) fn data_checksums(&self) -> bool {
+        self.volume.superblock.format_version >= FORMAT_VERSION_DATA_CHECKSUMS
+    }
+
+    /// The checksum an extent records for `content` (`None` on a volume without them).
+    fn checksum_for(&self, content: &[u8]) -> Option<u32> {
+        self.data_checksums().then(|| page_checksum(content))
+    }
+
+    /// Checks a data page read from flash against the checksum its extent records: a page
+    /// the ECC passed but that differs from what was written (a miscorrection, a misdirected
+    /// or lost program, a bus error) is an error, never returned as the file's bytes.
+    fn verify_page(inode: u64, content: &[u8], expected: Option<u32>) -> Result<(), FsError> {
+        match expected {
+            Some(checksum) if page_checksum(content) != checksum => {
+                Err(FsError::CorruptFile { inode, reason: "file data page fails its checksum" })
+            }
+            _ => Ok(()),
         }
     }
 
@@ -214,7 +242,8 @@ impl<F: Flash> FileSystem<F> {
         // into `out`; only the first and last pages, when the request cuts them, go through a
         // scratch page (`Cut`). Holes are zeroed where they are met.
         let batch = self.config.io_batch_pages.max(1) as u64;
-        let mut wanted: Vec<(u64, LogAddress)> = Vec::new();
+        // (file page, where it is, the checksum its extent records)
+        let mut wanted: Vec<(u64, LogAddress, Option<u32>)> = Vec::new();
         let mut addresses: Vec<LogAddress> = Vec::new();
         let mut statuses = Vec::new();
         let mut scratch = [Vec::new(), Vec::new()];
@@ -227,17 +256,17 @@ impl<F: Flash> FileSystem<F> {
             wanted.clear();
             for extent in self.extents_in(inode, chunk_first, chunk_end)? {
                 for page in extent.first_page.max(chunk_first)..extent.end_page().min(chunk_end) {
-                    wanted.push((page, extent.address_of(page)));
+                    wanted.push((page, extent.address_of(page), extent.checksum_of(page)));
                 }
             }
             chunk_first = chunk_end;
             addresses.clear();
-            addresses.extend(wanted.iter().map(|(_, address)| *address));
+            addresses.extend(wanted.iter().map(|(_, address, _)| *address));
             let mut targets: Vec<&mut [u8]> = Vec::with_capacity(wanted.len());
             let mut cuts: Vec<Cut<'_>> = Vec::new();
             let [scratch_first, scratch_last] = &mut scratch;
             let mut free_scratch = [Some(scratch_first), Some(scratch_last)].into_iter().flatten();
-            for (page, _) in &wanted {
+            for (page, _, _) in &wanted {
                 let page_start = page * page_size;
                 let copy_start = page_start.max(offset);
                 let copy_end = (page_start + page_size).min(end);
@@ -267,6 +296,9 @@ impl<F: Flash> FileSystem<F> {
             if statuses.iter().any(|status| matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased)) {
                 return Err(FsError::CorruptFile { inode, reason: "file data page unreadable" });
             }
+            for (target, (_, _, expected)) in targets.iter().zip(&wanted) {
+                Self::verify_page(inode, target, *expected)?;
+            }
             for cut in cuts {
                 let page_buffer = targets.get(cut.index).ok_or_else(|| range_error(inode))?;
                 let source =
@@ -279,11 +311,13 @@ impl<F: Flash> FileSystem<F> {
         Ok(read_bytes)
     }
 
-    /// Content of file page `page` as stored now    /// Content of file page `page` as stored now (zeros for a hole).
+    /// Content of file page `page` as stored now (zeros for a hole), checked against its
+    /// checksum.
     fn page_content(&self, inode: u64, page: u64) -> Result<Vec<u8>, FsError> {
         let mut buffer = vec![0u8; self.volume.layout().page_size_bytes()];
         if let Some(extent) = self.extent_at(inode, page)? {
             self.volume.log.read(extent.address_of(page), &mut buffer)?;
+            Self::verify_page(inode, &buffer, extent.checksum_of(page))?;
         }
         Ok(buffer)
     }
@@ -359,6 +393,18 @@ impl<F: Flash> FileSystem<F> {
         let end = offset + data.len() as u64;
         let first_page = offset / page_size;
         let end_page = end.div_ceil(page_size);
+        // The pages the write cuts (at most its first and last) are read, and checked against
+        // their checksums, before anything changes: a corrupt page then fails this write alone
+        // instead of a change half made.
+        let mut kept: Vec<(u64, Vec<u8>)> = Vec::new();
+        for page in [first_page, end_page - 1] {
+            let page_start = page * page_size;
+            let whole = offset <= page_start && page_start + page_size <= end;
+            if !whole && page_start < old_size && kept.iter().all(|(done, _)| *done != page) {
+                kept.push((page, self.page_content(inode, page)?));
+            }
+        }
+        let pages_max = self.record_limits().extent_pages_max;
         let batch = self.config.io_batch_pages.max(1) as u64;
         let mut chunk_first = first_page;
         while chunk_first < end_page {
@@ -374,10 +420,9 @@ impl<F: Flash> FileSystem<F> {
                 let content: Cow<'_, [u8]> = if source.len() as u64 == page_size {
                     Cow::Borrowed(source)
                 } else {
-                    let mut content = if page_start < old_size {
-                        self.page_content(inode, page)?
-                    } else {
-                        vec![0u8; self.volume.layout().page_size_bytes()]
+                    let mut content = match kept.iter().position(|(done, _)| *done == page) {
+                        Some(index) => kept.swap_remove(index).1,
+                        None => vec![0u8; self.volume.layout().page_size_bytes()],
                     };
                     byte_range_mut(&mut content, copy_start - page_start, copy_end - page_start)
                         .ok_or_else(|| range_error(inode))?
@@ -385,13 +430,13 @@ impl<F: Flash> FileSystem<F> {
                     Cow::Owned(content)
                 };
                 let page_index = u32::try_from(page).map_err(|_| FsError::FileTooBig)?;
+                let checksum = self.checksum_for(&content);
                 let address = self.volume.log.append(&content, PageTag::Data { inode, page_index })?;
                 self.delta.data_page_allocated(self.volume.layout().segment_of(address));
+                let extent = Extent::single(page, address, checksum);
                 match runs.last_mut() {
-                    Some(run) if run.end_page() == page && run.address.0 + run.page_count == address.0 => {
-                        run.page_count += 1
-                    }
-                    _ => runs.push(Extent { first_page: page, address, page_count: 1 }),
+                    Some(run) if run.is_continued_by(&extent) && run.page_count < pages_max => run.extend(&extent),
+                    _ => runs.push(extent),
                 }
             }
             self.punch(inode, chunk_first, chunk_end)?;
@@ -404,23 +449,22 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// Inserts an extent, merging it with the one just before when they are contiguous on
-    /// flash too (sequential appends then stay one extent).
+    /// flash too (sequential appends then stay one extent), up to the volume's longest
+    /// checksummed extent.
     fn insert_extent(&mut self, inode: u64, extent: Extent) -> Result<(), FsError> {
         let mut extent = extent;
         if extent.first_page > 0 {
-            if let Some(previous) = self.extent_at(inode, extent.first_page - 1)? {
-                if previous.end_page() == extent.first_page
-                    && previous.address.0 + previous.page_count == extent.address.0
+            if let Some(mut previous) = self.extent_at(inode, extent.first_page - 1)? {
+                let pages_max = u64::from(self.record_limits().extent_pages_max);
+                if previous.is_continued_by(&extent)
+                    && u64::from(previous.page_count) + u64::from(extent.page_count) <= pages_max
                 {
                     self.tree_remove(
                         TreeId::Allocation,
                         &allocation_key(inode, RecordKind::Extent, previous.first_page),
                     )?;
-                    extent = Extent {
-                        first_page: previous.first_page,
-                        address: previous.address,
-                        page_count: previous.page_count + extent.page_count,
-                    };
+                    previous.extend(&extent);
+                    extent = previous;
                 }
             }
         }
@@ -480,8 +524,7 @@ impl<F: Flash> FileSystem<F> {
                 self.delta.data_page_released(self.volume.layout().segment_of(address));
             }
             if extent.first_page < cut_first {
-                // Part of the extent, so fewer pages than its u32 count.
-                let left = Extent { page_count: u32_from_u64(cut_first - extent.first_page), ..extent };
+                let left = extent.slice(extent.first_page, cut_first);
                 self.tree_insert(
                     TreeId::Allocation,
                     &allocation_key(inode, RecordKind::Extent, left.first_page),
@@ -489,11 +532,7 @@ impl<F: Flash> FileSystem<F> {
                 )?;
             }
             if extent.end_page() > cut_end {
-                let right = Extent {
-                    first_page: cut_end,
-                    address: extent.address_of(cut_end),
-                    page_count: u32_from_u64(extent.end_page() - cut_end),
-                };
+                let right = extent.slice(cut_end, extent.end_page());
                 self.tree_insert(
                     TreeId::Allocation,
                     &allocation_key(inode, RecordKind::Extent, right.first_page),
@@ -539,21 +578,26 @@ impl<F: Flash> FileSystem<F> {
                 }
             } else if size < record.size {
                 let keep_pages = size.div_ceil(page_size);
-                fs.punch(inode, keep_pages, u64::MAX)?;
                 let tail = size % page_size;
-                if tail != 0 {
+                let last_page = size / page_size;
+                // The last page kept, when the new size cuts it, is read (and checked) before
+                // anything changes, so a corrupt page fails this call alone.
+                let cut_page = if tail != 0 && fs.extent_at(inode, last_page)?.is_some() {
+                    Some(fs.page_content(inode, last_page)?)
+                } else {
+                    None
+                };
+                fs.punch(inode, keep_pages, u64::MAX)?;
+                if let Some(mut content) = cut_page {
                     // Zero the rest of the last page so a later extension reads zeros there.
-                    let last_page = size / page_size;
-                    if fs.extent_at(inode, last_page)?.is_some() {
-                        let mut content = fs.page_content(inode, last_page)?;
-                        // `tail` is below the page size.
-                        content.iter_mut().skip(usize_from_u64(tail)).for_each(|byte| *byte = 0);
-                        let page_index = u32::try_from(last_page).map_err(|_| FsError::FileTooBig)?;
-                        let address = fs.volume.log.append(&content, PageTag::Data { inode, page_index })?;
-                        fs.delta.data_page_allocated(fs.volume.layout().segment_of(address));
-                        fs.punch(inode, last_page, last_page + 1)?;
-                        fs.insert_extent(inode, Extent { first_page: last_page, address, page_count: 1 })?;
-                    }
+                    // `tail` is below the page size.
+                    content.iter_mut().skip(usize_from_u64(tail)).for_each(|byte| *byte = 0);
+                    let page_index = u32::try_from(last_page).map_err(|_| FsError::FileTooBig)?;
+                    let checksum = fs.checksum_for(&content);
+                    let address = fs.volume.log.append(&content, PageTag::Data { inode, page_index })?;
+                    fs.delta.data_page_allocated(fs.volume.layout().segment_of(address));
+                    fs.punch(inode, last_page, last_page + 1)?;
+                    fs.insert_extent(inode, Extent::single(last_page, address, checksum))?;
                 }
             }
             record.mtime_ns = fs.now_ns;
@@ -568,12 +612,47 @@ impl<F: Flash> FileSystem<F> {
         Ok(self.extent_at(inode, page)?.is_some_and(|extent| extent.address_of(page) == address))
     }
 
-    /// Moves one live data page elsewhere in the log (cleaner).
-    pub(crate) fn relocate_data_page(&mut self, inode: u64, page: u64, content: &[u8]) -> Result<(), FsError> {
-        let page_index = u32::try_from(page).map_err(|_| FsError::Corrupt("data page index"))?;
-        let address = self.volume.log.append(content, PageTag::Data { inode, page_index })?;
-        self.delta.data_page_allocated(self.volume.layout().segment_of(address));
-        self.punch(inode, page, page + 1)?;
-        self.insert_extent(inode, Extent { first_page: page, address, page_count: 1 })
+    /// Moves live data pages elsewhere in the log (cleaner) and empties `run`: pages of one
+    /// file, consecutive in the file (the caller checked each is live). Each page keeps the
+    /// checksum its extent recorded, not one of the bytes read: a page that went bad on flash
+    /// stays detectably bad where it moves, instead of being laundered by the copy.
+    pub(crate) fn relocate_data_run(&mut self, run: &mut Vec<crate::segment::VictimPage>) -> Result<(), FsError> {
+        let Some(PageTag::Data { inode, page_index: first_index }) = run.first().map(|page| page.tag) else {
+            run.clear();
+            return Ok(());
+        };
+        let first = u64::from(first_index);
+        let end = first + run.len() as u64;
+        let mut checksums: Vec<Option<u32>> = Vec::with_capacity(run.len());
+        for extent in self.extents_in(inode, first, end)? {
+            for page in extent.first_page.max(first)..extent.end_page().min(end) {
+                if page != first + checksums.len() as u64 {
+                    return Err(FsError::CorruptFile { inode, reason: "relocated data page has no extent" });
+                }
+                checksums.push(extent.checksum_of(page));
+            }
+        }
+        if checksums.len() != run.len() {
+            return Err(FsError::CorruptFile { inode, reason: "relocated data page has no extent" });
+        }
+        let pages_max = self.record_limits().extent_pages_max;
+        let mut extents: Vec<Extent> = Vec::new();
+        for ((index, page), checksum) in run.iter().enumerate().zip(checksums) {
+            let page_number = first + index as u64;
+            let page_index = u32::try_from(page_number).map_err(|_| FsError::Corrupt("data page index"))?;
+            let address = self.volume.log.append(&page.data, PageTag::Data { inode, page_index })?;
+            self.delta.data_page_allocated(self.volume.layout().segment_of(address));
+            let extent = Extent::single(page_number, address, checksum);
+            match extents.last_mut() {
+                Some(last) if last.is_continued_by(&extent) && last.page_count < pages_max => last.extend(&extent),
+                _ => extents.push(extent),
+            }
+        }
+        run.clear();
+        self.punch(inode, first, end)?;
+        for extent in extents {
+            self.insert_extent(inode, extent)?;
+        }
+        Ok(())
     }
 }

@@ -429,7 +429,11 @@ impl AllocationWalk {
                     violations.push(format!("inode {inode}: extent on a non-extent inode"));
                 }
                 if extent.end_page() > current.record.size.div_ceil(self.limits.page_size_bytes) {
-                    violations.push(format!("inode {inode}: extent {extent:?} past size {}", current.record.size));
+                    violations.push(format!(
+                        "inode {inode}: {} past size {}",
+                        describe_extent(&extent),
+                        current.record.size
+                    ));
                 }
                 if current.extent_end > extent.first_page {
                     violations.push(format!("inode {inode}: overlapping extents at page {}", extent.first_page));
@@ -439,7 +443,7 @@ impl AllocationWalk {
                 // must not drive work (S5: 2^31 pages took 20 GB and a minute).
                 if let Err(reason) = self.limits.check_extent(&extent) {
                     let reason = if reason.contains("log") { "lies outside the log" } else { reason };
-                    violations.push(format!("inode {inode}: extent {extent:?} {reason}"));
+                    violations.push(format!("inode {inode}: {} {reason}", describe_extent(&extent)));
                     return;
                 }
                 references.run(u64::from(extent.address.0), u64::from(extent.page_count));
@@ -634,4 +638,9 @@ fn facts_of(inodes: &[InodeFacts], inode: u64) -> Option<&InodeFacts> {
 
 fn facts_of_mut(inodes: &mut [InodeFacts], inode: u64) -> Option<&mut InodeFacts> {
     inodes.binary_search_by_key(&inode, |facts| facts.inode).ok().and_then(|index| inodes.get_mut(index))
+}
+
+/// An extent as fsck names it (without its checksums).
+fn describe_extent(extent: &Extent) -> String {
+    format!("extent of pages {}..{} at {}", extent.first_page, extent.end_page(), extent.address)
 }

@@ -1,9 +1,9 @@
 //! fsck's data pass: reads every file data page the allocation tree names and checks that the
 //! flash returns it (ECC not uncorrectable, not erased) and that its spare tag names the file
 //! and page the extent says it holds. It catches pages lost to wear or retention beyond the
-//! ECC, and writes that landed elsewhere (a misdirected or lost program); it does not catch
-//! content the ECC passed that differs from what was written, which needs data checksums
-//! (issue 12; docs/FORMAT.md says file data pages carry none yet).
+//! ECC, writes that landed elsewhere (a misdirected or lost program), and, on volumes of format
+//! version 3 on, content the ECC passed that differs from what was written: each page is
+//! checked against the CRC-32C its extent records (docs/FORMAT.md, "Tree records").
 //!
 //! Bounded memory whatever the volume's size: extents are taken from the tree
 //! `EXTENTS_PER_STEP` at a time, and their pages read `PAGES_PER_READ` at a time.
@@ -14,7 +14,7 @@ use alloc::vec::Vec;
 
 use fsoc_flash::{Flash, ReadStatus};
 
-use crate::fs::records::{allocation_key, parse_allocation_key, RecordKind};
+use crate::fs::records::{allocation_key, page_checksum, parse_allocation_key, RecordKind};
 use crate::fs::{FileSystem, FsError, TreeId};
 use crate::segment::PageTag;
 
@@ -34,13 +34,16 @@ pub struct DataCheckReport {
     pub unreadable_pages: u64,
     /// Pages whose spare tag names another file or page (or none).
     pub misplaced_pages: u64,
+    /// Pages read without an ECC error whose content fails the checksum its extent records
+    /// (format version 3 on).
+    pub checksum_failed_pages: u64,
     /// The first `VIOLATIONS_LISTED_MAX` problems, each naming the file, page and address.
     pub violations: Vec<String>,
 }
 
 impl DataCheckReport {
     pub fn is_clean(&self) -> bool {
-        self.unreadable_pages == 0 && self.misplaced_pages == 0
+        self.unreadable_pages == 0 && self.misplaced_pages == 0 && self.checksum_failed_pages == 0
     }
 
     fn violation(&mut self, text: String) {
@@ -50,8 +53,8 @@ impl DataCheckReport {
     }
 }
 
-/// One data page to read: (inode, file page, log address).
-type Wanted = (u64, u64, crate::address::LogAddress);
+/// One data page to read: (inode, file page, log address, recorded checksum).
+type Wanted = (u64, u64, crate::address::LogAddress, Option<u32>);
 
 impl<F: Flash> FileSystem<F> {
     /// The data pass (module comment). `progress(pages_read)` is called after each batch. An
@@ -95,7 +98,8 @@ impl<F: Flash> FileSystem<F> {
         let mut buffers: Vec<Vec<u8>> = Vec::new();
         let mut wanted: Vec<Wanted> = Vec::with_capacity(PAGES_PER_READ);
         let pages = extents.iter().flat_map(|(inode, extent)| {
-            (extent.first_page..extent.end_page()).map(move |page| (*inode, page, extent.address_of(page)))
+            (extent.first_page..extent.end_page())
+                .map(move |page| (*inode, page, extent.address_of(page), extent.checksum_of(page)))
         });
         for page in pages {
             wanted.push(page);
@@ -119,7 +123,7 @@ impl<F: Flash> FileSystem<F> {
         page_bytes: usize,
         report: &mut DataCheckReport,
     ) -> Result<(), FsError> {
-        let addresses: Vec<_> = wanted.iter().map(|&(_, _, address)| address).collect();
+        let addresses: Vec<_> = wanted.iter().map(|&(_, _, address, _)| address).collect();
         buffers.resize_with(addresses.len(), || alloc::vec![0; page_bytes]);
         let (mut statuses, mut tags) = (Vec::new(), Vec::new());
         let buffers = buffers.get_mut(..addresses.len()).unwrap_or_default();
@@ -127,7 +131,7 @@ impl<F: Flash> FileSystem<F> {
             .log
             .read_many_with_tags(&addresses, buffers, &mut statuses, &mut tags)
             .map_err(|error| FsError::from(crate::txn::TxnError::from(error)))?;
-        for (index, &(inode, page, address)) in wanted.iter().enumerate() {
+        for (index, &(inode, page, address, checksum)) in wanted.iter().enumerate() {
             report.pages += 1;
             let place = format!("inode {inode} page {page} at {address}");
             match statuses.get(index) {
@@ -149,6 +153,16 @@ impl<F: Flash> FileSystem<F> {
             if tag.is_none() || tag != expected {
                 report.misplaced_pages += 1;
                 report.violation(format!("{place}: its spare tag names {}", describe(tag)));
+                continue;
+            }
+            if let (Some(checksum), Some(content)) = (checksum, buffers.get(index)) {
+                let found = page_checksum(content);
+                if found != checksum {
+                    report.checksum_failed_pages += 1;
+                    report.violation(format!(
+                        "{place}: content fails its checksum (recorded {checksum:08x}, read {found:08x})"
+                    ));
+                }
             }
         }
         Ok(())

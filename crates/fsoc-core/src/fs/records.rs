@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 
 use crate::address::LogAddress;
 use fsoc_flash::codec::{DecodeError, Reader, Writer};
-use fsoc_flash::convert::u32_from_u64;
+use fsoc_flash::convert::{u32_from_u64, usize_from_u64};
 
 pub const ROOT_INODE: u64 = 1;
 /// Pseudo-inode under which orphans (unlinked while open) are listed.
@@ -193,6 +193,11 @@ pub struct RecordLimits {
     pub log_first: u64,
     pub log_end: u64,
     pub page_size_bytes: u64,
+    /// Whether extents carry data checksums (format version 3 on); they must on such a volume
+    /// and must not on an older one.
+    pub extent_checksums: bool,
+    /// Most pages of a checksummed extent (`extent_pages_max`).
+    pub extent_pages_max: u32,
 }
 
 impl RecordLimits {
@@ -226,22 +231,60 @@ impl RecordLimits {
         if extent.end_page() > self.file_bytes_max / self.page_size_bytes.max(1) {
             return Err("extent beyond the largest file");
         }
-        Ok(())
+        match (self.extent_checksums, extent.has_checksums()) {
+            (true, false) => Err("extent without data checksums on a volume that requires them"),
+            (false, true) => Err("extent with data checksums on a volume older than format version 3"),
+            (true, true) if extent.page_count > self.extent_pages_max => Err("checksummed extent longer than allowed"),
+            _ => Ok(()),
+        }
     }
 }
 
+/// The first format version whose extent records carry a CRC-32C of each page's content
+/// (docs/FORMAT.md, "Tree records"); volumes of older versions keep extents without them.
+pub const FORMAT_VERSION_DATA_CHECKSUMS: u32 = 3;
+
+/// Most pages one checksummed extent record names: its value is 8 + 4 bytes a page, kept to
+/// 264 bytes so a delta commit that rewrites an extent stays small (docs/FORMAT.md); less on
+/// pages too small for a tree entry that long (`extent_pages_max`).
+pub const EXTENT_CHECKSUMS_MAX: u32 = 64;
+
+/// Most pages a checksummed extent may name on a volume whose tree entries (key and value)
+/// hold at most `entry_bytes_max` bytes.
+pub fn extent_pages_max(entry_bytes_max: usize) -> u32 {
+    let fit = entry_bytes_max.saturating_sub(ALLOCATION_KEY_BYTES + 8) / 4;
+    u32::try_from(fit).unwrap_or(u32::MAX).clamp(1, EXTENT_CHECKSUMS_MAX)
+}
+
+/// CRC-32C of a file page's stored content (the whole page, zero past the file's end).
+pub fn page_checksum(content: &[u8]) -> u32 {
+    fsoc_flash::codec::crc32c(content)
+}
+
 /// A run of file pages stored at consecutive log addresses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Extent {
     pub first_page: u64,
     pub address: LogAddress,
     pub page_count: u32,
+    /// CRC-32C of each page's content, in page order (`page_count` of them) on volumes of
+    /// format version 3 on; empty on older volumes, whose extents carry none.
+    pub checksums: Vec<u32>,
 }
 
 impl Extent {
+    /// A one-page extent; `checksum` is `None` on a volume without data checksums.
+    pub fn single(first_page: u64, address: LogAddress, checksum: Option<u32>) -> Extent {
+        Extent { first_page, address, page_count: 1, checksums: checksum.into_iter().collect() }
+    }
+
     pub fn end_page(&self) -> u64 {
         // Saturating: `first_page` comes from a key on flash and may be corrupt.
         self.first_page.saturating_add(u64::from(self.page_count))
+    }
+
+    pub fn has_checksums(&self) -> bool {
+        !self.checksums.is_empty()
     }
 
     pub fn address_of(&self, page: u64) -> LogAddress {
@@ -250,13 +293,62 @@ impl Extent {
         LogAddress(self.address.0 + u32_from_u64(page - self.first_page))
     }
 
+    /// The stored checksum of file page `page` (inside the extent), `None` on an extent
+    /// without checksums.
+    pub fn checksum_of(&self, page: u64) -> Option<u32> {
+        assert!(page >= self.first_page && page < self.end_page(), "page {page} outside {self:?}");
+        self.checksums.get(usize::try_from(page - self.first_page).ok()?).copied()
+    }
+
+    /// The part of the extent covering file pages [first, end) (clipped to the extent).
+    pub fn slice(&self, first: u64, end: u64) -> Extent {
+        let first = first.max(self.first_page);
+        let end = end.min(self.end_page());
+        assert!(first < end, "empty slice [{first}, {end}) of {self:?}");
+        let skip = usize_from_u64(first - self.first_page);
+        let count = usize_from_u64(end - first);
+        let checksums = if self.has_checksums() {
+            self.checksums.iter().skip(skip).take(count).copied().collect()
+        } else {
+            Vec::new()
+        };
+        // Inside the extent, so below its u32 page count.
+        Extent { first_page: first, address: self.address_of(first), page_count: u32_from_u64(end - first), checksums }
+    }
+
+    /// Whether `next` continues this extent in the file and on flash, and both kinds agree.
+    pub fn is_continued_by(&self, next: &Extent) -> bool {
+        self.end_page() == next.first_page
+            && u64::from(self.address.0) + u64::from(self.page_count) == u64::from(next.address.0)
+            && self.has_checksums() == next.has_checksums()
+    }
+
+    /// Appends `next`, which must continue this extent (`is_continued_by`).
+    pub fn extend(&mut self, next: &Extent) {
+        assert!(self.is_continued_by(next), "{next:?} does not continue {self:?}");
+        self.page_count += next.page_count;
+        self.checksums.extend_from_slice(&next.checksums);
+    }
+
     pub fn encode_value(&self) -> Vec<u8> {
-        let mut writer = Writer::with_capacity(8);
+        assert!(
+            self.checksums.is_empty() || self.checksums.len() == self.page_count as usize,
+            "extent with {} checksums for {} pages",
+            self.checksums.len(),
+            self.page_count
+        );
+        let mut writer = Writer::with_capacity(8 + 4 * self.checksums.len());
         writer.u32_le(self.address.0);
         writer.u32_le(self.page_count);
+        for checksum in &self.checksums {
+            writer.u32_le(*checksum);
+        }
         writer.bytes
     }
 
+    /// Decodes an extent value: 8 bytes (no checksums, format versions 1 and 2) or 8 + 4 bytes
+    /// a page (format version 3). Which of the two a volume may hold is the caller's check
+    /// (`RecordLimits::check_extent`).
     pub fn decode(first_page: u64, bytes: &[u8]) -> Result<Extent, DecodeError> {
         let mut reader = Reader::new("extent", bytes);
         let address = LogAddress(reader.u32_le()?);
@@ -267,7 +359,18 @@ impl Extent {
         if u64::from(address.0) + u64::from(page_count) > u64::from(u32::MAX) {
             return Err(reader.invalid("address", u64::from(address.0)));
         }
-        Ok(Extent { first_page, address, page_count })
+        let checksum_bytes = reader.remaining_bytes();
+        let mut checksums = Vec::new();
+        if checksum_bytes != 0 {
+            if checksum_bytes as u64 != 4 * u64::from(page_count) {
+                return Err(reader.invalid("checksum bytes", checksum_bytes as u64));
+            }
+            checksums.reserve_exact(checksum_bytes / 4);
+            for _ in 0..page_count {
+                checksums.push(reader.u32_le()?);
+            }
+        }
+        Ok(Extent { first_page, address, page_count, checksums })
     }
 }
 

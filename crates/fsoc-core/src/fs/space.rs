@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 use fsoc_flash::Flash;
 
 use crate::fs::{FileSystem, FsError, TreeId};
-use crate::segment::{LogHead, PageTag, SegmentError};
+use crate::segment::{LogHead, PageTag, SegmentError, VictimPage};
 use crate::txn::TxnError;
 
 /// What an operation will add to the volume, for `ensure_space`.
@@ -51,12 +51,13 @@ impl<F: Flash> FileSystem<F> {
     /// are rewritten, and the closing commit and its paired-page guard are shared by the
     /// batch. Measured as the cleaner runs; before that, one path of each tree plus a guard.
     fn cleaning_overhead_pages(&self) -> u64 {
+        // Moving a victim's live data pages rewrites at least one path of the allocation tree,
+        // so no measurement (a round whose commit cost less than foreseen reads as free) takes
+        // the estimate below one path: a victim that gains less than that is not worth it.
+        let path = u64::from(self.volume.allocation.height()) + self.guard_pages();
         match self.stats.cleaning_overhead_pages_x16 {
-            0 => {
-                let heights = u64::from(self.volume.directory.height()) + u64::from(self.volume.allocation.height());
-                heights + self.guard_pages()
-            }
-            measured => measured.div_ceil(16),
+            0 => path + u64::from(self.volume.directory.height()),
+            measured => measured.div_ceil(16).max(path),
         }
     }
 
@@ -235,6 +236,9 @@ impl<F: Flash> FileSystem<F> {
             let pages_per_segment = fs.volume.layout().pages_per_segment();
             let batch = u32::try_from(fs.config.io_batch_pages).unwrap_or(u32::MAX).clamp(1, pages_per_segment);
             let mut pages = Vec::new();
+            // Live data pages that continue one another (one file, consecutive pages and
+            // addresses), moved together: one punch and one extent for the run, not one a page.
+            let mut run: Vec<VictimPage> = Vec::new();
             let mut first_page = 0;
             while first_page < pages_per_segment && fs.volume.log.table().entry(victim).valid_pages > 0 {
                 pages.clear();
@@ -243,6 +247,20 @@ impl<F: Flash> FileSystem<F> {
                 for page in pages.drain(..) {
                     if fs.volume.log.table().entry(victim).valid_pages == 0 {
                         break;
+                    }
+                    let continues_run = match (run.last(), page.tag) {
+                        (
+                            Some(VictimPage { tag: PageTag::Data { inode, page_index }, address, .. }),
+                            PageTag::Data { inode: next_inode, page_index: next_index },
+                        ) => {
+                            *inode == next_inode
+                                && u64::from(*page_index) + 1 == u64::from(next_index)
+                                && u64::from(address.0) + 1 == u64::from(page.address.0)
+                        }
+                        _ => false,
+                    };
+                    if !continues_run {
+                        fs.relocate_data_run(&mut run)?;
                     }
                     let moved = match page.tag {
                         PageTag::Node { tree_id, .. } => {
@@ -266,7 +284,7 @@ impl<F: Flash> FileSystem<F> {
                         PageTag::Data { inode, page_index }
                             if fs.data_page_is_live(inode, u64::from(page_index), page.address)? =>
                         {
-                            fs.relocate_data_page(inode, u64::from(page_index), &page.data)?;
+                            run.push(page);
                             true
                         }
                         PageTag::SegmentTable { page_index } => {
@@ -278,6 +296,7 @@ impl<F: Flash> FileSystem<F> {
                         fs.stats.pages_relocated += 1;
                     }
                 }
+                fs.relocate_data_run(&mut run)?;
             }
             Ok(())
         })
