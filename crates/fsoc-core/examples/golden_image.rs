@@ -88,6 +88,11 @@ fn main() {
     write_file(&mut fs, "/docs/readme.md", &b"# fsoc golden image\n".repeat(200));
     write_file(&mut fs, "/data/pattern.bin", &pattern());
     fs.symlink_path(b"docs/readme.md", b"/readme-link").expect("symlink");
+    // Format version 3 on: a label and attribute flags (append-only and nodump on the pattern).
+    fs.set_label(b"golden").expect("label");
+    let pattern_inode = fs.stat(b"/data/pattern.bin").expect("stat").0;
+    let flags = fsoc_core::fs::attributes::FS_APPEND_FL | fsoc_core::fs::attributes::FS_NODUMP_FL;
+    fs.set_inode_flags(pattern_inode, flags, true).expect("flags");
     fs.commit().expect("full commit");
     // After the full commit: changes made durable by a delta commit only.
     fs.now_ns = NOW_NS + 1_000_000_000;

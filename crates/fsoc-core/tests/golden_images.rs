@@ -109,12 +109,16 @@ fn golden_image_of_format_version_2_with_an_indexed_table_reads_back() {
     assert_eq!((shape.table_page_count, shape.table_index_levels, shape.index_page_count), (64, 1, 1));
 }
 
-/// Format version 3: extent records carry a CRC-32C of each data page; a page whose bytes were
-/// changed behind the ECC's back fails its read and fsck's data pass.
+/// Format version 3: extent records carry a CRC-32C of each data page (tests/data_checksums.rs
+/// shows what they catch); inode records carry attribute flags and inode 0 a label record.
 #[test]
 fn golden_image_of_format_version_3_reads_back() {
     let fs = check_golden(include_bytes!("fixtures/golden-v3.sparse"), "golden-v3", 3);
     assert!(!fs.committed().shape.is_indexed());
+    assert_eq!(fs.label().expect("label"), b"golden");
+    let pattern = fs.stat(b"/data/pattern.bin").expect("stat").0;
+    let flags = fsoc_core::fs::attributes::FS_APPEND_FL | fsoc_core::fs::attributes::FS_NODUMP_FL;
+    assert_eq!(fs.inode_flags(pattern).expect("flags"), flags);
 }
 
 /// A volume of a format version this build does not know (the golden image's superblocks

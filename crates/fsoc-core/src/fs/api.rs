@@ -151,6 +151,7 @@ impl<F: Flash> FileSystem<F> {
             Err(FsError::NotFound) if flags.create => self.create(parent, name, FileKind::File, mode, 0, 0, None)?,
             Err(error) => return Err(error),
         };
+        self.check_open(inode, flags.write, flags.append, flags.truncate && flags.write)?;
         if flags.truncate && flags.write {
             self.truncate(inode, 0)?;
         }

@@ -10,6 +10,8 @@ use fsoc_flash::{Flash, ReadStatus};
 
 use crate::address::LogAddress;
 use crate::btree::Tree;
+use crate::fs::attributes;
+use crate::fs::records::INODE_FLAG_APPEND;
 use crate::fs::records::{
     allocation_key, extent_pages_max, page_checksum, parse_allocation_key, Extent, FileKind, InodeRecord, RecordKind,
     RecordLimits, ALLOCATION_KEY_BYTES, FORMAT_VERSION_DATA_CHECKSUMS, INODE_FLAG_INLINE,
@@ -77,6 +79,7 @@ impl<F: Flash> FileSystem<F> {
             log_end: u64::from(layout.segment_count()) * pages_per_segment,
             page_size_bytes: self.page_size(),
             extent_checksums: self.data_checksums(),
+            attribute_flags: self.data_checksums(),
             extent_pages_max: if self.data_checksums() {
                 extent_pages_max(Tree::max_entry_bytes(layout.page_size_bytes()))
             } else {
@@ -347,13 +350,18 @@ impl<F: Flash> FileSystem<F> {
         // At most `u32::MAX` pages: `end` is within `file_bytes_max`.
         let pages_needed = u32::try_from(data.len().div_ceil(page_size_bytes)).map_err(|_| FsError::FileTooBig)?;
         self.ensure_space(pages_needed.saturating_add(2), SpaceUse::Data)?;
-        self.mutate(|fs| {
+        let (written, synchronous) = self.mutate(|fs| {
             let mut record = fs.getattr(inode)?;
             match record.kind {
                 FileKind::Directory => return Err(FsError::IsDirectory),
                 FileKind::Symlink => return Err(FsError::InvalidArgument("write to a symbolic link")),
                 FileKind::File => {}
             }
+            attributes::refuse_if_immutable(&record)?;
+            if record.flags & INODE_FLAG_APPEND != 0 && offset != record.size {
+                return Err(FsError::NotPermitted); // append-only: data only at the end
+            }
+            let synchronous = attributes::is_synchronous(&record);
             let new_size = record.size.max(end);
             if record.is_inline() {
                 let mut content = fs.read_inline(inode, record.size)?;
@@ -366,7 +374,7 @@ impl<F: Flash> FileSystem<F> {
                         record.mtime_ns = fs.now_ns;
                         record.ctime_ns = fs.now_ns;
                     }
-                    return fs.put_inode(inode, &record).map(|()| data.len());
+                    return fs.put_inode(inode, &record).map(|()| (data.len(), synchronous));
                 }
                 // Too big to stay inline: move the existing bytes into page 0 first.
                 fs.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, 0))?;
@@ -383,8 +391,12 @@ impl<F: Flash> FileSystem<F> {
                 record.ctime_ns = fs.now_ns;
             }
             fs.put_inode(inode, &record)?;
-            Ok(data.len())
-        })
+            Ok((data.len(), synchronous))
+        })?;
+        if synchronous {
+            self.commit_for_sync()?;
+        }
+        Ok(written)
     }
 
     /// Copy-on-write of the pages covering [offset, offset + data.len()) of an extent file.
@@ -556,13 +568,14 @@ impl<F: Flash> FileSystem<F> {
         // Growing needs no data pages (holes); shrinking frees them. Either way at most one
         // page (the zeroed tail, or an inline file moving out) is written.
         self.ensure_space(2, SpaceUse::Metadata)?;
-        self.mutate(|fs| {
+        let synchronous = self.mutate(|fs| {
             let mut record = fs.getattr(inode)?;
             match record.kind {
                 FileKind::Directory => return Err(FsError::IsDirectory),
                 FileKind::Symlink => return Err(FsError::InvalidArgument("truncate of a symbolic link")),
                 FileKind::File => {}
             }
+            attributes::refuse_if_pinned(&record)?;
             let page_size = fs.page_size();
             if record.is_inline() {
                 let mut content = fs.read_inline(inode, record.size)?;
@@ -603,8 +616,13 @@ impl<F: Flash> FileSystem<F> {
             record.mtime_ns = fs.now_ns;
             record.size = size;
             record.ctime_ns = fs.now_ns;
-            fs.put_inode(inode, &record)
-        })
+            fs.put_inode(inode, &record)?;
+            Ok(attributes::is_synchronous(&record))
+        })?;
+        if synchronous {
+            self.commit_for_sync()?;
+        }
+        Ok(())
     }
 
     /// Whether `address` still holds page `page` of `inode` in the working state.

@@ -38,6 +38,10 @@ pub enum FsError {
     ReadOnly,
     #[error("too many open files")]
     TooManyOpenFiles,
+    /// A feature this volume's format or this file system does not have (an attribute flag
+    /// fsoc does not keep, or flags and labels on a volume older than format version 3).
+    #[error("operation not supported")]
+    NotSupported,
     /// lseek's SEEK_DATA or SEEK_HOLE from an offset at or past the end (or no data after it).
     #[error("no such device or address (offset past the data)")]
     NoSuchOffset,
@@ -69,6 +73,7 @@ pub mod errno {
     pub const ENAMETOOLONG: i32 = 36;
     pub const ENOTEMPTY: i32 = 39;
     pub const ELOOP: i32 = 40;
+    pub const EOPNOTSUPP: i32 = 95;
 }
 
 impl FsError {
@@ -93,6 +98,7 @@ impl FsError {
             FsError::TooManyLinks => EMLINK,
             FsError::ReadOnly => EROFS,
             FsError::TooManyOpenFiles => EMFILE,
+            FsError::NotSupported => EOPNOTSUPP,
             FsError::Io(_) | FsError::Corrupt(_) | FsError::CorruptFile { .. } => EIO,
         }
     }

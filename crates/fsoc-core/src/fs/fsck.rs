@@ -14,7 +14,7 @@ use core::cell::RefCell;
 use crate::address::LogAddress;
 use crate::fs::records::{
     parse_allocation_key, parse_directory_key, DirectoryValue, Extent, FileKind, InodeRecord, RecordKind, RecordLimits,
-    ORPHAN_LIST_INODE, ROOT_INODE,
+    LABEL_BYTES_MAX, ORPHAN_LIST_INODE, ROOT_INODE,
 };
 use crate::fs::{validate_name, FileSystem, FsError, TreeId};
 
@@ -397,6 +397,12 @@ impl AllocationWalk {
         if inode == ORPHAN_LIST_INODE {
             if kind == RecordKind::Orphan as u8 {
                 self.orphans.push(offset);
+            } else if kind == RecordKind::Label as u8 {
+                if !self.limits.attribute_flags {
+                    violations.push("a volume label on a volume older than format version 3".into());
+                } else if offset != 0 || value.is_empty() || value.len() > LABEL_BYTES_MAX || value.contains(&0) {
+                    violations.push(format!("volume label record at offset {offset} of {} bytes", value.len()));
+                }
             } else {
                 violations.push(format!("orphan list: record of kind {kind}"));
             }

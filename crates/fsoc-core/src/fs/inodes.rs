@@ -107,7 +107,9 @@ impl<F: Flash> FileSystem<F> {
             self.volume.may_have_orphans = false;
             return Ok(());
         };
-        if records::parse_allocation_key(&key).map(|(inode, _, _)| inode) != Some(ORPHAN_LIST_INODE) {
+        if records::parse_allocation_key(&key).map(|(inode, kind, _)| (inode, kind))
+            != Some((ORPHAN_LIST_INODE, RecordKind::Orphan as u8))
+        {
             self.volume.may_have_orphans = false;
             return Ok(());
         }
@@ -140,6 +142,11 @@ impl<F: Flash> FileSystem<F> {
         self.ensure_space(0, SpaceUse::Metadata)?;
         self.mutate(|fs| {
             let mut record = fs.getattr(inode)?;
+            // Immutable: nothing changes; append-only: no mode or owner change (ext4, EPERM).
+            crate::fs::attributes::refuse_if_immutable(&record)?;
+            if mode.is_some() || uid.is_some() || gid.is_some() {
+                crate::fs::attributes::refuse_if_pinned(&record)?;
+            }
             if let Some(mode) = mode {
                 record.mode = mode & 0o7777;
             }

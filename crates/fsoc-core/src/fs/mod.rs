@@ -13,6 +13,7 @@
 //! only changed inside `mutate`, which poisons the volume if a change fails half-way.
 
 pub mod api;
+pub mod attributes;
 mod data;
 pub mod delta;
 pub mod error;

@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 use fsoc_flash::convert::usize_from_u64;
 use fsoc_flash::Flash;
 
-use super::{api, records, validate_name, DirectoryEntry, FileSystem, TreeId, DIRECTORY_DEPTH_MAX};
+use super::{api, attributes, records, validate_name, DirectoryEntry, FileSystem, TreeId, DIRECTORY_DEPTH_MAX};
 use crate::btree::Tree;
 use crate::fs::error::FsError;
 use crate::fs::records::{
@@ -111,6 +111,7 @@ impl<F: Flash> FileSystem<F> {
                 Err(FsError::NotFound) => {}
                 Err(error) => return Err(error),
             }
+            attributes::refuse_if_immutable(&fs.getattr(parent)?)?;
             let inode = fs.allocate_inode();
             let is_directory = kind == FileKind::Directory;
             let record = InodeRecord {
@@ -189,6 +190,8 @@ impl<F: Flash> FileSystem<F> {
             if record.kind == FileKind::Directory {
                 return Err(FsError::NotPermitted);
             }
+            attributes::refuse_if_pinned(&record)?;
+            attributes::refuse_if_immutable(&fs.getattr(parent)?)?;
             if record.nlink == 0 {
                 return Err(FsError::NotFound);
             }
@@ -215,6 +218,10 @@ impl<F: Flash> FileSystem<F> {
                 (true, false) => return Err(FsError::NotDirectory),
                 _ => {}
             }
+            // ext4's may_delete: neither the entry's directory nor the inode may be immutable
+            // or append-only.
+            attributes::refuse_if_pinned(&fs.getattr(parent)?)?;
+            attributes::refuse_if_pinned(&record)?;
             if directory && !fs.directory_is_empty(inode)? {
                 return Err(FsError::NotEmpty);
             }
@@ -255,11 +262,15 @@ impl<F: Flash> FileSystem<F> {
         self.ensure_space(0, SpaceUse::Metadata)?;
         self.mutate(|fs| {
             let (inode, kind) = fs.lookup(source_parent, source_name)?;
-            fs.entry_target(inode, kind)?;
+            let source_record = fs.entry_target(inode, kind)?;
             let target_record = fs.getattr(target_parent)?;
             if target_record.kind != FileKind::Directory {
                 return Err(FsError::NotDirectory);
             }
+            // The source is deleted from its directory and added to the target's.
+            attributes::refuse_if_pinned(&fs.getattr(source_parent)?)?;
+            attributes::refuse_if_pinned(&source_record)?;
+            attributes::refuse_if_immutable(&target_record)?;
             if kind == FileKind::Directory {
                 // A directory may not move into its own subtree: walk up from the target.
                 if fs.is_ancestor(inode, target_parent)? {
@@ -269,6 +280,11 @@ impl<F: Flash> FileSystem<F> {
             let existing = match fs.lookup(target_parent, target_name) {
                 Ok((existing_inode, existing_kind)) => {
                     let existing_record = fs.entry_target(existing_inode, existing_kind)?;
+                    // Replacing deletes the existing entry (ext4's may_delete on the target).
+                    if existing_inode != inode {
+                        attributes::refuse_if_pinned(&target_record)?;
+                        attributes::refuse_if_pinned(&existing_record)?;
+                    }
                     // Replacing the last name of a file deletes it: its extents are checked
                     // first, as `remove` does.
                     if existing_inode != inode

@@ -24,7 +24,12 @@ pub enum RecordKind {
     Extent = 2,
     Symlink = 3,
     Orphan = 4,
+    /// Under inode 0 only, offset 0: the volume label (format version 3 on).
+    Label = 5,
 }
+
+/// Longest volume label, in bytes (Linux's FSLABEL_MAX less its terminating NUL).
+pub const LABEL_BYTES_MAX: usize = 255;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FileKind {
@@ -107,6 +112,21 @@ impl DirectoryValue {
 
 /// Flag in `InodeRecord::flags`: the file's data is in an Inline record, not in extents.
 pub const INODE_FLAG_INLINE: u32 = 1;
+/// Attribute flags (chattr's i, a, A, d, S; format version 3 on). Immutable: no change to the
+/// inode, its data or (for a directory) its entries.
+pub const INODE_FLAG_IMMUTABLE: u32 = 1 << 1;
+/// Append-only: data only added at the end; no truncation, rename, unlink or link; a
+/// directory's entries may be added, not removed.
+pub const INODE_FLAG_APPEND: u32 = 1 << 2;
+/// Access times are not updated (stored for `lsattr`; fsoc keeps atime as set).
+pub const INODE_FLAG_NOATIME: u32 = 1 << 3;
+/// Skipped by dump(8) (stored for backup tools).
+pub const INODE_FLAG_NODUMP: u32 = 1 << 4;
+/// Every change to the file is committed before the call returns, as if followed by fsync.
+pub const INODE_FLAG_SYNC: u32 = 1 << 5;
+/// Every attribute flag.
+pub const INODE_ATTRIBUTE_FLAGS: u32 =
+    INODE_FLAG_IMMUTABLE | INODE_FLAG_APPEND | INODE_FLAG_NOATIME | INODE_FLAG_NODUMP | INODE_FLAG_SYNC;
 pub const INODE_RECORD_BYTES: usize = 64;
 
 /// Attributes of a file, directory or symlink.
@@ -173,7 +193,7 @@ impl InodeRecord {
             ctime_ns: reader.u64_le()?,
             parent: reader.u64_le()?,
         };
-        if record.flags & !INODE_FLAG_INLINE != 0 {
+        if record.flags & !(INODE_FLAG_INLINE | INODE_ATTRIBUTE_FLAGS) != 0 {
             return Err(reader.invalid("flags", u64::from(record.flags)));
         }
         Ok(record)
@@ -198,6 +218,8 @@ pub struct RecordLimits {
     pub extent_checksums: bool,
     /// Most pages of a checksummed extent (`extent_pages_max`).
     pub extent_pages_max: u32,
+    /// Whether inode records may carry attribute flags and inode 0 a label (format version 3).
+    pub attribute_flags: bool,
 }
 
 impl RecordLimits {
@@ -216,6 +238,9 @@ impl RecordLimits {
                 Err("inline flag on a directory or symlink")
             }
             FileKind::Directory if inode != ROOT_INODE && record.parent == inode => Err("directory is its own parent"),
+            _ if !self.attribute_flags && record.flags & INODE_ATTRIBUTE_FLAGS != 0 => {
+                Err("attribute flags on a volume older than format version 3")
+            }
             _ => Ok(()),
         }
     }

@@ -68,6 +68,7 @@ impl<F: Flash> FileSystem<F> {
     /// partly covers keep their other bytes and are rewritten with zeros in the range.
     pub fn punch_hole(&mut self, inode: u64, offset: u64, length: u64) -> Result<(), FsError> {
         let (size, inline) = self.regular_size(inode)?;
+        crate::fs::attributes::refuse_if_pinned(&self.getattr(inode)?)?;
         let end = offset.saturating_add(length).min(size);
         if offset >= end {
             return Ok(());
