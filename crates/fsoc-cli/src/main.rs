@@ -95,6 +95,17 @@ enum Command {
         /// Replace an existing image (refused while it is mounted or in use).
         #[arg(long)]
         force: bool,
+        /// Volume label (up to 255 bytes), as `fsoc label` and FS_IOC_GETFSLABEL report it.
+        #[arg(long)]
+        label: Option<String>,
+    },
+    /// Prints a volume's label, or sets it (an empty NEW removes it); refused while mounted
+    /// (the mount answers FS_IOC_GETFSLABEL/SETFSLABEL instead).
+    Label {
+        /// The image file, an array volume as BASE or a chip file, or MTD raw NAND.
+        image: PathBuf,
+        /// The new label (up to 255 bytes).
+        new: Option<String>,
     },
     /// Describes a volume: geometry, usage, wear, transaction counter, damage found at mount.
     Info {
@@ -380,9 +391,11 @@ fn main() -> ExitCode {
         Command::Flash { command: FlashCommand::Info { image } } => {
             flash_cmd::info(&image).map(|text| println!("{text}"))
         }
-        Command::Mkfs { image, profile, chips, blocks, size, seed, volume_id, force } => {
-            volume_cmd::mkfs(&image, &volume_cmd::MkfsOptions { profile, chips, blocks, size, seed, volume_id, force })
-        }
+        Command::Mkfs { image, profile, chips, blocks, size, seed, volume_id, force, label } => volume_cmd::mkfs(
+            &image,
+            &volume_cmd::MkfsOptions { profile, chips, blocks, size, seed, volume_id, force, label },
+        ),
+        Command::Label { image, new } => volume_cmd::label(&image, new.as_deref()),
         Command::Info { image } => volume_cmd::info(&image),
         Command::Fsck { image, metadata_only, data: _ } => match volume_cmd::fsck(&image, !metadata_only) {
             Ok(true) => Ok(()),

@@ -52,6 +52,45 @@ pub struct MkfsOptions {
     pub seed: u64,
     pub volume_id: Option<u64>,
     pub force: bool,
+    pub label: Option<String>,
+}
+
+/// Checks a label before anything is written (the core refuses the same, later).
+fn check_label(label: &str) -> Result<(), String> {
+    if label.len() > fsoc_core::fs::records::LABEL_BYTES_MAX {
+        return Err(format!("label of {} bytes: a label holds at most 255 bytes", label.len()));
+    }
+    if label.contains('\0') {
+        return Err("a label may not hold a NUL byte".into());
+    }
+    Ok(())
+}
+
+/// Sets the label of a volume just formatted (no-op without one).
+fn set_new_label<F: fsoc_media::Flash>(fs: &mut FileSystem<F>, label: Option<&str>) -> Result<(), String> {
+    match label {
+        Some(label) if !label.is_empty() => fs.set_label(label.as_bytes()).map_err(|error| format!("label: {error}")),
+        _ => Ok(()),
+    }
+}
+
+/// `fsoc label IMAGE [NEW]`: prints the label (an empty line when none is set) or sets it.
+pub fn label(image: &Path, new: Option<&str>) -> Result<(), String> {
+    if let Some(label) = new {
+        check_label(label)?;
+    }
+    let crate::volume_files::OpenVolume { files, mut fs, locks: _locks } =
+        crate::volume_files::open(image, new.is_none(), new.is_some())?;
+    match new {
+        None => {
+            let label = fs.label().map_err(|error| format!("{}: {error}", files.name().display()))?;
+            println!("{}", String::from_utf8_lossy(&label));
+        }
+        Some(label) => {
+            fs.set_label(label.as_bytes()).map_err(|error| format!("{}: {error}", files.name().display()))?;
+        }
+    }
+    crate::volume_files::close(fs, files.name())
 }
 
 /// Erase blocks per chip a volume of this profile and chip count may have: (smallest,
@@ -118,6 +157,9 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
     if let Some(refusal) = volume_size_refusal(profile, chips, blocks) {
         return Err(format!("{}: {refusal}", image.display()));
     }
+    if let Some(label) = &options.label {
+        check_label(label)?;
+    }
     // Never touch a mounted or busy image; keep the old one until the new one is complete.
     let _lock = if image.exists() {
         if !options.force {
@@ -139,8 +181,9 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
         let config = SimConfig::new(profile, chips, blocks, options.seed);
         let flash =
             SimFlash::create_image(&temporary, config).map_err(|error| format!("{}: {error}", image.display()))?;
-        let fs = FileSystem::format_at(flash, FsConfig::default(), volume_id, now_ns)
+        let mut fs = FileSystem::format_at(flash, FsConfig::default(), volume_id, now_ns)
             .map_err(|error| format!("format: {error}"))?;
+        set_new_label(&mut fs, options.label.as_deref())?;
         let mut flash = fs.unmount().map_err(|error| format!("unmount: {error}"))?;
         flash.flush().map_err(|error| format!("flush: {error}"))?;
         drop(flash);
@@ -207,10 +250,16 @@ fn mkfs_mtd(name: &Path, devices: &[std::path::PathBuf], options: &MkfsOptions) 
         Some(epoch) => epoch.saturating_mul(1_000_000_000),
         None => crate::volume_files::wall_clock_ns(),
     };
+    if let Some(label) = &options.label {
+        check_label(label)?;
+    }
     let bar = spinner("formatting");
     let formatted = FileSystem::format_at(flash, FsConfig::default(), volume_id, now_ns)
         .map_err(|error| format!("{}: format: {error}", name.display()))
-        .and_then(|fs| fs.unmount().map_err(|error| format!("{}: unmount: {error}", name.display())));
+        .and_then(|mut fs| {
+            set_new_label(&mut fs, options.label.as_deref())?;
+            fs.unmount().map_err(|error| format!("{}: unmount: {error}", name.display()))
+        });
     bar.finish_and_clear();
     let flash = formatted?;
     let erases: u64 = flash.counters().iter().map(|chip| chip.erases).sum();
@@ -256,6 +305,11 @@ pub fn info(image: &Path) -> Result<(), String> {
         crate::volume_files::VolumeFiles::Image(_) => {}
     }
     println!("volume id         {:#018x}", fs.superblock().volume_id);
+    let label = fs.label().map_err(|error| format!("label: {error}"))?;
+    if !label.is_empty() {
+        println!("label             {}", String::from_utf8_lossy(&label));
+    }
+    println!("format version    {}", fs.superblock().format_version);
     println!(
         "geometry          {} chips × {} blocks × {} pages × {} B (+{} B spare)",
         layout.chip_count,

@@ -77,7 +77,18 @@ fn an_append_only_file_grows_at_the_end_only() {
     let fd = fs.open(b"/d/f", APPEND, 0).expect("open with O_APPEND");
     fs.close(fd).expect("close");
     is_eperm(fs.write(file, 100, b"x"), "write inside");
-    assert_eq!(fs.write(file, 5000, b"tail").expect("write at the end"), 4);
+    is_eperm(fs.write(file, 6000, b"x"), "write past the end (a hole)");
+    assert_eq!(fs.write(file, 5000, b"ta").expect("write at the end"), 2);
+    // A write-back cache writes back the whole page an append ended in: the same bytes up to
+    // the end, then new ones. Allowed; different bytes before the end are not.
+    let mut page = pattern(5000, 1)[4096..].to_vec();
+    page.extend_from_slice(b"ta");
+    let mut changed = page.clone();
+    changed[0] ^= 1;
+    changed.extend_from_slice(b"il");
+    is_eperm(fs.write(file, 4096, &changed), "a rewrite that changes a byte before the end");
+    page.extend_from_slice(b"il");
+    assert_eq!(fs.write(file, 4096, &page).expect("a rewrite that keeps the old bytes"), page.len());
     is_eperm(fs.truncate(file, 0), "truncate");
     is_eperm(fs.punch_hole(file, 0, 4096), "punch");
     is_eperm(fs.chmod(b"/d/f", 0o600), "chmod");

@@ -17,9 +17,9 @@ use fsoc_core::fs::{FileKind, FsError, InodeRecord};
 use fsoc_media::Flash;
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
-    TimeOrNow, WriteFlags,
+    InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::attributes::{errno, file_attr, file_type, time_ns};
@@ -154,8 +154,53 @@ fn directory_stream<F: Flash>(
     Ok(stream)
 }
 
-/// Opens `inode` for a new handle: takes an fsoc open count (released in `release`).
+/// The ioctls the mount answers (include/uapi/linux/fs.h). The kernel's fileattr calls
+/// (chattr, lsattr) send FS_IOC_GETFLAGS/SETFLAGS with a 4-byte int; a program may also use
+/// the 32-bit numbers. The label ioctls carry 256 bytes (FSLABEL_MAX), NUL-terminated.
+const FS_IOC_GETFLAGS: u32 = 0x8008_6601;
+const FS_IOC_SETFLAGS: u32 = 0x4008_6602;
+const FS_IOC32_GETFLAGS: u32 = 0x8004_6601;
+const FS_IOC32_SETFLAGS: u32 = 0x4004_6602;
+const FS_IOC_GETFSLABEL: u32 = 0x8100_9431;
+const FS_IOC_SETFSLABEL: u32 = 0x4100_9432;
+const FSLABEL_MAX: usize = 256;
+/// struct fsxattr (28 bytes: xflags, extsize, nextents, projid, cowextsize, 8 bytes pad).
+const FS_IOC_FSGETXATTR: u32 = 0x801c_581f;
+const FS_IOC_FSSETXATTR: u32 = 0x401c_5820;
+const FSXATTR_BYTES: usize = 28;
+/// (FS_*_FL, FS_XFLAG_*) of the flags fsoc keeps.
+const XFLAGS: [(u32, u32); 5] = [
+    (fsoc_core::fs::attributes::FS_IMMUTABLE_FL, 0x08),
+    (fsoc_core::fs::attributes::FS_APPEND_FL, 0x10),
+    (fsoc_core::fs::attributes::FS_SYNC_FL, 0x20),
+    (fsoc_core::fs::attributes::FS_NOATIME_FL, 0x40),
+    (fsoc_core::fs::attributes::FS_NODUMP_FL, 0x80),
+];
+
+fn xflags_from_flags(flags: u32) -> u32 {
+    XFLAGS.iter().filter(|(flag, _)| flags & flag != 0).fold(0, |xflags, (_, xflag)| xflags | xflag)
+}
+
+/// `None` when `xflags` holds a flag fsoc does not keep.
+fn flags_from_xflags(xflags: u32) -> Option<u32> {
+    let known = XFLAGS.iter().fold(0, |mask, (_, xflag)| mask | xflag);
+    (xflags & !known == 0)
+        .then(|| XFLAGS.iter().filter(|(_, xflag)| xflags & xflag != 0).fold(0, |flags, (flag, _)| flags | flag))
+}
+
+/// Whether open flags ask for writing.
+fn opens_for_writing(flags: i32) -> bool {
+    flags & libc::O_ACCMODE != libc::O_RDONLY
+}
+
+/// Opens `inode` for a new handle: takes an fsoc open count (released in `release`). An
+/// immutable or append-only file refuses what ext4 refuses (`FileSystem::check_open`).
 fn open_file<F: Flash>(state: &mut MountState<F>, inode: u64, flags: i32) -> Result<u64, Errno> {
+    let write = opens_for_writing(flags);
+    state
+        .fs
+        .check_open(inode, write, flags & libc::O_APPEND != 0, write && flags & libc::O_TRUNC != 0)
+        .map_err(fs_error)?;
     let handle = state.handles_mut().allocate_handle()?;
     state.fs.open_inode(inode).map_err(fs_error)?;
     state.handles_mut().files.insert(handle, OpenFile { inode, append: flags & libc::O_APPEND != 0 });
@@ -401,8 +446,11 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                 _ => {}
             }
             // The kernel normally truncates with setattr before open; honour O_TRUNC here too
-            // in case it is passed through.
-            if flags.0 & libc::O_TRUNC != 0 && flags.0 & libc::O_ACCMODE != libc::O_RDONLY && record.size != 0 {
+            // in case it is passed through (after the flags allow the open at all).
+            let write = opens_for_writing(flags.0);
+            let truncate = write && flags.0 & libc::O_TRUNC != 0;
+            state.fs.check_open(inode.0, write, flags.0 & libc::O_APPEND != 0, truncate).map_err(fs_error)?;
+            if truncate && record.size != 0 {
                 state.fs.truncate(inode.0, 0).map_err(fs_error)?;
             }
             open_file(state, inode.0, flags.0)
@@ -705,6 +753,98 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         }
     }
 
+    /// chattr/lsattr (FS_IOC_GETFLAGS/SETFLAGS) and the volume label (FS_IOC_GETFSLABEL/
+    /// SETFSLABEL), with Linux's rules: only the owner or root changes flags, only root
+    /// (CAP_LINUX_IMMUTABLE) changes immutable and append-only, only root (CAP_SYS_ADMIN)
+    /// sets the label; any other ioctl is ENOTTY, as ext4 answers.
+    fn ioctl(
+        &self,
+        request: &Request,
+        inode: INodeNo,
+        _handle: FileHandle,
+        _flags: IoctlFlags,
+        command: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let caller = request.uid();
+        let result: Result<Vec<u8>, Errno> = match command {
+            FS_IOC_GETFLAGS | FS_IOC32_GETFLAGS => self
+                .lock
+                .read_on("ioctl GETFLAGS", Some(inode.0), |state| state.fs.inode_flags(inode.0).map_err(fs_error))
+                .map(|flags| {
+                    let mut out = u64::from(flags).to_ne_bytes().to_vec();
+                    out.truncate((out_size as usize).clamp(4, 8));
+                    out
+                }),
+            FS_IOC_SETFLAGS | FS_IOC32_SETFLAGS => match in_data.get(..4).and_then(|bytes| bytes.try_into().ok()) {
+                None => Err(Errno::EINVAL),
+                Some(bytes) => self.lock.run_on("ioctl SETFLAGS", Some(inode.0), |state| {
+                    let owner = state.fs.getattr(inode.0).map_err(fs_error)?.uid;
+                    if caller != 0 && caller != owner {
+                        return Err(Errno::EPERM);
+                    }
+                    let flags = u32::from_ne_bytes(bytes);
+                    state.fs.set_inode_flags(inode.0, flags, caller == 0).map_err(fs_error)?;
+                    Ok(Vec::new())
+                }),
+            },
+            FS_IOC_GETFSLABEL => self
+                .lock
+                .read_on("ioctl GETFSLABEL", Some(inode.0), |state| state.fs.label().map_err(fs_error))
+                .map(|mut label| {
+                    label.resize(FSLABEL_MAX, 0);
+                    label
+                }),
+            FS_IOC_SETFSLABEL => {
+                let label = in_data.get(..FSLABEL_MAX).and_then(|bytes| bytes.split(|&byte| byte == 0).next());
+                match (caller, label) {
+                    (0, Some(label)) if label.len() < FSLABEL_MAX => {
+                        self.lock.run_on("ioctl SETFSLABEL", Some(inode.0), |state| {
+                            state.fs.set_label(label).map_err(fs_error).map(|()| Vec::new())
+                        })
+                    }
+                    (0, _) => Err(Errno::EINVAL),
+                    _ => Err(Errno::EPERM),
+                }
+            }
+            // The kernel's own fileattr_set asks for the current attributes this way first.
+            FS_IOC_FSGETXATTR => self
+                .lock
+                .read_on("ioctl FSGETXATTR", Some(inode.0), |state| state.fs.inode_flags(inode.0).map_err(fs_error))
+                .map(|flags| {
+                    let mut out = vec![0u8; FSXATTR_BYTES];
+                    out[..4].copy_from_slice(&xflags_from_flags(flags).to_ne_bytes());
+                    out
+                }),
+            FS_IOC_FSSETXATTR => match in_data.get(..FSXATTR_BYTES) {
+                None => Err(Errno::EINVAL),
+                // Extent size hints and project ids are not kept: only their absence is accepted.
+                Some(fsxattr) if fsxattr[4..].iter().any(|&byte| byte != 0) => Err(Errno::EOPNOTSUPP),
+                Some(fsxattr) => {
+                    let xflags = u32::from_ne_bytes([fsxattr[0], fsxattr[1], fsxattr[2], fsxattr[3]]);
+                    match flags_from_xflags(xflags) {
+                        None => Err(Errno::EOPNOTSUPP),
+                        Some(flags) => self.lock.run_on("ioctl FSSETXATTR", Some(inode.0), |state| {
+                            let owner = state.fs.getattr(inode.0).map_err(fs_error)?.uid;
+                            if caller != 0 && caller != owner {
+                                return Err(Errno::EPERM);
+                            }
+                            state.fs.set_inode_flags(inode.0, flags, caller == 0).map_err(fs_error)?;
+                            Ok(Vec::new())
+                        }),
+                    }
+                }
+            },
+            _ => Err(Errno::ENOTTY),
+        };
+        match result {
+            Ok(out) => reply.ioctl(0, &out),
+            Err(error) => reply.error(error),
+        }
+    }
+
     /// fallocate: punching a hole (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) unmaps the
     /// range's whole pages and zeroes the rest of it. Reserving space (mode 0, KEEP_SIZE alone,
     /// ZERO_RANGE, …) is EOPNOTSUPP: a copy-on-write log cannot promise that later writes into
@@ -773,7 +913,12 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                         FileKind::Symlink => return Err(Errno::ELOOP),
                         FileKind::File => {}
                     }
-                    if flags & libc::O_TRUNC != 0 {
+                    let truncate = flags & libc::O_TRUNC != 0;
+                    state
+                        .fs
+                        .check_open(inode, opens_for_writing(flags), flags & libc::O_APPEND != 0, truncate)
+                        .map_err(fs_error)?;
+                    if truncate {
                         state.fs.truncate(inode, 0).map_err(fs_error)?;
                     }
                     inode

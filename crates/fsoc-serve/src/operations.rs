@@ -410,7 +410,7 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
                 }
                 let truncate = mode.write && flags & open_flags::TRUNCATE != 0;
                 self.connection.shared.volume.change("lopen", Some(inode), |fs| {
-                    open_counted(fs, inode, truncate)?;
+                    open_counted(fs, inode, mode, truncate)?;
                     self.mark_open(fs, fid, (inode, inode), mode, |entry| {
                         entry.open = Some(mode);
                     })
@@ -466,7 +466,7 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
                 }
                 Err(error) => return Err(error.into()),
             };
-            open_counted(fs, inode, truncate && !created)?;
+            open_counted(fs, inode, open_mode, truncate && !created)?;
             let location = (directory.inode, Arc::from(name));
             self.mark_open(fs, fid, (directory.inode, inode), open_mode, |entry| {
                 *entry = FidEntry {
@@ -674,8 +674,10 @@ fn located<F: Flash>(fs: &FileSystem<F>, entry: &FidEntry) -> Answer<(u64, Arc<[
 }
 
 /// Takes an fsoc open count on `inode`, truncating the file if asked (the count is given back
-/// if the truncation fails).
-fn open_counted<F: Flash>(fs: &mut FileSystem<F>, inode: u64, truncate: bool) -> Answer<()> {
+/// if the truncation fails). An immutable or append-only file refuses what ext4 refuses
+/// (`FileSystem::check_open`: EPERM).
+fn open_counted<F: Flash>(fs: &mut FileSystem<F>, inode: u64, mode: OpenMode, truncate: bool) -> Answer<()> {
+    fs.check_open(inode, mode.write, mode.append, truncate)?;
     fs.open_inode(inode)?;
     if truncate {
         if let Err(error) = fs.truncate(inode, 0) {

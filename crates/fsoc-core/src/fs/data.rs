@@ -358,8 +358,8 @@ impl<F: Flash> FileSystem<F> {
                 FileKind::File => {}
             }
             attributes::refuse_if_immutable(&record)?;
-            if record.flags & INODE_FLAG_APPEND != 0 && offset != record.size {
-                return Err(FsError::NotPermitted); // append-only: data only at the end
+            if record.flags & INODE_FLAG_APPEND != 0 {
+                fs.check_append_only_write(inode, &record, offset, data)?;
             }
             let synchronous = attributes::is_synchronous(&record);
             let new_size = record.size.max(end);
@@ -397,6 +397,31 @@ impl<F: Flash> FileSystem<F> {
             self.commit_for_sync()?;
         }
         Ok(written)
+    }
+
+    /// An append-only file takes only writes that leave its bytes as they are: at its end, or
+    /// starting before it with the same bytes up to the end (what a write-back cache sends when
+    /// it writes back the page an append ended in). Anything else is EPERM, as on ext4.
+    fn check_append_only_write(
+        &self,
+        inode: u64,
+        record: &InodeRecord,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), FsError> {
+        if offset > record.size {
+            return Err(FsError::NotPermitted);
+        }
+        let overlap = usize::try_from(record.size - offset).unwrap_or(usize::MAX).min(data.len());
+        if overlap == 0 {
+            return Ok(());
+        }
+        let mut existing = vec![0u8; overlap];
+        let read = self.read_record_into(inode, record, offset, &mut existing)?;
+        if read != overlap || existing.as_slice() != data.get(..overlap).unwrap_or_default() {
+            return Err(FsError::NotPermitted);
+        }
+        Ok(())
     }
 
     /// Copy-on-write of the pages covering [offset, offset + data.len()) of an extent file.
