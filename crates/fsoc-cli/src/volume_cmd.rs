@@ -339,10 +339,31 @@ pub fn info(image: &Path) -> Result<(), String> {
     );
     println!("inodes allocated  {}", statfs.next_inode - 1);
     println!("erase counts      min {erase_min}, max {erase_max}");
+    println!("bad blocks        {}", bad_block_summary(fs.flash())?);
     if let Some(ecc) = crate::volume_files::mtd_ecc_summary(fs.flash()) {
         println!("ecc               {ecc}");
     }
     crate::volume_files::close(fs, files.name())
+}
+
+/// Bad blocks per chip (factory and grown: the device's own marks), as "3 (chip 0: 2, chip 1:
+/// 1)". One query per block: the device's bad-block table, not a page read on the simulator
+/// (on MTD, what the kernel's bad-block table answers).
+fn bad_block_summary(flash: &impl fsoc_media::Flash) -> Result<String, String> {
+    let geometry = flash.geometry();
+    let mut per_chip = Vec::new();
+    for chip in 0..flash.chip_count() {
+        let mut bad = 0u32;
+        for block in 0..geometry.block_count {
+            if flash.is_bad_block(fsoc_media::BlockAddress::new(chip, block)).map_err(|error| error.to_string())? {
+                bad += 1;
+            }
+        }
+        per_chip.push(bad);
+    }
+    let total: u32 = per_chip.iter().sum();
+    let chips: Vec<String> = per_chip.iter().enumerate().map(|(chip, bad)| format!("chip {chip}: {bad}")).collect();
+    Ok(format!("{total} ({})", chips.join(", ")))
 }
 
 pub fn fsck(image: &Path, read_data: bool) -> Result<bool, String> {
@@ -365,7 +386,9 @@ pub fn fsck(image: &Path, read_data: bool) -> Result<bool, String> {
         None
     };
     let ecc = crate::volume_files::mtd_ecc_summary(fs.flash());
+    let bad_blocks = bad_block_summary(fs.flash())?;
     crate::volume_files::close(fs, files.name())?;
+    println!("{}: bad blocks: {bad_blocks}", files.name().display());
     if let Some(ecc) = ecc {
         println!("{}: ecc: {ecc}", files.name().display());
     }
