@@ -29,6 +29,8 @@ cargo build --quiet --release --manifest-path ci/no-std-check/Cargo.toml
 # ... and runs: a C program calls the no_std library, which formats, writes, remounts, reads.
 gcc -O2 -Wall -Wextra -Werror ci/no-std-check/main.c ci/no-std-check/target/release/libfsoc_no_std_check.a -o ci/no-std-check/target/selftest
 ci/no-std-check/target/selftest
+echo "== fsoc-flash without std (the table CRC-32C the no_std core uses)"
+cargo test --quiet --release -p fsoc-flash --no-default-features
 echo "== workspace tests"
 cargo test --workspace --release 2>&1
 echo "== the Python package (python/): pip install ./python (maturin, abi3 wheel), mypy --strict, pytest"

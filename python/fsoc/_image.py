@@ -55,7 +55,15 @@ DEPTH_MAX = 1024
 #: Names of the simulated NAND profiles (`fsoc mkfs --profile`).
 PROFILES: Tuple[str, ...] = tuple(_fsoc.PROFILES)
 
-_KIND_MODE = {"f": stat_module.S_IFREG, "d": stat_module.S_IFDIR, "l": stat_module.S_IFLNK}
+_KIND_MODE = {
+    "f": stat_module.S_IFREG,
+    "d": stat_module.S_IFDIR,
+    "l": stat_module.S_IFLNK,
+    "c": stat_module.S_IFCHR,
+    "b": stat_module.S_IFBLK,
+    "p": stat_module.S_IFIFO,
+    "s": stat_module.S_IFSOCK,
+}
 
 
 class SkippedFileWarning(UserWarning):

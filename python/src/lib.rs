@@ -31,7 +31,8 @@ use crate::image_file::{CreateOptions, OpenImage};
 const READ_CHUNK_BYTES_MAX: usize = 16 << 20;
 
 /// An inode's attributes as Python gets them: (inode, kind, mode, uid, gid, nlink, size,
-/// atime_ns, mtime_ns, ctime_ns); kind is 'f', 'd' or 'l'.
+/// atime_ns, mtime_ns, ctime_ns); kind is 'f', 'd', 'l', or for a device node, FIFO or socket
+/// (format version 3) 'c', 'b', 'p' or 's'.
 type StatTuple = (u64, char, u32, u32, u32, u32, u64, u64, u64, u64);
 
 fn kind_code(kind: FileKind) -> char {
@@ -39,6 +40,10 @@ fn kind_code(kind: FileKind) -> char {
         FileKind::File => 'f',
         FileKind::Directory => 'd',
         FileKind::Symlink => 'l',
+        FileKind::CharDevice => 'c',
+        FileKind::BlockDevice => 'b',
+        FileKind::Fifo => 'p',
+        FileKind::Socket => 's',
     }
 }
 

@@ -82,8 +82,8 @@ pub fn get(source_text: &str, destination: &Path, options: GetOptions) -> Result
 fn image_tree_bytes(fs: &mut FileSystem<VolumeFlash>, inode: u64, kind: FileKind) -> u64 {
     match kind {
         FileKind::File => return fs.getattr(inode).map_or(0, |record| record.size),
-        FileKind::Symlink => return 0,
         FileKind::Directory => {}
+        _ => return 0,
     }
     let mut total = 0;
     let mut walk = Walk::new(inode, b"", DEPTH_MAX);
@@ -95,7 +95,7 @@ fn image_tree_bytes(fs: &mut FileSystem<VolumeFlash>, inode: u64, kind: FileKind
                 FileKind::Directory => {
                     let _ = walk.enter(fs, &entry);
                 }
-                FileKind::Symlink => {}
+                _ => {}
             },
             Step::Entry(_) | Step::Leave | Step::Unreadable(_) => {}
         }
@@ -163,7 +163,37 @@ impl Extraction<'_> {
             FileKind::File => self.extract_file(parent, name, source, inode).or_else(|error| self.failed(error)),
             FileKind::Symlink => self.extract_symlink(parent, name, source, inode).or_else(|error| self.failed(error)),
             FileKind::Directory => self.extract_tree(parent, name, source, inode),
+            special => self.extract_special(parent, name, source, inode, special).or_else(|error| self.failed(error)),
         }
+    }
+
+    /// A device node, FIFO or socket, made with mknodat relative to its directory (a device
+    /// node needs root, as mknod(1) does; otherwise the failure is reported like any other).
+    fn extract_special(
+        &mut self,
+        parent: &OwnedFd,
+        name: &[u8],
+        source: &[u8],
+        inode: u64,
+        kind: FileKind,
+    ) -> Result<(), ExtractError> {
+        let record = self.session.fs.getattr(inode).map_err(|error| self.image_error(source, error))?;
+        let local = |error: std::io::Error| ExtractError::Local(format!("{}: {error}", shown(source)));
+        let c_name = c_name(name).map_err(ExtractError::Local)?;
+        let mode = (kind.mode_bits() | (record.mode & 0o7777)) as libc::mode_t;
+        // SAFETY: a valid directory descriptor and a NUL-terminated name; nothing is followed.
+        let mut made =
+            unsafe { libc::mknodat(parent.as_raw_fd(), c_name.as_ptr(), mode, record.rdev() as libc::dev_t) };
+        if made != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
+            // SAFETY: as above (removes a file or node; a directory in the way stays an error).
+            unsafe { libc::unlinkat(parent.as_raw_fd(), c_name.as_ptr(), 0) };
+            // SAFETY: as above.
+            made = unsafe { libc::mknodat(parent.as_raw_fd(), c_name.as_ptr(), mode, record.rdev() as libc::dev_t) };
+        }
+        if made != 0 {
+            return Err(local(std::io::Error::last_os_error()));
+        }
+        Ok(())
     }
 
     /// A directory and everything under it, walked iteratively (image_walk.rs: no directory

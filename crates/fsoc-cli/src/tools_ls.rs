@@ -110,6 +110,17 @@ fn print_entry(
             FileKind::File => '-',
             FileKind::Directory => 'd',
             FileKind::Symlink => 'l',
+            FileKind::CharDevice => 'c',
+            FileKind::BlockDevice => 'b',
+            FileKind::Fifo => 'p',
+            FileKind::Socket => 's',
+        };
+        // A device node shows its numbers where a file shows its size, as ls -l does.
+        let size = if record.kind.is_device() {
+            let (major, minor) = fsoc_core::fs::records::split_device_number(record.rdev());
+            format!("{major:>5}, {minor:>3}")
+        } else {
+            record.size.to_string()
         };
         line.extend_from_slice(
             format!(
@@ -118,7 +129,7 @@ fn print_entry(
                 record.nlink,
                 record.uid,
                 record.gid,
-                record.size,
+                size,
                 format_time(record.mtime_ns)
             )
             .as_bytes(),

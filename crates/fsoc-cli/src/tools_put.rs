@@ -170,7 +170,29 @@ fn put_one(
         return Ok(Some((inode, metadata)));
     }
     if !file_type.is_file() {
-        eprintln!("fsoc put: skipping {}: fsoc stores only files, directories and symbolic links", source.display());
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let kind = if file_type.is_char_device() {
+            FileKind::CharDevice
+        } else if file_type.is_block_device() {
+            FileKind::BlockDevice
+        } else if file_type.is_fifo() {
+            FileKind::Fifo
+        } else if file_type.is_socket() {
+            FileKind::Socket
+        } else {
+            eprintln!("fsoc put: skipping {}: not a file type fsoc stores", source.display());
+            return Ok(None);
+        };
+        if let Some((_, existing_kind)) = existing {
+            if existing_kind == FileKind::Directory {
+                return Err(session.error(target, FsError::IsDirectory));
+            }
+            session.fs.remove(parent, name, false).map_err(|error| session.error(target, error))?;
+        }
+        session
+            .fs
+            .create_special(parent, name, kind, mode, uid, gid, metadata.rdev())
+            .map_err(|error| session.error(target, error))?;
         return Ok(None);
     }
     let inode = match existing {
@@ -179,7 +201,7 @@ fn put_one(
             inode
         }
         Some((_, FileKind::Directory)) => return Err(session.error(target, FsError::IsDirectory)),
-        Some((_, FileKind::Symlink)) => {
+        Some((_, _symlink_or_special)) => {
             session.fs.remove(parent, name, false).map_err(|error| session.error(target, error))?;
             session
                 .fs

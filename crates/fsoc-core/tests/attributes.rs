@@ -52,6 +52,7 @@ fn an_immutable_file_refuses_every_change() {
     is_eperm(fs.unlink(b"/d/f"), "unlink");
     is_eperm(fs.rename_path(b"/d/f", b"/d/g"), "rename");
     is_eperm(fs.link_path(b"/d/f", b"/d/h"), "link");
+    is_eperm(fs.setattr_kept_times(file, None, None, None, Some(1), Some(2)), "kept times");
     write_file(&mut fs, "/d/other", b"o").expect("another file");
     is_eperm(fs.rename_path(b"/d/other", b"/d/f"), "rename over it");
     // Reading is unaffected.
@@ -93,6 +94,8 @@ fn an_append_only_file_grows_at_the_end_only() {
     is_eperm(fs.punch_hole(file, 0, 4096), "punch");
     is_eperm(fs.chmod(b"/d/f", 0o600), "chmod");
     is_eperm(fs.chown(b"/d/f", 1, 1), "chown");
+    is_eperm(fs.utimens(b"/d/f", 1, 2), "explicit times");
+    fs.setattr_kept_times(file, None, None, None, Some(1), Some(2)).expect("times a front end keeps");
     is_eperm(fs.unlink(b"/d/f"), "unlink");
     is_eperm(fs.rename_path(b"/d/f", b"/d/g"), "rename");
     is_eperm(fs.link_path(b"/d/f", b"/d/h"), "link");

@@ -69,6 +69,7 @@ fn kind(kind: FileKind) -> fsoc_model::FileKind {
         FileKind::File => fsoc_model::FileKind::File,
         FileKind::Directory => fsoc_model::FileKind::Directory,
         FileKind::Symlink => fsoc_model::FileKind::Symlink,
+        special => panic!("the model's operations make no {special:?}"),
     }
 }
 

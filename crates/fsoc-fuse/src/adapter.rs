@@ -22,7 +22,7 @@ use fuser::{
     ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::attributes::{errno, file_attr, file_type, time_ns};
+use crate::attributes::{errno, file_attr, file_type, rdev_from_fuse, time_ns};
 use crate::permissions::{may_access, new_entry_group_and_mode, Caller};
 use crate::volume_lock::{MountState, OpenFile, VolumeLock};
 use fsoc_engine::DirectoryCursor as DirectoryStream;
@@ -193,6 +193,18 @@ fn opens_for_writing(flags: i32) -> bool {
     flags & libc::O_ACCMODE != libc::O_RDONLY
 }
 
+/// The open flags for a handle on `inode`. An append-only or sync file is opened for direct
+/// I/O: the kernel's write-back cache would otherwise send its writes later and in any order
+/// (an append-only file refuses a write past its end; a sync file's writes must be durable
+/// when write(2) returns).
+fn open_flags<F: Flash>(state: &MountState<F>, inode: u64) -> FopenFlags {
+    use fsoc_core::fs::attributes::{FS_APPEND_FL, FS_SYNC_FL};
+    match state.fs.inode_flags(inode) {
+        Ok(flags) if flags & (FS_APPEND_FL | FS_SYNC_FL) != 0 => OPEN_FLAGS | FopenFlags::FOPEN_DIRECT_IO,
+        _ => OPEN_FLAGS,
+    }
+}
+
 /// Opens `inode` for a new handle: takes an fsoc open count (released in `release`). An
 /// immutable or append-only file refuses what ext4 refuses (`FileSystem::check_open`).
 fn open_file<F: Flash>(state: &mut MountState<F>, inode: u64, flags: i32) -> Result<u64, Errno> {
@@ -300,10 +312,19 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             let changes_more =
                 mode.is_some() || uid.is_some() || gid.is_some() || atime_ns.is_some() || mtime_ns.is_some();
             if changes_more || size.is_none() {
-                state
-                    .fs
-                    .setattr(inode.0, mode.map(|mode| mode & 0o7777), uid, gid, atime_ns, mtime_ns)
-                    .map_err(fs_error)?;
+                // An explicit time from the caller is refused on an append-only file, as on
+                // ext4; "now" is not, and with the write-back cache the kernel sends the times
+                // it keeps for written files as explicit ones, indistinguishable from a
+                // caller's, so those are taken (docs/MOUNT.md).
+                let explicit = |time: &Option<TimeOrNow>| matches!(time, Some(TimeOrNow::SpecificTime(_)));
+                let callers_times = (explicit(&atime) || explicit(&mtime)) && !self.writeback.load(Ordering::Relaxed);
+                let mode = mode.map(|mode| mode & 0o7777);
+                if callers_times {
+                    state.fs.setattr(inode.0, mode, uid, gid, atime_ns, mtime_ns)
+                } else {
+                    state.fs.setattr_kept_times(inode.0, mode, uid, gid, atime_ns, mtime_ns)
+                }
+                .map_err(fs_error)?;
             }
             attributes(state, inode.0)
         });
@@ -327,19 +348,35 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         name: &OsStr,
         mode: u32,
         _umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        // Only regular files: fsoc has no device, FIFO or socket nodes (EPERM, as mknod(2)
-        // specifies for a node type the file system does not support).
-        let file_format = mode & libc::S_IFMT;
-        if file_format != 0 && file_format != libc::S_IFREG {
-            reply.error(Errno::EPERM);
-            return;
-        }
+        // Regular files, device nodes, FIFOs and sockets (the kernel checked who may make a
+        // device node). A volume older than format version 3 keeps only regular files:
+        // EPERM, as mknod(2) specifies for a node type the file system does not support.
+        let kind = match mode & libc::S_IFMT {
+            0 => FileKind::File,
+            bits => match FileKind::from_mode_bits(bits) {
+                Some(kind) if kind == FileKind::File || kind.is_special() => kind,
+                _ => return reply.error(Errno::EINVAL),
+            },
+        };
         let caller = (request.uid(), request.gid());
         let result = self.lock.run_on("mknod", Some(parent.0), |state| {
-            let (inode, record) = create_entry(state, caller, parent.0, name.as_bytes(), FileKind::File, mode, None)?;
+            let (inode, record) = if kind == FileKind::File {
+                create_entry(state, caller, parent.0, name.as_bytes(), FileKind::File, mode, None)?
+            } else {
+                let directory = state.fs.getattr(parent.0).map_err(fs_error)?;
+                if directory.kind != FileKind::Directory {
+                    return Err(Errno::ENOTDIR);
+                }
+                let (gid, mode) = new_entry_group_and_mode(&directory, kind, caller.1, mode);
+                let inode = state
+                    .fs
+                    .create_special(parent.0, name.as_bytes(), kind, mode & 0o7777, caller.0, gid, rdev_from_fuse(rdev))
+                    .map_err(|error| if error == FsError::NotSupported { Errno::EPERM } else { fs_error(error) })?;
+                (inode, state.fs.getattr(inode).map_err(fs_error)?)
+            };
             Ok(file_attr(inode, &record, page_size(state)))
         });
         match result {
@@ -453,10 +490,10 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             if truncate && record.size != 0 {
                 state.fs.truncate(inode.0, 0).map_err(fs_error)?;
             }
-            open_file(state, inode.0, flags.0)
+            Ok((open_file(state, inode.0, flags.0)?, open_flags(state, inode.0)))
         });
         match result {
-            Ok(handle) => reply.opened(FileHandle(handle), OPEN_FLAGS),
+            Ok((handle, open_flags)) => reply.opened(FileHandle(handle), open_flags),
             Err(error) => reply.error(error),
         }
     }
@@ -774,8 +811,12 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                 .lock
                 .read_on("ioctl GETFLAGS", Some(inode.0), |state| state.fs.inode_flags(inode.0).map_err(fs_error))
                 .map(|flags| {
-                    let mut out = u64::from(flags).to_ne_bytes().to_vec();
-                    out.truncate((out_size as usize).clamp(4, 8));
+                    // An int (4 bytes) from the kernel's fileattr call, a long (8) from a
+                    // program's own FS_IOC_GETFLAGS: the low bytes are the same int.
+                    let wide = (out_size as usize).clamp(4, 8);
+                    let mut out =
+                        if wide == 8 { u64::from(flags).to_ne_bytes().to_vec() } else { flags.to_ne_bytes().to_vec() };
+                    out.truncate(wide);
                     out
                 }),
             FS_IOC_SETFLAGS | FS_IOC32_SETFLAGS => match in_data.get(..4).and_then(|bytes| bytes.try_into().ok()) {
@@ -911,7 +952,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                     match kind {
                         FileKind::Directory => return Err(Errno::EISDIR),
                         FileKind::Symlink => return Err(Errno::ELOOP),
-                        FileKind::File => {}
+                        _ => {}
                     }
                     let truncate = flags & libc::O_TRUNC != 0;
                     state
@@ -926,10 +967,12 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                 Err(error) => return Err(error),
             };
             let handle = open_file(state, inode, flags)?;
-            Ok((attributes(state, inode)?, handle))
+            Ok((attributes(state, inode)?, handle, open_flags(state, inode)))
         });
         match result {
-            Ok((attr, handle)) => reply.created(&CACHE_TTL, &attr, GENERATION, FileHandle(handle), OPEN_FLAGS),
+            Ok((attr, handle, open_flags)) => {
+                reply.created(&CACHE_TTL, &attr, GENERATION, FileHandle(handle), open_flags)
+            }
             Err(error) => reply.error(error),
         }
     }

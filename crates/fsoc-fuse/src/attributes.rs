@@ -17,7 +17,24 @@ pub fn file_type(kind: FileKind) -> FileType {
         FileKind::File => FileType::RegularFile,
         FileKind::Directory => FileType::Directory,
         FileKind::Symlink => FileType::Symlink,
+        FileKind::CharDevice => FileType::CharDevice,
+        FileKind::BlockDevice => FileType::BlockDevice,
+        FileKind::Fifo => FileType::NamedPipe,
+        FileKind::Socket => FileType::Socket,
     }
+}
+
+/// The kernel's 32-bit device number in FUSE messages (new_encode_dev) from fsoc's `dev_t`.
+pub fn fuse_rdev(rdev: u64) -> u32 {
+    let (major, minor) = fsoc_core::fs::records::split_device_number(rdev);
+    (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
+}
+
+/// fsoc's `dev_t` from the kernel's 32-bit device number (new_decode_dev).
+pub fn rdev_from_fuse(rdev: u32) -> u64 {
+    let major = (rdev & 0xfff00) >> 8;
+    let minor = (rdev & 0xff) | ((rdev >> 12) & 0xfff00);
+    fsoc_core::fs::records::make_device_number(major, minor)
 }
 
 /// Nanoseconds since the epoch as a `SystemTime`.
@@ -46,7 +63,7 @@ pub fn file_attr(inode: u64, record: &InodeRecord, page_size_bytes: u32) -> File
     let page_bytes = u64::from(page_size_bytes.max(1));
     let allocated_bytes = match record.kind {
         FileKind::File => record.size.div_ceil(page_bytes).saturating_mul(page_bytes),
-        FileKind::Directory | FileKind::Symlink => 0,
+        _ => 0,
     };
     FileAttr {
         ino: INodeNo(inode),
@@ -61,7 +78,7 @@ pub fn file_attr(inode: u64, record: &InodeRecord, page_size_bytes: u32) -> File
         nlink: record.nlink,
         uid: record.uid,
         gid: record.gid,
-        rdev: 0,
+        rdev: fuse_rdev(record.rdev()),
         blksize: page_size_bytes,
         flags: 0,
     }

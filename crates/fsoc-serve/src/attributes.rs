@@ -22,7 +22,8 @@ pub(crate) fn qid_type(kind: FileKind) -> QidType {
     match kind {
         FileKind::Directory => QidType::DIRECTORY,
         FileKind::Symlink => QidType::SYMLINK,
-        FileKind::File => QidType::FILE,
+        // 9P2000.L has no qid type for device nodes, FIFOs and sockets: st_mode tells them.
+        _ => QidType::FILE,
     }
 }
 
@@ -35,6 +36,7 @@ pub(crate) fn dirent_type(kind: FileKind) -> u8 {
         FileKind::Directory => dirent_type::DIRECTORY,
         FileKind::Symlink => dirent_type::SYMLINK,
         FileKind::File => dirent_type::REGULAR,
+        special => special.dirent_type(),
     }
 }
 
@@ -54,12 +56,13 @@ pub(crate) fn attributes(inode: u64, record: &InodeRecord, page_size_bytes: u32)
     let page_bytes = u64::from(page_size_bytes.max(1));
     let allocated_bytes = match record.kind {
         FileKind::File => record.size.div_ceil(page_bytes).saturating_mul(page_bytes),
-        FileKind::Directory | FileKind::Symlink => 0,
+        _ => 0,
     };
     let file_type = match record.kind {
         FileKind::Directory => MODE_DIRECTORY,
         FileKind::File => MODE_REGULAR,
         FileKind::Symlink => MODE_SYMLINK,
+        special => special.mode_bits(),
     };
     Attributes {
         valid_mask: getattr::BASIC,
@@ -68,7 +71,7 @@ pub(crate) fn attributes(inode: u64, record: &InodeRecord, page_size_bytes: u32)
         uid: record.uid,
         gid: record.gid,
         link_count: u64::from(record.nlink),
-        rdev: 0,
+        rdev: record.rdev(),
         size_bytes: record.size,
         block_size_bytes: page_bytes,
         block_count: allocated_bytes / STAT_BLOCK_BYTES,

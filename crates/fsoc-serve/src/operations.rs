@@ -69,9 +69,8 @@ const READ_HEADER_BYTES: u32 = 11;
 const _: () =
     assert!(IO_HEADER_SIZE_BYTES == IO_HEADER_BYTES as usize && READ_HEADER_SIZE_BYTES == READ_HEADER_BYTES as usize);
 
-/// st_mode's file-type mask and the regular-file type (Tmknod).
+/// st_mode's file-type mask (Tmknod).
 const MODE_TYPE_MASK: u32 = 0o170000;
-const MODE_REGULAR: u32 = 0o100000;
 
 /// The errno of a message whose header is readable but whose body is not.
 pub(crate) fn decode_errno(error: &DecodeError) -> Errno {
@@ -82,9 +81,11 @@ pub(crate) fn decode_errno(error: &DecodeError) -> Errno {
     }
 }
 
-/// Whether a fid holds an fsoc open count (an open regular file).
+/// Whether a fid holds an fsoc open count (an open file, device node, FIFO or socket).
 pub(crate) fn holds_open_count(entry: &FidEntry) -> bool {
-    entry.open.is_some() && entry.kind == FileKind::File
+    // A file, device node, FIFO or socket opened by Tlopen or Tlcreate (a directory's open
+    // takes no count; a symbolic link cannot be opened).
+    entry.open.is_some() && entry.kind != FileKind::Directory
 }
 
 /// Decodes and executes the request in `buffer[..length]` and puts its reply in `small` or in
@@ -221,13 +222,33 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
             Request::Symlink { directory_fid, name, target, gid } => {
                 Reply::Symlink { qid: self.create(directory_fid, name, FileKind::Symlink, 0o777, gid, Some(target))? }
             }
-            Request::Mknod { directory_fid, name, mode, gid, .. } => {
-                // Regular files only: fsoc-core has no device, FIFO or socket nodes.
-                let file_type = mode & MODE_TYPE_MASK;
-                if file_type != 0 && file_type != MODE_REGULAR {
-                    return Err(Errno::EPERM.into());
+            Request::Mknod { directory_fid, name, mode, major, minor, gid } => {
+                let kind = match mode & MODE_TYPE_MASK {
+                    0 => FileKind::File,
+                    bits => FileKind::from_mode_bits(bits).ok_or(Errno::EINVAL)?,
+                };
+                match kind {
+                    FileKind::File => {
+                        Reply::Mknod { qid: self.create(directory_fid, name, FileKind::File, mode, gid, None)? }
+                    }
+                    FileKind::Directory | FileKind::Symlink => return Err(Errno::EINVAL.into()),
+                    special => {
+                        let rdev = fsoc_core::fs::records::make_device_number(major, minor);
+                        let directory = self.directory(directory_fid)?;
+                        let inode = self.change("mknod", directory.inode, |fs| {
+                            Ok(fs.create_special(
+                                directory.inode,
+                                name,
+                                special,
+                                mode & 0o7777,
+                                directory.uid,
+                                gid,
+                                rdev,
+                            )?)
+                        })?;
+                        Reply::Mknod { qid: qid(inode, special) }
+                    }
                 }
-                Reply::Mknod { qid: self.create(directory_fid, name, FileKind::File, mode, gid, None)? }
             }
             Request::Link { directory_fid, fid, name } => {
                 let directory = self.directory(directory_fid)?;
@@ -401,7 +422,9 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
                 current.open = Some(mode);
                 current.cursor = Some(Arc::new(Mutex::new(DirectoryCursor::new(inode, parent))));
             }
-            FileKind::File => {
+            // A device node, FIFO or socket opens like a file; the volume refuses reading or
+            // writing it (its contents are the client kernel's, which serves them itself).
+            _ => {
                 if flags & open_flags::DIRECTORY != 0 {
                     return Err(Errno::ENOTDIR.into());
                 }
@@ -461,6 +484,7 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
                 Ok((_, FileKind::Directory)) => return Err(Errno::EISDIR.into()),
                 Ok((_, FileKind::Symlink)) => return Err(Errno::EEXIST.into()),
                 Ok((inode, FileKind::File)) => (inode, false),
+                Ok((inode, _special)) => (inode, false),
                 Err(FsError::NotFound) => {
                     (fs.create(directory.inode, name, FileKind::File, mode & 0o7777, directory.uid, gid, None)?, true)
                 }

@@ -290,7 +290,8 @@ fn run_seed(seed: u64) {
     let served = server.stop();
     assert_eq!(served.failure, None, "seed {seed:#x}: a request panicked");
     let mut fs = served.fs;
-    assert!(fs.fsck(true).expect("fsck").is_clean(), "seed {seed:#x}: fsck after the storm");
+    let report = fs.fsck(true).expect("fsck");
+    assert!(report.is_clean(), "seed {seed:#x}: fsck after the storm: {:?}", report.violations);
     assert_eq!(SERVER_PANICS.load(Ordering::SeqCst), 0, "seed {seed:#x}: a server thread panicked");
 }
 

@@ -287,8 +287,17 @@ fn fsync_statfs_locks_xattrs_and_mknod() {
     let query = LockQuery { lock_type: LockType::READ, start: 5, length: 10, proc_id: 42, client_id: b"host" };
     assert_eq!(client.getlock(3, query), Ok((LockType::UNLOCK.0, 5, 10, 42, b"host".to_vec())), "nothing conflicts");
     assert_eq!(client.getlock(3, LockQuery { lock_type: LockType(3), ..query }), Err(Errno::EINVAL));
-    assert_eq!(client.mknod(ROOT, b"fifo", 0o010644), Err(Errno::EPERM), "no FIFOs");
-    assert_eq!(client.mknod(ROOT, b"device", 0o020644), Err(Errno::EPERM), "no device nodes");
+    // Device nodes, FIFOs and sockets (format version 3): a FILE qid (9P2000.L has no other
+    // type for them), the kind and device number in Rgetattr's mode and rdev.
+    assert_eq!(client.mknod(ROOT, b"fifo", 0o010644).map(|qid| qid.qid_type), Ok(QidType::FILE));
+    assert_eq!(client.mknod(ROOT, b"device", 0o020644).map(|qid| qid.qid_type), Ok(QidType::FILE));
+    assert_eq!(client.mknod(ROOT, b"socket", 0o140644).map(|qid| qid.qid_type), Ok(QidType::FILE));
+    assert_eq!(client.mknod(ROOT, b"fifo", 0o010644), Err(Errno::EEXIST));
+    client.walk(ROOT, 50, &[b"device"]).expect("walk to the device node");
+    let attributes = client.getattr(50).expect("getattr");
+    assert_eq!((attributes.mode & 0o170000, attributes.mode & 0o7777, attributes.rdev), (0o020000, 0o644, 0x103));
+    assert_eq!(client.mknod(ROOT, b"dir", 0o040755), Err(Errno::EINVAL), "directories are Tmkdir's");
+    assert_eq!(client.mknod(ROOT, b"odd", 0o170644), Err(Errno::EINVAL), "no such file type");
     assert_eq!(client.mknod(ROOT, b"plain", 0o100644).map(|qid| qid.qid_type), Ok(QidType::FILE));
     server.stop();
 }

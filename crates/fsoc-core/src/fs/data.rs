@@ -219,6 +219,9 @@ impl<F: Flash> FileSystem<F> {
         match record.kind {
             FileKind::Directory => return Err(FsError::IsDirectory),
             FileKind::Symlink => return Err(FsError::InvalidArgument("read of a symbolic link")),
+            FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket => {
+                return Err(FsError::InvalidArgument("read of a device node, FIFO or socket"))
+            }
             FileKind::File => {}
         }
         if offset >= record.size || buffer.is_empty() {
@@ -355,6 +358,9 @@ impl<F: Flash> FileSystem<F> {
             match record.kind {
                 FileKind::Directory => return Err(FsError::IsDirectory),
                 FileKind::Symlink => return Err(FsError::InvalidArgument("write to a symbolic link")),
+                FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket => {
+                    return Err(FsError::InvalidArgument("write to a device node, FIFO or socket"))
+                }
                 FileKind::File => {}
             }
             attributes::refuse_if_immutable(&record)?;
@@ -585,6 +591,9 @@ impl<F: Flash> FileSystem<F> {
         match self.getattr(inode)?.kind {
             FileKind::Directory => return Err(FsError::IsDirectory),
             FileKind::Symlink => return Err(FsError::InvalidArgument("truncate of a symbolic link")),
+            FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket => {
+                return Err(FsError::InvalidArgument("truncate of a device node, FIFO or socket"))
+            }
             FileKind::File => {}
         }
         if size > self.file_bytes_max() {
@@ -598,6 +607,9 @@ impl<F: Flash> FileSystem<F> {
             match record.kind {
                 FileKind::Directory => return Err(FsError::IsDirectory),
                 FileKind::Symlink => return Err(FsError::InvalidArgument("truncate of a symbolic link")),
+                FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket => {
+                    return Err(FsError::InvalidArgument("truncate of a device node, FIFO or socket"))
+                }
                 FileKind::File => {}
             }
             attributes::refuse_if_pinned(&record)?;

@@ -27,6 +27,8 @@ pub struct FsckReport {
     pub files: u64,
     pub directories: u64,
     pub symlinks: u64,
+    /// Device nodes, FIFOs and sockets.
+    pub special_files: u64,
     pub directory_nodes: u64,
     pub allocation_nodes: u64,
     pub data_pages: u64,
@@ -239,11 +241,11 @@ impl<F: Flash> FileSystem<F> {
                             .push(format!("directory {inode}: parent field {} disagrees with its entry", facts.parent));
                     }
                 }
-                FileKind::File | FileKind::Symlink => {
-                    if facts.kind == FileKind::File {
-                        report.files += 1;
-                    } else {
-                        report.symlinks += 1;
+                kind => {
+                    match kind {
+                        FileKind::File => report.files += 1,
+                        FileKind::Symlink => report.symlinks += 1,
+                        _ => report.special_files += 1,
                     }
                     if facts.nlink != names {
                         violations.push(format!("inode {inode}: nlink {} but {names} names", facts.nlink));

@@ -129,7 +129,8 @@ impl<F: Flash> FileSystem<F> {
         self.commit()
     }
 
-    /// Changes attributes; `None` leaves a field as it is.
+    /// Changes attributes; `None` leaves a field as it is. Immutable: nothing changes;
+    /// append-only: no mode, owner or time change (ext4: EPERM).
     pub fn setattr(
         &mut self,
         inode: u64,
@@ -139,12 +140,41 @@ impl<F: Flash> FileSystem<F> {
         atime_ns: Option<u64>,
         mtime_ns: Option<u64>,
     ) -> Result<InodeRecord, FsError> {
+        self.setattr_checked(inode, mode, uid, gid, atime_ns, mtime_ns, true)
+    }
+
+    /// `setattr` for times a front end keeps on the kernel's behalf (a FUSE write-back cache
+    /// sends the times of written files back in the same form as a user's utimes): an
+    /// append-only file takes them; an immutable one still takes nothing.
+    pub fn setattr_kept_times(
+        &mut self,
+        inode: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        atime_ns: Option<u64>,
+        mtime_ns: Option<u64>,
+    ) -> Result<InodeRecord, FsError> {
+        self.setattr_checked(inode, mode, uid, gid, atime_ns, mtime_ns, false)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn setattr_checked(
+        &mut self,
+        inode: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        atime_ns: Option<u64>,
+        mtime_ns: Option<u64>,
+        times_are_the_callers: bool,
+    ) -> Result<InodeRecord, FsError> {
         self.ensure_space(0, SpaceUse::Metadata)?;
         self.mutate(|fs| {
             let mut record = fs.getattr(inode)?;
-            // Immutable: nothing changes; append-only: no mode or owner change (ext4, EPERM).
             crate::fs::attributes::refuse_if_immutable(&record)?;
-            if mode.is_some() || uid.is_some() || gid.is_some() {
+            let times = atime_ns.is_some() || mtime_ns.is_some();
+            if mode.is_some() || uid.is_some() || gid.is_some() || (times && times_are_the_callers) {
                 crate::fs::attributes::refuse_if_pinned(&record)?;
             }
             if let Some(mode) = mode {

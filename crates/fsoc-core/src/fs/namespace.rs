@@ -95,6 +95,46 @@ impl<F: Flash> FileSystem<F> {
         gid: u32,
         symlink_target: Option<&[u8]>,
     ) -> Result<u64, FsError> {
+        if kind.is_special() {
+            return Err(FsError::InvalidArgument("a device node, FIFO or socket is made with create_special"));
+        }
+        self.create_inode(parent, name, kind, mode, (uid, gid), symlink_target, 0)
+    }
+
+    /// mknod(2): creates a device node (`rdev` is its device number, Linux's `dev_t`), a FIFO
+    /// or a socket (`rdev` ignored). EOPNOTSUPP on a volume older than format version 3.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_special(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        kind: FileKind,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        rdev: u64,
+    ) -> Result<u64, FsError> {
+        if !kind.is_special() {
+            return Err(FsError::InvalidArgument("create_special of a file, directory or symlink"));
+        }
+        if !self.attributes_supported() {
+            return Err(FsError::NotSupported);
+        }
+        let rdev = if kind.is_device() { rdev } else { 0 };
+        self.create_inode(parent, name, kind, mode, (uid, gid), None, rdev)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create_inode(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        kind: FileKind,
+        mode: u32,
+        (uid, gid): (u32, u32),
+        symlink_target: Option<&[u8]>,
+        rdev: u64,
+    ) -> Result<u64, FsError> {
         Self::validate_name(name)?;
         if let Some(target) = symlink_target {
             if target.is_empty() {
@@ -125,7 +165,7 @@ impl<F: Flash> FileSystem<F> {
                 atime_ns: fs.now_ns,
                 mtime_ns: fs.now_ns,
                 ctime_ns: fs.now_ns,
-                parent: if is_directory { parent } else { 0 },
+                parent: if is_directory { parent } else { rdev },
             };
             fs.put_inode(inode, &record)?;
             if let Some(target) = symlink_target {
@@ -266,6 +306,11 @@ impl<F: Flash> FileSystem<F> {
             let target_record = fs.getattr(target_parent)?;
             if target_record.kind != FileKind::Directory {
                 return Err(FsError::NotDirectory);
+            }
+            // Renaming a name onto another name of the same inode changes nothing (Linux
+            // returns at once, before any permission check).
+            if matches!(fs.lookup(target_parent, target_name), Ok((existing, _)) if existing == inode) {
+                return Ok(());
             }
             // The source is deleted from its directory and added to the target's.
             attributes::refuse_if_pinned(&fs.getattr(source_parent)?)?;

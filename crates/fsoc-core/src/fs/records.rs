@@ -36,6 +36,12 @@ pub enum FileKind {
     File,
     Directory,
     Symlink,
+    /// Format version 3 on: device nodes (the device number in the inode record), FIFOs and
+    /// sockets. Their contents are not the file system's: the kernel serves them.
+    CharDevice,
+    BlockDevice,
+    Fifo,
+    Socket,
 }
 
 impl FileKind {
@@ -44,6 +50,10 @@ impl FileKind {
             FileKind::File => 1,
             FileKind::Directory => 2,
             FileKind::Symlink => 3,
+            FileKind::CharDevice => 4,
+            FileKind::BlockDevice => 5,
+            FileKind::Fifo => 6,
+            FileKind::Socket => 7,
         }
     }
     pub fn from_code(code: u8) -> Option<FileKind> {
@@ -51,9 +61,74 @@ impl FileKind {
             1 => Some(FileKind::File),
             2 => Some(FileKind::Directory),
             3 => Some(FileKind::Symlink),
+            4 => Some(FileKind::CharDevice),
+            5 => Some(FileKind::BlockDevice),
+            6 => Some(FileKind::Fifo),
+            7 => Some(FileKind::Socket),
             _ => None,
         }
     }
+    /// A device node, FIFO or socket: an inode with no data of its own.
+    pub fn is_special(self) -> bool {
+        matches!(self, FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket)
+    }
+    /// A character or block device node (its record carries a device number).
+    pub fn is_device(self) -> bool {
+        matches!(self, FileKind::CharDevice | FileKind::BlockDevice)
+    }
+    /// The file-type bits of st_mode (Linux's S_IFMT values).
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileKind::Fifo => 0o010_000,
+            FileKind::CharDevice => 0o020_000,
+            FileKind::Directory => 0o040_000,
+            FileKind::BlockDevice => 0o060_000,
+            FileKind::File => 0o100_000,
+            FileKind::Symlink => 0o120_000,
+            FileKind::Socket => 0o140_000,
+        }
+    }
+    /// The kind whose file-type bits `mode` carries (`S_IFMT` of it); `None` for 0 or an
+    /// unknown type.
+    pub fn from_mode_bits(mode: u32) -> Option<FileKind> {
+        [
+            FileKind::Fifo,
+            FileKind::CharDevice,
+            FileKind::Directory,
+            FileKind::BlockDevice,
+            FileKind::File,
+            FileKind::Symlink,
+            FileKind::Socket,
+        ]
+        .into_iter()
+        .find(|kind| kind.mode_bits() == mode & 0o170_000)
+    }
+    /// The d_type a directory listing reports (Linux's DT_* values).
+    pub fn dirent_type(self) -> u8 {
+        match self {
+            FileKind::Fifo => 1,
+            FileKind::CharDevice => 2,
+            FileKind::Directory => 4,
+            FileKind::BlockDevice => 6,
+            FileKind::File => 8,
+            FileKind::Symlink => 10,
+            FileKind::Socket => 12,
+        }
+    }
+}
+
+/// Linux's `dev_t` from a device's major and minor numbers (glibc's makedev).
+pub fn make_device_number(major: u32, minor: u32) -> u64 {
+    let (major, minor) = (u64::from(major), u64::from(minor));
+    ((major & 0xffff_f000) << 32) | ((major & 0x0fff) << 8) | ((minor & 0xffff_ff00) << 12) | (minor & 0xff)
+}
+
+/// (major, minor) of a Linux `dev_t` (glibc's major() and minor()).
+pub fn split_device_number(rdev: u64) -> (u32, u32) {
+    let major = ((rdev >> 32) & 0xffff_f000) | ((rdev >> 8) & 0x0fff);
+    let minor = ((rdev >> 12) & 0xffff_ff00) | (rdev & 0xff);
+    // Both are masked to 32 bits above.
+    (u32_from_u64(major), u32_from_u64(minor))
 }
 
 pub const ALLOCATION_KEY_BYTES: usize = 17;
@@ -143,13 +218,23 @@ pub struct InodeRecord {
     pub atime_ns: u64,
     pub mtime_ns: u64,
     pub ctime_ns: u64,
-    /// For directories: the parent directory (the root is its own parent).
+    /// For directories: the parent directory (the root is its own parent). For device nodes:
+    /// the device number (Linux's `dev_t` encoding). Otherwise 0.
     pub parent: u64,
 }
 
 impl InodeRecord {
     pub fn is_inline(&self) -> bool {
         self.flags & INODE_FLAG_INLINE != 0
+    }
+
+    /// The device number of a device node (`dev_t`, as stat's st_rdev), 0 for other kinds.
+    pub fn rdev(&self) -> u64 {
+        if self.kind.is_device() {
+            self.parent
+        } else {
+            0
+        }
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -238,6 +323,13 @@ impl RecordLimits {
                 Err("inline flag on a directory or symlink")
             }
             FileKind::Directory if inode != ROOT_INODE && record.parent == inode => Err("directory is its own parent"),
+            kind if kind.is_special() && !self.attribute_flags => {
+                Err("device node, FIFO or socket on a volume older than format version 3")
+            }
+            kind if kind.is_special() && (record.size != 0 || record.is_inline()) => {
+                Err("device node, FIFO or socket with contents")
+            }
+            FileKind::Fifo | FileKind::Socket if record.parent != 0 => Err("FIFO or socket with a device number"),
             _ if !self.attribute_flags && record.flags & INODE_ATTRIBUTE_FLAGS != 0 => {
                 Err("attribute flags on a volume older than format version 3")
             }
@@ -403,6 +495,25 @@ impl Extent {
 #[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_numbers_round_trip_as_glibc_encodes_them() {
+        // /dev/sda1 (8, 1) and /dev/null (1, 3), and numbers past 12 and 8 bits.
+        assert_eq!(make_device_number(8, 1), 0x801);
+        assert_eq!(make_device_number(1, 3), 0x103);
+        for (major, minor) in [(8, 1), (1, 3), (4095, 255), (4096, 256), (u32::MAX, u32::MAX), (259, 1 << 20)] {
+            assert_eq!(split_device_number(make_device_number(major, minor)), (major, minor));
+        }
+    }
+
+    #[test]
+    fn file_kinds_map_to_mode_bits_and_back() {
+        for code in 1..=7 {
+            let kind = FileKind::from_code(code).expect("kind");
+            assert_eq!(FileKind::from_mode_bits(kind.mode_bits() | 0o644), Some(kind));
+        }
+        assert_eq!(FileKind::from_mode_bits(0o644), None);
+    }
 
     #[test]
     fn allocation_keys_sort_by_inode_then_kind_then_offset() {

@@ -16,6 +16,9 @@ impl<F: Flash> FileSystem<F> {
             FileKind::File => Ok((record.size, record.is_inline())),
             FileKind::Directory => Err(FsError::IsDirectory),
             FileKind::Symlink => Err(FsError::InvalidArgument("seek in a symbolic link")),
+            FileKind::CharDevice | FileKind::BlockDevice | FileKind::Fifo | FileKind::Socket => {
+                Err(FsError::InvalidArgument("seek in a device node, FIFO or socket"))
+            }
         }
     }
 
@@ -82,13 +85,18 @@ impl<F: Flash> FileSystem<F> {
                 self.write_zeros(inode, range.start, range.end)?;
             }
             self.ensure_space(2, crate::fs::space::SpaceUse::Metadata)?;
-            self.mutate(|fs| {
+            let synchronous = self.mutate(|fs| {
                 fs.punch(inode, first_whole, end_whole)?;
                 let mut record = fs.getattr(inode)?;
                 record.mtime_ns = fs.now_ns;
                 record.ctime_ns = fs.now_ns;
-                fs.put_inode(inode, &record)
-            })
+                fs.put_inode(inode, &record)?;
+                Ok(crate::fs::attributes::is_synchronous(&record))
+            })?;
+            if synchronous {
+                self.commit_for_sync()?;
+            }
+            Ok(())
         } else {
             self.write_zeros(inode, offset, end)
         }
