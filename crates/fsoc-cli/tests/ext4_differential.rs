@@ -252,8 +252,12 @@ fn device_nodes_fifos_and_sockets_behave_as_on_ext4() {
     let extracted = run_python(&destination.join("specials"), "import os, stat\nfor name in sorted(os.listdir('.')):\n    st = os.lstat(name)\n    print(name, stat.filemode(st.st_mode), os.major(st.st_rdev), os.minor(st.st_rdev))\n");
     assert_eq!(extracted, "disk brw-r----- 259 70000\nfifo2 prw-r----- 0 0\nsock srwxr-xr-x 0 0\n", "get -r");
     // And put -r stores them from a staging tree (what an image builder does).
-    let output =
-        fsoc(&["put", "-r", destination.join("specials").to_str().expect("utf-8"), &format!("{}:/staged", volume.image_arg())]);
+    let output = fsoc(&[
+        "put",
+        "-r",
+        destination.join("specials").to_str().expect("utf-8"),
+        &format!("{}:/staged", volume.image_arg()),
+    ]);
     assert!(output.status.success(), "{}", output.text());
     let staged = fsoc(&["ls", "-l", &format!("{}:/staged", volume.image_arg())]);
     let kinds: Vec<char> = staged.stdout.lines().filter_map(|line| line.chars().next()).collect();
