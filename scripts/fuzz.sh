@@ -25,7 +25,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "== installing cargo-fuzz"
     cargo install cargo-fuzz --locked
 fi
-# libFuzzer instrumentation needs nightly (installed as in scripts/setup.sh if missing).
+# libFuzzer instrumentation needs nightly; install it if missing.
 if ! cargo +nightly --version >/dev/null 2>&1; then
     rustup toolchain install nightly --profile minimal
 fi
