@@ -25,8 +25,10 @@ LAYERS = {
     "fsoc-client": 7,  # the host's 9P2000.L client of fsoc serve, over fsoc-9p (std::fs-like API)
     "fsoc-client-c": 8,  # fsoc-client behind a C ABI (header by cbindgen) for C programs on a host
     "fsoc-cli": 9,     # the command
+    "fsoc-fuzz-targets": 8,  # lab: one fuzz entry point per decoder of flash or wire bytes, up to
+                             # fsoc-serve's raw protocol (fuzz/ drives them; tests replay corpora)
 }
-LAB = {"fsoc-model", "fsoc-sim", "fsoc-bench"}
+LAB = {"fsoc-model", "fsoc-sim", "fsoc-bench", "fsoc-fuzz-targets"}
 # The core reaches flash through the seam only, never through a backend (the simulator).
 CORE_MAY_USE = {"fsoc-core": {"fsoc-flash"}}
 # Product crates that may use a lab crate, and how.
