@@ -181,19 +181,11 @@ impl Extraction<'_> {
         let local = |error: std::io::Error| ExtractError::Local(format!("{}: {error}", shown(source)));
         let c_name = c_name(name).map_err(ExtractError::Local)?;
         let mode = (kind.mode_bits() | (record.mode & 0o7777)) as libc::mode_t;
-        // SAFETY: a valid directory descriptor and a NUL-terminated name; nothing is followed.
-        let mut made =
-            unsafe { libc::mknodat(parent.as_raw_fd(), c_name.as_ptr(), mode, record.rdev() as libc::dev_t) };
-        if made != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
-            // SAFETY: as above (removes a file or node; a directory in the way stays an error).
-            unsafe { libc::unlinkat(parent.as_raw_fd(), c_name.as_ptr(), 0) };
-            // SAFETY: as above.
-            made = unsafe { libc::mknodat(parent.as_raw_fd(), c_name.as_ptr(), mode, record.rdev() as libc::dev_t) };
-        }
-        if made != 0 {
-            return Err(local(std::io::Error::last_os_error()));
-        }
-        Ok(())
+        replacing(parent, &c_name, || {
+            // SAFETY: a valid directory descriptor and a NUL-terminated name; nothing is followed.
+            unsafe { libc::mknodat(parent.as_raw_fd(), c_name.as_ptr(), mode, record.rdev() as libc::dev_t) }
+        })
+        .map_err(local)
     }
 
     /// A directory and everything under it, walked iteratively (image_walk.rs: no directory
@@ -348,19 +340,28 @@ impl Extraction<'_> {
         let c_target = std::ffi::CString::new(target)
             .map_err(|_| ExtractError::Image(format!("{}: link target contains NUL", shown(source))))?;
         // The link is created, never followed: its target may point anywhere, harmlessly.
-        // SAFETY: a valid directory descriptor and NUL-terminated strings.
-        let mut made = unsafe { libc::symlinkat(c_target.as_ptr(), parent.as_raw_fd(), c_name.as_ptr()) };
-        if made != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
-            // SAFETY: as above (removes a file or link; a directory in the way stays an error).
-            unsafe { libc::unlinkat(parent.as_raw_fd(), c_name.as_ptr(), 0) };
-            // SAFETY: as above.
-            made = unsafe { libc::symlinkat(c_target.as_ptr(), parent.as_raw_fd(), c_name.as_ptr()) };
-        }
-        if made != 0 {
-            return Err(local(std::io::Error::last_os_error()));
-        }
-        Ok(())
+        replacing(parent, &c_name, || {
+            // SAFETY: a valid directory descriptor and NUL-terminated strings.
+            unsafe { libc::symlinkat(c_target.as_ptr(), parent.as_raw_fd(), c_name.as_ptr()) }
+        })
+        .map_err(local)
     }
+}
+
+/// Runs `make` (a *at call creating `name` in `parent`, returning 0 or -1); when something is
+/// already there, removes it (a file, link or node; a directory in the way stays an error)
+/// and runs `make` again.
+fn replacing(parent: &OwnedFd, name: &std::ffi::CStr, make: impl Fn() -> libc::c_int) -> std::io::Result<()> {
+    let mut made = make();
+    if made != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
+        // SAFETY: a valid directory descriptor and a NUL-terminated name.
+        unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), 0) };
+        made = make();
+    }
+    if made != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn c_name(name: &[u8]) -> Result<std::ffi::CString, String> {

@@ -6,13 +6,13 @@
 //! must flag the copy. (fsoc-core's tests/data_checksums.rs runs 1,000 such copies in
 //! process; this test shows the same through the command, on image files.)
 
+#[path = "../../fsoc-core/tests/common/data_pages.rs"]
+mod shared_pages;
 mod support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use fsoc_core::fs::records::{allocation_key, parse_allocation_key, Extent, RecordKind};
-use fsoc_core::txn::store::LogNodeStore;
 use fsoc_core::{FileSystem, FsConfig};
 use fsoc_media::rng::SeededRng;
 use fsoc_media::store::PageStore;
@@ -39,27 +39,11 @@ fn source_tree(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     files
 }
 
-/// Every data page in use: (inode, physical page), from the extent records.
+/// Every data page in use: (inode, physical page).
 fn data_pages(image: &Path) -> Vec<(u64, PageAddress)> {
     let mut fs =
         FileSystem::mount(SimFlash::open_image(image).expect("open image"), FsConfig::default()).expect("mount");
-    let layout = fs.layout();
-    let volume = &mut fs.craft();
-    let store = LogNodeStore::new(volume.log);
-    let mut pages = Vec::new();
-    let mut key = allocation_key(0, RecordKind::Inode, 0);
-    while let Some((found, value)) = volume.allocation.first_after(&store, &key).expect("tree walk") {
-        if let Some((inode, kind, first_page)) = parse_allocation_key(&found) {
-            if kind == RecordKind::Extent as u8 {
-                let extent = Extent::decode(first_page, &value).expect("extent");
-                for page in extent.first_page..extent.end_page() {
-                    pages.push((inode, layout.physical(extent.address_of(page))));
-                }
-            }
-        }
-        key = found;
-    }
-    pages
+    shared_pages::data_pages(&mut fs).into_iter().map(|(inode, _, page)| (inode, page)).collect()
 }
 
 #[test]

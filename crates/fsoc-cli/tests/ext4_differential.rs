@@ -16,16 +16,21 @@ use std::process::Command;
 
 use support::{fsoc, require, run, run_ok, Volume, PROGRAM_TIMEOUT};
 
-/// Python, run in the directory under test: each step prints `name: ok` or `name: ERRNO`.
-const SCRIPT: &str = r#"
-import errno, fcntl, os, struct, subprocess
-FLAGS = {"i": 0x10, "a": 0x20, "A": 0x80, "d": 0x40, "S": 0x08}
+/// What every script starts with: `step` runs one action in the directory under test and
+/// prints `name: ok` (with the action's value, if any) or `name: ERRNO`.
+const PRELUDE: &str = r#"
+import errno, fcntl, os, socket, stat, struct
 def step(name, action):
     try:
         result = action()
         print(f"{name}: ok" + ("" if result is None else f" {result}"))
     except OSError as error:
         print(f"{name}: {errno.errorcode[error.errno]}")
+"#;
+
+/// Inode flags: set by ioctl as chattr does, then every operation ext4 refuses or allows.
+const SCRIPT: &str = r#"
+FLAGS = {"i": 0x10, "a": 0x20, "A": 0x80, "d": 0x40, "S": 0x08}
 def flags(path):
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
@@ -117,13 +122,6 @@ step("flags f", lambda: flags("f"))
 
 /// Device nodes, FIFOs and sockets: made, stat'ed, listed, renamed, linked, removed.
 const SPECIAL_SCRIPT: &str = r#"
-import errno, os, socket, stat
-def step(name, action):
-    try:
-        result = action()
-        print(f"{name}: ok" + ("" if result is None else f" {result}"))
-    except OSError as error:
-        print(f"{name}: {errno.errorcode[error.errno]}")
 def describe(path):
     st = os.lstat(path)
     return f"{stat.filemode(st.st_mode)} {os.major(st.st_rdev)},{os.minor(st.st_rdev)} {st.st_size} {st.st_nlink}"
@@ -157,8 +155,9 @@ fn run_script(directory: &Path) -> String {
     run_python(directory, SCRIPT)
 }
 
+/// Runs `script` after `PRELUDE` in `directory`.
 fn run_python(directory: &Path, script: &str) -> String {
-    run_ok(Command::new("python3").arg("-c").arg(script).current_dir(directory)).stdout
+    run_ok(Command::new("python3").arg("-c").arg(format!("{PRELUDE}{script}")).current_dir(directory)).stdout
 }
 
 /// Each line of `found` equals ext4's.
@@ -279,14 +278,12 @@ fn the_label_through_the_mount_and_the_image_tools() {
     );
     let mounted = volume.mount();
     let script = r#"
-import fcntl, os
 fd = os.open(".", os.O_RDONLY)
 print(fcntl.ioctl(fd, 0x81009431, b"\0" * 256).rstrip(b"\0").decode())
 fcntl.ioctl(fd, 0x41009432, b"flash-b".ljust(256, b"\0"))
 print(fcntl.ioctl(fd, 0x81009431, b"\0" * 256).rstrip(b"\0").decode())
 "#;
-    let output = run_ok(Command::new("python3").arg("-c").arg(script).current_dir(mounted.root()));
-    assert_eq!(output.stdout, "flash-a\nflash-b\n");
+    assert_eq!(run_python(mounted.root(), script), "flash-a\nflash-b\n");
     mounted.unmount();
     let output = fsoc(&["label", volume.image_arg()]);
     assert_eq!(output.stdout, "flash-b\n", "{}", output.text());

@@ -9,9 +9,11 @@
 //! damaged file's read is EIO; and fsck's data pass flags every damaged copy.
 //! Replay one copy with FSOC_SEED=N (decimal).
 mod common;
+#[path = "common/data_pages.rs"]
+mod shared_pages;
 
 use common::*;
-use fsoc_core::fs::records::{allocation_key, parse_allocation_key, Extent, RecordKind};
+use fsoc_core::fs::records::{allocation_key, Extent, RecordKind};
 use fsoc_core::txn::store::LogNodeStore;
 use fsoc_core::{FileSystem, FsConfig, FsError, OpenFlags};
 use fsoc_flash::PageAddress;
@@ -71,28 +73,10 @@ fn build() -> (SimFlash, Vec<(String, Vec<u8>)>) {
     (fs.into_flash_without_commit(), files)
 }
 
-/// Every file data page in use: (inode, file page, where it is on the chips), from the extent
-/// records (read through the tree, not through the code under test's read path).
+/// Every file data page in use, on a mounted copy of `flash`.
 fn data_pages(flash: &SimFlash) -> Vec<(u64, u64, PageAddress)> {
     let mut fs = FileSystem::mount(flash.clone(), FsConfig::default()).expect("mount");
-    let layout = fs.layout();
-    let volume = &mut fs.craft();
-    let store = LogNodeStore::new(volume.log);
-    let mut pages = Vec::new();
-    let mut key = allocation_key(0, RecordKind::Inode, 0);
-    while let Some((found, value)) = volume.allocation.first_after(&store, &key).expect("tree walk") {
-        if let Some((inode, kind, first_page)) = parse_allocation_key(&found) {
-            if kind == RecordKind::Extent as u8 {
-                let extent = Extent::decode(first_page, &value).expect("extent");
-                assert_eq!(extent.checksums.len(), extent.page_count as usize, "every extent has checksums");
-                for page in extent.first_page..extent.end_page() {
-                    pages.push((inode, page, layout.physical(extent.address_of(page))));
-                }
-            }
-        }
-        key = found;
-    }
-    pages
+    shared_pages::data_pages(&mut fs)
 }
 
 /// Changes the stored bytes of `page` behind the ECC's back (the store keeps no ECC state in

@@ -193,30 +193,28 @@ fn opens_for_writing(flags: i32) -> bool {
     flags & libc::O_ACCMODE != libc::O_RDONLY
 }
 
-/// The open flags for a handle on `inode`. An append-only or sync file is opened for direct
-/// I/O: the kernel's write-back cache would otherwise send its writes later and in any order
-/// (an append-only file refuses a write past its end; a sync file's writes must be durable
-/// when write(2) returns).
-fn open_flags<F: Flash>(state: &MountState<F>, inode: u64) -> FopenFlags {
-    use fsoc_core::fs::attributes::{FS_APPEND_FL, FS_SYNC_FL};
-    match state.fs.inode_flags(inode) {
-        Ok(flags) if flags & (FS_APPEND_FL | FS_SYNC_FL) != 0 => OPEN_FLAGS | FopenFlags::FOPEN_DIRECT_IO,
-        _ => OPEN_FLAGS,
-    }
-}
-
-/// Opens `inode` for a new handle: takes an fsoc open count (released in `release`). An
-/// immutable or append-only file refuses what ext4 refuses (`FileSystem::check_open`).
-fn open_file<F: Flash>(state: &mut MountState<F>, inode: u64, flags: i32) -> Result<u64, Errno> {
-    let write = opens_for_writing(flags);
-    state
+/// Opens `inode` for a new handle, the one way open and create do it: the open is checked
+/// against the inode's flags (an immutable or append-only file refuses what ext4 refuses,
+/// `FileSystem::check_open`), O_TRUNC truncates (the kernel normally truncates with setattr
+/// first; this covers it being passed through), and an fsoc open count is taken (released in
+/// `release`). An append-only or sync file is opened for direct I/O: the kernel's write-back
+/// cache would otherwise send its writes later and in any order (an append-only file refuses
+/// a write past its end; a sync file's writes must be durable when write(2) returns).
+fn open_file<F: Flash>(state: &mut MountState<F>, inode: u64, flags: i32) -> Result<(u64, FopenFlags), Errno> {
+    use fsoc_core::fs::records::{INODE_FLAG_APPEND, INODE_FLAG_SYNC};
+    let truncate = flags & libc::O_TRUNC != 0;
+    let record = state
         .fs
-        .check_open(inode, write, flags & libc::O_APPEND != 0, write && flags & libc::O_TRUNC != 0)
+        .check_open(inode, opens_for_writing(flags), flags & libc::O_APPEND != 0, truncate)
         .map_err(fs_error)?;
+    if truncate && record.size != 0 {
+        state.fs.truncate(inode, 0).map_err(fs_error)?;
+    }
     let handle = state.handles_mut().allocate_handle()?;
     state.fs.open_inode(inode).map_err(fs_error)?;
     state.handles_mut().files.insert(handle, OpenFile { inode, append: flags & libc::O_APPEND != 0 });
-    Ok(handle)
+    let direct = record.flags & (INODE_FLAG_APPEND | INODE_FLAG_SYNC) != 0;
+    Ok((handle, if direct { OPEN_FLAGS | FopenFlags::FOPEN_DIRECT_IO } else { OPEN_FLAGS }))
 }
 
 impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
@@ -482,15 +480,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                 FileKind::Symlink => return Err(Errno::ELOOP),
                 _ => {}
             }
-            // The kernel normally truncates with setattr before open; honour O_TRUNC here too
-            // in case it is passed through (after the flags allow the open at all).
-            let write = opens_for_writing(flags.0);
-            let truncate = write && flags.0 & libc::O_TRUNC != 0;
-            state.fs.check_open(inode.0, write, flags.0 & libc::O_APPEND != 0, truncate).map_err(fs_error)?;
-            if truncate && record.size != 0 {
-                state.fs.truncate(inode.0, 0).map_err(fs_error)?;
-            }
-            Ok((open_file(state, inode.0, flags.0)?, open_flags(state, inode.0)))
+            open_file(state, inode.0, flags.0)
         });
         match result {
             Ok((handle, open_flags)) => reply.opened(FileHandle(handle), open_flags),
@@ -954,20 +944,12 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                         FileKind::Symlink => return Err(Errno::ELOOP),
                         _ => {}
                     }
-                    let truncate = flags & libc::O_TRUNC != 0;
-                    state
-                        .fs
-                        .check_open(inode, opens_for_writing(flags), flags & libc::O_APPEND != 0, truncate)
-                        .map_err(fs_error)?;
-                    if truncate {
-                        state.fs.truncate(inode, 0).map_err(fs_error)?;
-                    }
                     inode
                 }
                 Err(error) => return Err(error),
             };
-            let handle = open_file(state, inode, flags)?;
-            Ok((attributes(state, inode)?, handle, open_flags(state, inode)))
+            let (handle, open_flags) = open_file(state, inode, flags)?;
+            Ok((attributes(state, inode)?, handle, open_flags))
         });
         match result {
             Ok((attr, handle, open_flags)) => {

@@ -75,11 +75,6 @@ pub(crate) fn is_synchronous(record: &InodeRecord) -> bool {
 }
 
 impl<F: Flash> FileSystem<F> {
-    /// Whether this volume keeps attribute flags and a label (format version 3 on).
-    pub(crate) fn attributes_supported(&self) -> bool {
-        self.record_limits().attribute_flags
-    }
-
     /// The inode's flags as FS_IOC_GETFLAGS reports them (`FS_*_FL`); 0 on older volumes.
     pub fn inode_flags(&self, inode: u64) -> Result<u32, FsError> {
         Ok(to_linux(self.getattr(inode)?.flags))
@@ -99,7 +94,7 @@ impl<F: Flash> FileSystem<F> {
         if current.flags & INODE_ATTRIBUTE_FLAGS == wanted {
             return Ok(());
         }
-        if !self.attributes_supported() {
+        if !self.is_version3() {
             return Err(FsError::NotSupported);
         }
         let pinned = INODE_FLAG_IMMUTABLE | INODE_FLAG_APPEND;
@@ -117,21 +112,21 @@ impl<F: Flash> FileSystem<F> {
 
     /// EPERM when an open with these intentions may not proceed on `inode` (ext4's may_open):
     /// writing an immutable file; writing an append-only file without O_APPEND, or
-    /// truncating it.
-    pub fn check_open(&self, inode: u64, write: bool, append: bool, truncate: bool) -> Result<(), FsError> {
+    /// truncating either. Returns the inode's record (read for the check) to the opener.
+    pub fn check_open(&self, inode: u64, write: bool, append: bool, truncate: bool) -> Result<InodeRecord, FsError> {
         let record = self.getattr(inode)?;
-        if write && record.flags & INODE_FLAG_IMMUTABLE != 0 {
+        if (write || truncate) && record.flags & INODE_FLAG_IMMUTABLE != 0 {
             return Err(FsError::NotPermitted);
         }
         if record.flags & INODE_FLAG_APPEND != 0 && ((write && !append) || truncate) {
             return Err(FsError::NotPermitted);
         }
-        Ok(())
+        Ok(record)
     }
 
     /// The volume label (empty when none is set, and on volumes older than format version 3).
     pub fn label(&self) -> Result<Vec<u8>, FsError> {
-        if !self.attributes_supported() {
+        if !self.is_version3() {
             return Ok(Vec::new());
         }
         let label = self.tree_get(TreeId::Allocation, &allocation_key(ORPHAN_LIST_INODE, RecordKind::Label, 0))?;
@@ -151,7 +146,7 @@ impl<F: Flash> FileSystem<F> {
         if label.contains(&0) {
             return Err(FsError::InvalidArgument("a label may not hold a NUL byte"));
         }
-        if !self.attributes_supported() {
+        if !self.is_version3() {
             return Err(FsError::NotSupported);
         }
         self.ensure_space(0, SpaceUse::Metadata)?;

@@ -78,9 +78,8 @@ impl<F: Flash> FileSystem<F> {
             log_first: u64::from(crate::segment::layout::FIRST_LOG_SEGMENT) * pages_per_segment,
             log_end: u64::from(layout.segment_count()) * pages_per_segment,
             page_size_bytes: self.page_size(),
-            extent_checksums: self.data_checksums(),
-            attribute_flags: self.data_checksums(),
-            extent_pages_max: if self.data_checksums() {
+            version3: self.is_version3(),
+            extent_pages_max: if self.is_version3() {
                 extent_pages_max(Tree::max_entry_bytes(layout.page_size_bytes()))
             } else {
                 u32::MAX
@@ -88,14 +87,15 @@ impl<F: Flash> FileSystem<F> {
         }
     }
 
-    /// Whether this volume's extents carry a checksum of each data page (format version 3 on).
-    pub(crate) fn data_checksums(&self) -> bool {
+    /// Whether this volume has format version 3's records (`RecordLimits::version3`): data
+    /// checksums, attribute flags, special files, a label.
+    pub(crate) fn is_version3(&self) -> bool {
         self.volume.superblock.format_version >= FORMAT_VERSION_DATA_CHECKSUMS
     }
 
     /// The checksum an extent records for `content` (`None` on a volume without them).
     fn checksum_for(&self, content: &[u8]) -> Option<u32> {
-        self.data_checksums().then(|| page_checksum(content))
+        self.is_version3().then(|| page_checksum(content))
     }
 
     /// Checks a data page read from flash against the checksum its extent records: a page

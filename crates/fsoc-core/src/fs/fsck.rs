@@ -400,7 +400,7 @@ impl AllocationWalk {
             if kind == RecordKind::Orphan as u8 {
                 self.orphans.push(offset);
             } else if kind == RecordKind::Label as u8 {
-                if !self.limits.attribute_flags {
+                if !self.limits.version3 {
                     violations.push("a volume label on a volume older than format version 3".into());
                 } else if offset != 0 || value.is_empty() || value.len() > LABEL_BYTES_MAX || value.contains(&0) {
                     violations.push(format!("volume label record at offset {offset} of {} bytes", value.len()));

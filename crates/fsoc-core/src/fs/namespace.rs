@@ -117,7 +117,7 @@ impl<F: Flash> FileSystem<F> {
         if !kind.is_special() {
             return Err(FsError::InvalidArgument("create_special of a file, directory or symlink"));
         }
-        if !self.attributes_supported() {
+        if !self.is_version3() {
             return Err(FsError::NotSupported);
         }
         let rdev = if kind.is_device() { rdev } else { 0 };

@@ -298,13 +298,12 @@ pub struct RecordLimits {
     pub log_first: u64,
     pub log_end: u64,
     pub page_size_bytes: u64,
-    /// Whether extents carry data checksums (format version 3 on); they must on such a volume
-    /// and must not on an older one.
-    pub extent_checksums: bool,
+    /// Whether the volume has format version 3's records: extents with data checksums (which
+    /// they must then carry, and must not carry on an older volume), attribute flags, device
+    /// nodes, FIFOs and sockets, and a label under inode 0.
+    pub version3: bool,
     /// Most pages of a checksummed extent (`extent_pages_max`).
     pub extent_pages_max: u32,
-    /// Whether inode records may carry attribute flags and inode 0 a label (format version 3).
-    pub attribute_flags: bool,
 }
 
 impl RecordLimits {
@@ -323,14 +322,14 @@ impl RecordLimits {
                 Err("inline flag on a directory or symlink")
             }
             FileKind::Directory if inode != ROOT_INODE && record.parent == inode => Err("directory is its own parent"),
-            kind if kind.is_special() && !self.attribute_flags => {
+            kind if kind.is_special() && !self.version3 => {
                 Err("device node, FIFO or socket on a volume older than format version 3")
             }
             kind if kind.is_special() && (record.size != 0 || record.is_inline()) => {
                 Err("device node, FIFO or socket with contents")
             }
             FileKind::Fifo | FileKind::Socket if record.parent != 0 => Err("FIFO or socket with a device number"),
-            _ if !self.attribute_flags && record.flags & INODE_ATTRIBUTE_FLAGS != 0 => {
+            _ if !self.version3 && record.flags & INODE_ATTRIBUTE_FLAGS != 0 => {
                 Err("attribute flags on a volume older than format version 3")
             }
             _ => Ok(()),
@@ -348,7 +347,7 @@ impl RecordLimits {
         if extent.end_page() > self.file_bytes_max / self.page_size_bytes.max(1) {
             return Err("extent beyond the largest file");
         }
-        match (self.extent_checksums, extent.has_checksums()) {
+        match (self.version3, extent.has_checksums()) {
             (true, false) => Err("extent without data checksums on a volume that requires them"),
             (false, true) => Err("extent with data checksums on a volume older than format version 3"),
             (true, true) if extent.page_count > self.extent_pages_max => Err("checksummed extent longer than allowed"),
