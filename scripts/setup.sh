@@ -2,7 +2,8 @@
 # Installs what fsoc needs beyond the Rust toolchain. Idempotent; safe to run every time.
 # Debian packages: libclang-dev (bindgen for the littlefs2 benchmark peer), fuse3 (FUSE mount:
 # fusermount3), and the real programs the FUSE tests run on a mount: sqlite3, fio, dbench,
-# postmark, git, diffutils (diff -r), tar, findutils (find).
+# postmark, git, diffutils (diff -r), tar, findutils (find), and attr, acl and libcap2-bin
+# (getfattr/setfattr, getfacl/setfacl, setcap/getcap) for the extended-attribute tests.
 #
 # `scripts/setup.sh --vm` also installs what scripts/test-v9fs.sh needs to boot a real Linux
 # kernel with its 9P client under QEMU (qemu-system-x86, linux-image-amd64, busybox-static, cpio,
@@ -30,7 +31,7 @@ for argument in "$@"; do
   esac
 done
 need=()
-for package in libclang-dev fuse3 pkg-config sqlite3 fio dbench postmark git diffutils tar findutils; do
+for package in libclang-dev fuse3 pkg-config sqlite3 fio dbench postmark git diffutils tar findutils attr acl libcap2-bin; do
   dpkg -s "$package" >/dev/null 2>&1 || need+=("$package")
 done
 if [ ${#need[@]} -gt 0 ]; then

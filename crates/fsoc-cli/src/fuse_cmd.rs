@@ -100,7 +100,8 @@ pub struct MountArgs {
     /// Mount options as mount(8) takes them, comma-separated (may be repeated; applied after
     /// the flags above, later ones win): ro, rw, suid, nosuid, dev, nodev, exec, noexec, atime,
     /// noatime, relatime, strictatime, allow_other, no_allow_other, default_permissions,
-    /// commit=SECONDS, threads=N, writeback_cache, no_writeback_cache, log=PATH, and remount
+    /// commit=SECONDS, threads=N, writeback_cache, no_writeback_cache, xattr, noxattr (no
+    /// extended attributes), acl, noacl (no POSIX ACLs), log=PATH, and remount
     /// (change ro/rw and the flags of the live mount on MOUNTPOINT). Defaults as for a kernel
     /// file system: rw, exec, relatime, and suid and dev when root mounts (docs/MOUNT.md).
     #[arg(long = "options", short = 'o', value_name = "LIST", value_parser = mount_options::parse_strict)]
@@ -690,6 +691,8 @@ fn remount(mount_point: &Path, options: &MountOptions, list: RemountList) -> Res
         options.commit_interval_seconds.map(|_| "commit"),
         options.thread_count.map(|_| "threads"),
         options.writeback_cache.map(|_| "writeback_cache"),
+        options.xattrs.map(|_| "xattr"),
+        options.posix_acl.map(|_| "acl"),
         options.log.as_ref().map(|_| "log"),
     ];
     let fixed: Vec<&str> = fixed.into_iter().flatten().collect();

@@ -32,6 +32,10 @@ pub struct MountOptions {
     pub commit_interval_seconds: Option<u64>,
     pub thread_count: Option<u16>,
     pub writeback_cache: Option<bool>,
+    /// Extended attributes served (`xattr`/`noxattr`, as ext4's `user_xattr`).
+    pub xattrs: Option<bool>,
+    /// POSIX ACLs enforced (`acl`/`noacl`, as ext4's).
+    pub posix_acl: Option<bool>,
     /// Where the background server appends its log lines.
     pub log: Option<PathBuf>,
     /// Change the options of a live mount (`mount -o remount,...`).
@@ -51,7 +55,7 @@ const FUSE_KERNEL_PREFIXES: [&str; 5] = ["user_id=", "group_id=", "rootmode=", "
 /// Every option name fsoc knows, for messages.
 pub const KNOWN_OPTIONS: &str = "ro, rw, suid, nosuid, dev, nodev, exec, noexec, atime, noatime, relatime, \
      strictatime, allow_other, no_allow_other, default_permissions, commit=SECONDS, threads=N, writeback_cache, \
-     no_writeback_cache, log=PATH, remount";
+     no_writeback_cache, xattr, noxattr, acl, noacl, log=PATH, remount";
 
 /// Parses a comma-separated option list. With `sloppy` (mount -s), unknown options are
 /// returned as warnings instead of refused.
@@ -133,6 +137,10 @@ impl MountOptions {
             }
             "writeback_cache" => self.writeback_cache = flag(value, true)?,
             "no_writeback_cache" => self.writeback_cache = flag(value, false)?,
+            "xattr" | "user_xattr" => self.xattrs = flag(value, true)?,
+            "noxattr" | "nouser_xattr" => self.xattrs = flag(value, false)?,
+            "acl" => self.posix_acl = flag(value, true)?,
+            "noacl" => self.posix_acl = flag(value, false)?,
             "remount" => {
                 flag(value, true)?;
                 self.remount = true;
@@ -175,6 +183,8 @@ impl MountOptions {
             commit_interval_seconds: later.commit_interval_seconds.or(self.commit_interval_seconds),
             thread_count: later.thread_count.or(self.thread_count),
             writeback_cache: later.writeback_cache.or(self.writeback_cache),
+            xattrs: later.xattrs.or(self.xattrs),
+            posix_acl: later.posix_acl.or(self.posix_acl),
             log: later.log.clone().or_else(|| self.log.clone()),
             remount: later.remount || self.remount,
         }
@@ -209,6 +219,12 @@ impl MountOptions {
         if let Some(writeback_cache) = self.writeback_cache {
             config.writeback_cache = writeback_cache;
         }
+        if let Some(xattrs) = self.xattrs {
+            config.xattrs = xattrs;
+        }
+        if let Some(posix_acl) = self.posix_acl {
+            config.posix_acl = posix_acl;
+        }
     }
 
     /// The same options as a list `parse` reads back (without `remount` and mount(8)'s own
@@ -227,6 +243,8 @@ impl MountOptions {
         push(self.execute, "exec", "noexec");
         push(self.allow_other, "allow_other", "no_allow_other");
         push(self.writeback_cache, "writeback_cache", "no_writeback_cache");
+        push(self.xattrs, "xattr", "noxattr");
+        push(self.posix_acl, "acl", "noacl");
         if let Some(access_time) = self.access_time {
             names.push(access_time.to_string());
         }
@@ -269,13 +287,15 @@ mod tests {
 
     #[test]
     fn every_flag_option_sets_its_setting() {
-        let on_off: [(&str, &str, Setting); 7] = [
+        let on_off: [(&str, &str, Setting); 9] = [
             ("ro", "rw", |options| options.read_only),
             ("suid", "nosuid", |options| options.set_user_id),
             ("dev", "nodev", |options| options.devices),
             ("exec", "noexec", |options| options.execute),
             ("allow_other", "no_allow_other", |options| options.allow_other),
             ("writeback_cache", "no_writeback_cache", |options| options.writeback_cache),
+            ("xattr", "noxattr", |options| options.xattrs),
+            ("acl", "noacl", |options| options.posix_acl),
             ("remount", "remount", |options| Some(options.remount)),
         ];
         for (on, off, setting) in on_off {
@@ -355,7 +375,7 @@ mod tests {
     #[test]
     fn options_survive_a_round_trip_through_a_list() {
         let options = parsed(
-            "ro,nosuid,dev,noexec,strictatime,no_allow_other,no_writeback_cache,commit=7,threads=3,log=/tmp/fsoc.log",
+            "ro,nosuid,dev,noexec,strictatime,no_allow_other,no_writeback_cache,noxattr,acl,commit=7,threads=3,log=/tmp/fsoc.log",
         );
         let list = options.to_list().expect("representable");
         assert_eq!(parsed(&list), options, "{list}");

@@ -88,9 +88,14 @@ fn main() {
     write_file(&mut fs, "/docs/readme.md", &b"# fsoc golden image\n".repeat(200));
     write_file(&mut fs, "/data/pattern.bin", &pattern());
     fs.symlink_path(b"docs/readme.md", b"/readme-link").expect("symlink");
+    // Format version 4 on: extended attributes, one of them a 5,000-byte value in chunks.
+    let hello = fs.stat(b"/hello.txt").expect("stat").0;
+    let pattern_inode = fs.stat(b"/data/pattern.bin").expect("stat").0;
+    let any = fsoc_core::fs::xattrs::XattrMode::Any;
+    fs.set_xattr(hello, b"user.golden", b"yes", any).expect("xattr");
+    fs.set_xattr(pattern_inode, b"trusted.long", &[0x5a; 5000], any).expect("xattr");
     // Format version 3 on: a label and attribute flags (append-only and nodump on the pattern).
     fs.set_label(b"golden").expect("label");
-    let pattern_inode = fs.stat(b"/data/pattern.bin").expect("stat").0;
     let flags = fsoc_core::fs::attributes::FS_APPEND_FL | fsoc_core::fs::attributes::FS_NODUMP_FL;
     fs.set_inode_flags(pattern_inode, flags, true).expect("flags");
     fs.commit().expect("full commit");
@@ -100,6 +105,8 @@ fn main() {
     write_file(&mut fs, "/hello.txt", b"hello again, changed by a delta commit\n");
     fs.mkdir(b"/late", 0o755).expect("mkdir");
     fs.unlink(b"/docs/readme.md").expect("unlink");
+    let notes = fs.stat(b"/docs/notes").expect("stat").0;
+    fs.set_xattr(notes, b"security.delta", b"after the full commit", any).expect("xattr");
     fs.transact().expect("delta commit");
     assert!(!fs.committed().delta.is_empty(), "the newest commit must be a delta commit");
     let flash = fs.into_flash_without_commit();

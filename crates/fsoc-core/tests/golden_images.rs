@@ -121,6 +121,18 @@ fn golden_image_of_format_version_3_reads_back() {
     assert_eq!(fs.inode_flags(pattern).expect("flags"), flags);
 }
 
+/// Format version 4: extended attributes (allocation record kind 6), one set after the full
+/// commit (replayed from the delta).
+#[test]
+fn golden_image_of_format_version_4_reads_back() {
+    let fs = check_golden(include_bytes!("fixtures/golden-v4.sparse"), "golden-v4", 4);
+    assert_eq!(fs.label().expect("label"), b"golden");
+    let inode = |path: &str| fs.stat(path.as_bytes()).expect("stat").0;
+    assert_eq!(fs.get_xattr(inode("/hello.txt"), b"user.golden").expect("xattr"), b"yes");
+    assert_eq!(fs.get_xattr(inode("/data/pattern.bin"), b"trusted.long").expect("xattr"), vec![0x5a; 5000]);
+    assert_eq!(fs.get_xattr(inode("/docs/notes"), b"security.delta").expect("xattr"), b"after the full commit");
+}
+
 /// A volume of a format version this build does not know (the golden image's superblocks
 /// rewritten as the next version, with valid checksums) is refused by name, read-only or not:
 /// a typed error stating both versions, not a panic and not "corrupt".

@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fsoc_core::fs::{FileKind, FsError, InodeRecord};
+use fsoc_core::fs::xattrs::XattrMode;
+use fsoc_core::fs::{FileKind, FsError, InodeRecord, NewInode};
 use fsoc_media::Flash;
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
@@ -44,11 +45,21 @@ pub struct FsocFuse<F: Flash> {
     /// Asked for `writeback_cache`; `writeback` says whether the kernel granted it.
     writeback_cache: bool,
     writeback: AtomicBool,
+    /// Extended attributes are served (the volume has them and the mount did not say
+    /// `noxattr`); otherwise every xattr call is ENOSYS, after which the kernel stops asking.
+    xattrs: bool,
+    /// POSIX ACLs are enforced by the kernel from `system.posix_acl_*` (FUSE_POSIX_ACL).
+    posix_acl: bool,
 }
 
 impl<F: Flash> FsocFuse<F> {
-    pub fn new(lock: std::sync::Arc<VolumeLock<F>>, writeback_cache: bool) -> Self {
-        FsocFuse { lock, writeback_cache, writeback: AtomicBool::new(false) }
+    /// `xattrs` and `posix_acl` are what the mount asked for; both need a volume of format
+    /// version 4 (older ones keep no attributes).
+    pub fn new(lock: std::sync::Arc<VolumeLock<F>>, writeback_cache: bool, xattrs: bool, posix_acl: bool) -> Self {
+        let volume_has_xattrs =
+            lock.read_on("init", None, |state| Ok(state.fs.superblock().format_version >= 4)).unwrap_or(false);
+        let xattrs = xattrs && volume_has_xattrs;
+        FsocFuse { lock, writeback_cache, writeback: AtomicBool::new(false), xattrs, posix_acl: posix_acl && xattrs }
     }
 
     /// With the kernel's write-back cache, the kernel decides every write's offset (it keeps
@@ -111,8 +122,8 @@ fn create_entry<F: Flash>(
     parent: u64,
     name: &[u8],
     kind: FileKind,
-    mode: u32,
-    symlink_target: Option<&[u8]>,
+    (mode, umask): (u32, u32),
+    target: EntryTarget<'_>,
 ) -> Result<(u64, InodeRecord), Errno> {
     let (uid, gid) = request;
     let directory = state.fs.getattr(parent).map_err(fs_error)?;
@@ -120,9 +131,48 @@ fn create_entry<F: Flash>(
         return Err(Errno::ENOTDIR);
     }
     let (gid, mode) = new_entry_group_and_mode(&directory, kind, gid, mode);
-    let inode = state.fs.create(parent, name, kind, mode, uid, gid, symlink_target).map_err(fs_error)?;
+    let (symlink_target, rdev) = match target {
+        EntryTarget::None => (None, 0),
+        EntryTarget::Symlink(target) => (Some(target), 0),
+        EntryTarget::Device(rdev) => (None, rdev),
+    };
+    // The kernel leaves the umask to the file system (FUSE_DONT_MASK): a directory's default
+    // ACL replaces it (fsoc-core's create_masked).
+    let new = NewInode { kind, mode, umask, uid, gid, rdev, symlink_target };
+    let inode = state.fs.create_masked(parent, name, &new).map_err(|error| match error {
+        // mknod(2): EPERM for a node type the file system does not support (a volume older
+        // than format version 3 keeps only files, directories and symlinks).
+        FsError::NotSupported if kind.is_special() => Errno::EPERM,
+        error => fs_error(error),
+    })?;
     let record = state.fs.getattr(inode).map_err(fs_error)?;
     Ok((inode, record))
+}
+
+/// An attribute list (NUL-terminated names) without its `trusted.` names.
+fn without_trusted_names(list: &[u8]) -> Vec<u8> {
+    let names = list.split_inclusive(|&byte| byte == 0);
+    names.filter(|name| !name.starts_with(b"trusted.")).flatten().copied().collect()
+}
+
+/// A getxattr or listxattr answer: the size alone when the caller asked with size 0, the bytes
+/// when they fit, ERANGE when they do not (getxattr(2)).
+fn reply_xattr_bytes(result: Result<Vec<u8>, Errno>, size: u32, reply: ReplyXattr) {
+    match result {
+        Ok(bytes) if size == 0 => reply.size(u32::try_from(bytes.len()).unwrap_or(u32::MAX)),
+        Ok(bytes) if bytes.len() <= size as usize => reply.data(&bytes),
+        Ok(_) => reply.error(Errno::ERANGE),
+        Err(error) => reply.error(error),
+    }
+}
+
+/// What a new entry points at beyond its kind.
+#[derive(Clone, Copy)]
+enum EntryTarget<'a> {
+    None,
+    Symlink(&'a [u8]),
+    /// A device node's number (`dev_t`); 0 for FIFOs and sockets.
+    Device(u64),
 }
 
 fn attributes<F: Flash>(state: &MountState<F>, inode: u64) -> Result<fuser::FileAttr, Errno> {
@@ -200,13 +250,22 @@ fn opens_for_writing(flags: i32) -> bool {
 /// `release`). An append-only or sync file is opened for direct I/O: the kernel's write-back
 /// cache would otherwise send its writes later and in any order (an append-only file refuses
 /// a write past its end; a sync file's writes must be durable when write(2) returns).
-fn open_file<F: Flash>(state: &mut MountState<F>, inode: u64, flags: i32) -> Result<(u64, FopenFlags), Errno> {
+fn open_file<F: Flash>(
+    state: &mut MountState<F>,
+    caller_uid: u32,
+    inode: u64,
+    flags: i32,
+) -> Result<(u64, FopenFlags), Errno> {
     use fsoc_core::fs::records::{INODE_FLAG_APPEND, INODE_FLAG_SYNC};
     let truncate = flags & libc::O_TRUNC != 0;
     let record = state
         .fs
         .check_open(inode, opens_for_writing(flags), flags & libc::O_APPEND != 0, truncate)
         .map_err(fs_error)?;
+    if truncate {
+        // As a truncate by setattr (FUSE_HANDLE_KILLPRIV_V2; see `setattr`).
+        state.fs.kill_privileges(inode, caller_uid != 0).map_err(fs_error)?;
+    }
     if truncate && record.size != 0 {
         state.fs.truncate(inode, 0).map_err(fs_error)?;
     }
@@ -232,6 +291,16 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         let _ = config.add_capabilities(InitFlags::FUSE_EXPORT_SUPPORT);
         if self.writeback_cache && config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).is_ok() {
             self.writeback.store(true, Ordering::Relaxed);
+        }
+        // POSIX ACLs as ext4's `acl` option gives them: the kernel checks permissions against
+        // the lists (reading them with getxattr and caching them) and leaves the umask to the
+        // file system, which applies a directory's default ACL instead when it has one.
+        // Set-id bits and file capabilities are taken away by the server on write, truncate
+        // and chown (`kill_privileges`). Without it the kernel asks for `security.capability`
+        // before every write: 4-byte writes ran at 47,000/s instead of 1,000,000/s.
+        let _ = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
+        if self.posix_acl && config.add_capabilities(InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK).is_err() {
+            log::warn!("the kernel does not offer POSIX ACLs to FUSE: mounted without them");
         }
         Ok(())
     }
@@ -283,7 +352,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
 
     fn setattr(
         &self,
-        _request: &Request,
+        request: &Request,
         inode: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -302,6 +371,13 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         // Permission rules (who may chmod, chown, set times, and which set-id bits survive)
         // were applied by the kernel: the mount uses `default_permissions`.
         let result = self.lock.run_on("setattr", Some(inode.0), |state| {
+            // FUSE_HANDLE_KILLPRIV_V2: a truncate or a chown takes the file capability away
+            // and, as the kernel would, the set-id bits (a truncate only when the caller is not
+            // root: fuser does not pass the kernel's FATTR_KILL_SUIDGID, docs/MOUNT.md).
+            let chown = uid.is_some() || gid.is_some();
+            if size.is_some() || chown {
+                state.fs.kill_privileges(inode.0, chown || request.uid() != 0).map_err(fs_error)?;
+            }
             if let Some(size) = size {
                 state.fs.truncate(inode.0, size).map_err(fs_error)?;
             }
@@ -345,7 +421,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
@@ -360,21 +436,9 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             },
         };
         let caller = (request.uid(), request.gid());
+        let target = if kind == FileKind::File { EntryTarget::None } else { EntryTarget::Device(rdev_from_fuse(rdev)) };
         let result = self.lock.run_on("mknod", Some(parent.0), |state| {
-            let (inode, record) = if kind == FileKind::File {
-                create_entry(state, caller, parent.0, name.as_bytes(), FileKind::File, mode, None)?
-            } else {
-                let directory = state.fs.getattr(parent.0).map_err(fs_error)?;
-                if directory.kind != FileKind::Directory {
-                    return Err(Errno::ENOTDIR);
-                }
-                let (gid, mode) = new_entry_group_and_mode(&directory, kind, caller.1, mode);
-                let inode = state
-                    .fs
-                    .create_special(parent.0, name.as_bytes(), kind, mode & 0o7777, caller.0, gid, rdev_from_fuse(rdev))
-                    .map_err(|error| if error == FsError::NotSupported { Errno::EPERM } else { fs_error(error) })?;
-                (inode, state.fs.getattr(inode).map_err(fs_error)?)
-            };
+            let (inode, record) = create_entry(state, caller, parent.0, name.as_bytes(), kind, (mode, umask), target)?;
             Ok(file_attr(inode, &record, page_size(state)))
         });
         match result {
@@ -383,11 +447,18 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         }
     }
 
-    fn mkdir(&self, request: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+    fn mkdir(&self, request: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let caller = (request.uid(), request.gid());
         let result = self.lock.run_on("mkdir", Some(parent.0), |state| {
-            let (inode, record) =
-                create_entry(state, caller, parent.0, name.as_bytes(), FileKind::Directory, mode, None)?;
+            let (inode, record) = create_entry(
+                state,
+                caller,
+                parent.0,
+                name.as_bytes(),
+                FileKind::Directory,
+                (mode, umask),
+                EntryTarget::None,
+            )?;
             Ok(file_attr(inode, &record, page_size(state)))
         });
         match result {
@@ -419,8 +490,15 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         let caller = (request.uid(), request.gid());
         let target = target.as_os_str().as_bytes();
         let result = self.lock.run_on("symlink", Some(parent.0), |state| {
-            let (inode, record) =
-                create_entry(state, caller, parent.0, link_name.as_bytes(), FileKind::Symlink, 0o777, Some(target))?;
+            let (inode, record) = create_entry(
+                state,
+                caller,
+                parent.0,
+                link_name.as_bytes(),
+                FileKind::Symlink,
+                (0o777, 0),
+                EntryTarget::Symlink(target),
+            )?;
             Ok(file_attr(inode, &record, page_size(state)))
         });
         match result {
@@ -472,7 +550,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         }
     }
 
-    fn open(&self, _request: &Request, inode: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, request: &Request, inode: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let result = self.lock.run_on("open", Some(inode.0), |state| {
             let record = state.fs.getattr(inode.0).map_err(fs_error)?;
             match record.kind {
@@ -480,7 +558,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                 FileKind::Symlink => return Err(Errno::ELOOP),
                 _ => {}
             }
-            open_file(state, inode.0, flags.0)
+            open_file(state, request.uid(), inode.0, flags.0)
         });
         match result {
             Ok((handle, open_flags)) => reply.opened(FileHandle(handle), open_flags),
@@ -522,7 +600,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         handle: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
@@ -534,6 +612,10 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             // O_APPEND: the end of file is read under the lock, so concurrent appenders never
             // overwrite each other.
             let offset = if append { state.fs.getattr(inode.0).map_err(fs_error)?.size } else { offset };
+            // FUSE_HANDLE_KILLPRIV_V2: the write takes the file capability away, and the set-id
+            // bits when the kernel says the writer may not keep them.
+            let set_id_bits = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+            state.fs.kill_privileges(inode.0, set_id_bits).map_err(fs_error)?;
             if kernel_places_writes {
                 // The kernel keeps the file's times and sends them with setattr.
                 state.fs.write_keeping_times(inode.0, offset, data).map_err(fs_error)
@@ -727,34 +809,64 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         }
     }
 
-    // fsoc stores no extended attributes yet. ENOSYS tells the kernel so once: it then
-    // answers every later xattr call itself with EOPNOTSUPP (as a file system without xattr
-    // support does; `cp -a` copies without them) and stops asking, which matters because it
-    // otherwise asks for `security.capability` before every write (130,697 of PostMark's
-    // 242,000 requests were such lookups, each a round trip through the mount).
+    // Extended attributes (fsoc-core's xattrs module). Without them (`noxattr`, or a volume
+    // older than format version 4) ENOSYS tells the kernel so once: it then answers every
+    // later xattr call itself with EOPNOTSUPP and stops asking.
     fn setxattr(
         &self,
         _request: &Request,
-        _inode: INodeNo,
-        _name: &OsStr,
-        _value: &[u8],
-        _flags: i32,
+        inode: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        reply.error(Errno::ENOSYS);
+        if !self.xattrs {
+            return reply.error(Errno::ENOSYS);
+        }
+        let result = self.lock.run_on("setxattr", Some(inode.0), |state| {
+            let mode = XattrMode::from_flags(flags).map_err(fs_error)?;
+            state.fs.set_xattr(inode.0, name.as_bytes(), value, mode).map_err(fs_error)
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
     }
 
-    fn getxattr(&self, _request: &Request, _inode: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
-        reply.error(Errno::ENOSYS);
+    fn getxattr(&self, _request: &Request, inode: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if !self.xattrs {
+            return reply.error(Errno::ENOSYS);
+        }
+        let result = self
+            .lock
+            .read_on("getxattr", Some(inode.0), |state| state.fs.get_xattr(inode.0, name.as_bytes()).map_err(fs_error));
+        reply_xattr_bytes(result, size, reply);
     }
 
-    fn listxattr(&self, _request: &Request, _inode: INodeNo, _size: u32, reply: ReplyXattr) {
-        reply.error(Errno::ENOSYS);
+    fn listxattr(&self, request: &Request, inode: INodeNo, size: u32, reply: ReplyXattr) {
+        if !self.xattrs {
+            return reply.error(Errno::ENOSYS);
+        }
+        let result =
+            self.lock.read_on("listxattr", Some(inode.0), |state| state.fs.list_xattrs(inode.0).map_err(fs_error));
+        // trusted. names are listed only to a privileged caller (CAP_SYS_ADMIN; root here), as
+        // ext4 lists them.
+        let result = result.map(|list| if request.uid() == 0 { list } else { without_trusted_names(&list) });
+        reply_xattr_bytes(result, size, reply);
     }
 
-    fn removexattr(&self, _request: &Request, _inode: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::ENOSYS);
+    fn removexattr(&self, _request: &Request, inode: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if !self.xattrs {
+            return reply.error(Errno::ENOSYS);
+        }
+        match self.lock.run_on("removexattr", Some(inode.0), |state| {
+            state.fs.remove_xattr(inode.0, name.as_bytes()).map_err(fs_error)
+        }) {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(error),
+        }
     }
 
     /// SEEK_DATA and SEEK_HOLE (the kernel answers SEEK_SET, SEEK_CUR and SEEK_END itself),
@@ -928,13 +1040,22 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
         let caller = (request.uid(), request.gid());
         let result = self.lock.run_on("create", Some(parent.0), |state| {
-            let inode = match create_entry(state, caller, parent.0, name.as_bytes(), FileKind::File, mode, None) {
+            let created = create_entry(
+                state,
+                caller,
+                parent.0,
+                name.as_bytes(),
+                FileKind::File,
+                (mode, umask),
+                EntryTarget::None,
+            );
+            let inode = match created {
                 Ok((inode, _)) => inode,
                 // Someone else created it since the kernel looked: open it, unless O_EXCL.
                 Err(error) if error == Errno::EEXIST && flags & libc::O_EXCL == 0 => {
@@ -948,7 +1069,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                 }
                 Err(error) => return Err(error),
             };
-            let (handle, open_flags) = open_file(state, inode, flags)?;
+            let (handle, open_flags) = open_file(state, caller.0, inode, flags)?;
             Ok((attributes(state, inode)?, handle, open_flags))
         });
         match result {

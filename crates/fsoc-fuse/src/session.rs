@@ -56,6 +56,11 @@ pub struct MountConfig {
     /// also what `atime` gives), `noatime` or `strictatime` (root only). A mount flag only: the
     /// kernel leaves a FUSE file's atime to the server.
     pub access_time: &'static str,
+    /// Serve extended attributes (`xattr`; off: `noxattr`, which also turns ACLs off). Needs
+    /// a volume of format version 4; an older volume is mounted without them.
+    pub xattrs: bool,
+    /// Enforce POSIX ACLs (`acl`, the default as on ext4; off: `noacl`).
+    pub posix_acl: bool,
 }
 
 /// Default periodic transaction point of a mount.
@@ -74,6 +79,8 @@ impl Default for MountConfig {
             devices: is_root(),
             execute: true,
             access_time: "relatime",
+            xattrs: true,
+            posix_acl: true,
         }
     }
 }
@@ -340,20 +347,23 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
         check_config(config)?;
         let mount_point = check_mount_point(mount_point)?;
         let lock = Arc::new(VolumeLock::new(fs));
-        let session =
-            Session::new(FsocFuse::new(lock.clone(), config.writeback_cache), &mount_point, &fuser_config(config))
-                .map_err(|source| match source.raw_os_error() {
-                    Some(libc::EBUSY) => MountError::MountPointBusy(mount_point.clone()),
-                    Some(libc::ENOENT) if !Path::new(FUSE_DEVICE).exists() => MountError::FuseDeviceMissing,
-                    Some(libc::EACCES) if !fuse_device_accessible() => MountError::FuseDeviceNotAccessible,
-                    Some(libc::EPERM | libc::EACCES) => {
-                        MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
-                    }
-                    _ if source.kind() == io::ErrorKind::PermissionDenied => {
-                        MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
-                    }
-                    _ => MountError::Io { path: mount_point.clone(), source },
-                })?;
+        let session = Session::new(
+            FsocFuse::new(lock.clone(), config.writeback_cache, config.xattrs, config.posix_acl),
+            &mount_point,
+            &fuser_config(config),
+        )
+        .map_err(|source| match source.raw_os_error() {
+            Some(libc::EBUSY) => MountError::MountPointBusy(mount_point.clone()),
+            Some(libc::ENOENT) if !Path::new(FUSE_DEVICE).exists() => MountError::FuseDeviceMissing,
+            Some(libc::EACCES) if !fuse_device_accessible() => MountError::FuseDeviceNotAccessible,
+            Some(libc::EPERM | libc::EACCES) => {
+                MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
+            }
+            _ if source.kind() == io::ErrorKind::PermissionDenied => {
+                MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
+            }
+            _ => MountError::Io { path: mount_point.clone(), source },
+        })?;
         if config.access_time == ACCESS_TIME_STRICT {
             // Dropping `session` on error unmounts again.
             set_per_mount_flags(&mount_point, per_mount_flags(config))

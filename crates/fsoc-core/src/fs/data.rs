@@ -84,7 +84,13 @@ impl<F: Flash> FileSystem<F> {
             } else {
                 u32::MAX
             },
+            xattrs: self.has_xattrs(),
         }
+    }
+
+    /// Whether this volume may hold extended attributes (format version 4 on).
+    pub(crate) fn has_xattrs(&self) -> bool {
+        self.volume.superblock.format_version >= crate::fs::records::FORMAT_VERSION_XATTRS
     }
 
     /// Whether this volume has format version 3's records (`RecordLimits::version3`): data

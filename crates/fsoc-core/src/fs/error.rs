@@ -26,6 +26,9 @@ pub enum FsError {
     BadDescriptor,
     #[error("operation not permitted")]
     NotPermitted,
+    /// A default ACL set on an inode other than a directory (EACCES, as Linux answers).
+    #[error("permission denied")]
+    AccessDenied,
     #[error("file too large")]
     FileTooBig,
     #[error("device or resource busy")]
@@ -45,6 +48,15 @@ pub enum FsError {
     /// lseek's SEEK_DATA or SEEK_HOLE from an offset at or past the end (or no data after it).
     #[error("no such device or address (offset past the data)")]
     NoSuchOffset,
+    /// getxattr or removexattr of an extended attribute the inode does not have (ENODATA).
+    #[error("no such attribute")]
+    NoAttribute,
+    /// An extended attribute name empty or longer than 255 bytes (ERANGE, as Linux answers).
+    #[error("attribute name out of range")]
+    OutOfRange,
+    /// An extended attribute value over 64 KiB, or an attribute list over 64 KiB (E2BIG).
+    #[error("argument list too long")]
+    TooBig,
     #[error("I/O error: {0}")]
     Io(TxnError),
     #[error("corrupt volume: {0}")]
@@ -59,7 +71,9 @@ pub mod errno {
     pub const ENOENT: i32 = 2;
     pub const EIO: i32 = 5;
     pub const ENXIO: i32 = 6;
+    pub const E2BIG: i32 = 7;
     pub const EBADF: i32 = 9;
+    pub const EACCES: i32 = 13;
     pub const EBUSY: i32 = 16;
     pub const EEXIST: i32 = 17;
     pub const ENOTDIR: i32 = 20;
@@ -70,9 +84,11 @@ pub mod errno {
     pub const ENOSPC: i32 = 28;
     pub const EROFS: i32 = 30;
     pub const EMLINK: i32 = 31;
+    pub const ERANGE: i32 = 34;
     pub const ENAMETOOLONG: i32 = 36;
     pub const ENOTEMPTY: i32 = 39;
     pub const ELOOP: i32 = 40;
+    pub const ENODATA: i32 = 61;
     pub const EOPNOTSUPP: i32 = 95;
 }
 
@@ -88,10 +104,14 @@ impl FsError {
             FsError::NotEmpty => ENOTEMPTY,
             FsError::NoSpace => ENOSPC,
             FsError::NoSuchOffset => ENXIO,
+            FsError::NoAttribute => ENODATA,
+            FsError::OutOfRange => ERANGE,
+            FsError::TooBig => E2BIG,
             FsError::NameTooLong => ENAMETOOLONG,
             FsError::InvalidArgument(_) => EINVAL,
             FsError::BadDescriptor => EBADF,
             FsError::NotPermitted => EPERM,
+            FsError::AccessDenied => EACCES,
             FsError::FileTooBig => EFBIG,
             FsError::Busy => EBUSY,
             FsError::Loop => ELOOP,

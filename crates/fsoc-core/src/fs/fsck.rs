@@ -16,6 +16,7 @@ use crate::fs::records::{
     parse_allocation_key, parse_directory_key, DirectoryValue, Extent, FileKind, InodeRecord, RecordKind, RecordLimits,
     LABEL_BYTES_MAX, ORPHAN_LIST_INODE, ROOT_INODE,
 };
+use crate::fs::xattrs::{xattr_allowed_on, Keep, XattrAssembly, XattrEntry};
 use crate::fs::{validate_name, FileSystem, FsError, TreeId};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -33,6 +34,8 @@ pub struct FsckReport {
     pub allocation_nodes: u64,
     pub data_pages: u64,
     pub orphans: u64,
+    /// Extended attributes (format version 4 on).
+    pub xattrs: u64,
 }
 
 impl FsckReport {
@@ -142,8 +145,9 @@ impl<F: Flash> FileSystem<F> {
         })?;
         report.allocation_nodes = stats.node_count;
         walk.finish_inode(&mut violations.borrow_mut());
-        let AllocationWalk { mut inodes, orphans, data_pages, .. } = walk;
+        let AllocationWalk { mut inodes, orphans, data_pages, xattrs, .. } = walk;
         report.data_pages = data_pages;
+        report.xattrs = xattrs;
         for &orphan in &orphans {
             match facts_of_mut(&mut inodes, orphan) {
                 Some(facts) => facts.orphan = true,
@@ -371,6 +375,7 @@ struct CurrentInode {
     symlink_bytes: u64,
     symlink_chunks: u64,
     extent_end: u64,
+    xattrs: XattrAssembly<'static>,
 }
 
 /// The allocation tree's records, met in key order (inode, then record kind, then offset), so
@@ -381,11 +386,12 @@ struct AllocationWalk {
     orphans: Vec<u64>,
     current: Option<CurrentInode>,
     data_pages: u64,
+    xattrs: u64,
 }
 
 impl AllocationWalk {
     fn new(limits: RecordLimits) -> Self {
-        AllocationWalk { limits, inodes: Vec::new(), orphans: Vec::new(), current: None, data_pages: 0 }
+        AllocationWalk { limits, inodes: Vec::new(), orphans: Vec::new(), current: None, data_pages: 0, xattrs: 0 }
     }
 
     fn record(&mut self, key: &[u8], value: &[u8], references: &mut PageReferences, violations: &mut Violations) {
@@ -457,6 +463,17 @@ impl AllocationWalk {
                 references.run(u64::from(extent.address.0), u64::from(extent.page_count));
                 self.data_pages += u64::from(extent.page_count);
             }
+            k if k == RecordKind::Xattr as u8 => {
+                if !self.limits.xattrs {
+                    violations
+                        .push(format!("inode {inode}: an extended attribute on a volume older than format version 4"));
+                    return;
+                }
+                match current.xattrs.push(offset, value) {
+                    Ok(done) => Self::count_xattr(inode, &current.record, done, &mut self.xattrs, violations),
+                    Err(reason) => violations.push(format!("inode {inode}: {reason}")),
+                }
+            }
             k if k == RecordKind::Symlink as u8 => {
                 if current.record.kind != FileKind::Symlink || offset != current.symlink_chunks {
                     violations.push(format!("inode {inode}: symlink chunk {offset} out of place"));
@@ -506,13 +523,33 @@ impl AllocationWalk {
             symlink_bytes: 0,
             symlink_chunks: 0,
             extent_end: 0,
+            xattrs: XattrAssembly::new(Keep::Names),
         });
+    }
+
+    /// Counts a whole attribute and checks that its inode may carry it.
+    fn count_xattr(
+        inode: u64,
+        record: &InodeRecord,
+        entry: Option<XattrEntry>,
+        count: &mut u64,
+        violations: &mut Violations,
+    ) {
+        let Some(entry) = entry else { return };
+        *count += 1;
+        if !xattr_allowed_on(&entry.name, record) {
+            violations.push(format!("inode {inode}: attribute {} on a {:?}", printable(&entry.name), record.kind));
+        }
     }
 
     /// Checks what needs all of an inode's records.
     fn finish_inode(&mut self, violations: &mut Violations) {
-        let Some(current) = self.current.take() else { return };
+        let Some(mut current) = self.current.take() else { return };
         let (inode, record) = (current.inode, current.record);
+        match current.xattrs.finish() {
+            Ok(done) => Self::count_xattr(inode, &record, done, &mut self.xattrs, violations),
+            Err(reason) => violations.push(format!("inode {inode}: {reason}")),
+        }
         match record.kind {
             FileKind::File if record.is_inline() && current.inline_bytes.unwrap_or(0) != record.size => {
                 violations.push(format!("inode {inode}: inline data length differs from size {}", record.size));

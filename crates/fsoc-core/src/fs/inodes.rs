@@ -85,6 +85,7 @@ impl<F: Flash> FileSystem<F> {
                 self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Symlink, index))?;
             }
         }
+        self.remove_all_xattrs(inode)?;
         self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Inode, 0))?;
         Ok(())
     }
@@ -179,6 +180,8 @@ impl<F: Flash> FileSystem<F> {
             }
             if let Some(mode) = mode {
                 record.mode = mode & 0o7777;
+                // An access ACL follows the new permission bits (Linux's posix_acl_chmod).
+                fs.chmod_acl(inode, record.mode)?;
             }
             if let Some(uid) = uid {
                 record.uid = uid;

@@ -12,6 +12,7 @@
 //! size read as zeros (the tail of the last page is zeroed on shrink); the working state is
 //! only changed inside `mutate`, which poisons the volume if a change fails half-way.
 
+pub mod acl;
 pub mod api;
 pub mod attributes;
 mod data;
@@ -23,9 +24,11 @@ mod inodes;
 mod inspect;
 mod mount;
 mod namespace;
+pub use crate::fs::namespace::NewInode;
 pub mod records;
 mod space;
 mod sparse;
+pub mod xattrs;
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;

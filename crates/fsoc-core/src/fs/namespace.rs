@@ -8,12 +8,30 @@ use fsoc_flash::Flash;
 
 use super::{api, attributes, records, validate_name, DirectoryEntry, FileSystem, TreeId, DIRECTORY_DEPTH_MAX};
 use crate::btree::Tree;
+use crate::fs::acl::{ACL_ACCESS_NAME, ACL_DEFAULT_NAME};
 use crate::fs::error::FsError;
 use crate::fs::records::{
     allocation_key, directory_key, parse_directory_key, DirectoryValue, RecordKind, INODE_FLAG_INLINE, NAME_BYTES_MAX,
 };
 use crate::fs::records::{FileKind, InodeRecord};
 use crate::fs::space::SpaceUse;
+use crate::fs::xattrs::XattrMode;
+
+/// What `FileSystem::create_masked` makes.
+#[derive(Clone, Copy, Debug)]
+pub struct NewInode<'a> {
+    pub kind: FileKind,
+    /// Permission bits (0o7777) as the caller asked for them.
+    pub mode: u32,
+    /// Bits taken away when the directory has no default ACL.
+    pub umask: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// The device number of a device node (ignored for other kinds).
+    pub rdev: u64,
+    /// The target of a symbolic link (`Some` exactly when `kind` is `Symlink`).
+    pub symlink_target: Option<&'a [u8]>,
+}
 
 impl<F: Flash> FileSystem<F> {
     pub fn validate_name(name: &[u8]) -> Result<(), FsError> {
@@ -83,7 +101,8 @@ impl<F: Flash> FileSystem<F> {
         Ok(self.readdir(directory, None, 1)?.is_empty())
     }
 
-    /// Creates a file, directory or symlink named `name` in `parent`.
+    /// Creates a file, directory or symlink named `name` in `parent` (with `mode` as given,
+    /// unless `parent` has a default ACL: `create_masked`).
     #[allow(clippy::too_many_arguments)]
     pub fn create(
         &mut self,
@@ -98,7 +117,8 @@ impl<F: Flash> FileSystem<F> {
         if kind.is_special() {
             return Err(FsError::InvalidArgument("a device node, FIFO or socket is made with create_special"));
         }
-        self.create_inode(parent, name, kind, mode, (uid, gid), symlink_target, 0)
+        let new = NewInode { kind, mode, umask: 0, uid, gid, rdev: 0, symlink_target };
+        self.create_masked(parent, name, &new)
     }
 
     /// mknod(2): creates a device node (`rdev` is its device number, Linux's `dev_t`), a FIFO
@@ -117,11 +137,23 @@ impl<F: Flash> FileSystem<F> {
         if !kind.is_special() {
             return Err(FsError::InvalidArgument("create_special of a file, directory or symlink"));
         }
-        if !self.is_version3() {
+        self.create_masked(parent, name, &NewInode { kind, mode, umask: 0, uid, gid, rdev, symlink_target: None })
+    }
+
+    /// Creates any kind of inode as a kernel file system does with POSIX ACLs: when `parent`
+    /// has a default ACL the new inode inherits it (its mode masked by the list, `umask`
+    /// ignored; a directory also takes the default list), otherwise the mode loses the
+    /// `umask` bits. Symbolic links take neither. A device node, FIFO or socket is
+    /// EOPNOTSUPP on a volume older than format version 3.
+    pub fn create_masked(&mut self, parent: u64, name: &[u8], new: &NewInode<'_>) -> Result<u64, FsError> {
+        if new.kind.is_special() && !self.is_version3() {
             return Err(FsError::NotSupported);
         }
-        let rdev = if kind.is_device() { rdev } else { 0 };
-        self.create_inode(parent, name, kind, mode, (uid, gid), None, rdev)
+        if new.symlink_target.is_some() != (new.kind == FileKind::Symlink) {
+            return Err(FsError::InvalidArgument("a symbolic link, and only one, has a target"));
+        }
+        let rdev = if new.kind.is_device() { new.rdev } else { 0 };
+        self.create_inode(parent, name, new.kind, new.mode, (new.uid, new.gid), new.symlink_target, rdev, new.umask)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -134,6 +166,7 @@ impl<F: Flash> FileSystem<F> {
         (uid, gid): (u32, u32),
         symlink_target: Option<&[u8]>,
         rdev: u64,
+        umask: u32,
     ) -> Result<u64, FsError> {
         Self::validate_name(name)?;
         if let Some(target) = symlink_target {
@@ -144,7 +177,15 @@ impl<F: Flash> FileSystem<F> {
                 return Err(FsError::NameTooLong);
             }
         }
-        self.ensure_space(2, SpaceUse::Data)?;
+        let (mode, access_acl, default_acl) = if self.has_xattrs() {
+            let inherited = self.inherited_acls(parent, kind, mode, umask)?;
+            (inherited.mode, inherited.access, inherited.default)
+        } else if kind == FileKind::Symlink {
+            (mode, None, None)
+        } else {
+            (mode & !(umask & 0o777), None, None)
+        };
+        self.ensure_space(if access_acl.is_some() || default_acl.is_some() { 4 } else { 2 }, SpaceUse::Data)?;
         self.mutate(|fs| {
             match fs.lookup(parent, name) {
                 Ok(_) => return Err(FsError::Exists),
@@ -168,6 +209,12 @@ impl<F: Flash> FileSystem<F> {
                 parent: if is_directory { parent } else { rdev },
             };
             fs.put_inode(inode, &record)?;
+            if let Some(acl) = &access_acl {
+                fs.xattr_put(inode, ACL_ACCESS_NAME, acl, XattrMode::Create)?;
+            }
+            if let Some(acl) = &default_acl {
+                fs.xattr_put(inode, ACL_DEFAULT_NAME, acl, XattrMode::Create)?;
+            }
             if let Some(target) = symlink_target {
                 // Targets longer than one tree entry are stored as consecutive chunks.
                 for (index, chunk) in target.chunks(fs.symlink_chunk_bytes()).enumerate() {

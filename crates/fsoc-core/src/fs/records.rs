@@ -26,7 +26,26 @@ pub enum RecordKind {
     Orphan = 4,
     /// Under inode 0 only, offset 0: the volume label (format version 3 on).
     Label = 5,
+    /// One chunk of an extended attribute (format version 4 on); the offset is
+    /// `xattr_offset(name hash, slot, chunk)`.
+    Xattr = 6,
 }
+
+/// The offset of chunk `chunk` of the extended attribute in slot `slot` of those whose names
+/// hash (CRC-32C) to `hash`: `hash u32 ‖ slot u16 ‖ chunk u16`, so an inode's attributes are
+/// grouped by name hash and each one's chunks are consecutive keys (docs/FORMAT.md).
+pub fn xattr_offset(hash: u32, slot: u16, chunk: u16) -> u64 {
+    (u64::from(hash) << 32) | (u64::from(slot) << 16) | u64::from(chunk)
+}
+
+/// (hash, slot, chunk) of an extended attribute record's offset.
+pub fn split_xattr_offset(offset: u64) -> (u32, u16, u16) {
+    // Each part is masked to its width.
+    ((offset >> 32) as u32, ((offset >> 16) & 0xffff) as u16, (offset & 0xffff) as u16)
+}
+
+/// The first format version with extended attributes (allocation record kind 6).
+pub const FORMAT_VERSION_XATTRS: u32 = 4;
 
 /// Longest volume label, in bytes (Linux's FSLABEL_MAX less its terminating NUL).
 pub const LABEL_BYTES_MAX: usize = 255;
@@ -304,6 +323,8 @@ pub struct RecordLimits {
     pub version3: bool,
     /// Most pages of a checksummed extent (`extent_pages_max`).
     pub extent_pages_max: u32,
+    /// Whether the volume may hold extended attributes (format version 4 on).
+    pub xattrs: bool,
 }
 
 impl RecordLimits {
