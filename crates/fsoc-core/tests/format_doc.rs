@@ -123,3 +123,18 @@ fn indexed_metaroot_example_decodes() {
     assert_eq!(MetarootShape::for_volume(2, 65_536, 2048), INDEXED_SHAPE, "the example's shape is the rule's");
     assert_eq!(MetarootShape::for_volume(1, 62_976, 2048).table_index_levels, 0, "version 1 never indexes");
 }
+
+/// The extended-attribute example: its key is inode 5's kind-6 key at the name's hash, slot 0,
+/// chunk 0, and its value is the whole stream of `user.a` = `x`; a volume stores exactly it.
+#[test]
+fn extended_attribute_example_matches_the_code() {
+    use fsoc_core::fs::records::{allocation_key, parse_allocation_key, split_xattr_offset, xattr_offset, RecordKind};
+    let bytes = example("Example (extended attribute record");
+    let (key, value) = bytes.split_at(17);
+    let hash = fsoc_flash::codec::crc32c(b"user.a");
+    assert_eq!(hash, 0x710E_B6E6);
+    assert_eq!(key, allocation_key(5, RecordKind::Xattr, xattr_offset(hash, 0, 0)));
+    let (inode, kind, offset) = parse_allocation_key(key).expect("key");
+    assert_eq!((inode, kind, split_xattr_offset(offset)), (5, 6, (hash, 0, 0)));
+    assert_eq!(value, [&[6u8, 1, 0, 0, 0][..], b"user.a", b"x"].concat());
+}

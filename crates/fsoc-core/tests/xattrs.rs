@@ -296,3 +296,70 @@ fn names_whose_hashes_collide_take_separate_slots() {
     assert_eq!(fs.get_xattr(file, second).expect("second"), b"shorter");
     assert_clean(&mut fs, "colliding names");
 }
+
+/// Reads or rewrites one allocation-tree record as it is on flash (`craft`: no validation).
+fn raw_record(fs: &mut FileSystem<SimFlash>, key: &[u8], value: Option<Option<&[u8]>>) -> Option<Vec<u8>> {
+    use fsoc_core::txn::store::LogNodeStore;
+    let volume = &mut fs.craft();
+    let mut store = LogNodeStore::new(volume.log);
+    match value {
+        None => volume.allocation.get(&store, key).expect("raw read"),
+        Some(Some(value)) => volume.allocation.insert(&mut store, key, value).expect("raw insert"),
+        Some(None) => volume.allocation.remove(&mut store, key).expect("raw remove"),
+    }
+}
+
+fn xattr_key(inode: u64, name: &[u8], slot: u16, chunk: u16) -> Vec<u8> {
+    use fsoc_core::fs::records::{allocation_key, xattr_offset, RecordKind};
+    allocation_key(inode, RecordKind::Xattr, xattr_offset(fsoc_flash::codec::crc32c(name), slot, chunk))
+}
+
+/// docs/FORMAT.md's example record is what a volume stores for `user.a` = `x`.
+#[test]
+fn the_stored_record_is_the_documented_one() {
+    let mut fs = volume(Profile::Mlc);
+    let file = inode(&fs, "/d/f");
+    fs.set_xattr(file, b"user.a", b"x", XattrMode::Any).expect("set");
+    let stored = raw_record(&mut fs, &xattr_key(file, b"user.a", 0, 0), None).expect("record at the documented key");
+    assert_eq!(stored, [0x06, 0x01, 0x00, 0x00, 0x00, b'u', b's', b'e', b'r', b'.', b'a', b'x']);
+}
+
+/// Damaged attribute records (a missing chunk, a name that does not hash to its key, a
+/// header longer than its chunks, a record on an inode's key with a bad header) are EIO for
+/// that file and violations for fsck; never a panic or a wrong value.
+#[test]
+fn damaged_attribute_records_are_refused() {
+    let long: Vec<u8> = (0..3000u32).map(|index| index as u8).collect();
+    let cases: [(&str, fn(&[u8]) -> Vec<(u16, u16, Option<Vec<u8>>)>); 4] = [
+        ("a missing middle chunk", |_| vec![(0, 2, None)]),
+        ("a last chunk too short", |_| vec![(0, 6, Some(vec![1, 2, 3]))]),
+        ("a name of another hash", |first| {
+            let mut changed = first.to_vec();
+            changed[5] ^= 1;
+            vec![(0, 0, Some(changed))]
+        }),
+        ("a header with a zero-length name", |first| {
+            let mut changed = first.to_vec();
+            changed[0] = 0;
+            vec![(0, 0, Some(changed))]
+        }),
+    ];
+    for (what, damage) in cases {
+        let mut fs = volume(Profile::Mlc);
+        let file = inode(&fs, "/d/f");
+        fs.set_xattr(file, b"user.long", &long, XattrMode::Any).expect("set");
+        fs.set_xattr(file, b"user.other", b"fine", XattrMode::Any).expect("set");
+        let first = raw_record(&mut fs, &xattr_key(file, b"user.long", 0, 0), None).expect("chunk 0");
+        for (slot, chunk, value) in damage(&first) {
+            raw_record(&mut fs, &xattr_key(file, b"user.long", slot, chunk), Some(value.as_deref()));
+        }
+        match fs.get_xattr(file, b"user.long") {
+            Err(error) => assert_eq!(error.errno(), 5, "{what}: EIO, got {error:?}"),
+            Ok(value) => panic!("{what}: read {} bytes", value.len()),
+        }
+        let report = fs.fsck(false).expect("fsck");
+        assert!(!report.is_clean(), "{what}: fsck must object");
+        // The file's data and other files stay readable.
+        assert_eq!(read_file(&mut fs, "/d/f").expect("data"), b"contents", "{what}");
+    }
+}
