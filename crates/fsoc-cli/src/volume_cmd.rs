@@ -393,12 +393,13 @@ pub fn fsck(image: &Path, read_data: bool) -> Result<bool, String> {
         println!("{}: ecc: {ecc}", files.name().display());
     }
     println!(
-        "{}: {} files, {} directories, {} symlinks, {} device nodes, FIFOs and sockets, {} data pages, {} tree nodes",
+        "{}: {} files, {} directories, {} symlinks, {} device nodes, FIFOs and sockets, {} extended attributes, {} data pages, {} tree nodes",
         files.name().display(),
         report.files,
         report.directories,
         report.symlinks,
         report.special_files,
+        report.xattrs,
         report.data_pages,
         report.directory_nodes + report.allocation_nodes
     );

@@ -330,7 +330,9 @@ fn the_stored_record_is_the_documented_one() {
 #[test]
 fn damaged_attribute_records_are_refused() {
     let long: Vec<u8> = (0..3000u32).map(|index| index as u8).collect();
-    let cases: [(&str, fn(&[u8]) -> Vec<(u16, u16, Option<Vec<u8>>)>); 4] = [
+    // (slot, chunk, new value or None to remove) edits made from the first chunk's bytes.
+    type Damage = fn(&[u8]) -> Vec<(u16, u16, Option<Vec<u8>>)>;
+    let cases: [(&str, Damage); 4] = [
         ("a missing middle chunk", |_| vec![(0, 2, None)]),
         ("a last chunk too short", |_| vec![(0, 6, Some(vec![1, 2, 3]))]),
         ("a name of another hash", |first| {

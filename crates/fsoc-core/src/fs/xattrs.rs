@@ -345,10 +345,12 @@ impl<F: Flash> FileSystem<F> {
                     if equivalent {
                         fs.xattr_delete(inode, name)?;
                     } else {
-                        fs.xattr_put(inode, name, value, mode)?;
+                        fs.xattr_put(inode, name, &acl.encode(), mode)?;
                     }
                 }
-                _ => fs.xattr_put(inode, name, value, mode)?,
+                // Stored in its canonical form (ids of the unnamed entries as Linux writes them).
+                Some(Some(acl)) => fs.xattr_put(inode, name, &acl.encode(), mode)?,
+                None => fs.xattr_put(inode, name, value, mode)?,
             }
             record.ctime_ns = fs.now_ns;
             fs.put_inode(inode, &record)
