@@ -261,6 +261,26 @@ impl Extraction<'_> {
         self.session.fs.list_xattrs(inode).map_err(|error| self.image_error(source, error))
     }
 
+    /// Restores the metadata of an open local file or directory from the image's `inode`
+    /// (`restore_metadata`). When the image's list of attributes cannot be read, the mode and
+    /// times are still set and the error returned after them.
+    fn restore_open(
+        &mut self,
+        fd: &OwnedFd,
+        source: &[u8],
+        inode: u64,
+        record: &InodeRecord,
+    ) -> Result<(), ExtractError> {
+        let names = self.attribute_names(source, inode);
+        let listed = names.as_deref().unwrap_or_default();
+        let restored = self.restore_metadata(&LocalNode::Open(fd), source, inode, listed, Some(record));
+        match (names, restored) {
+            // A local failure is fatal: it goes first.
+            (_, Err(error @ ExtractError::Local(_))) | (Err(error), _) => Err(error),
+            (Ok(_), restored) => restored,
+        }
+    }
+
     /// Restores `inode`'s extended attributes (`names`, from `attribute_names`) on the local
     /// `node` and, for an open file or directory given its `record`, its mode and times. In
     /// this order, as Linux ties ACLs to the mode: an ACL the local node inherited from its
@@ -422,10 +442,7 @@ impl Extraction<'_> {
                     // still be filled and what is extracted into it inherits no default ACL
                     // (it has its own).
                     let path = walk.directory_path().to_vec();
-                    let restored = self.attribute_names(&path, inode).and_then(|names| {
-                        self.restore_metadata(&LocalNode::Open(&fd), &path, inode, &names, Some(&record))
-                    });
-                    if let Err(error) = restored {
+                    if let Err(error) = self.restore_open(&fd, &path, inode, &record) {
                         self.failed(error)?;
                     }
                     continue;
@@ -539,8 +556,7 @@ impl Extraction<'_> {
         }
         let fd = OwnedFd::from(file);
         // After the content: a write takes a file capability away.
-        let names = self.attribute_names(source, inode)?;
-        self.restore_metadata(&LocalNode::Open(&fd), source, inode, &names, Some(&record))
+        self.restore_open(&fd, source, inode, &record)
     }
 
     fn extract_symlink(
