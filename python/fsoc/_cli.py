@@ -15,7 +15,7 @@ import unicodedata
 import warnings
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ._image import Image, SkippedFileWarning, _join, _valid_name
+from ._image import Image, SkippedAttributeWarning, SkippedFileWarning, _join, _valid_name
 
 
 class CommandError(Exception):
@@ -202,13 +202,15 @@ def put(arguments: argparse.Namespace) -> None:
             raise CommandError(f"{image_path}:{_shown(destination)}: not a directory")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", SkippedFileWarning)
+            warnings.simplefilter("always", SkippedAttributeWarning)
             for source in sources:
                 local = os.fsencode(source)
                 name = os.path.basename(local.rstrip(b"/")) or local
                 target = _join(destination, name) if into_directory else destination
                 image._put(local, target)
-        for warning in caught:
-            print(f"fsoc put: {warning.message}", file=sys.stderr)
+        # Each source is copied on its own: a warning they share is said once.
+        for message in dict.fromkeys(str(warning.message) for warning in caught):
+            print(f"fsoc put: {message}", file=sys.stderr)
 
 
 def get(arguments: argparse.Namespace) -> None:
@@ -220,7 +222,11 @@ def get(arguments: argparse.Namespace) -> None:
         if os.path.isdir(destination):
             name = source.rsplit(b"/", 1)[-1] or b"root"
             destination = os.path.join(destination, name)
-        image.extract(destination, source)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SkippedAttributeWarning)
+            image.extract(destination, source)
+        for warning in caught:
+            print(f"fsoc get: {warning.message}", file=sys.stderr)
 
 
 def cat(arguments: argparse.Namespace) -> None:
@@ -310,11 +316,17 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("-l", "--long", action="store_true", help="mode, links, owner, group, size, time")
     sub.add_argument("-r", "--recursive", action="store_true", help="list subdirectories too, as full paths")
 
-    sub = command("put", put, "Copies local files into an image: python -m fsoc put [-r] LOCAL... IMAGE:/path")
+    sub = command(
+        "put",
+        put,
+        "Copies local files into an image, extended attributes included: python -m fsoc put [-r] LOCAL... IMAGE:/path",
+    )
     sub.add_argument("paths", nargs="+", metavar="PATH", help="local sources, then the destination IMAGE:/path")
     sub.add_argument("-r", "--recursive", action="store_true", help="copy directories and everything in them")
 
-    sub = command("get", get, "Copies out of an image: python -m fsoc get [-r] IMAGE:/path LOCAL")
+    sub = command(
+        "get", get, "Copies out of an image, extended attributes included: python -m fsoc get [-r] IMAGE:/path LOCAL"
+    )
     sub.add_argument("source", help="IMAGE:/path to copy")
     sub.add_argument("destination", help="local file or directory (into it, if it is a directory)")
     sub.add_argument("-r", "--recursive", action="store_true", help="copy a directory and everything in it")

@@ -31,6 +31,7 @@ from typing import (
     NamedTuple,
     Optional,
     Protocol,
+    Set,
     Tuple,
     Union,
     cast,
@@ -69,6 +70,44 @@ _KIND_MODE = {
 class SkippedFileWarning(UserWarning):
     """`from_dir`/`add_tree` skipped a local file fsoc cannot store: a device node, FIFO or
     socket (fsoc stores regular files, directories and symbolic links)."""
+
+
+class SkippedAttributeWarning(UserWarning):
+    """`from_dir`/`add_tree`/`extract` could not copy some extended attributes: the host would
+    not let them be read or set (trusted.* and security.* need root; the destination's file
+    system may keep fewer or smaller ones), the volume keeps none (a format older than version
+    4), or one was refused. Each kind of trouble is said once per call, not once per file."""
+
+
+#: The POSIX ACLs as Linux stores them in extended attributes.
+_ACL_ACCESS = b"system.posix_acl_access"
+_ACL_DEFAULT = b"system.posix_acl_default"
+#: The namespaces fsoc keeps extended attributes in (besides the two ACL names).
+_XATTR_NAMESPACES = (b"user.", b"trusted.", b"security.")
+#: errnos with which a host refuses one attribute rather than failing the copy.
+_HOST_REFUSALS = (
+    errno.EPERM,  # trusted.* and security.* as non-root
+    errno.EACCES,
+    errno.EOPNOTSUPP,  # a namespace or ACLs the destination's file system does not keep
+    errno.E2BIG,  # larger than it keeps
+    errno.ENOSPC,  # ext4 without ea_inode: a value that fits no block
+    errno.ERANGE,
+    errno.EINVAL,  # a value the host will not parse (an ACL or capability)
+    errno.ENOENT,  # a link reached through /proc/self/fd without /proc
+)
+
+
+def _kept_xattr(name: bytes) -> bool:
+    """Whether fsoc keeps an attribute of this name (as `fsoc put -r` copies them)."""
+    if name in (_ACL_ACCESS, _ACL_DEFAULT):
+        return True
+    return any(name.startswith(prefix) and len(name) > len(prefix) for prefix in _XATTR_NAMESPACES)
+
+
+def _acls_last(name: bytes) -> int:
+    """Sort key: other attributes first, then the default ACL, the access ACL last (it sets
+    the mode's permission bits from its list)."""
+    return {_ACL_DEFAULT: 1, _ACL_ACCESS: 2}.get(name, 0)
 
 
 class StatResult(NamedTuple):
@@ -270,7 +309,10 @@ class Image:
 
         Copied: regular files, directories, symbolic links (as links, never followed), hard
         links among the copied files (as hard links), permission bits, modification and
-        access times, and owners when run as root (else the caller's). fsoc stores no device
+        access times, owners when run as root (else the caller's), and extended attributes as
+        `fsoc put -r` copies them: `user.`, `trusted.` and `security.` ones, POSIX ACLs and
+        file capabilities (what the host will not let us read, or the volume will not keep,
+        is skipped with one `SkippedAttributeWarning`). fsoc stores no device
         nodes, FIFOs or sockets: `special="warn"` (the default) skips each with a
         `SkippedFileWarning`, `"skip"` skips them silently, `"raise"` raises OSError
         (EOPNOTSUPP) naming the first. Without `size`, the volume is sized from the tree
@@ -569,6 +611,33 @@ class Image:
         """Sets (access, modification) times in nanoseconds since the epoch."""
         self._volume.setattr(_image_path(path), atime_ns=ns[0], mtime_ns=ns[1])
 
+    # ----- extended attributes -------------------------------------------------------------
+
+    def getxattr(self, path: AnyPath, name: Union[str, bytes]) -> bytes:
+        """The value of the extended attribute `name` of `path` (a link itself: links are
+        never followed). OSError ENODATA when it has none (always, on a volume older than
+        format version 4)."""
+        return self._volume.getxattr(_image_path(path), os.fsencode(name))
+
+    def setxattr(self, path: AnyPath, name: Union[str, bytes], value: bytes, flags: int = 0) -> None:
+        """Sets the extended attribute `name` of `path` (a link itself). `flags`: 0,
+        `os.XATTR_CREATE` (FileExistsError if it exists) or `os.XATTR_REPLACE` (OSError
+        ENODATA if it does not). Names: `user.` (files and directories), `trusted.`,
+        `security.`, and the POSIX ACLs `system.posix_acl_access` (which sets the mode's
+        permission bits from its list) and `system.posix_acl_default` (directories); any
+        other name, or a volume older than format version 4, raises OSError EOPNOTSUPP.
+        Names are 1 to 255 bytes (ERANGE), values up to 64 KiB (E2BIG)."""
+        self._volume.setxattr(_image_path(path), os.fsencode(name), bytes(value), flags)
+
+    def listxattr(self, path: AnyPath) -> List[str]:
+        """The names of the extended attributes of `path` (a link itself)."""
+        return [os.fsdecode(name) for name in self._volume.listxattr(_image_path(path))]
+
+    def removexattr(self, path: AnyPath, name: Union[str, bytes]) -> None:
+        """Removes the extended attribute `name` of `path` (a link itself); OSError ENODATA
+        when it has none."""
+        self._volume.removexattr(_image_path(path), os.fsencode(name))
+
     # ----- trees in and out ----------------------------------------------------------------
 
     def add_tree(
@@ -603,7 +672,9 @@ class Image:
         """Copies the image's `source` out to the local `destination`. A directory's contents
         go into `destination` (created if missing; an existing one gets the image
         directory's permissions and times), with permissions, times, symbolic links (never
-        followed), hard links and, when run as root, owners. A file or link is written at
+        followed), hard links, extended attributes (POSIX ACLs and file capabilities too) and,
+        when run as root, owners. Attributes the host refuses (trusted.* and security.* need
+        root) are skipped with one `SkippedAttributeWarning`. A file or link is written at
         `destination`, or into it if it is an existing directory.
 
         Nothing is written outside `destination`: names from the image are checked (one
@@ -634,10 +705,117 @@ def _size_for_tree(root: bytes) -> int:
     return max(64 << 20, total + (32 << 20))
 
 
+class _AttributeCopy:
+    """Extended attributes from local entries into a volume, as `fsoc put -r` copies them,
+    and what could not be copied: each kind of trouble is said once, not per file."""
+
+    def __init__(self, volume: _fsoc.Volume) -> None:
+        self.volume = volume
+        # The volume keeps no attributes (format older than 4): said once, no more tried.
+        self.volume_keeps_none = False
+        # Attributes the host would not let us read (trusted.* needs root).
+        self.unreadable = 0
+        self.first_unreadable: Optional[str] = None
+        # Names outside the namespaces fsoc keeps, each said once.
+        self.foreign: Set[bytes] = set()
+
+    def local(self, local: bytes) -> Tuple[List[Tuple[bytes, bytes]], List[bytes]]:
+        """The attributes fsoc keeps of `local` (not following a link), in the host's order,
+        and the names the host would not let us read."""
+        try:
+            names = [os.fsencode(name) for name in os.listxattr(local, follow_symlinks=False)]
+        except OSError as error:
+            if error.errno == errno.EOPNOTSUPP:
+                return [], []
+            raise
+        kept: List[Tuple[bytes, bytes]] = []
+        unreadable: List[bytes] = []
+        for name in names:
+            if not _kept_xattr(name):
+                if name not in self.foreign:
+                    self.foreign.add(name)
+                    warnings.warn(
+                        f"extended attribute {os.fsdecode(name)} (first on {os.fsdecode(local)}) is not copied: "
+                        "fsoc keeps user., trusted. and security. attributes and POSIX ACLs",
+                        SkippedAttributeWarning,
+                        stacklevel=2,
+                    )
+                continue
+            try:
+                kept.append((name, os.getxattr(local, name, follow_symlinks=False)))
+            except OSError as error:
+                if error.errno == errno.ENODATA:
+                    continue  # removed since it was listed
+                if error.errno not in (errno.EPERM, errno.EACCES, errno.EOPNOTSUPP):
+                    raise
+                self.unreadable += 1
+                if self.first_unreadable is None:
+                    self.first_unreadable = f"{os.fsdecode(name)} of {os.fsdecode(local)}: {error.strerror}"
+                unreadable.append(name)
+        return kept, unreadable
+
+    def copy(self, local: bytes, image_path: bytes, info: os.stat_result) -> None:
+        """Makes the attributes of `image_path`, just copied from `local`, the local entry's,
+        and its mode the local one (also where the image's directory gave it a default ACL to
+        inherit). In this order, as Linux ties ACLs to the mode: attributes the local entry
+        lacks are removed; the mode is set; the other attributes, then the default ACL and the
+        access ACL last, which sets the mode's permission bits (checked after it)."""
+        kept, unreadable = ([], []) if self.volume_keeps_none else self.local(local)
+        wanted = {name for name, _ in kept}
+        for name in [] if self.volume_keeps_none else self.volume.listxattr(image_path):
+            if name not in wanted and name not in unreadable:
+                self.volume.removexattr(image_path, name)
+        mode = stat_module.S_IMODE(info.st_mode)
+        if not stat_module.S_ISLNK(info.st_mode) and self.volume.stat(image_path)[2] & 0o7777 != mode:
+            self.volume.setattr(image_path, mode=mode)
+        access_set = False
+        for name, value in sorted(kept, key=lambda attribute: _acls_last(attribute[0])):
+            try:
+                self.volume.setxattr(image_path, name, value, 0)
+            except OSError as error:
+                if error.errno == errno.EOPNOTSUPP:
+                    self.volume_keeps_none = True
+                    warnings.warn(
+                        f"the volume (format version {self.volume.format_version}) keeps no extended attributes; "
+                        "they were not copied",
+                        SkippedAttributeWarning,
+                        stacklevel=2,
+                    )
+                    return
+                if error.errno not in (errno.EPERM, errno.EACCES, errno.EINVAL, errno.ERANGE, errno.E2BIG):
+                    raise
+                warnings.warn(
+                    f"{os.fsdecode(image_path)}: extended attribute {os.fsdecode(name)} not copied: {error.strerror}",
+                    SkippedAttributeWarning,
+                    stacklevel=2,
+                )
+                continue
+            access_set = access_set or name == _ACL_ACCESS
+        if access_set and self.volume.stat(image_path)[2] & 0o7777 != mode:
+            warnings.warn(
+                f"{os.fsdecode(image_path)}: its access ACL left mode {self.volume.stat(image_path)[2] & 0o7777:o}, "
+                f"not {mode:o} as {os.fsdecode(local)} has",
+                SkippedAttributeWarning,
+                stacklevel=2,
+            )
+
+    def report(self) -> None:
+        """One warning for the attributes the host would not let us read, if any."""
+        if self.first_unreadable is not None:
+            warnings.warn(
+                f"{self.unreadable} extended attribute(s) could not be read here and were not copied "
+                f"(trusted.* needs root); the first: {self.first_unreadable}",
+                SkippedAttributeWarning,
+                stacklevel=2,
+            )
+            self.unreadable, self.first_unreadable = 0, None
+
+
 class _TreeCopier:
     """Copies local trees into a volume, iteratively (a deep tree cannot exhaust Python's
-    recursion limit); each directory's entries in name order; a directory's times are set
-    after everything in it is copied."""
+    recursion limit); each directory's entries in name order; a directory's attributes and
+    times are set after everything in it is copied (so nothing copied into it inherits its
+    default ACL: each entry has its own)."""
 
     def __init__(self, volume: _fsoc.Volume, special: str) -> None:
         self.volume = volume
@@ -647,15 +825,17 @@ class _TreeCopier:
         self.caller = _caller_ids()
         # (st_dev, st_ino) of a local file with several links -> its path in the image.
         self.linked: Dict[Tuple[int, int], bytes] = {}
+        self.attributes = _AttributeCopy(volume)
 
     def owner(self, info: os.stat_result) -> Tuple[int, int]:
         return (info.st_uid, info.st_gid) if self.as_root else self.caller
 
     def copy_contents(self, source: bytes, target: bytes) -> None:
-        # Work items: (local path, image path) to copy, or (None, image path, stat) to finish.
-        pending: List[Tuple[Optional[bytes], bytes, Optional[os.stat_result]]] = []
+        # Work items: (local path, image path, None) to copy, or (local path, image path,
+        # stat) to finish a directory.
+        pending: List[Tuple[bytes, bytes, Optional[os.stat_result]]] = []
         root_info = os.lstat(source)
-        pending.append((None, target, root_info))
+        pending.append((source, target, root_info))
         self.push_entries(pending, source, target)
         self.run(pending)
 
@@ -663,27 +843,30 @@ class _TreeCopier:
         """Copies one local file, link or directory tree to `target`."""
         self.run([(local, target, None)])
 
-    def run(self, pending: List[Tuple[Optional[bytes], bytes, Optional[os.stat_result]]]) -> None:
+    def run(self, pending: List[Tuple[bytes, bytes, Optional[os.stat_result]]]) -> None:
         while pending:
             local, image_path, info = pending.pop()
-            if local is None:
-                assert info is not None
-                self.set_times(image_path, info, mode=True)
+            if info is not None:
+                # A directory whose entries are all copied: its attributes (and mode), times.
+                self.attributes.copy(local, image_path, info)
+                self.set_times(image_path, info)
                 continue
             info = os.lstat(local)
             if stat_module.S_ISDIR(info.st_mode):
                 self.make_directory(image_path, info)
-                pending.append((None, image_path, info))
+                pending.append((local, image_path, info))
                 self.push_entries(pending, local, image_path)
             elif stat_module.S_ISLNK(info.st_mode):
                 self.replace_non_directory(image_path)
                 uid, gid = self.owner(info)
                 self.volume.symlink(os.readlink(local), image_path, uid, gid)
-                self.set_times(image_path, info, mode=False)
+                self.attributes.copy(local, image_path, info)
+                self.set_times(image_path, info)
             elif stat_module.S_ISREG(info.st_mode):
                 self.copy_file(local, image_path, info)
             else:
                 self.skip(local)
+        self.attributes.report()
 
     def push_entries(self, pending: List[Any], local: bytes, image_path: bytes) -> None:
         # Reversed, so the stack hands them out in name order.
@@ -745,17 +928,15 @@ class _TreeCopier:
                 os.close(local_descriptor)
         finally:
             self.volume.close_file(descriptor)
-        self.set_times(image_path, info, mode=True)
+        # After the content: a write is what takes a file capability away.
+        self.attributes.copy(local, image_path, info)
+        self.set_times(image_path, info)
         if info.st_nlink > 1:
             self.linked[key] = image_path
 
-    def set_times(self, image_path: bytes, info: os.stat_result, mode: bool) -> None:
-        self.volume.setattr(
-            image_path,
-            mode=stat_module.S_IMODE(info.st_mode) if mode else None,
-            atime_ns=max(info.st_atime_ns, 0),
-            mtime_ns=max(info.st_mtime_ns, 0),
-        )
+    def set_times(self, image_path: bytes, info: os.stat_result) -> None:
+        """The times (the mode is `_AttributeCopy.copy`'s, with the ACLs)."""
+        self.volume.setattr(image_path, atime_ns=max(info.st_atime_ns, 0), mtime_ns=max(info.st_mtime_ns, 0))
 
 
 class _Directory:
@@ -787,8 +968,22 @@ class _Extraction:
         # Image inode of a file with several links -> its first name, relative to `root`.
         self.linked: Dict[int, bytes] = {}
         self.root: Optional[int] = None
+        # Extended attributes the host refused (trusted.* and security.* need root): how many
+        # and the first, said in one warning at the end.
+        self.refused = 0
+        self.first_refused: Optional[str] = None
 
     def run(self, source: bytes, destination: bytes) -> None:
+        self.extract(source, destination)
+        if self.first_refused is not None:
+            warnings.warn(
+                f"{self.refused} extended attribute(s) could not be restored here and were skipped "
+                f"(trusted.* and security.* need root); the first: {self.first_refused}",
+                SkippedAttributeWarning,
+                stacklevel=3,
+            )
+
+    def extract(self, source: bytes, destination: bytes) -> None:
         info = _stat_result(self.volume.stat(source))
         if stat_module.S_ISDIR(info.st_mode):
             self.extract_tree(source, destination, info)
@@ -819,8 +1014,9 @@ class _Extraction:
                 directory = stack[-1]
                 if directory.next_index == len(directory.entries):
                     stack.pop()
-                    # Permissions last, so a read-only directory could still be filled.
-                    self.set_attributes(directory.descriptor, directory.info)
+                    # Attributes, permissions and times last, so a read-only directory could
+                    # still be filled and nothing extracted into it inherits its default ACL.
+                    self.set_attributes(directory.descriptor, directory.info, directory.image_path)
                     os.close(directory.descriptor)
                     continue
                 name, inode, kind = directory.entries[directory.next_index]
@@ -865,6 +1061,15 @@ class _Extraction:
             os.symlink(target, name, dir_fd=parent)
             if self.as_root:
                 os.chown(name, info.st_uid, info.st_gid, dir_fd=parent, follow_symlinks=False)
+            names = self.volume.listxattr(source)
+            if names:
+                # setxattr refuses an O_PATH descriptor: its /proc/self/fd path is followed to
+                # the link itself, never beyond it.
+                node = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+                try:
+                    self.restore_attributes(f"/proc/self/fd/{node}", source, names, acls=False)
+                finally:
+                    os.close(node)
             os.utime(name, ns=(info.st_atime_ns, info.st_mtime_ns), dir_fd=parent, follow_symlinks=False)
             return
         if info.st_nlink > 1 and info.st_ino in self.linked and self.root is not None:
@@ -896,7 +1101,8 @@ class _Extraction:
                     offset += len(data)
             finally:
                 self.volume.close_file(descriptor)
-            self.set_attributes(local, info)
+            # After the content: a write takes a file capability away.
+            self.set_attributes(local, info, source)
         finally:
             os.close(local)
         if info.st_nlink > 1 and local_path is not None:
@@ -908,8 +1114,52 @@ class _Extraction:
         except FileNotFoundError:
             pass
 
-    def set_attributes(self, descriptor: int, info: StatResult) -> None:
+    def set_attributes(self, descriptor: int, info: StatResult, source: bytes) -> None:
+        """Owner, extended attributes, mode and times of the open local file or directory,
+        from the image's `source`, in the order Linux needs: the owner first (a chown takes a
+        file capability away); then the attributes, while the local permissions still let us
+        write them; the mode; the ACLs, whose mask is the mode's group bits already; the
+        times last (setting an attribute changes only the ctime)."""
         if self.as_root:
             os.chown(descriptor, info.st_uid, info.st_gid)
+        names = self.volume.listxattr(source)
+        # An ACL the local file inherited from its directory that the image's lacks goes.
+        for acl in (_ACL_ACCESS, _ACL_DEFAULT):
+            if acl not in names:
+                try:
+                    os.removexattr(descriptor, acl)
+                except OSError as error:
+                    if error.errno not in (errno.ENODATA, errno.EOPNOTSUPP):
+                        self.refuse(acl, source, error)
+        self.restore_attributes(descriptor, source, names, acls=False)
         os.chmod(descriptor, stat_module.S_IMODE(info.st_mode))
+        self.restore_attributes(descriptor, source, names, acls=True)
         os.utime(descriptor, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+    def restore_attributes(self, local: Union[int, str], source: bytes, names: List[bytes], acls: bool) -> None:
+        """Sets on `local` (a descriptor, or a /proc/self/fd path) the image attributes of
+        `source` among `names`: the ACLs (the default one, then the access one), or the
+        others. One value is held at a time."""
+        if acls:
+            chosen = [acl for acl in (_ACL_DEFAULT, _ACL_ACCESS) if acl in names]
+        else:
+            chosen = [name for name in names if name not in (_ACL_ACCESS, _ACL_DEFAULT)]
+        for name in chosen:
+            try:
+                value = self.volume.getxattr(source, name)
+            except OSError as error:
+                if error.errno == errno.ENODATA:
+                    continue
+                raise
+            try:
+                os.setxattr(local, name, value)
+            except OSError as error:
+                self.refuse(name, source, error)
+
+    def refuse(self, name: bytes, source: bytes, error: OSError) -> None:
+        """Counts an attribute the host refused (re-raises any other error)."""
+        if error.errno not in _HOST_REFUSALS:
+            raise error
+        self.refused += 1
+        if self.first_refused is None:
+            self.first_refused = f"{os.fsdecode(name)} of {os.fsdecode(source)}: {error.strerror}"

@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use fsoc_core::fs::api::{FileHandle, OpenFlags};
+use fsoc_core::fs::xattrs::XattrMode;
 use fsoc_core::fs::{FileKind, FsError, InodeRecord};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -172,6 +173,12 @@ impl Volume {
         self.with(py, b"", |image| Ok(image.read_only))
     }
 
+    /// The volume's format version (extended attributes from 4 on).
+    #[getter]
+    fn format_version(&self, py: Python<'_>) -> PyResult<u32> {
+        self.with(py, b"", |image| Ok(image.fs.superblock().format_version))
+    }
+
     /// Unmounts (the final commit), flushes the image file and releases its lock. Closing a
     /// closed volume does nothing. The volume is closed afterwards even if this raises.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
@@ -266,6 +273,48 @@ impl Volume {
         self.with(py, path, |image| {
             let (inode, _) = image.fs.resolve(path)?;
             image.fs.setattr(inode, mode, uid, gid, atime_ns, mtime_ns).map(|_| ())
+        })
+    }
+
+    /// The value of the extended attribute `name` of `path` (a link itself, never its target):
+    /// ENODATA when it has none (always, on a volume older than format version 4).
+    fn getxattr(&self, py: Python<'_>, path: &[u8], name: &[u8]) -> PyResult<Py<PyBytes>> {
+        let value = self.with(py, path, |image| {
+            let (inode, _) = image.fs.resolve(path)?;
+            image.fs.get_xattr(inode, name)
+        })?;
+        Ok(PyBytes::new(py, &value).unbind())
+    }
+
+    /// The names of the extended attributes of `path` (a link itself), in the volume's order.
+    fn listxattr(&self, py: Python<'_>, path: &[u8]) -> PyResult<Vec<Py<PyBytes>>> {
+        let list = self.with(py, path, |image| {
+            let (inode, _) = image.fs.resolve(path)?;
+            image.fs.list_xattrs(inode)
+        })?;
+        Ok(list
+            .split(|&byte| byte == 0)
+            .filter(|name| !name.is_empty())
+            .map(|name| PyBytes::new(py, name).unbind())
+            .collect())
+    }
+
+    /// Sets the extended attribute `name` of `path` (a link itself); `flags` as setxattr's:
+    /// 0, XATTR_CREATE (1) or XATTR_REPLACE (2). Setting `system.posix_acl_access` sets the
+    /// mode's permission bits from the list. EOPNOTSUPP on a volume older than format version 4.
+    fn setxattr(&self, py: Python<'_>, path: &[u8], name: &[u8], value: &[u8], flags: i32) -> PyResult<()> {
+        self.with(py, path, |image| {
+            let mode = XattrMode::from_flags(flags)?;
+            let (inode, _) = image.fs.resolve(path)?;
+            image.fs.set_xattr(inode, name, value, mode)
+        })
+    }
+
+    /// Removes the extended attribute `name` of `path` (a link itself); ENODATA when absent.
+    fn removexattr(&self, py: Python<'_>, path: &[u8], name: &[u8]) -> PyResult<()> {
+        self.with(py, path, |image| {
+            let (inode, _) = image.fs.resolve(path)?;
+            image.fs.remove_xattr(inode, name)
         })
     }
 

@@ -51,7 +51,12 @@ pub enum ToolCommand {
         /// IMAGE:/path of a file.
         target: String,
     },
-    /// Copies local files into an image: fsoc put [-r] LOCAL... IMAGE:/path
+    /// Copies local files into an image, extended attributes included: fsoc put [-r]
+    /// LOCAL... IMAGE:/path
+    ///
+    /// Each copy keeps its mode, times, owner (when run as root) and extended attributes:
+    /// user., trusted. and security. ones, POSIX ACLs and file capabilities. A volume older
+    /// than format version 4 keeps no extended attributes: put says so once and copies the rest.
     Put {
         /// Local sources, then the destination IMAGE:/path.
         #[arg(required = true, num_args = 2..)]
@@ -60,9 +65,13 @@ pub enum ToolCommand {
         #[arg(short = 'r', long)]
         recursive: bool,
     },
-    /// Copies a file out of an image: fsoc get [-r] IMAGE:/path LOCAL. Nothing is ever
-    /// written outside LOCAL: names from the image are checked, and nothing is followed
-    /// through a symbolic link while extracting.
+    /// Copies a file out of an image, extended attributes included: fsoc get [-r] IMAGE:/path
+    /// LOCAL. Nothing is ever written outside LOCAL: names from the image are checked, and
+    /// nothing is followed through a symbolic link while extracting.
+    ///
+    /// Each copy keeps its mode, times and extended attributes (POSIX ACLs and file
+    /// capabilities too). Attributes the host refuses (trusted.* and security.* need root) are
+    /// skipped with one warning, and do not change the exit status.
     Get {
         /// IMAGE:/path to copy.
         source: String,

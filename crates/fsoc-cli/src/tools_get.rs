@@ -1,8 +1,11 @@
 //! `fsoc get [-r] IMAGE:/path LOCAL`: copies out of an image. Nothing is ever written outside
 //! LOCAL: names from the image are checked (names.rs), the walk follows no cycle (image_walk.rs),
 //! and everything is created relative to an open directory with O_NOFOLLOW. With --keep-going
-//! a damaged image gives up what cannot be read and everything else.
+//! a damaged image gives up what cannot be read and everything else. Extended attributes
+//! (POSIX ACLs and file capabilities included) are restored as far as the host lets us:
+//! `Extraction::restore_metadata`.
 
+use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
@@ -10,6 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
+use fsoc_core::fs::acl::{ACL_ACCESS_NAME, ACL_DEFAULT_NAME};
 use fsoc_core::fs::{FileKind, FsError, InodeRecord};
 use fsoc_core::FileSystem;
 use indicatif::ProgressBar;
@@ -58,10 +62,20 @@ pub fn get(source_text: &str, destination: &Path, options: GetOptions) -> Result
         bar.set_length(image_tree_bytes(&mut session.fs, inode, kind));
     }
     let depth_max = extract_depth_max();
-    let mut extraction = Extraction { session: &mut session, bar: &bar, options, failures: 0, depth_max };
+    let mut extraction = Extraction {
+        session: &mut session,
+        bar: &bar,
+        options,
+        failures: 0,
+        depth_max,
+        refused: RefusedAttributes::default(),
+    };
     let result = extraction.extract(&parent_fd, &name, &source, inode, kind);
     let failures = extraction.failures;
+    let refused = extraction.refused;
     bar.finish_and_clear();
+    // A warning, not a failure: the files are all there (trusted.* and security.* need root).
+    refused.report();
     result?;
     session.finish()?;
     match failures {
@@ -131,11 +145,223 @@ struct Extraction<'a> {
     options: GetOptions,
     failures: u64,
     depth_max: usize,
+    refused: RefusedAttributes,
+}
+
+/// Extended attributes the host would not take (trusted.* and security.* need root; the
+/// destination's file system may keep fewer or smaller ones): counted, and said on one line
+/// at the end with the first, not once per file.
+#[derive(Default)]
+struct RefusedAttributes {
+    count: u64,
+    first: Option<String>,
+}
+
+impl RefusedAttributes {
+    /// Counts a refusal the host may make of one attribute; any other error is the caller's.
+    fn note(&mut self, source: &[u8], name: &[u8], error: std::io::Error) -> Result<(), ExtractError> {
+        let refusal = [
+            libc::EPERM,      // trusted.* and security.* as non-root
+            libc::EACCES,     // not our file
+            libc::EOPNOTSUPP, // a namespace or ACLs the destination's file system does not keep
+            libc::E2BIG,      // larger than it keeps
+            libc::ENOSPC,     // ext4 without ea_inode: a value that fits no block
+            libc::ERANGE,
+            libc::EINVAL, // a value the host will not parse (an ACL or capability)
+            libc::ENOENT, // a link or node reached through /proc/self/fd without /proc
+        ];
+        if !error.raw_os_error().is_some_and(|errno| refusal.contains(&errno)) {
+            return Err(ExtractError::Local(format!(
+                "{}: extended attribute {}: {error}",
+                shown(source),
+                escaped(name)
+            )));
+        }
+        self.count += 1;
+        self.first.get_or_insert_with(|| format!("{} of {}: {error}", escaped(name), shown(source)));
+        Ok(())
+    }
+
+    fn report(&self) {
+        if let Some(first) = &self.first {
+            let what = if self.count == 1 { "attribute" } else { "attributes" };
+            eprintln!(
+                "fsoc get: {} extended {what} could not be restored here and were skipped (trusted.* and security.* need root); the first: {first}",
+                self.count
+            );
+        }
+    }
+}
+
+/// A local file, directory, link or node whose extended attributes are being restored.
+enum LocalNode<'a> {
+    /// A file or directory open for writing or reading: fsetxattr, fchmod, futimens.
+    Open(&'a OwnedFd),
+    /// A link or a special node, opened with O_PATH|O_NOFOLLOW (fsetxattr refuses such a
+    /// descriptor, and opening a device or FIFO for reading would do more than name it): its
+    /// /proc/self/fd path, which setxattr follows to the node itself and never beyond it.
+    Path { _fd: OwnedFd, path: CString },
+}
+
+impl LocalNode<'_> {
+    /// `name` in `parent`, opened with O_PATH|O_NOFOLLOW.
+    fn path_of(parent: &OwnedFd, name: &CStr) -> std::io::Result<LocalNode<'static>> {
+        let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid directory descriptor and a NUL-terminated name.
+        let raw = unsafe { libc::openat(parent.as_raw_fd(), name.as_ptr(), flags) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: openat returned a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let path = CString::new(format!("/proc/self/fd/{raw}"))
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        Ok(LocalNode::Path { _fd: fd, path })
+    }
+
+    fn set(&self, name: &CStr, value: &[u8]) -> std::io::Result<()> {
+        let done = match self {
+            // SAFETY: a valid descriptor, a NUL-terminated name and `value.len()` bytes.
+            LocalNode::Open(fd) => unsafe {
+                libc::fsetxattr(fd.as_raw_fd(), name.as_ptr(), value.as_ptr().cast(), value.len(), 0)
+            },
+            // SAFETY: NUL-terminated path and name, and `value.len()` bytes.
+            LocalNode::Path { path, .. } => unsafe {
+                libc::setxattr(path.as_ptr(), name.as_ptr(), value.as_ptr().cast(), value.len(), 0)
+            },
+        };
+        if done != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    fn remove(&self, name: &CStr) -> std::io::Result<()> {
+        let done = match self {
+            // SAFETY: a valid descriptor and a NUL-terminated name.
+            LocalNode::Open(fd) => unsafe { libc::fremovexattr(fd.as_raw_fd(), name.as_ptr()) },
+            // SAFETY: NUL-terminated path and name.
+            LocalNode::Path { path, .. } => unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) },
+        };
+        if done != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
 }
 
 impl Extraction<'_> {
     fn image_error(&self, path: &[u8], error: FsError) -> ExtractError {
         ExtractError::Image(self.session.error(path, error))
+    }
+
+    /// The names of `inode`'s extended attributes in the image, each followed by a NUL (none
+    /// on a volume older than format version 4).
+    fn attribute_names(&self, source: &[u8], inode: u64) -> Result<Vec<u8>, ExtractError> {
+        self.session.fs.list_xattrs(inode).map_err(|error| self.image_error(source, error))
+    }
+
+    /// Restores the metadata of an open local file or directory from the image's `inode`
+    /// (`restore_metadata`). When the image's list of attributes cannot be read, the mode and
+    /// times are still set and the error returned after them.
+    fn restore_open(
+        &mut self,
+        fd: &OwnedFd,
+        source: &[u8],
+        inode: u64,
+        record: &InodeRecord,
+    ) -> Result<(), ExtractError> {
+        let names = self.attribute_names(source, inode);
+        let listed = names.as_deref().unwrap_or_default();
+        let restored = self.restore_metadata(&LocalNode::Open(fd), source, inode, listed, Some(record));
+        match (names, restored) {
+            // A local failure is fatal: it goes first.
+            (_, Err(error @ ExtractError::Local(_))) | (Err(error), _) => Err(error),
+            (Ok(_), restored) => restored,
+        }
+    }
+
+    /// Restores `inode`'s extended attributes (`names`, from `attribute_names`) on the local
+    /// `node` and, for an open file or directory given its `record`, its mode and times. In
+    /// this order, as Linux ties ACLs to the mode: an ACL the local node inherited from its
+    /// directory and the image lacks is removed; the other attributes are set (while the
+    /// local permissions still let us write them); the mode; then the default ACL and the
+    /// access ACL, whose mask is the mode's group bits already; the times last (setting an
+    /// attribute changes only the ctime). One value is held at a time, so memory stays
+    /// bounded whatever the image holds. An error reading the image is returned after the
+    /// mode and times are set.
+    fn restore_metadata(
+        &mut self,
+        node: &LocalNode<'_>,
+        source: &[u8],
+        inode: u64,
+        names: &[u8],
+        record: Option<&InodeRecord>,
+    ) -> Result<(), ExtractError> {
+        let local = |error: std::io::Error| ExtractError::Local(format!("{}: {error}", shown(source)));
+        let is_acl = |name: &[u8]| name == ACL_ACCESS_NAME || name == ACL_DEFAULT_NAME;
+        let listed: Vec<&[u8]> = names.split(|&byte| byte == 0).filter(|name| !name.is_empty()).collect();
+        for acl in [ACL_ACCESS_NAME, ACL_DEFAULT_NAME] {
+            if !listed.contains(&acl) {
+                match node.remove(&c_attribute(acl)?) {
+                    Ok(()) => {}
+                    Err(error) if matches!(error.raw_os_error(), Some(libc::ENODATA | libc::EOPNOTSUPP)) => {}
+                    Err(error) => self.refused.note(source, acl, error)?,
+                }
+            }
+        }
+        let mut plain = listed.iter().filter(|name| !is_acl(name));
+        let mut restored = plain.try_for_each(|name| self.restore_attribute(node, source, inode, name));
+        if let (LocalNode::Open(fd), Some(record)) = (node, record) {
+            set_fd_mode(fd, record).map_err(local)?;
+        }
+        if restored.is_ok() {
+            // The default list, then the access list: the order setfacl uses.
+            let mut acls = [ACL_DEFAULT_NAME, ACL_ACCESS_NAME].into_iter().filter(|acl| listed.contains(acl));
+            restored = acls.try_for_each(|acl| self.restore_attribute(node, source, inode, acl));
+        }
+        if let (LocalNode::Open(fd), Some(record)) = (node, record) {
+            set_fd_times(fd, record).map_err(local)?;
+        }
+        restored
+    }
+
+    /// Reads one attribute from the image and sets it on the local `node`.
+    fn restore_attribute(
+        &mut self,
+        node: &LocalNode<'_>,
+        source: &[u8],
+        inode: u64,
+        name: &[u8],
+    ) -> Result<(), ExtractError> {
+        let value = match self.session.fs.get_xattr(inode, name) {
+            Ok(value) => value,
+            // Listed a moment ago; nothing to restore if it is gone.
+            Err(FsError::NoAttribute) => return Ok(()),
+            Err(error) => return Err(self.image_error(source, error)),
+        };
+        match node.set(&c_attribute(name)?, &value) {
+            Ok(()) => Ok(()),
+            Err(error) => self.refused.note(source, name, error),
+        }
+    }
+
+    /// Restores the attributes of a link or special node made as `name` in `parent` (nothing
+    /// is opened when the image has none for it).
+    fn restore_node_attributes(
+        &mut self,
+        parent: &OwnedFd,
+        name: &CStr,
+        source: &[u8],
+        inode: u64,
+    ) -> Result<(), ExtractError> {
+        let names = self.attribute_names(source, inode)?;
+        if names.is_empty() {
+            return Ok(());
+        }
+        let node = LocalNode::path_of(parent, name)
+            .map_err(|error| ExtractError::Local(format!("{}: {error}", shown(source))))?;
+        self.restore_metadata(&node, source, inode, &names, None)
     }
 
     /// A skippable failure: reported and counted with --keep-going, fatal otherwise.
@@ -185,7 +411,8 @@ impl Extraction<'_> {
             // SAFETY: a valid directory descriptor and a NUL-terminated name; nothing is followed.
             unsafe { libc::mknodat(parent.as_raw_fd(), c_name.as_ptr(), mode, record.rdev() as libc::dev_t) }
         })
-        .map_err(local)
+        .map_err(local)?;
+        self.restore_node_attributes(parent, &c_name, source, inode)
     }
 
     /// A directory and everything under it, walked iteratively (image_walk.rs: no directory
@@ -197,9 +424,9 @@ impl Extraction<'_> {
         let record = self
             .directory_record(source, inode)
             .map_err(|(ExtractError::Image(message) | ExtractError::Local(message))| message)?;
-        // The open local directories, one per level of the walk, with the image's record of
-        // each (applied when it is left).
-        let mut directories = vec![(self.open_new_directory(parent, name, source)?, record)];
+        // The open local directories, one per level of the walk, with the image's inode and
+        // record of each (applied when it is left).
+        let mut directories = vec![(self.open_new_directory(parent, name, source)?, inode, record)];
         let mut walk = Walk::new(inode, source, self.depth_max);
         loop {
             let entry = match walk.next(&mut self.session.fs) {
@@ -210,10 +437,14 @@ impl Extraction<'_> {
                     continue;
                 }
                 Step::Leave => {
-                    let (fd, record) = directories.pop().expect("one open directory per level of the walk");
-                    // Permissions last, so a read-only directory could still be filled.
-                    set_fd_mode_and_times(&fd, &record)
-                        .map_err(|error| format!("{}: {error}", shown(walk.directory_path())))?;
+                    let (fd, inode, record) = directories.pop().expect("one open directory per level of the walk");
+                    // Attributes, permissions and times last, so a read-only directory could
+                    // still be filled and what is extracted into it inherits no default ACL
+                    // (it has its own).
+                    let path = walk.directory_path().to_vec();
+                    if let Err(error) = self.restore_open(&fd, &path, inode, &record) {
+                        self.failed(error)?;
+                    }
                     continue;
                 }
                 Step::Entry(entry) => entry,
@@ -230,7 +461,7 @@ impl Extraction<'_> {
                 continue;
             }
             let child_source = walk.entry_path(&entry.name);
-            let (directory_fd, _) = directories.last().expect("one open directory per level of the walk");
+            let (directory_fd, _, _) = directories.last().expect("one open directory per level of the walk");
             if entry.kind != FileKind::Directory {
                 self.extract(directory_fd, &entry.name, &child_source, entry.inode, entry.kind)?;
                 continue;
@@ -250,7 +481,7 @@ impl Extraction<'_> {
                 continue;
             }
             let fd = self.open_new_directory(directory_fd, &entry.name, &child_source)?;
-            directories.push((fd, record));
+            directories.push((fd, entry.inode, record));
         }
     }
 
@@ -324,7 +555,8 @@ impl Extraction<'_> {
             self.bar.inc(bytes.len() as u64);
         }
         let fd = OwnedFd::from(file);
-        set_fd_mode_and_times(&fd, &record).map_err(local)
+        // After the content: a write takes a file capability away.
+        self.restore_open(&fd, source, inode, &record)
     }
 
     fn extract_symlink(
@@ -344,7 +576,8 @@ impl Extraction<'_> {
             // SAFETY: a valid directory descriptor and NUL-terminated strings.
             unsafe { libc::symlinkat(c_target.as_ptr(), parent.as_raw_fd(), c_name.as_ptr()) }
         })
-        .map_err(local)
+        .map_err(local)?;
+        self.restore_node_attributes(parent, &c_name, source, inode)
     }
 }
 
@@ -386,12 +619,22 @@ fn open_directory(parent: Option<&OwnedFd>, name: &[u8], follow: bool) -> std::i
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
-/// Sets mode and times from an image record on an open file or directory.
-fn set_fd_mode_and_times(fd: &OwnedFd, record: &InodeRecord) -> std::io::Result<()> {
+/// An attribute name for the libc calls (one from the image's list holds no NUL).
+fn c_attribute(name: &[u8]) -> Result<CString, ExtractError> {
+    CString::new(name).map_err(|_| ExtractError::Image(format!("attribute name \"{}\" contains NUL", escaped(name))))
+}
+
+/// Sets the mode from an image record on an open file or directory.
+fn set_fd_mode(fd: &OwnedFd, record: &InodeRecord) -> std::io::Result<()> {
     // SAFETY: a valid descriptor.
     if unsafe { libc::fchmod(fd.as_fd().as_raw_fd(), (record.mode & 0o7777) as libc::mode_t) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
+    Ok(())
+}
+
+/// Sets the access and modification times from an image record on an open file or directory.
+fn set_fd_times(fd: &OwnedFd, record: &InodeRecord) -> std::io::Result<()> {
     let timespec = |nanoseconds: u64| libc::timespec {
         tv_sec: (nanoseconds / 1_000_000_000) as libc::time_t,
         tv_nsec: (nanoseconds % 1_000_000_000) as libc::c_long,
