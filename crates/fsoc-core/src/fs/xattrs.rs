@@ -309,18 +309,11 @@ impl<F: Flash> FileSystem<F> {
     /// Setting `system.posix_acl_access` sets the mode's permission bits from the list (and
     /// stores no list the mode says all of); `system.posix_acl_default` is for directories.
     pub fn set_xattr(&mut self, inode: u64, name: &[u8], value: &[u8], mode: XattrMode) -> Result<(), FsError> {
-        check_xattr_name(name)?;
         if value.len() > XATTR_VALUE_BYTES_MAX {
+            check_xattr_name(name)?;
             return Err(FsError::TooBig);
         }
-        if !self.has_xattrs() {
-            return Err(FsError::NotSupported);
-        }
-        let record = self.getattr(inode)?;
-        if user_namespace_refused(name, record.kind) {
-            return Err(FsError::NotPermitted);
-        }
-        attributes::refuse_if_pinned(&record)?;
+        let record = self.xattr_change_allowed(inode, name)?;
         // An ACL is checked (and its effect on the mode worked out) before anything changes.
         let acl = if name == ACL_ACCESS_NAME || name == ACL_DEFAULT_NAME { Some(Acl::decode(value)?) } else { None };
         if name == ACL_DEFAULT_NAME && record.kind != FileKind::Directory {
@@ -359,15 +352,7 @@ impl<F: Flash> FileSystem<F> {
 
     /// removexattr. ENODATA when `inode` has no attribute `name`.
     pub fn remove_xattr(&mut self, inode: u64, name: &[u8]) -> Result<(), FsError> {
-        check_xattr_name(name)?;
-        if !self.has_xattrs() {
-            return Err(FsError::NotSupported);
-        }
-        let record = self.getattr(inode)?;
-        if user_namespace_refused(name, record.kind) {
-            return Err(FsError::NotPermitted);
-        }
-        attributes::refuse_if_pinned(&record)?;
+        let record = self.xattr_change_allowed(inode, name)?;
         self.ensure_space(0, SpaceUse::Metadata)?;
         self.mutate(|fs| {
             if !fs.xattr_delete(inode, name)? {
@@ -377,6 +362,23 @@ impl<F: Flash> FileSystem<F> {
             record.ctime_ns = fs.now_ns;
             fs.put_inode(inode, &record)
         })
+    }
+
+    /// The checks setxattr and removexattr share, in Linux's order: the name (ERANGE,
+    /// EOPNOTSUPP), the volume's format (EOPNOTSUPP), the inode (ENOENT), `user.` on other
+    /// than files and directories and an immutable or append-only inode (EPERM). Returns the
+    /// inode's record.
+    fn xattr_change_allowed(&self, inode: u64, name: &[u8]) -> Result<InodeRecord, FsError> {
+        check_xattr_name(name)?;
+        if !self.has_xattrs() {
+            return Err(FsError::NotSupported);
+        }
+        let record = self.getattr(inode)?;
+        if user_namespace_refused(name, record.kind) {
+            return Err(FsError::NotPermitted);
+        }
+        attributes::refuse_if_pinned(&record)?;
+        Ok(record)
     }
 
     /// Writes attribute `name` (inside a change): replaces its chunks, or takes the first free
