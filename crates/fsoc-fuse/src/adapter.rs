@@ -13,17 +13,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use fsoc_core::fs::attributes::{access_time_due, AccessTimes};
 use fsoc_core::fs::xattrs::XattrMode;
 use fsoc_core::fs::{FileKind, FsError, InodeRecord, NewInode};
 use fsoc_media::Flash;
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
-    InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
+    Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::attributes::{errno, file_attr, file_type, rdev_from_fuse, time_ns};
+use crate::attributes::{errno, file_attr, file_type, now_ns, rdev_from_fuse, time_ns};
 use crate::permissions::{may_access, new_entry_group_and_mode, Caller};
 use crate::volume_lock::{MountState, OpenFile, VolumeLock};
 use fsoc_engine::DirectoryCursor as DirectoryStream;
@@ -35,6 +36,10 @@ const CACHE_TTL: Duration = Duration::from_secs(10);
 /// Largest write the kernel sends in one request.
 const WRITE_BYTES_MAX: u32 = 1 << 20;
 const GENERATION: Generation = Generation(0);
+/// Bytes one copy_file_range call copies at most (callers loop for more).
+const COPY_RANGE_BYTES_MAX: u64 = 64 << 20;
+/// Bytes copied under one hold of the volume lock.
+const COPY_CHUNK_BYTES: u64 = 1 << 20;
 
 /// Largest readahead asked of the kernel (it may grant less).
 const READAHEAD_BYTES_MAX: u32 = 1 << 20;
@@ -50,6 +55,8 @@ pub struct FsocFuse<F: Flash> {
     xattrs: bool,
     /// POSIX ACLs are enforced by the kernel from `system.posix_acl_*` (FUSE_POSIX_ACL).
     posix_acl: bool,
+    /// When reads update access times (the mount's relatime, strictatime or noatime).
+    access_times: AccessTimes,
 }
 
 impl<F: Flash> FsocFuse<F> {
@@ -59,7 +66,39 @@ impl<F: Flash> FsocFuse<F> {
         let volume_has_xattrs =
             lock.read_on("init", None, |state| Ok(state.fs.superblock().format_version >= 4)).unwrap_or(false);
         let xattrs = xattrs && volume_has_xattrs;
-        FsocFuse { lock, writeback_cache, writeback: AtomicBool::new(false), xattrs, posix_acl: posix_acl && xattrs }
+        FsocFuse {
+            lock,
+            writeback_cache,
+            writeback: AtomicBool::new(false),
+            xattrs,
+            posix_acl: posix_acl && xattrs,
+            access_times: AccessTimes::Relative,
+        }
+    }
+
+    /// Sets when reads update access times (relatime unless told otherwise).
+    pub fn with_access_times(mut self, access_times: AccessTimes) -> Self {
+        self.access_times = access_times;
+        self
+    }
+
+    /// After a read of `inode` reached the volume: records the access when the mount's rule
+    /// says one is due. Checked under the shared lock, so only a due update takes the
+    /// exclusive one (with relatime, about once a day per file, or after it changed). The
+    /// kernel answers reads from its page cache without asking, so those leave no trace: a
+    /// FUSE file system sees only the reads that miss the cache.
+    fn record_access(&self, inode: u64) {
+        if self.access_times == AccessTimes::Never {
+            return;
+        }
+        let now = now_ns();
+        let due = self.lock.read_on("atime", Some(inode), |state| {
+            Ok(access_time_due(&state.fs.getattr(inode).map_err(fs_error)?, now, self.access_times))
+        });
+        if due == Ok(true) {
+            // Best effort, as Linux's touch_atime: a failure here fails no read.
+            let _ = self.lock.run_on("atime", Some(inode), |state| state.fs.record_access(inode).map_err(fs_error));
+        }
     }
 
     /// With the kernel's write-back cache, the kernel decides every write's offset (it keeps
@@ -509,7 +548,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
 
     fn rename(
         &self,
-        _request: &Request,
+        request: &Request,
         parent: INodeNo,
         name: &OsStr,
         new_parent: INodeNo,
@@ -517,19 +556,32 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        // RENAME_EXCHANGE and RENAME_WHITEOUT need operations fsoc-core does not have.
-        if flags.intersects(RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_WHITEOUT) {
-            reply.error(Errno::EINVAL);
-            return;
-        }
         let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
+        let caller = (request.uid(), request.gid());
+        let (source, target) = ((parent.0, name.as_bytes()), (new_parent.0, new_name.as_bytes()));
         let result = self.lock.run_on("rename", Some(parent.0), |state| {
+            if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+                // The kernel refused EXCHANGE with NOREPLACE or WHITEOUT before asking.
+                return state.fs.rename_exchange(source, target).map_err(fs_error);
+            }
             if no_replace {
                 match state.fs.lookup(new_parent.0, new_name.as_bytes()) {
                     Ok(_) => return Err(Errno::EEXIST),
                     Err(FsError::NotFound) => {}
                     Err(error) => return Err(fs_error(error)),
                 }
+            }
+            if flags.contains(RenameFlags::RENAME_WHITEOUT) {
+                // The kernel checked CAP_MKNOD; the whiteout is owned as a new node would be.
+                let directory = state.fs.getattr(parent.0).map_err(fs_error)?;
+                if directory.kind != FileKind::Directory {
+                    return Err(Errno::ENOTDIR);
+                }
+                let (gid, _) = new_entry_group_and_mode(&directory, FileKind::CharDevice, caller.1, 0);
+                return state.fs.rename_whiteout(source, target, (caller.0, gid)).map_err(|error| match error {
+                    FsError::NotSupported => Errno::EINVAL,
+                    error => fs_error(error),
+                });
             }
             state.fs.rename(parent.0, name.as_bytes(), new_parent.0, new_name.as_bytes()).map_err(fs_error)
         });
@@ -587,7 +639,10 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                 .lock
                 .read_on("read", Some(inode.0), |state| state.fs.read_into(inode.0, offset, buffer).map_err(fs_error))
             {
-                Ok(read) => reply.data(&buffer[..read]),
+                Ok(read) => {
+                    reply.data(&buffer[..read]);
+                    self.record_access(inode.0);
+                }
                 Err(error) => reply.error(error),
             }
         });
@@ -709,7 +764,12 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                 .map_err(fs_error)
         });
         match result {
-            Ok(()) => reply.ok(),
+            Ok(()) => {
+                reply.ok();
+                if offset == 0 {
+                    self.record_access(inode.0);
+                }
+            }
             Err(error) => reply.error(error),
         }
     }
@@ -748,7 +808,12 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             }
         });
         match result {
-            Ok(()) => reply.ok(),
+            Ok(()) => {
+                reply.ok();
+                if offset == 0 {
+                    self.record_access(inode.0);
+                }
+            }
             Err(error) => reply.error(error),
         }
     }
@@ -988,11 +1053,12 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         }
     }
 
-    /// fallocate: punching a hole (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) unmaps the
-    /// range's whole pages and zeroes the rest of it. Reserving space (mode 0, KEEP_SIZE alone,
-    /// ZERO_RANGE, …) is EOPNOTSUPP: a copy-on-write log cannot promise that later writes into
-    /// the range will find space, which is what such a reservation means; glibc's
-    /// posix_fallocate then writes the range itself.
+    /// fallocate, with ext4's modes: 0 and KEEP_SIZE check that the range's unmapped pages
+    /// fit the free space and (0) extend the file, PUNCH_HOLE | KEEP_SIZE unmaps the range's
+    /// whole pages and zeroes the rest, ZERO_RANGE (with or without KEEP_SIZE) does the same and
+    /// may extend the file (fsoc-core's `allocate`, `punch_hole` and `zero_range`: a
+    /// copy-on-write log reserves nothing, see `allocate`). COLLAPSE_RANGE, INSERT_RANGE and
+    /// UNSHARE_RANGE are EOPNOTSUPP.
     fn fallocate(
         &self,
         _request: &Request,
@@ -1003,16 +1069,78 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        if mode != libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE {
-            return reply.error(Errno::EOPNOTSUPP);
-        }
-        let result = self
-            .lock
-            .run_on("fallocate", Some(inode.0), |state| state.fs.punch_hole(inode.0, offset, length).map_err(fs_error));
+        const KEEP_SIZE: i32 = libc::FALLOC_FL_KEEP_SIZE;
+        const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        const ZERO: i32 = libc::FALLOC_FL_ZERO_RANGE;
+        let result = self.lock.run_on("fallocate", Some(inode.0), |state| {
+            let fs = &mut state.fs;
+            match mode {
+                0 => fs.allocate(inode.0, offset, length, false),
+                KEEP_SIZE => fs.allocate(inode.0, offset, length, true),
+                PUNCH => fs.punch_hole(inode.0, offset, length),
+                ZERO => fs.zero_range(inode.0, offset, length, false),
+                _ if mode == ZERO | KEEP_SIZE => fs.zero_range(inode.0, offset, length, true),
+                _ => return Err(Errno::EOPNOTSUPP),
+            }
+            .map_err(fs_error)
+        });
         match result {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
         }
+    }
+
+    /// copy_file_range(2), as reads and writes inside the server (no data crosses to the
+    /// kernel): up to `COPY_RANGE_BYTES_MAX` per call, `COPY_CHUNK_BYTES` under the lock at a
+    /// time, so other callers run between chunks. A short count is a valid answer (callers
+    /// loop); a failure after the first chunk answers with what was copied. Holes in the
+    /// source are copied as zeros.
+    fn copy_file_range(
+        &self,
+        request: &Request,
+        inode_in: INodeNo,
+        _handle_in: FileHandle,
+        offset_in: u64,
+        inode_out: INodeNo,
+        _handle_out: FileHandle,
+        offset_out: u64,
+        length: u64,
+        flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        if flags.bits() != 0 {
+            return reply.error(Errno::EINVAL);
+        }
+        let length = length.min(COPY_RANGE_BYTES_MAX);
+        let set_id_bits = request.uid() != 0;
+        let mut copied = 0u64;
+        while copied < length {
+            let chunk = usize::try_from((length - copied).min(COPY_CHUNK_BYTES)).unwrap_or(usize::MAX);
+            let result = self.lock.run_on("copy_file_range", Some(inode_out.0), |state| {
+                let data = state.fs.read(inode_in.0, offset_in + copied, chunk).map_err(fs_error)?;
+                if data.is_empty() {
+                    return Ok(0);
+                }
+                if copied == 0 {
+                    state.fs.kill_privileges(inode_out.0, set_id_bits).map_err(fs_error)?;
+                }
+                state.fs.write(inode_out.0, offset_out + copied, &data).map_err(fs_error)
+            });
+            match result {
+                Ok(written) => {
+                    copied += written as u64;
+                    if written < chunk {
+                        break;
+                    }
+                }
+                Err(error) if copied == 0 => return reply.error(error),
+                Err(_) => break,
+            }
+        }
+        if copied > 0 {
+            self.record_access(inode_in.0);
+        }
+        reply.written(u32::try_from(copied).unwrap_or(u32::MAX))
     }
 
     fn access(&self, request: &Request, inode: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {

@@ -8,17 +8,24 @@
 //! inheritance, `allow_other` when mounted by root, fsync = fsoc commit, statfs with the
 //! real free space and name length, directories of any size listed in name order.
 //!
+//! Every inode type (device nodes, FIFOs and sockets on format version 3 and later), extended
+//! attributes and POSIX ACLs (version 4), chattr flags and the volume label, renameat2's
+//! NOREPLACE, EXCHANGE and WHITEOUT, fallocate (mode 0, KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE),
+//! SEEK_DATA/SEEK_HOLE, copy_file_range, and access times by the mount's relatime,
+//! strictatime or noatime rule.
+//!
 //! Known limits, each for a stated reason:
 //! - Changes are serialized: one readers-writer lock guards the volume (fsoc-engine's
 //!   `SharedVolume`, see `volume_lock`); lookups, attributes, reads and listings run at once.
-//! - No device, FIFO or socket nodes (mknod of them is EPERM), no extended attributes or ACLs
-//!   (ENOSYS), no `RENAME_EXCHANGE`/`RENAME_WHITEOUT` (EINVAL), no `fallocate`, no
-//!   kernel-side file locks beyond what the kernel does locally: fsoc-core has no such records.
-//! - atime is never updated by reads whatever the mount's atime option (relatime by default,
-//!   passed to the kernel); only utimens sets it (atime updates are the rootfs issue's).
+//! - Access times change only on reads that reach the server: the kernel answers reads from
+//!   its page cache without asking.
+//! - No O_TMPFILE and no statx birth time: fuser 0.18 parses neither FUSE_TMPFILE nor
+//!   FUSE_STATX, so the kernel answers EOPNOTSUPP and reports no birth time.
 //! - Times before 1970 are stored as the epoch: fsoc keeps unsigned nanoseconds.
 //! - `st_blocks` reports the apparent size rounded up to pages, sparse files included:
 //!   fsoc-core does not count allocated pages per inode.
+//! - No kernel-side file locks beyond what the kernel does locally: fsoc-core has no such
+//!   records.
 
 mod adapter;
 mod attributes;

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use fsoc_core::fs::attributes::AccessTimes;
 use fsoc_core::FileSystem;
 use fsoc_media::Flash;
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
@@ -53,8 +54,9 @@ pub struct MountConfig {
     /// Let programs on the mount run (`exec`; off: `noexec`, execve fails with EACCES).
     pub execute: bool,
     /// The kernel's access-time mode by its mount(8) name: `relatime` (the kernel's default,
-    /// also what `atime` gives), `noatime` or `strictatime` (root only). A mount flag only: the
-    /// kernel leaves a FUSE file's atime to the server.
+    /// also what `atime` gives), `noatime` or `strictatime` (root only). The kernel leaves a
+    /// FUSE file's atime to the server, which updates it by this rule on the reads and
+    /// listings that reach it (`FsocFuse::with_access_times`).
     pub access_time: &'static str,
     /// Serve extended attributes (`xattr`; off: `noxattr`, which also turns ACLs off). Needs
     /// a volume of format version 4; an older volume is mounted without them.
@@ -261,6 +263,15 @@ const ACCESS_TIME_RELATIVE: &str = "relatime";
 const ACCESS_TIME_NEVER: &str = "noatime";
 const ACCESS_TIME_STRICT: &str = "strictatime";
 
+/// The rule reads follow for an access-time mode `check_config` accepted.
+fn access_times(mode: &str) -> AccessTimes {
+    match mode {
+        ACCESS_TIME_NEVER => AccessTimes::Never,
+        ACCESS_TIME_STRICT => AccessTimes::Strict,
+        _ => AccessTimes::Relative,
+    }
+}
+
 /// Refuses what the kernel would refuse or silently drop, before anything is mounted.
 fn check_config(config: &MountConfig) -> Result<(), MountError> {
     if ![ACCESS_TIME_RELATIVE, ACCESS_TIME_NEVER, ACCESS_TIME_STRICT].contains(&config.access_time) {
@@ -348,7 +359,8 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
         let mount_point = check_mount_point(mount_point)?;
         let lock = Arc::new(VolumeLock::new(fs));
         let session = Session::new(
-            FsocFuse::new(lock.clone(), config.writeback_cache, config.xattrs, config.posix_acl),
+            FsocFuse::new(lock.clone(), config.writeback_cache, config.xattrs, config.posix_acl)
+                .with_access_times(access_times(config.access_time)),
             &mount_point,
             &fuser_config(config),
         )

@@ -74,7 +74,58 @@ pub(crate) fn is_synchronous(record: &InodeRecord) -> bool {
     record.flags & INODE_FLAG_SYNC != 0
 }
 
+/// When reads update a file's access time (mount(8)'s atime options).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessTimes {
+    /// `relatime` (Linux's default): when the access time is not after the modification or
+    /// change time, or is a day old or more.
+    Relative,
+    /// `strictatime`: on every read.
+    Strict,
+    /// `noatime`: never.
+    Never,
+}
+
+/// A day, in nanoseconds: `relatime` updates an access time at least this old.
+const RELATIME_INTERVAL_NS: u64 = 24 * 3600 * 1_000_000_000;
+
+/// Whether a read at `now_ns` updates `record`'s access time under `mode` (Linux's
+/// relatime_need_update; an inode with the noatime flag never changes).
+pub fn access_time_due(record: &InodeRecord, now_ns: u64, mode: AccessTimes) -> bool {
+    if record.flags & INODE_FLAG_NOATIME != 0 || record.atime_ns == now_ns {
+        return false;
+    }
+    match mode {
+        AccessTimes::Never => false,
+        AccessTimes::Strict => true,
+        AccessTimes::Relative => {
+            record.mtime_ns >= record.atime_ns
+                || record.ctime_ns >= record.atime_ns
+                || now_ns.saturating_sub(record.atime_ns) >= RELATIME_INTERVAL_NS
+        }
+    }
+}
+
 impl<F: Flash> FileSystem<F> {
+    /// Records a read of `inode` now (`access_time_due` says when one is due): the access time
+    /// alone changes, not the change time, as for Linux's touch_atime. Nothing happens on an
+    /// immutable inode, and on a read-only volume the call is a no-op.
+    pub fn record_access(&mut self, inode: u64) -> Result<(), FsError> {
+        if self.volume.config.read_only {
+            return Ok(());
+        }
+        let record = self.getattr(inode)?;
+        if refuse_if_immutable(&record).is_err() {
+            return Ok(());
+        }
+        self.ensure_space(0, SpaceUse::Metadata)?;
+        self.mutate(|fs| {
+            let mut record = fs.getattr(inode)?;
+            record.atime_ns = fs.now_ns;
+            fs.put_inode(inode, &record)
+        })
+    }
+
     /// The inode's flags as FS_IOC_GETFLAGS reports them (`FS_*_FL`); 0 on older volumes.
     pub fn inode_flags(&self, inode: u64) -> Result<u32, FsError> {
         Ok(to_linux(self.getattr(inode)?.flags))

@@ -594,6 +594,12 @@ impl<F: Flash> FileSystem<F> {
 
     /// Sets the file size; bytes past a shrink point are gone, growth reads as zeros.
     pub fn truncate(&mut self, inode: u64, size: u64) -> Result<(), FsError> {
+        self.resize(inode, size, false)
+    }
+
+    /// `truncate`; `growing_append_only` lets an append-only file grow (fallocate may extend
+    /// one, truncate may not).
+    pub(crate) fn resize(&mut self, inode: u64, size: u64, growing_append_only: bool) -> Result<(), FsError> {
         match self.getattr(inode)?.kind {
             FileKind::Directory => return Err(FsError::IsDirectory),
             FileKind::Symlink => return Err(FsError::InvalidArgument("truncate of a symbolic link")),
@@ -618,7 +624,11 @@ impl<F: Flash> FileSystem<F> {
                 }
                 FileKind::File => {}
             }
-            attributes::refuse_if_pinned(&record)?;
+            if growing_append_only && size >= record.size {
+                attributes::refuse_if_immutable(&record)?;
+            } else {
+                attributes::refuse_if_pinned(&record)?;
+            }
             let page_size = fs.page_size();
             if record.is_inline() {
                 let mut content = fs.read_inline(inode, record.size)?;

@@ -24,6 +24,7 @@ mod inodes;
 mod inspect;
 mod mount;
 mod namespace;
+mod rename;
 pub use crate::fs::namespace::NewInode;
 pub mod records;
 mod space;

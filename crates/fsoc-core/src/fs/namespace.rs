@@ -193,7 +193,6 @@ impl<F: Flash> FileSystem<F> {
                 Err(error) => return Err(error),
             }
             attributes::refuse_if_immutable(&fs.getattr(parent)?)?;
-            let inode = fs.allocate_inode();
             let is_directory = kind == FileKind::Directory;
             let record = InodeRecord {
                 kind,
@@ -208,7 +207,7 @@ impl<F: Flash> FileSystem<F> {
                 ctime_ns: fs.now_ns,
                 parent: if is_directory { parent } else { rdev },
             };
-            fs.put_inode(inode, &record)?;
+            let inode = fs.add_inode(parent, name, &record)?;
             if let Some(acl) = &access_acl {
                 fs.xattr_put(inode, ACL_ACCESS_NAME, acl, XattrMode::Create)?;
             }
@@ -225,11 +224,19 @@ impl<F: Flash> FileSystem<F> {
                     )?;
                 }
             }
-            let entry = DirectoryValue { inode, kind };
-            fs.tree_insert(TreeId::Directory, &directory_key(parent, name), &entry.encode())?;
-            fs.touch_directory(parent, if is_directory { 1 } else { 0 })?;
             Ok(inode)
         })
+    }
+
+    /// Gives `record` a new inode number and names it `name` in `parent` (whose times and, for
+    /// a directory, link count follow), inside a change that checked the name is free.
+    pub(super) fn add_inode(&mut self, parent: u64, name: &[u8], record: &InodeRecord) -> Result<u64, FsError> {
+        let inode = self.allocate_inode();
+        self.put_inode(inode, record)?;
+        let entry = DirectoryValue { inode, kind: record.kind };
+        self.tree_insert(TreeId::Directory, &directory_key(parent, name), &entry.encode())?;
+        self.touch_directory(parent, if record.kind == FileKind::Directory { 1 } else { 0 })?;
+        Ok(inode)
     }
 
     /// Bytes of a symlink target kept in one Symlink record.
@@ -335,111 +342,6 @@ impl<F: Flash> FileSystem<F> {
             return Err(FsError::CorruptFile { inode, reason: "directory entry's kind differs from the inode's" });
         }
         Ok(record)
-    }
-
-    /// Atomic rename with POSIX replacement rules.
-    pub fn rename(
-        &mut self,
-        source_parent: u64,
-        source_name: &[u8],
-        target_parent: u64,
-        target_name: &[u8],
-    ) -> Result<(), FsError> {
-        Self::validate_name(target_name)?;
-        self.ensure_space(0, SpaceUse::Metadata)?;
-        self.mutate(|fs| {
-            let (inode, kind) = fs.lookup(source_parent, source_name)?;
-            let source_record = fs.entry_target(inode, kind)?;
-            let target_record = fs.getattr(target_parent)?;
-            if target_record.kind != FileKind::Directory {
-                return Err(FsError::NotDirectory);
-            }
-            // Renaming a name onto another name of the same inode changes nothing (Linux
-            // returns at once, before any permission check).
-            if matches!(fs.lookup(target_parent, target_name), Ok((existing, _)) if existing == inode) {
-                return Ok(());
-            }
-            // The source is deleted from its directory and added to the target's.
-            attributes::refuse_if_pinned(&fs.getattr(source_parent)?)?;
-            attributes::refuse_if_pinned(&source_record)?;
-            attributes::refuse_if_immutable(&target_record)?;
-            if kind == FileKind::Directory {
-                // A directory may not move into its own subtree: walk up from the target.
-                if fs.is_ancestor(inode, target_parent)? {
-                    return Err(FsError::InvalidArgument("cannot move a directory into itself"));
-                }
-            }
-            let existing = match fs.lookup(target_parent, target_name) {
-                Ok((existing_inode, existing_kind)) => {
-                    let existing_record = fs.entry_target(existing_inode, existing_kind)?;
-                    // Replacing deletes the existing entry (ext4's may_delete on the target).
-                    if existing_inode != inode {
-                        attributes::refuse_if_pinned(&target_record)?;
-                        attributes::refuse_if_pinned(&existing_record)?;
-                    }
-                    // Replacing the last name of a file deletes it: its extents are checked
-                    // first, as `remove` does.
-                    if existing_inode != inode
-                        && existing_record.kind == FileKind::File
-                        && existing_record.nlink <= 1
-                        && !existing_record.is_inline()
-                    {
-                        fs.check_extents(existing_inode)?;
-                    }
-                    Some((existing_inode, existing_kind))
-                }
-                Err(FsError::NotFound) => None,
-                Err(error) => return Err(error),
-            };
-            if let Some((existing_inode, FileKind::Directory)) = existing {
-                // The target is a directory on the source's path: it contains the source.
-                if fs.is_ancestor(existing_inode, source_parent)? {
-                    return Err(FsError::NotEmpty);
-                }
-            }
-            if let Some((existing_inode, existing_kind)) = existing {
-                if existing_inode == inode {
-                    return Ok(());
-                }
-                match (kind == FileKind::Directory, existing_kind == FileKind::Directory) {
-                    (true, false) => return Err(FsError::NotDirectory),
-                    (false, true) => return Err(FsError::IsDirectory),
-                    (true, true) if !fs.directory_is_empty(existing_inode)? => return Err(FsError::NotEmpty),
-                    _ => {}
-                }
-            }
-            // Link counts are checked before the first change, so a corrupt count fails this
-            // call alone instead of leaving a half-done rename (which poisons the volume).
-            let replaced_directory = matches!(existing, Some((_, FileKind::Directory)));
-            let moved_directory = kind == FileKind::Directory && source_parent != target_parent;
-            if replaced_directory {
-                fs.check_link_change(target_parent, -1)?;
-            }
-            if moved_directory {
-                fs.check_link_change(source_parent, -1)?;
-                fs.check_link_change(target_parent, if replaced_directory { 0 } else { 1 })?;
-            }
-            if let Some((existing_inode, existing_kind)) = existing {
-                let is_directory = existing_kind == FileKind::Directory;
-                fs.tree_remove(TreeId::Directory, &directory_key(target_parent, target_name))?;
-                if is_directory {
-                    fs.touch_directory(target_parent, -1)?;
-                }
-                fs.drop_link(existing_inode)?;
-            }
-            fs.tree_remove(TreeId::Directory, &directory_key(source_parent, source_name))?;
-            let entry = DirectoryValue { inode, kind };
-            fs.tree_insert(TreeId::Directory, &directory_key(target_parent, target_name), &entry.encode())?;
-            fs.touch_directory(source_parent, if moved_directory { -1 } else { 0 })?;
-            fs.touch_directory(target_parent, if moved_directory { 1 } else { 0 })?;
-            let mut record = fs.getattr(inode)?;
-            record.ctime_ns = fs.now_ns;
-            if kind == FileKind::Directory {
-                record.parent = target_parent;
-            }
-            fs.put_inode(inode, &record)
-        })?;
-        self.after_namespace_change()
     }
 
     /// Whether `ancestor` is `directory` or one of its ancestors, following parent links up to

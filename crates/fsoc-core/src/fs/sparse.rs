@@ -102,6 +102,71 @@ impl<F: Flash> FileSystem<F> {
         }
     }
 
+    /// fallocate mode 0 (`keep_size` false) and FALLOC_FL_KEEP_SIZE: checks that the pages of
+    /// [offset, offset + length) not yet mapped fit the volume's free capacity now (ENOSPC
+    /// otherwise, before anything changes) and, without `keep_size`, extends the file to the
+    /// range's end (a hole reading as zeros). Nothing is reserved: a copy-on-write log writes
+    /// every page anew, so no earlier promise of space can hold for a later write; OpenZFS
+    /// answers fallocate the same way. The range reads as zeros where it was a hole before.
+    pub fn allocate(&mut self, inode: u64, offset: u64, length: u64, keep_size: bool) -> Result<(), FsError> {
+        let end = self.allocation_range(inode, offset, length)?;
+        let (size, inline) = self.regular_size(inode)?;
+        crate::fs::attributes::refuse_if_immutable(&self.getattr(inode)?)?;
+        let page_size = self.page_size();
+        let (first, end_page) = (offset / page_size, end.div_ceil(page_size));
+        let mut unmapped = end_page - first;
+        if inline {
+            // Inline bytes move into page 0 once the file outgrows the tree entry.
+            unmapped = unmapped.saturating_sub(u64::from(size > 0 && first == 0));
+        } else {
+            let batch = self.config.io_batch_pages.max(1);
+            let mut cursor = first;
+            while cursor < end_page {
+                let extents = self.extents_in_at_most(inode, cursor, end_page, batch)?;
+                let Some(last) = extents.last() else { break };
+                cursor = last.end_page();
+                for extent in &extents {
+                    unmapped -= extent.end_page().min(end_page) - extent.first_page.max(first);
+                }
+            }
+        }
+        let (capacity, used) = self.capacity_pages();
+        if used.saturating_add(unmapped) > capacity {
+            return Err(FsError::NoSpace);
+        }
+        if !keep_size && end > size {
+            self.resize(inode, end, true)?;
+        }
+        Ok(())
+    }
+
+    /// fallocate(FALLOC_FL_ZERO_RANGE, with or without KEEP_SIZE): [offset, offset + length)
+    /// reads as zeros; whole pages in it are unmapped (flash freed, as `punch_hole`), and
+    /// without `keep_size` the file grows to the range's end.
+    pub fn zero_range(&mut self, inode: u64, offset: u64, length: u64, keep_size: bool) -> Result<(), FsError> {
+        let end = self.allocation_range(inode, offset, length)?;
+        let (size, _) = self.regular_size(inode)?;
+        crate::fs::attributes::refuse_if_pinned(&self.getattr(inode)?)?;
+        self.punch_hole(inode, offset, length)?;
+        if !keep_size && end > size {
+            self.resize(inode, end, false)?;
+        }
+        Ok(())
+    }
+
+    /// The end of a fallocate range, checked as Linux does: a zero length is EINVAL, a range
+    /// past the largest file EFBIG.
+    fn allocation_range(&self, inode: u64, offset: u64, length: u64) -> Result<u64, FsError> {
+        if length == 0 {
+            return Err(FsError::InvalidArgument("fallocate of an empty range"));
+        }
+        self.regular_size(inode)?;
+        match offset.checked_add(length) {
+            Some(end) if end <= self.file_bytes_max() => Ok(end),
+            _ => Err(FsError::FileTooBig),
+        }
+    }
+
     fn write_zeros(&mut self, inode: u64, start: u64, end: u64) -> Result<(), FsError> {
         if start >= end {
             return Ok(());
