@@ -936,7 +936,7 @@ class _TreeCopier:
 
     def set_times(self, image_path: bytes, info: os.stat_result) -> None:
         """The times (the mode is `_AttributeCopy.copy`'s, with the ACLs)."""
-        self.volume.setattr(image_path, atime_ns=max(info.st_atime_ns, 0), mtime_ns=max(info.st_mtime_ns, 0))
+        self.volume.setattr(image_path, atime_ns=info.st_atime_ns, mtime_ns=info.st_mtime_ns)
 
 
 class _Directory:

@@ -57,8 +57,9 @@ pub fn volume_config(read_only: bool) -> FsConfig {
 }
 
 /// Nanoseconds since the Unix epoch: the time stamped on what a call changes.
-pub fn wall_clock_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64)
+pub fn wall_clock_ns() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |since| i64::try_from(since.as_nanos()).unwrap_or(i64::MAX))
 }
 
 /// Refuses a path that exists and is not a regular file (nothing is opened: a FIFO would
@@ -290,7 +291,7 @@ pub fn create(path: &Path, options: &CreateOptions) -> Result<OpenImage, OpenErr
     };
     let volume_id = new_volume_id(options.volume_id, options.seed)?;
     let now_ns = match source_date_epoch()? {
-        Some(epoch) => epoch.saturating_mul(1_000_000_000),
+        Some(epoch) => i64::try_from(epoch).unwrap_or(i64::MAX).saturating_mul(1_000_000_000),
         None => wall_clock_ns(),
     };
     let file_name =

@@ -34,7 +34,7 @@ const READ_CHUNK_BYTES_MAX: usize = 16 << 20;
 /// An inode's attributes as Python gets them: (inode, kind, mode, uid, gid, nlink, size,
 /// atime_ns, mtime_ns, ctime_ns); kind is 'f', 'd', 'l', or for a device node, FIFO or socket
 /// (format version 3) 'c', 'b', 'p' or 's'.
-type StatTuple = (u64, char, u32, u32, u32, u32, u64, u64, u64, u64);
+type StatTuple = (u64, char, u32, u32, u32, u32, u64, i64, i64, i64);
 
 fn kind_code(kind: FileKind) -> char {
     match kind {
@@ -267,8 +267,8 @@ impl Volume {
         mode: Option<u32>,
         uid: Option<u32>,
         gid: Option<u32>,
-        atime_ns: Option<u64>,
-        mtime_ns: Option<u64>,
+        atime_ns: Option<i64>,
+        mtime_ns: Option<i64>,
     ) -> PyResult<()> {
         self.with(py, path, |image| {
             let (inode, _) = image.fs.resolve(path)?;

@@ -635,9 +635,10 @@ fn set_fd_mode(fd: &OwnedFd, record: &InodeRecord) -> std::io::Result<()> {
 
 /// Sets the access and modification times from an image record on an open file or directory.
 fn set_fd_times(fd: &OwnedFd, record: &InodeRecord) -> std::io::Result<()> {
-    let timespec = |nanoseconds: u64| libc::timespec {
-        tv_sec: (nanoseconds / 1_000_000_000) as libc::time_t,
-        tv_nsec: (nanoseconds % 1_000_000_000) as libc::c_long,
+    // Floor division: a time before the epoch has a negative tv_sec and a tv_nsec in range.
+    let timespec = |nanoseconds: i64| libc::timespec {
+        tv_sec: nanoseconds.div_euclid(1_000_000_000) as libc::time_t,
+        tv_nsec: nanoseconds.rem_euclid(1_000_000_000) as libc::c_long,
     };
     let times = [timespec(record.atime_ns), timespec(record.mtime_ns)];
     // SAFETY: a valid descriptor and a two-element times array.

@@ -167,10 +167,10 @@ fn mode_string(mode: u32) -> String {
 }
 
 /// `YYYY-MM-DD HH:MM` in UTC, as `ls -l --time-style=+%Y-%m-%d %H:%M` shows it.
-fn format_time(time_ns: u64) -> String {
-    // Every u64 of nanoseconds (up to the year 2554) is a valid date.
+fn format_time(time_ns: i64) -> String {
+    // Every i64 of nanoseconds (the years 1678 to 2262) is a valid date.
     let time = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(time_ns))
-        .expect("u64 nanoseconds since 1970 stay within time's range");
+        .expect("i64 nanoseconds since 1970 stay within time's range");
     format!(
         "{:04}-{:02}-{:02} {:02}:{:02}",
         time.year(),
@@ -193,6 +193,7 @@ mod tests {
         assert_eq!(mode_string(0o2644), "rw-r-Sr--");
         assert_eq!(format_time(0), "1970-01-01 00:00");
         assert_eq!(format_time(951_782_400 * 1_000_000_000 + 3_660_000_000_000), "2000-02-29 01:01");
-        assert_eq!(format_time(u64::MAX), "2554-07-21 23:34");
+        assert_eq!(format_time(i64::MAX), "2262-04-11 23:47");
+        assert_eq!(format_time(-86_400_000_000_000), "1969-12-31 00:00");
     }
 }

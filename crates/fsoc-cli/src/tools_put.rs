@@ -253,9 +253,8 @@ fn put_one(
 }
 
 fn set_times(session: &mut Session, inode: u64, metadata: &std::fs::Metadata, target: &[u8]) -> Result<(), String> {
-    let nanos = |seconds: i64, nanoseconds: i64| {
-        (seconds.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(nanoseconds.max(0) as u64)
-    };
+    // Signed: a time before 1970 is kept (format version 5 on; older volumes store the epoch).
+    let nanos = |seconds: i64, nanoseconds: i64| seconds.saturating_mul(1_000_000_000).saturating_add(nanoseconds);
     let atime_ns = nanos(metadata.atime(), metadata.atime_nsec());
     let mtime_ns = nanos(metadata.mtime(), metadata.mtime_nsec());
     session

@@ -171,7 +171,7 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
     };
     let volume_id = new_volume_id(options.volume_id, options.seed)?;
     let now_ns = match source_date_epoch()? {
-        Some(epoch) => epoch.saturating_mul(1_000_000_000),
+        Some(epoch) => i64::try_from(epoch).unwrap_or(i64::MAX).saturating_mul(1_000_000_000),
         None => crate::volume_files::wall_clock_ns(),
     };
     let file_name = image.file_name().ok_or_else(|| format!("{}: not a file name", image.display()))?;
@@ -247,7 +247,7 @@ fn mkfs_mtd(name: &Path, devices: &[std::path::PathBuf], options: &MkfsOptions) 
     let bad_blocks = flash.bad_blocks().map_err(|error| format!("{}: {error}", name.display()))?;
     let volume_id = new_volume_id(options.volume_id, options.seed)?;
     let now_ns = match source_date_epoch()? {
-        Some(epoch) => epoch.saturating_mul(1_000_000_000),
+        Some(epoch) => i64::try_from(epoch).unwrap_or(i64::MAX).saturating_mul(1_000_000_000),
         None => crate::volume_files::wall_clock_ns(),
     };
     if let Some(label) = &options.label {

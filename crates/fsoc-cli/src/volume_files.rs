@@ -517,8 +517,8 @@ pub fn mount<F: Flash>(flash: F, name: &Path, read_only: bool) -> Result<FileSys
 }
 
 /// Nanoseconds since the Unix epoch: the time the commands stamp on what they change.
-pub fn wall_clock_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64)
+pub fn wall_clock_ns() -> i64 {
+    fsoc_engine::wall_clock_ns()
 }
 
 /// Unmounts cleanly (the final commit) and makes it durable; `name` is for messages.

@@ -151,8 +151,9 @@ fn sqlite3_creates_and_queries_a_database() {
 }
 
 /// Holes through the mount, checked with Python's os.lseek and util-linux's fallocate: SEEK_DATA
-/// and SEEK_HOLE follow the extents, a punched hole reads as zeros with the size kept, and a
-/// space reservation is refused with EOPNOTSUPP (a copy-on-write log cannot promise it).
+/// and SEEK_HOLE follow the extents, a punched hole reads as zeros with the size kept, and
+/// fallocate's mode 0 extends the file with a hole after checking the free space (it reserves
+/// nothing: a copy-on-write log cannot promise space), refusing a size the volume cannot hold.
 #[test]
 fn seek_data_seek_hole_and_punching_holes_through_the_mount() {
     require("python3");
@@ -191,9 +192,12 @@ print(hole, data, end_hole, past_end)
     assert_eq!(punched.len(), 16384, "the size is kept");
     assert!(punched[..2048].iter().all(|&byte| byte == b'x') && punched[10240..].iter().all(|&byte| byte == b'x'));
     assert!(punched[2048..10240].iter().all(|&byte| byte == 0), "the punched range reads as zeros");
+    shell(mounted.root(), "fallocate -l 1M reserved");
+    let reserved = std::fs::metadata(mounted.path("reserved")).expect("stat");
+    assert_eq!((reserved.len(), std::os::unix::fs::MetadataExt::blocks(&reserved)), (1 << 20, 0), "a hole");
     let refused =
-        run(Command::new("fallocate").args(["-l", "1M", "reserved"]).current_dir(mounted.root()), MOUNT_TIMEOUT);
-    assert!(!refused.status.success() && refused.stderr.contains("not supported"), "{}", refused.text());
+        run(Command::new("fallocate").args(["-l", "1G", "too-big"]).current_dir(mounted.root()), MOUNT_TIMEOUT);
+    assert!(!refused.status.success() && refused.stderr.contains("No space left"), "{}", refused.text());
     mounted.unmount();
     volume.fsck();
 }

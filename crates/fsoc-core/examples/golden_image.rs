@@ -22,7 +22,7 @@ const CHUNK_BYTES: usize = 512;
 /// Fixed so every run writes the same bytes.
 const VOLUME_ID: u64 = 0x0123_4567_89AB_CDEF;
 const SEED: u64 = 11;
-const NOW_NS: u64 = 1_700_000_000_000_000_000;
+const NOW_NS: i64 = 1_700_000_000_000_000_000;
 
 fn write_file(fs: &mut FileSystem<SimFlash<fsoc_media::image::ImageStore>>, path: &str, data: &[u8]) {
     let flags = OpenFlags { write: true, create: true, truncate: true, ..OpenFlags::default() };
@@ -107,6 +107,14 @@ fn main() {
     fs.unlink(b"/docs/readme.md").expect("unlink");
     let notes = fs.stat(b"/docs/notes").expect("stat").0;
     fs.set_xattr(notes, b"security.delta", b"after the full commit", any).expect("xattr");
+    // Format version 5 on: times before 1970, and a sparse file whose one mapped page (not
+    // its size) is what st_blocks counts.
+    write_file(&mut fs, "/late/1969.txt", b"before the epoch\n");
+    fs.utimens(b"/late/1969.txt", -86_400_000_000_000, -1_500_000_000).expect("utimens");
+    let flags = OpenFlags { write: true, create: true, ..OpenFlags::default() };
+    let fd = fs.open(b"/late/sparse.bin", flags, 0o644).expect("open");
+    fs.pwrite(fd, 200_000, b"one page at 200,000").expect("write");
+    fs.close(fd).expect("close");
     fs.transact().expect("delta commit");
     assert!(!fs.committed().delta.is_empty(), "the newest commit must be a delta commit");
     let flash = fs.into_flash_without_commit();

@@ -102,7 +102,9 @@ fn record_decoders() {
         size: 10,
         atime_ns: 1,
         mtime_ns: 2,
-        ctime_ns: 3,
+        ctime_ns: -3,
+        btime_ns: -4,
+        pages: 0,
         parent: 0,
     }
     .encode();

@@ -133,6 +133,31 @@ fn golden_image_of_format_version_4_reads_back() {
     assert_eq!(fs.get_xattr(inode("/docs/notes"), b"security.delta").expect("xattr"), b"after the full commit");
 }
 
+/// Format version 5: 80-byte inode records with signed times (one before 1970), a birth time
+/// and the count of mapped data pages, written after the full commit (replayed from the
+/// delta).
+#[test]
+fn golden_image_of_format_version_5_reads_back() {
+    let fs = check_golden(include_bytes!("fixtures/golden-v5.sparse"), "golden-v5", 5);
+    let old = fs.stat(b"/late/1969.txt").expect("stat").1;
+    assert_eq!((old.atime_ns, old.mtime_ns), (-86_400_000_000_000, -1_500_000_000));
+    assert_eq!(old.btime_ns, 1_700_000_001_000_000_000, "made at the delta's time");
+    let sparse = fs.stat(b"/late/sparse.bin").expect("stat").1;
+    assert_eq!((sparse.size, sparse.pages), (200_019, 1));
+    let pattern = fs.stat(b"/data/pattern.bin").expect("stat").1;
+    assert_eq!(pattern.pages, 20, "40,000 bytes in 2 KiB pages");
+    assert_eq!(pattern.btime_ns, 1_700_000_000_000_000_000);
+}
+
+/// Volumes older than format version 5 count no pages and keep no birth time: st_blocks is the
+/// size in whole pages, the birth time 0 (unknown).
+#[test]
+fn older_volumes_report_the_size_in_pages_and_no_birth_time() {
+    let fs = check_golden(include_bytes!("fixtures/golden-v4.sparse"), "golden-v4-blocks", 4);
+    let pattern = fs.stat(b"/data/pattern.bin").expect("stat").1;
+    assert_eq!((pattern.pages, pattern.btime_ns), (20, 0));
+}
+
 /// A volume of a format version this build does not know (the golden image's superblocks
 /// rewritten as the next version, with valid checksums) is refused by name, read-only or not:
 /// a typed error stating both versions, not a panic and not "corrupt".

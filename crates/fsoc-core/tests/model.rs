@@ -117,7 +117,7 @@ impl FsocUnderTest {
 }
 
 impl fsoc_model::FsUnderTest for FsocUnderTest {
-    fn apply(&mut self, operation: &Operation, now_ns: u64) -> Outcome {
+    fn apply(&mut self, operation: &Operation, now_ns: i64) -> Outcome {
         if let Operation::Remount | Operation::PowerCut = operation {
             let fs = self.fs.take().expect("mounted");
             let flash = if let Operation::Remount = operation {

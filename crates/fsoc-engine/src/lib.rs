@@ -32,7 +32,7 @@ mod directory_cursor;
 mod periodic_commit;
 mod shared_volume;
 
-pub use clock::wall_clock_ns;
+pub use clock::{system_time, time_ns, wall_clock_ns};
 pub use directory_cursor::{CursorEntry, DirectoryCursor, COOKIE_AFTER_DOT, COOKIE_AFTER_DOT_DOT};
 pub use periodic_commit::{PeriodicCommitter, COMMIT_INTERVAL_DEFAULT};
 pub use shared_volume::{current_request, EngineError, SharedVolume, VolumeState};

@@ -103,7 +103,7 @@ pub struct SharedVolume<S> {
     /// The first panic's description; once set, every call is refused.
     failure: Mutex<Option<String>>,
     /// Nanoseconds since the epoch, read at the start of every change.
-    clock: fn() -> u64,
+    clock: fn() -> i64,
 }
 
 impl<S: VolumeState> SharedVolume<S> {
@@ -114,7 +114,7 @@ impl<S: VolumeState> SharedVolume<S> {
 
     /// A volume whose changes are stamped with `clock` (a test's fixed time, or a front end's
     /// own reading of the wall clock).
-    pub fn with_clock(state: S, clock: fn() -> u64) -> Self {
+    pub fn with_clock(state: S, clock: fn() -> i64) -> Self {
         SharedVolume { state: RwLock::new(state), failure: Mutex::new(None), clock }
     }
 

@@ -223,7 +223,7 @@ fn page_size<F: Flash>(state: &MountState<F>) -> u32 {
     state.fs.layout().geometry.page_data_bytes
 }
 
-fn time_or_now(time: Option<TimeOrNow>, now_ns: u64) -> Option<u64> {
+fn time_or_now(time: Option<TimeOrNow>, now_ns: i64) -> Option<i64> {
     time.map(|time| match time {
         TimeOrNow::SpecificTime(time) => time_ns(time),
         TimeOrNow::Now => now_ns,
@@ -640,8 +640,9 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                 .read_on("read", Some(inode.0), |state| state.fs.read_into(inode.0, offset, buffer).map_err(fs_error))
             {
                 Ok(read) => {
-                    reply.data(&buffer[..read]);
+                    // Before the reply: the kernel asks for the new atime as soon as it has it.
                     self.record_access(inode.0);
+                    reply.data(&buffer[..read]);
                 }
                 Err(error) => reply.error(error),
             }
@@ -765,10 +766,10 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         });
         match result {
             Ok(()) => {
-                reply.ok();
                 if offset == 0 {
                     self.record_access(inode.0);
                 }
+                reply.ok();
             }
             Err(error) => reply.error(error),
         }
@@ -809,10 +810,10 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         });
         match result {
             Ok(()) => {
-                reply.ok();
                 if offset == 0 {
                     self.record_access(inode.0);
                 }
+                reply.ok();
             }
             Err(error) => reply.error(error),
         }

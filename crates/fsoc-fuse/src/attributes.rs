@@ -2,9 +2,8 @@
 //! types, timestamps and errno values.
 //!
 //! Invariants: an fsoc inode number is passed to the kernel unchanged (root = 1 = FUSE's root
-//! id), and a timestamp round-trips exactly for every instant at or after the epoch.
-
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+//! id), and a timestamp round-trips exactly for every instant an i64 of nanoseconds holds
+//! (1678 to 2262), before the epoch too.
 
 use fsoc_core::fs::{FileKind, FsError, InodeRecord};
 use fuser::{Errno, FileAttr, FileType, INodeNo};
@@ -37,42 +36,24 @@ pub fn rdev_from_fuse(rdev: u32) -> u64 {
     fsoc_core::fs::records::make_device_number(major, minor)
 }
 
-/// Nanoseconds since the epoch as a `SystemTime`.
-pub fn system_time(time_ns: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_nanos(time_ns)
-}
+/// Signed nanoseconds since the epoch and `SystemTime`, both ways, and the wall clock: the
+/// engine's conversions (negative before 1970, exact for every instant an i64 holds).
+pub use fsoc_engine::{system_time, time_ns, wall_clock_ns as now_ns};
 
-/// A `SystemTime` as nanoseconds since the epoch. fsoc stores unsigned nanoseconds, so times
-/// before 1970 are clamped to the epoch and times after 2554 to the largest value.
-pub fn time_ns(time: SystemTime) -> u64 {
-    match time.duration_since(UNIX_EPOCH) {
-        Ok(since) => u64::try_from(since.as_nanos()).unwrap_or(u64::MAX),
-        Err(_) => 0,
-    }
-}
-
-/// The wall clock in nanoseconds since the epoch (fsoc-core reads no clock itself).
-pub fn now_ns() -> u64 {
-    time_ns(SystemTime::now())
-}
-
-/// The attributes the kernel caches for `inode`. `st_blocks` counts the size rounded up to
-/// whole pages: fsoc does not track allocated pages per inode, so sparse files report their
-/// apparent size (see the crate documentation).
+/// The attributes the kernel caches for `inode`. `st_blocks` counts the file's mapped pages
+/// (`InodeRecord::allocated_bytes`; on volumes older than format version 5, which count
+/// none, the size rounded up to whole pages). The birth time (`crtime`) reaches only macOS:
+/// Linux's FUSE asks for it through FUSE_STATX, which fuser does not parse.
 pub fn file_attr(inode: u64, record: &InodeRecord, page_size_bytes: u32) -> FileAttr {
     let page_bytes = u64::from(page_size_bytes.max(1));
-    let allocated_bytes = match record.kind {
-        FileKind::File => record.size.div_ceil(page_bytes).saturating_mul(page_bytes),
-        _ => 0,
-    };
     FileAttr {
         ino: INodeNo(inode),
         size: record.size,
-        blocks: allocated_bytes / STAT_BLOCK_BYTES,
+        blocks: record.allocated_bytes(page_bytes).div_ceil(STAT_BLOCK_BYTES),
         atime: system_time(record.atime_ns),
         mtime: system_time(record.mtime_ns),
         ctime: system_time(record.ctime_ns),
-        crtime: system_time(record.ctime_ns),
+        crtime: system_time(record.btime_ns),
         kind: file_type(record.kind),
         perm: (record.mode & 0o7777) as u16,
         nlink: record.nlink,
@@ -105,6 +86,8 @@ mod tests {
             atime_ns: 1_700_000_000_123_456_789,
             mtime_ns: 5,
             ctime_ns: 0,
+            btime_ns: -3,
+            pages: size.div_ceil(4096),
             parent: 0,
         }
     }
@@ -114,7 +97,12 @@ mod tests {
         let attr = file_attr(42, &record(FileKind::File, 4097), 4096);
         assert_eq!(attr.ino, INodeNo(42));
         assert_eq!(attr.size, 4097);
-        assert_eq!(attr.blocks, 2 * 4096 / 512, "size rounded up to whole pages");
+        assert_eq!(attr.blocks, 2 * 4096 / 512, "mapped pages");
+        let sparse = InodeRecord { pages: 0, ..record(FileKind::File, 1 << 30) };
+        assert_eq!(file_attr(42, &sparse, 4096).blocks, 0, "a sparse file counts what it maps");
+        let inline =
+            InodeRecord { flags: fsoc_core::fs::records::INODE_FLAG_INLINE, pages: 0, ..record(FileKind::File, 513) };
+        assert_eq!(file_attr(42, &inline, 4096).blocks, 2, "inline bytes, in 512-byte units");
         assert_eq!(attr.perm, 0o4755, "setuid bit kept");
         assert_eq!((attr.uid, attr.gid, attr.nlink), (1000, 100, 1));
         assert_eq!(attr.kind, FileType::RegularFile);
@@ -126,9 +114,13 @@ mod tests {
     }
 
     #[test]
-    fn times_before_the_epoch_clamp_to_zero() {
-        assert_eq!(time_ns(UNIX_EPOCH - Duration::from_secs(10)), 0);
+    fn times_before_the_epoch_round_trip() {
+        use std::time::{Duration, UNIX_EPOCH};
+        assert_eq!(time_ns(UNIX_EPOCH - Duration::from_secs(10)), -10_000_000_000);
         assert_eq!(time_ns(UNIX_EPOCH + Duration::from_nanos(7)), 7);
+        let attr = file_attr(42, &InodeRecord { mtime_ns: -1_500_000_000, ..record(FileKind::File, 1) }, 4096);
+        assert_eq!(time_ns(attr.mtime), -1_500_000_000);
+        assert_eq!(time_ns(attr.crtime), -3);
     }
 
     #[test]

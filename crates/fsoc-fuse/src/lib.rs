@@ -21,9 +21,8 @@
 //!   its page cache without asking.
 //! - No O_TMPFILE and no statx birth time: fuser 0.18 parses neither FUSE_TMPFILE nor
 //!   FUSE_STATX, so the kernel answers EOPNOTSUPP and reports no birth time.
-//! - Times before 1970 are stored as the epoch: fsoc keeps unsigned nanoseconds.
-//! - `st_blocks` reports the apparent size rounded up to pages, sparse files included:
-//!   fsoc-core does not count allocated pages per inode.
+//! - On volumes older than format version 5, times before 1970 are stored as the epoch and
+//!   `st_blocks` reports the size rounded up to pages (those versions count no pages).
 //! - No kernel-side file locks beyond what the kernel does locally: fsoc-core has no such
 //!   records.
 

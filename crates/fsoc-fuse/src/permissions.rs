@@ -88,6 +88,8 @@ mod tests {
             atime_ns: 0,
             mtime_ns: 0,
             ctime_ns: 0,
+            btime_ns: 0,
+            pages: 0,
             parent: 0,
         }
     }

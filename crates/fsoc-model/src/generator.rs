@@ -211,7 +211,7 @@ impl OperationGenerator {
             .map(|step| {
                 let operation = generator.next(&model);
                 // Time does not influence generation; any increasing clock will do.
-                let _outcome = model.apply(&operation, step as u64 + 1);
+                let _outcome = model.apply(&operation, step as i64 + 1);
                 operation
             })
             .collect()
@@ -349,9 +349,9 @@ impl OperationGenerator {
             }
             K::Utimens => {
                 let path = self.path(hint, None);
-                // Below 2^62 so the times fit a signed 64-bit timespec anywhere.
-                let atime_ns = self.random.below(1 << 62);
-                let mtime_ns = self.random.below(1 << 62);
+                // Within ±2^62 ns (1824 to 2116): before the epoch too.
+                let atime_ns = self.random.below(1 << 63) as i64 - (1 << 62);
+                let mtime_ns = self.random.below(1 << 63) as i64 - (1 << 62);
                 Operation::Utimens { path, atime_ns, mtime_ns }
             }
             K::Statfs => Operation::Statfs,

@@ -28,7 +28,7 @@ pub struct ModelConfig {
     /// Permission bits of the root directory after format.
     pub root_mode: u32,
     /// All three timestamps of the root directory after format.
-    pub format_time_ns: u64,
+    pub format_time_ns: i64,
 }
 
 impl Default for ModelConfig {
@@ -71,9 +71,9 @@ struct Inode {
     uid: u32,
     gid: u32,
     nlink: u32,
-    atime_ns: u64,
-    mtime_ns: u64,
-    ctime_ns: u64,
+    atime_ns: i64,
+    mtime_ns: i64,
+    ctime_ns: i64,
 }
 
 impl Inode {
@@ -189,7 +189,7 @@ impl ModelFs {
     }
 
     /// Applies one operation; harness events included.
-    pub fn apply(&mut self, operation: &Operation, now_ns: u64) -> Outcome {
+    pub fn apply(&mut self, operation: &Operation, now_ns: i64) -> Outcome {
         use Operation as O;
         let unit = |result: Result<(), Errno>| result.map(|()| Output::Unit);
         match operation {
@@ -242,7 +242,7 @@ impl ModelFs {
     /// `ENOTDIR`, symlink `ELOOP`, write on a directory `EISDIR`; for a missing one
     /// `ENOENT` unless create. Truncate acts only together with write, and then always
     /// stamps mtime and ctime.
-    pub fn open(&mut self, path: &[u8], flags: OpenFlags, mode: u32, now_ns: u64) -> Result<Fd, Errno> {
+    pub fn open(&mut self, path: &[u8], flags: OpenFlags, mode: u32, now_ns: i64) -> Result<Fd, Errno> {
         if !flags.read && !flags.write {
             return Err(errno::EINVAL);
         }
@@ -310,7 +310,7 @@ impl ModelFs {
     /// `EBADF` unless open for writing. Writes at the end with append. All or nothing:
     /// `EFBIG` if the write would end past the maximum file size. A zero-length write
     /// returns 0 and changes nothing, not even times or (with append) the offset.
-    pub fn write(&mut self, fd: Fd, data: &[u8], now_ns: u64) -> Result<u64, Errno> {
+    pub fn write(&mut self, fd: Fd, data: &[u8], now_ns: i64) -> Result<u64, Errno> {
         let descriptor = self.writable_descriptor(fd)?.clone();
         if data.is_empty() {
             return Ok(0);
@@ -323,7 +323,7 @@ impl ModelFs {
 
     /// Like `write` at `offset`, leaving the descriptor's offset alone; with append it
     /// writes at the end, as Linux does.
-    pub fn pwrite(&mut self, fd: Fd, offset: u64, data: &[u8], now_ns: u64) -> Result<u64, Errno> {
+    pub fn pwrite(&mut self, fd: Fd, offset: u64, data: &[u8], now_ns: i64) -> Result<u64, Errno> {
         let descriptor = self.writable_descriptor(fd)?.clone();
         if data.is_empty() {
             return Ok(0);
@@ -352,7 +352,7 @@ impl ModelFs {
 
     /// `EINVAL` unless open for writing (as Linux for a read-only descriptor); `EFBIG`
     /// past the maximum size. Always stamps mtime and ctime.
-    pub fn ftruncate(&mut self, fd: Fd, size_bytes: u64, now_ns: u64) -> Result<(), Errno> {
+    pub fn ftruncate(&mut self, fd: Fd, size_bytes: u64, now_ns: i64) -> Result<(), Errno> {
         let descriptor = self.descriptor(fd)?;
         if !descriptor.writable {
             return Err(errno::EINVAL);
@@ -390,7 +390,7 @@ impl ModelFs {
 
     /// `EISDIR` on a directory, `EINVAL` on a symlink (not followed, not a regular file),
     /// `EFBIG` past the maximum size. Always stamps mtime and ctime.
-    pub fn truncate(&mut self, path: &[u8], size_bytes: u64, now_ns: u64) -> Result<(), Errno> {
+    pub fn truncate(&mut self, path: &[u8], size_bytes: u64, now_ns: i64) -> Result<(), Errno> {
         let ino = self.resolve(path)?;
         match self.inode(ino).kind() {
             FileKind::Directory => Err(errno::EISDIR),
@@ -401,7 +401,7 @@ impl ModelFs {
 
     /// `EEXIST` if anything (even a symlink, even `/`) has the name; `EMLINK` if the
     /// parent already has the maximum link count.
-    pub fn mkdir(&mut self, path: &[u8], mode: u32, now_ns: u64) -> Result<(), Errno> {
+    pub fn mkdir(&mut self, path: &[u8], mode: u32, now_ns: i64) -> Result<(), Errno> {
         let components = components(path)?;
         let Place::Entry { parent, name } = self.place(&components)? else {
             return Err(errno::EEXIST);
@@ -418,7 +418,7 @@ impl ModelFs {
     }
 
     /// `EBUSY` for `/`, `ENOTDIR` for a non-directory, `ENOTEMPTY` for a non-empty one.
-    pub fn rmdir(&mut self, path: &[u8], now_ns: u64) -> Result<(), Errno> {
+    pub fn rmdir(&mut self, path: &[u8], now_ns: i64) -> Result<(), Errno> {
         let components = components(path)?;
         let Place::Entry { parent, name } = self.place(&components)? else {
             return Err(errno::EBUSY);
@@ -438,7 +438,7 @@ impl ModelFs {
     }
 
     /// `EISDIR` for a directory (and `/`). Open descriptors keep the file alive.
-    pub fn unlink(&mut self, path: &[u8], now_ns: u64) -> Result<(), Errno> {
+    pub fn unlink(&mut self, path: &[u8], now_ns: i64) -> Result<(), Errno> {
         let components = components(path)?;
         let Place::Entry { parent, name } = self.place(&components)? else {
             return Err(errno::EISDIR);
@@ -462,7 +462,7 @@ impl ModelFs {
     /// `ENOTEMPTY` (over a non-empty directory), `EMLINK` (a directory into a full
     /// parent). Stamps both parents' mtime and ctime, and the ctime of the moved and the
     /// replaced inode.
-    pub fn rename(&mut self, source_path: &[u8], target_path: &[u8], now_ns: u64) -> Result<(), Errno> {
+    pub fn rename(&mut self, source_path: &[u8], target_path: &[u8], now_ns: i64) -> Result<(), Errno> {
         let source_components = components(source_path)?;
         let target_components = components(target_path)?;
         let source_place = self.place(&source_components)?;
@@ -538,7 +538,7 @@ impl ModelFs {
 
     /// Check order: syntax of both paths, `existing_path` lookup, `new_path` parent
     /// lookup, `EEXIST`, `EPERM` for a directory, `EMLINK`. Links a symlink itself.
-    pub fn link(&mut self, existing_path: &[u8], new_path: &[u8], now_ns: u64) -> Result<(), Errno> {
+    pub fn link(&mut self, existing_path: &[u8], new_path: &[u8], now_ns: i64) -> Result<(), Errno> {
         let existing_components = components(existing_path)?;
         let new_components = components(new_path)?;
         let existing_place = self.place(&existing_components)?;
@@ -564,7 +564,7 @@ impl ModelFs {
 
     /// The target is checked first (`ENOENT` empty, `ENAMETOOLONG`, `EINVAL` with NUL),
     /// then the link path as for `mkdir`. New symlinks have mode 0o777.
-    pub fn symlink(&mut self, target: &[u8], link_path: &[u8], now_ns: u64) -> Result<(), Errno> {
+    pub fn symlink(&mut self, target: &[u8], link_path: &[u8], now_ns: i64) -> Result<(), Errno> {
         path::check_symlink_target(target)?;
         let components = components(link_path)?;
         let Place::Entry { parent, name } = self.place(&components)? else {
@@ -588,7 +588,7 @@ impl ModelFs {
     }
 
     /// Keeps `mode & 0o7777`; applies to a symlink itself. Stamps ctime.
-    pub fn chmod(&mut self, path: &[u8], mode: u32, now_ns: u64) -> Result<(), Errno> {
+    pub fn chmod(&mut self, path: &[u8], mode: u32, now_ns: i64) -> Result<(), Errno> {
         let ino = self.resolve(path)?;
         let inode = self.inode_mut(ino);
         inode.mode = mode & MODE_MASK;
@@ -598,7 +598,7 @@ impl ModelFs {
 
     /// Sets both ids literally (no "-1 means unchanged", no clearing of set-id bits).
     /// Stamps ctime.
-    pub fn chown(&mut self, path: &[u8], uid: u32, gid: u32, now_ns: u64) -> Result<(), Errno> {
+    pub fn chown(&mut self, path: &[u8], uid: u32, gid: u32, now_ns: i64) -> Result<(), Errno> {
         let ino = self.resolve(path)?;
         let inode = self.inode_mut(ino);
         inode.uid = uid;
@@ -608,7 +608,7 @@ impl ModelFs {
     }
 
     /// Sets atime and mtime literally (no `UTIME_NOW`/`UTIME_OMIT`); stamps ctime with now.
-    pub fn utimens(&mut self, path: &[u8], atime_ns: u64, mtime_ns: u64, now_ns: u64) -> Result<(), Errno> {
+    pub fn utimens(&mut self, path: &[u8], atime_ns: i64, mtime_ns: i64, now_ns: i64) -> Result<(), Errno> {
         let ino = self.resolve(path)?;
         let inode = self.inode_mut(ino);
         inode.atime_ns = atime_ns;
@@ -813,7 +813,7 @@ impl ModelFs {
     }
 
     /// Makes a new inode named `name` in `parent` (which must not have the name yet).
-    fn create(&mut self, parent: u64, name: &[u8], content: Content, mode: u32, now_ns: u64) -> u64 {
+    fn create(&mut self, parent: u64, name: &[u8], content: Content, mode: u32, now_ns: i64) -> u64 {
         let ino = self.working.ino_next;
         self.working.ino_next += 1;
         let nlink = if matches!(content, Content::Directory { .. }) { 2 } else { 0 };
@@ -856,7 +856,7 @@ impl ModelFs {
         ino
     }
 
-    fn stamp_modified(&mut self, ino: u64, now_ns: u64) {
+    fn stamp_modified(&mut self, ino: u64, now_ns: i64) {
         let inode = self.inode_mut(ino);
         inode.mtime_ns = now_ns;
         inode.ctime_ns = now_ns;
@@ -891,7 +891,7 @@ impl ModelFs {
         Ok(bytes)
     }
 
-    fn write_at(&mut self, ino: u64, offset: u64, bytes: &[u8], now_ns: u64) -> Result<u64, Errno> {
+    fn write_at(&mut self, ino: u64, offset: u64, bytes: &[u8], now_ns: i64) -> Result<u64, Errno> {
         assert!(!bytes.is_empty(), "zero-length writes return before write_at");
         let end = offset.checked_add(bytes.len() as u64).ok_or(errno::EFBIG)?;
         if end > self.config.file_size_max_bytes {
@@ -913,7 +913,7 @@ impl ModelFs {
         Ok(bytes.len() as u64)
     }
 
-    fn resize_file(&mut self, ino: u64, size_bytes: u64, now_ns: u64) -> Result<(), Errno> {
+    fn resize_file(&mut self, ino: u64, size_bytes: u64, now_ns: i64) -> Result<(), Errno> {
         if size_bytes > self.config.file_size_max_bytes {
             return Err(errno::EFBIG);
         }

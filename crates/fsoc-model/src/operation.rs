@@ -102,8 +102,8 @@ pub enum Operation {
     },
     Utimens {
         path: Vec<u8>,
-        atime_ns: u64,
-        mtime_ns: u64,
+        atime_ns: i64,
+        mtime_ns: i64,
     },
     Statfs,
     /// Commit everything now.

@@ -10,7 +10,7 @@ use crate::operation::{comparable_outcome, display_outcome, Operation, Outcome, 
 /// What the runner needs from a file system: apply one operation, list the visible tree.
 pub trait FsUnderTest {
     /// Applies `operation` at logical time `now_ns` (harness events included).
-    fn apply(&mut self, operation: &Operation, now_ns: u64) -> Outcome;
+    fn apply(&mut self, operation: &Operation, now_ns: i64) -> Outcome;
 
     /// The canonical snapshot of the visible tree; `listing::listing_through_calls`
     /// builds one from `apply` alone.
@@ -39,7 +39,7 @@ impl ExtraCommits {
 }
 
 impl FsUnderTest for ModelFs {
-    fn apply(&mut self, operation: &Operation, now_ns: u64) -> Outcome {
+    fn apply(&mut self, operation: &Operation, now_ns: i64) -> Outcome {
         ModelFs::apply(self, operation, now_ns)
     }
 
@@ -59,8 +59,8 @@ pub struct RunOptions {
     /// Run `ModelFs::check` after every operation.
     pub check_model: bool,
     /// Operation `step` (0-based) runs at `start_time_ns + (step + 1) * time_step_ns`.
-    pub start_time_ns: u64,
-    pub time_step_ns: u64,
+    pub start_time_ns: i64,
+    pub time_step_ns: i64,
     /// How many preceding operations a `Mismatch` shows.
     pub context_operation_count: usize,
 }
@@ -81,8 +81,8 @@ impl Default for RunOptions {
 
 impl RunOptions {
     /// The logical time operation `step` runs at.
-    pub fn time_ns(&self, step: usize) -> u64 {
-        self.start_time_ns + (step as u64 + 1) * self.time_step_ns
+    pub fn time_ns(&self, step: usize) -> i64 {
+        self.start_time_ns + (step as i64 + 1) * self.time_step_ns
     }
 }
 
@@ -102,7 +102,7 @@ pub struct Mismatch {
     /// 0-based index of the operation after which the disagreement showed.
     pub step: usize,
     pub operation_count: usize,
-    pub now_ns: u64,
+    pub now_ns: i64,
     pub operation: Operation,
     pub fs_outcome: Outcome,
     pub model_outcome: Outcome,

@@ -80,7 +80,7 @@ pub fn operation_strategy(config: &GeneratorConfig) -> BoxedStrategy<Operation> 
                 )
                     .prop_map(|(path, uid, gid)| Operation::Chown { path, uid, gid })
                     .boxed(),
-                K::Utimens => (path.clone(), 0u64..1 << 62, 0u64..1 << 62)
+                K::Utimens => (path.clone(), -(1i64 << 62)..1 << 62, -(1i64 << 62)..1 << 62)
                     .prop_map(|(path, atime_ns, mtime_ns)| Operation::Utimens { path, atime_ns, mtime_ns })
                     .boxed(),
                 K::Statfs => Just(Operation::Statfs).boxed(),

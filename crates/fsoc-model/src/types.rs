@@ -130,9 +130,9 @@ pub struct Attributes {
     pub gid: u32,
     pub nlink: u32,
     pub size: u64,
-    pub atime_ns: u64,
-    pub mtime_ns: u64,
-    pub ctime_ns: u64,
+    pub atime_ns: i64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
 }
 
 impl Attributes {

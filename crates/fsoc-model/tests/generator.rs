@@ -49,7 +49,7 @@ fn coverage(seed: u64, config: GeneratorConfig, count: usize) -> Coverage {
         hole_reads: 0,
     };
     for (step, operation) in operations.iter().enumerate() {
-        let outcome = model.apply(operation, step as u64 + 1);
+        let outcome = model.apply(operation, step as i64 + 1);
         *coverage.kinds.entry(operation.kind()).or_default() += 1;
         match outcome {
             Err(errno) => *coverage.errnos.entry(errno).or_default() += 1,
@@ -126,7 +126,7 @@ fn names_stay_within_the_alphabet_and_depth() {
     let operations = OperationGenerator::generate(5, config, ModelConfig::default(), 3_000);
     let mut model = ModelFs::default();
     for (step, operation) in operations.iter().enumerate() {
-        let _outcome = model.apply(operation, step as u64 + 1);
+        let _outcome = model.apply(operation, step as i64 + 1);
         for info in model.existing_paths() {
             let depth = fsoc_model::path::depth(&info.path);
             assert!(depth <= 5, "{}", fsoc_model::path::display_bytes(&info.path));
@@ -165,7 +165,7 @@ fn write_sizes_mix_tiny_page_and_multi_page() {
                 hole_writes += 1;
             }
         }
-        let _outcome = model.apply(operation, step as u64 + 1);
+        let _outcome = model.apply(operation, step as i64 + 1);
     }
     assert!(hole_writes >= 30, "pwrites past EOF: {hole_writes}");
 }

@@ -7,11 +7,11 @@ use fsoc_model::{
     listing_through_calls, FileKind, ModelConfig, ModelFs, OpenFlags, Operation, Outcome, Output, Whence,
 };
 
-const TIME_STEP_NS: u64 = 1_000;
+const TIME_STEP_NS: i64 = 1_000;
 
 struct Session {
     model: ModelFs,
-    now_ns: u64,
+    now_ns: i64,
 }
 
 impl Session {

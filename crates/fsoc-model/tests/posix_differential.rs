@@ -127,7 +127,7 @@ fn posix_subset(operations: &[Operation]) -> (Vec<Operation>, BTreeMap<&'static 
             *skipped.entry(reason).or_default() += 1;
             continue;
         }
-        let _outcome = shadow.apply(operation, kept.len() as u64 + 1);
+        let _outcome = shadow.apply(operation, kept.len() as i64 + 1);
         kept.push(operation.clone());
     }
     (kept, skipped)
@@ -268,8 +268,7 @@ fn kind_of(mode: libc::mode_t) -> FileKind {
 
 fn attributes(stat: &libc::stat) -> Attributes {
     let kind = kind_of(stat.st_mode);
-    let nanoseconds =
-        |seconds: i64, nanoseconds: i64| (seconds as u64).wrapping_mul(1_000_000_000) + nanoseconds as u64;
+    let nanoseconds = |seconds: i64, nanoseconds: i64| seconds.wrapping_mul(1_000_000_000).wrapping_add(nanoseconds);
     Attributes {
         ino: stat.st_ino,
         kind,
@@ -729,9 +728,9 @@ impl HostFs {
                 Ok(Output::Unit)
             }
             O::Utimens { path, atime_ns, mtime_ns } => {
-                let timespec = |nanoseconds: u64| libc::timespec {
-                    tv_sec: (nanoseconds / 1_000_000_000) as libc::time_t,
-                    tv_nsec: (nanoseconds % 1_000_000_000) as libc::c_long,
+                let timespec = |nanoseconds: i64| libc::timespec {
+                    tv_sec: nanoseconds.div_euclid(1_000_000_000) as libc::time_t,
+                    tv_nsec: nanoseconds.rem_euclid(1_000_000_000) as libc::c_long,
                 };
                 let times = [timespec(*atime_ns), timespec(*mtime_ns)];
                 // SAFETY (closure): a valid directory descriptor, a NUL-terminated name and a
@@ -770,7 +769,7 @@ impl HostFs {
 }
 
 impl FsUnderTest for HostFs {
-    fn apply(&mut self, operation: &Operation, _now_ns: u64) -> Outcome {
+    fn apply(&mut self, operation: &Operation, _now_ns: i64) -> Outcome {
         self.apply_call(operation)
     }
 

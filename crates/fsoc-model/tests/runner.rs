@@ -34,7 +34,7 @@ enum Flaw {
 }
 
 impl FsUnderTest for FlawedFs {
-    fn apply(&mut self, operation: &Operation, now_ns: u64) -> Outcome {
+    fn apply(&mut self, operation: &Operation, now_ns: i64) -> Outcome {
         let step = self.step;
         self.step += 1;
         let operation = match (self.flaw, operation) {

@@ -40,24 +40,27 @@ pub(crate) fn dirent_type(kind: FileKind) -> u8 {
     }
 }
 
-fn timestamp(time_ns: u64) -> Timestamp {
-    Timestamp { seconds: time_ns / 1_000_000_000, nanoseconds: time_ns % 1_000_000_000 }
+/// A 9P time from signed nanoseconds: seconds as the two's complement of a signed count
+/// (Linux's v9fs reads them into a time64_t), nanoseconds always 0 to 999,999,999.
+fn timestamp(time_ns: i64) -> Timestamp {
+    Timestamp {
+        seconds: time_ns.div_euclid(1_000_000_000) as u64,
+        nanoseconds: time_ns.rem_euclid(1_000_000_000) as u64,
+    }
 }
 
-/// Nanoseconds since the epoch of a 9P time, saturating (fsoc keeps one u64 of nanoseconds).
-pub(crate) fn time_ns(time: &fsoc_9p::Timestamp) -> u64 {
-    time.seconds.saturating_mul(1_000_000_000).saturating_add(time.nanoseconds.min(999_999_999))
+/// Signed nanoseconds since the epoch of a 9P time (seconds read as signed), saturating at
+/// what an i64 of nanoseconds holds (the years 1678 to 2262).
+pub(crate) fn time_ns(time: &fsoc_9p::Timestamp) -> i64 {
+    (time.seconds as i64).saturating_mul(1_000_000_000).saturating_add(time.nanoseconds.min(999_999_999) as i64)
 }
 
-/// Rgetattr's body for `inode`: the BASIC fields (what stat(2) needs). `st_blocks` counts the
-/// size rounded up to whole pages, as the FUSE mount does: fsoc does not count allocated
-/// pages per inode, so a sparse file reports its apparent size.
+/// Rgetattr's body for `inode`: the BASIC fields (what stat(2) needs), and the birth time when
+/// the volume keeps one (format version 5 on). `st_blocks` counts the file's mapped pages
+/// (on older volumes, which count none, its size rounded up to pages).
 pub(crate) fn attributes(inode: u64, record: &InodeRecord, page_size_bytes: u32) -> Attributes {
     let page_bytes = u64::from(page_size_bytes.max(1));
-    let allocated_bytes = match record.kind {
-        FileKind::File => record.size.div_ceil(page_bytes).saturating_mul(page_bytes),
-        _ => 0,
-    };
+    let allocated_bytes = record.allocated_bytes(page_bytes);
     let file_type = match record.kind {
         FileKind::Directory => MODE_DIRECTORY,
         FileKind::File => MODE_REGULAR,
@@ -65,7 +68,7 @@ pub(crate) fn attributes(inode: u64, record: &InodeRecord, page_size_bytes: u32)
         special => special.mode_bits(),
     };
     Attributes {
-        valid_mask: getattr::BASIC,
+        valid_mask: if record.btime_ns != 0 { getattr::BASIC | getattr::BTIME } else { getattr::BASIC },
         qid: qid(inode, record.kind),
         mode: file_type | (record.mode & 0o7777),
         uid: record.uid,
@@ -74,11 +77,11 @@ pub(crate) fn attributes(inode: u64, record: &InodeRecord, page_size_bytes: u32)
         rdev: record.rdev(),
         size_bytes: record.size,
         block_size_bytes: page_bytes,
-        block_count: allocated_bytes / STAT_BLOCK_BYTES,
+        block_count: allocated_bytes.div_ceil(STAT_BLOCK_BYTES),
         access_time: timestamp(record.atime_ns),
         modify_time: timestamp(record.mtime_ns),
         change_time: timestamp(record.ctime_ns),
-        birth_time: Timestamp::default(),
+        birth_time: if record.btime_ns != 0 { timestamp(record.btime_ns) } else { Timestamp::default() },
         generation: 0,
         data_version: 0,
     }
@@ -135,6 +138,8 @@ mod tests {
             atime_ns: 1_700_000_000_500_000_000,
             mtime_ns: 5,
             ctime_ns: 0,
+            btime_ns: -1_500_000_000,
+            pages: 2,
             parent: 0,
         };
         let attributes = attributes(42, &record, 4096);
@@ -143,7 +148,11 @@ mod tests {
         assert_eq!(attributes.block_count, 16, "two pages in 512-byte units");
         assert_eq!(attributes.access_time, Timestamp { seconds: 1_700_000_000, nanoseconds: 500_000_000 });
         assert_eq!(time_ns(&attributes.access_time), record.atime_ns, "times round-trip");
-        assert_eq!(time_ns(&Timestamp { seconds: u64::MAX, nanoseconds: 0 }), u64::MAX, "saturates");
+        assert_eq!(time_ns(&Timestamp { seconds: i64::MAX as u64, nanoseconds: 0 }), i64::MAX, "saturates");
+        // Before the epoch: seconds are a signed count, nanoseconds stay in range.
+        assert_eq!(attributes.birth_time, Timestamp { seconds: -2i64 as u64, nanoseconds: 500_000_000 });
+        assert_eq!(time_ns(&attributes.birth_time), -1_500_000_000);
+        assert_eq!(attributes.valid_mask, getattr::BASIC | getattr::BTIME);
         assert_eq!(qid_type(FileKind::Symlink), QidType::SYMLINK);
         assert_eq!(dirent_type(FileKind::Directory), 4);
     }

@@ -19,7 +19,7 @@ const ROOT_INODE: u64 = 1;
 
 /// Content hashes by (inode, mtime, size): valid while callers advance `FileSystem::now_ns`
 /// between modifications, so each change gets a new mtime.
-pub type DigestCache = std::collections::HashMap<(u64, u64, u64), u64>;
+pub type DigestCache = std::collections::HashMap<(u64, i64, u64), u64>;
 
 /// Walks the whole volume from the root.
 pub fn listing<F: Flash>(fs: &FileSystem<F>) -> Result<Listing, FsError> {

@@ -353,7 +353,7 @@ impl<F: Flash> FileSystem<F> {
         self.setattr(inode, None, Some(uid), Some(gid), None, None).map(|_| ())
     }
 
-    pub fn utimens(&mut self, path: &[u8], atime_ns: u64, mtime_ns: u64) -> Result<(), FsError> {
+    pub fn utimens(&mut self, path: &[u8], atime_ns: i64, mtime_ns: i64) -> Result<(), FsError> {
         let (inode, _) = self.resolve(path)?;
         self.setattr(inode, None, None, None, Some(atime_ns), Some(mtime_ns)).map(|_| ())
     }

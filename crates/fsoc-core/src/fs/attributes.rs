@@ -87,11 +87,11 @@ pub enum AccessTimes {
 }
 
 /// A day, in nanoseconds: `relatime` updates an access time at least this old.
-const RELATIME_INTERVAL_NS: u64 = 24 * 3600 * 1_000_000_000;
+const RELATIME_INTERVAL_NS: i64 = 24 * 3600 * 1_000_000_000;
 
 /// Whether a read at `now_ns` updates `record`'s access time under `mode` (Linux's
 /// relatime_need_update; an inode with the noatime flag never changes).
-pub fn access_time_due(record: &InodeRecord, now_ns: u64, mode: AccessTimes) -> bool {
+pub fn access_time_due(record: &InodeRecord, now_ns: i64, mode: AccessTimes) -> bool {
     if record.flags & INODE_FLAG_NOATIME != 0 || record.atime_ns == now_ns {
         return false;
     }

@@ -85,7 +85,14 @@ impl<F: Flash> FileSystem<F> {
                 u32::MAX
             },
             xattrs: self.has_xattrs(),
+            wide_inodes: self.has_wide_inodes(),
         }
+    }
+
+    /// Whether inode records are 80 bytes wide (format version 5 on): signed times, birth
+    /// time, counted data pages.
+    pub(crate) fn has_wide_inodes(&self) -> bool {
+        self.volume.superblock.format_version >= crate::fs::records::FORMAT_VERSION_WIDE_INODES
     }
 
     /// Whether this volume may hold extended attributes (format version 4 on).
@@ -393,10 +400,10 @@ impl<F: Flash> FileSystem<F> {
                 record.flags &= !INODE_FLAG_INLINE;
                 fs.put_inode(inode, &record)?;
                 if !content.is_empty() {
-                    fs.write_pages(inode, 0, &content, record.size)?;
+                    record.pages = fs.write_pages(inode, 0, &content, record.size)?.apply(record.pages);
                 }
             }
-            fs.write_pages(inode, offset, data, record.size)?;
+            record.pages = fs.write_pages(inode, offset, data, record.size)?.apply(record.pages);
             record.size = new_size;
             if set_times {
                 record.mtime_ns = fs.now_ns;
@@ -436,8 +443,9 @@ impl<F: Flash> FileSystem<F> {
         Ok(())
     }
 
-    /// Copy-on-write of the pages covering [offset, offset + data.len()) of an extent file.
-    fn write_pages(&mut self, inode: u64, offset: u64, data: &[u8], old_size: u64) -> Result<(), FsError> {
+    /// Copy-on-write of the pages covering [offset, offset + data.len()) of an extent file;
+    /// says how the file's mapped page count changed.
+    fn write_pages(&mut self, inode: u64, offset: u64, data: &[u8], old_size: u64) -> Result<PageChange, FsError> {
         let page_size = self.page_size();
         let end = offset + data.len() as u64;
         let first_page = offset / page_size;
@@ -455,6 +463,7 @@ impl<F: Flash> FileSystem<F> {
         }
         let pages_max = self.record_limits().extent_pages_max;
         let batch = self.config.io_batch_pages.max(1) as u64;
+        let mut change = PageChange::default();
         let mut chunk_first = first_page;
         while chunk_first < end_page {
             let chunk_end = (chunk_first + batch).min(end_page);
@@ -482,19 +491,20 @@ impl<F: Flash> FileSystem<F> {
                 let checksum = self.checksum_for(&content);
                 let address = self.volume.log.append(&content, PageTag::Data { inode, page_index })?;
                 self.delta.data_page_allocated(self.volume.layout().segment_of(address));
+                change.mapped += 1;
                 let extent = Extent::single(page, address, checksum);
                 match runs.last_mut() {
                     Some(run) if run.is_continued_by(&extent) && run.page_count < pages_max => run.extend(&extent),
                     _ => runs.push(extent),
                 }
             }
-            self.punch(inode, chunk_first, chunk_end)?;
+            change.unmapped += self.punch(inode, chunk_first, chunk_end)?;
             for run in runs {
                 self.insert_extent(inode, run)?;
             }
             chunk_first = chunk_end;
         }
-        Ok(())
+        Ok(change)
     }
 
     /// Inserts an extent, merging it with the one just before when they are contiguous on
@@ -546,8 +556,10 @@ impl<F: Flash> FileSystem<F> {
     /// Unmaps file pages [first, end), releasing their flash pages. Takes `io_batch_pages`
     /// extents at a time, so a delete or truncate of a file in many extents holds one batch of
     /// them, not the whole file's.
-    pub(crate) fn punch(&mut self, inode: u64, first: u64, end: u64) -> Result<(), FsError> {
+    /// Returns how many pages were unmapped.
+    pub(crate) fn punch(&mut self, inode: u64, first: u64, end: u64) -> Result<u64, FsError> {
         let batch = self.config.io_batch_pages.max(1);
+        let mut unmapped = 0;
         let mut cursor = first;
         while cursor < end {
             let extents = self.extents_in_at_most(inode, cursor, end, batch)?;
@@ -555,18 +567,20 @@ impl<F: Flash> FileSystem<F> {
             // Extents are disjoint and in order: the batch holds every extent overlapping
             // [cursor, last's end), so the next batch starts there.
             let next = last.end_page();
-            self.punch_extents(inode, first, end, extents)?;
+            unmapped += self.punch_extents(inode, first, end, extents)?;
             cursor = next;
         }
-        Ok(())
+        Ok(unmapped)
     }
 
-    /// Unmaps the pages of `extents` that lie in [first, end).
-    fn punch_extents(&mut self, inode: u64, first: u64, end: u64, extents: Vec<Extent>) -> Result<(), FsError> {
+    /// Unmaps the pages of `extents` that lie in [first, end); returns how many.
+    fn punch_extents(&mut self, inode: u64, first: u64, end: u64, extents: Vec<Extent>) -> Result<u64, FsError> {
+        let mut unmapped = 0;
         for extent in extents {
             self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Extent, extent.first_page))?;
             let cut_first = extent.first_page.max(first);
             let cut_end = extent.end_page().min(end);
+            unmapped += cut_end.saturating_sub(cut_first);
             for page in cut_first..cut_end {
                 let address = extent.address_of(page);
                 self.volume.log.release(address);
@@ -589,7 +603,7 @@ impl<F: Flash> FileSystem<F> {
                 )?;
             }
         }
-        Ok(())
+        Ok(unmapped)
     }
 
     /// Sets the file size; bytes past a shrink point are gone, growth reads as zeros.
@@ -639,7 +653,7 @@ impl<F: Flash> FileSystem<F> {
                     fs.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, 0))?;
                     record.flags &= !INODE_FLAG_INLINE;
                     if !content.is_empty() {
-                        fs.write_pages(inode, 0, &content, record.size)?;
+                        record.pages = fs.write_pages(inode, 0, &content, record.size)?.apply(record.pages);
                     }
                 }
             } else if size < record.size {
@@ -653,7 +667,7 @@ impl<F: Flash> FileSystem<F> {
                 } else {
                     None
                 };
-                fs.punch(inode, keep_pages, u64::MAX)?;
+                record.pages = record.pages.saturating_sub(fs.punch(inode, keep_pages, u64::MAX)?);
                 if let Some(mut content) = cut_page {
                     // Zero the rest of the last page so a later extension reads zeros there.
                     // `tail` is below the page size.
@@ -662,6 +676,7 @@ impl<F: Flash> FileSystem<F> {
                     let checksum = fs.checksum_for(&content);
                     let address = fs.volume.log.append(&content, PageTag::Data { inode, page_index })?;
                     fs.delta.data_page_allocated(fs.volume.layout().segment_of(address));
+                    // The rewritten page replaces the one it cuts: the count stays.
                     fs.punch(inode, last_page, last_page + 1)?;
                     fs.insert_extent(inode, Extent::single(last_page, address, checksum))?;
                 }
@@ -725,5 +740,20 @@ impl<F: Flash> FileSystem<F> {
             self.insert_extent(inode, extent)?;
         }
         Ok(())
+    }
+}
+
+/// How a write changed the count of a file's mapped data pages (`InodeRecord::pages`).
+#[derive(Clone, Copy, Debug, Default)]
+struct PageChange {
+    mapped: u64,
+    unmapped: u64,
+}
+
+impl PageChange {
+    /// `pages` after the change. The count cannot go below zero on a consistent volume (fsck
+    /// checks it against the extents); a corrupt count saturates rather than wraps.
+    fn apply(self, pages: u64) -> u64 {
+        pages.saturating_add(self.mapped).saturating_sub(self.unmapped)
     }
 }

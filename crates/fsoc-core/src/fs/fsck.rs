@@ -375,6 +375,8 @@ struct CurrentInode {
     symlink_bytes: u64,
     symlink_chunks: u64,
     extent_end: u64,
+    /// Pages the inode's extents map (checked against the record's count, version 5 on).
+    mapped_pages: u64,
     xattrs: XattrAssembly<'static>,
 }
 
@@ -462,6 +464,7 @@ impl AllocationWalk {
                 }
                 references.run(u64::from(extent.address.0), u64::from(extent.page_count));
                 self.data_pages += u64::from(extent.page_count);
+                current.mapped_pages += u64::from(extent.page_count);
             }
             k if k == RecordKind::Xattr as u8 => {
                 if !self.limits.xattrs {
@@ -490,7 +493,7 @@ impl AllocationWalk {
             violations.push(format!("inode {inode}: inode record at offset {offset}"));
             return;
         }
-        let record = match InodeRecord::decode(value) {
+        let record = match InodeRecord::decode_for(value, self.limits.wide_inodes) {
             Ok(record) => record,
             Err(error) => {
                 violations.push(format!("inode {inode}: {error}"));
@@ -523,6 +526,7 @@ impl AllocationWalk {
             symlink_bytes: 0,
             symlink_chunks: 0,
             extent_end: 0,
+            mapped_pages: 0,
             xattrs: XattrAssembly::new(Keep::Names),
         });
     }
@@ -549,6 +553,12 @@ impl AllocationWalk {
         match current.xattrs.finish() {
             Ok(done) => Self::count_xattr(inode, &record, done, &mut self.xattrs, violations),
             Err(reason) => violations.push(format!("inode {inode}: {reason}")),
+        }
+        if self.limits.wide_inodes && record.pages != current.mapped_pages {
+            violations.push(format!(
+                "inode {inode}: counts {} data pages, its extents map {}",
+                record.pages, current.mapped_pages
+            ));
         }
         match record.kind {
             FileKind::File if record.is_inline() && current.inline_bytes.unwrap_or(0) != record.size => {

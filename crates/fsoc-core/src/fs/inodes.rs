@@ -13,9 +13,14 @@ impl<F: Flash> FileSystem<F> {
     pub fn getattr(&self, inode: u64) -> Result<InodeRecord, FsError> {
         let key = allocation_key(inode, RecordKind::Inode, 0);
         let bytes = self.tree_get(TreeId::Allocation, &key)?.ok_or(FsError::NotFound)?;
-        let record = InodeRecord::decode(&bytes)
+        let wide = self.has_wide_inodes();
+        let mut record = InodeRecord::decode_for(&bytes, wide)
             .map_err(|_| FsError::CorruptFile { inode, reason: "undecodable inode record" })?;
         self.check_inode_record(inode, &record)?;
+        if !wide && record.kind == FileKind::File && !record.is_inline() {
+            // Older volumes count no pages: st_blocks then says the size in whole pages.
+            record.pages = record.size.div_ceil(self.page_size());
+        }
         Ok(record)
     }
 
@@ -27,7 +32,8 @@ impl<F: Flash> FileSystem<F> {
 
     pub(super) fn put_inode(&mut self, inode: u64, record: &InodeRecord) -> Result<(), FsError> {
         let key = allocation_key(inode, RecordKind::Inode, 0);
-        self.tree_insert(TreeId::Allocation, &key, &record.encode())?;
+        let bytes = if self.has_wide_inodes() { record.encode() } else { record.encode_narrow() };
+        self.tree_insert(TreeId::Allocation, &key, &bytes)?;
         Ok(())
     }
 
@@ -138,8 +144,8 @@ impl<F: Flash> FileSystem<F> {
         mode: Option<u32>,
         uid: Option<u32>,
         gid: Option<u32>,
-        atime_ns: Option<u64>,
-        mtime_ns: Option<u64>,
+        atime_ns: Option<i64>,
+        mtime_ns: Option<i64>,
     ) -> Result<InodeRecord, FsError> {
         self.setattr_checked(inode, mode, uid, gid, atime_ns, mtime_ns, true)
     }
@@ -153,8 +159,8 @@ impl<F: Flash> FileSystem<F> {
         mode: Option<u32>,
         uid: Option<u32>,
         gid: Option<u32>,
-        atime_ns: Option<u64>,
-        mtime_ns: Option<u64>,
+        atime_ns: Option<i64>,
+        mtime_ns: Option<i64>,
     ) -> Result<InodeRecord, FsError> {
         self.setattr_checked(inode, mode, uid, gid, atime_ns, mtime_ns, false)
     }
@@ -166,8 +172,8 @@ impl<F: Flash> FileSystem<F> {
         mode: Option<u32>,
         uid: Option<u32>,
         gid: Option<u32>,
-        atime_ns: Option<u64>,
-        mtime_ns: Option<u64>,
+        atime_ns: Option<i64>,
+        mtime_ns: Option<i64>,
         times_are_the_callers: bool,
     ) -> Result<InodeRecord, FsError> {
         self.ensure_space(0, SpaceUse::Metadata)?;

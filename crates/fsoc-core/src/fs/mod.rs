@@ -152,7 +152,7 @@ pub struct FileSystem<F: Flash> {
     pub(crate) volume: Volume<F>,
     pub config: FsConfig,
     /// Logical time for timestamps, set by the caller (no clock is read here).
-    pub now_ns: u64,
+    pub now_ns: i64,
     open_counts: BTreeMap<u64, u32>,
     pub(crate) descriptors: BTreeMap<u32, api::OpenFile>,
     pub stats: FsStats,

@@ -20,7 +20,7 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// `format`, stamping the root directory with `now_ns` (nanoseconds since the epoch).
-    pub fn format_at(flash: F, config: FsConfig, volume_id: u64, now_ns: u64) -> Result<FileSystem<F>, FsError> {
+    pub fn format_at(flash: F, config: FsConfig, volume_id: u64, now_ns: i64) -> Result<FileSystem<F>, FsError> {
         let volume = Volume::format(flash, config.volume, volume_id)?;
         let mut fs = FileSystem::from_volume(volume, config);
         fs.now_ns = now_ns;
@@ -36,6 +36,8 @@ impl<F: Flash> FileSystem<F> {
                 atime_ns: fs.now_ns,
                 mtime_ns: fs.now_ns,
                 ctime_ns: fs.now_ns,
+                btime_ns: fs.now_ns,
+                pages: 0,
                 parent: ROOT_INODE,
             };
             fs.put_inode(ROOT_INODE, &root)

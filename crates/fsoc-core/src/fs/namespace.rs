@@ -205,6 +205,8 @@ impl<F: Flash> FileSystem<F> {
                 atime_ns: fs.now_ns,
                 mtime_ns: fs.now_ns,
                 ctime_ns: fs.now_ns,
+                btime_ns: fs.now_ns,
+                pages: 0,
                 parent: if is_directory { parent } else { rdev },
             };
             let inode = fs.add_inode(parent, name, &record)?;

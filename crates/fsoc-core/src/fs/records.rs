@@ -221,9 +221,15 @@ pub const INODE_FLAG_SYNC: u32 = 1 << 5;
 /// Every attribute flag.
 pub const INODE_ATTRIBUTE_FLAGS: u32 =
     INODE_FLAG_IMMUTABLE | INODE_FLAG_APPEND | INODE_FLAG_NOATIME | INODE_FLAG_NODUMP | INODE_FLAG_SYNC;
-pub const INODE_RECORD_BYTES: usize = 64;
+/// Bytes of an inode record from format version 5 on (`InodeRecord::encode`).
+pub const INODE_RECORD_BYTES: usize = 80;
+/// Bytes of an inode record of format versions 1 to 4 (`InodeRecord::encode_narrow`).
+pub const INODE_RECORD_BYTES_NARROW: usize = 64;
+/// The first format version whose inode records are 80 bytes: signed times (before 1970 and
+/// past 2262 both), a birth time, and the count of data pages the file maps (st_blocks).
+pub const FORMAT_VERSION_WIDE_INODES: u32 = 5;
 
-/// Attributes of a file, directory or symlink.
+/// Attributes of a file, directory, symlink, device node, FIFO or socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InodeRecord {
     pub kind: FileKind,
@@ -234,9 +240,17 @@ pub struct InodeRecord {
     pub nlink: u32,
     pub flags: u32,
     pub size: u64,
-    pub atime_ns: u64,
-    pub mtime_ns: u64,
-    pub ctime_ns: u64,
+    /// Times in nanoseconds since the Unix epoch, negative before it (format version 5 on;
+    /// older volumes keep none before the epoch).
+    pub atime_ns: i64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    /// When the inode was made (format version 5 on; 0, unknown, on older volumes).
+    pub btime_ns: i64,
+    /// Data pages the file's extents map: what st_blocks counts (format version 5 on; older
+    /// volumes keep no count, and `FileSystem::getattr` reports the size in whole pages).
+    /// 0 for inline files and for every other kind.
+    pub pages: u64,
     /// For directories: the parent directory (the root is its own parent). For device nodes:
     /// the device number (Linux's `dev_t` encoding). Otherwise 0.
     pub parent: u64,
@@ -256,8 +270,35 @@ impl InodeRecord {
         }
     }
 
+    /// Bytes the inode occupies for stat's st_blocks (in 512-byte units, rounded up): its
+    /// mapped data pages, or an inline file's bytes (kept in the tree); 0 for other kinds.
+    pub fn allocated_bytes(&self, page_size_bytes: u64) -> u64 {
+        match self.kind {
+            FileKind::File if self.is_inline() => self.size,
+            FileKind::File => self.pages.saturating_mul(page_size_bytes),
+            _ => 0,
+        }
+    }
+
+    /// The record as format version 5 on keeps it (`INODE_RECORD_BYTES`).
     pub fn encode(&self) -> Vec<u8> {
-        let mut writer = Writer::with_capacity(INODE_RECORD_BYTES);
+        let mut writer = self.encode_head(INODE_RECORD_BYTES, |time| time as u64);
+        writer.u64_le(self.btime_ns as u64);
+        writer.u64_le(self.pages);
+        assert_eq!(writer.bytes.len(), INODE_RECORD_BYTES, "inode record drifted from FORMAT.md");
+        writer.bytes
+    }
+
+    /// The record as format versions 1 to 4 keep it (`INODE_RECORD_BYTES_NARROW`): unsigned
+    /// times (a time before the epoch is stored as the epoch), no birth time, no page count.
+    pub fn encode_narrow(&self) -> Vec<u8> {
+        let writer = self.encode_head(INODE_RECORD_BYTES_NARROW, |time| time.max(0) as u64);
+        assert_eq!(writer.bytes.len(), INODE_RECORD_BYTES_NARROW, "inode record drifted from FORMAT.md");
+        writer.bytes
+    }
+
+    fn encode_head(&self, capacity: usize, time: impl Fn(i64) -> u64) -> Writer {
+        let mut writer = Writer::with_capacity(capacity);
         writer.u8(self.kind.code());
         writer.u8(0);
         writer.u16_le(0);
@@ -267,15 +308,18 @@ impl InodeRecord {
         writer.u32_le(self.nlink);
         writer.u32_le(self.flags);
         writer.u64_le(self.size);
-        writer.u64_le(self.atime_ns);
-        writer.u64_le(self.mtime_ns);
-        writer.u64_le(self.ctime_ns);
+        writer.u64_le(time(self.atime_ns));
+        writer.u64_le(time(self.mtime_ns));
+        writer.u64_le(time(self.ctime_ns));
         writer.u64_le(self.parent);
-        assert_eq!(writer.bytes.len(), INODE_RECORD_BYTES, "inode record drifted from FORMAT.md");
-        writer.bytes
+        writer
     }
 
+    /// Decodes a record of either width, told by its length: 80 bytes (format version 5 on)
+    /// or 64 (versions 1 to 4, whose unsigned times past 2262 read as the largest time). The
+    /// file system checks the width against the volume's version (`decode_for`).
     pub fn decode(bytes: &[u8]) -> Result<InodeRecord, DecodeError> {
+        let wide = bytes.len() >= INODE_RECORD_BYTES;
         let mut reader = Reader::new("inode record", bytes);
         let code = reader.u8()?;
         let kind = FileKind::from_code(code).ok_or_else(|| reader.invalid("kind", u64::from(code)))?;
@@ -284,7 +328,8 @@ impl InodeRecord {
         if mode > 0o7777 {
             return Err(reader.invalid("mode", u64::from(mode)));
         }
-        let record = InodeRecord {
+        let time = |value: u64| if wide { value as i64 } else { i64::try_from(value).unwrap_or(i64::MAX) };
+        let mut record = InodeRecord {
             kind,
             mode,
             uid: reader.u32_le()?,
@@ -292,15 +337,34 @@ impl InodeRecord {
             nlink: reader.u32_le()?,
             flags: reader.u32_le()?,
             size: reader.u64_le()?,
-            atime_ns: reader.u64_le()?,
-            mtime_ns: reader.u64_le()?,
-            ctime_ns: reader.u64_le()?,
+            atime_ns: time(reader.u64_le()?),
+            mtime_ns: time(reader.u64_le()?),
+            ctime_ns: time(reader.u64_le()?),
+            btime_ns: 0,
+            pages: 0,
             parent: reader.u64_le()?,
         };
+        if wide {
+            record.btime_ns = reader.u64_le()? as i64;
+            record.pages = reader.u64_le()?;
+        }
         if record.flags & !(INODE_FLAG_INLINE | INODE_ATTRIBUTE_FLAGS) != 0 {
             return Err(reader.invalid("flags", u64::from(record.flags)));
         }
         Ok(record)
+    }
+
+    /// Decodes a record of exactly the width a volume keeps (`wide`: format version 5 on).
+    pub fn decode_for(bytes: &[u8], wide: bool) -> Result<InodeRecord, DecodeError> {
+        let width = if wide { INODE_RECORD_BYTES } else { INODE_RECORD_BYTES_NARROW };
+        if bytes.len() != width {
+            return Err(DecodeError::InvalidField {
+                structure: "inode record",
+                field: "length",
+                value: bytes.len() as u64,
+            });
+        }
+        InodeRecord::decode(bytes)
     }
 }
 
@@ -325,6 +389,8 @@ pub struct RecordLimits {
     pub extent_pages_max: u32,
     /// Whether the volume may hold extended attributes (format version 4 on).
     pub xattrs: bool,
+    /// Whether inode records are 80 bytes wide (format version 5 on).
+    pub wide_inodes: bool,
 }
 
 impl RecordLimits {
@@ -352,6 +418,12 @@ impl RecordLimits {
             FileKind::Fifo | FileKind::Socket if record.parent != 0 => Err("FIFO or socket with a device number"),
             _ if !self.version3 && record.flags & INODE_ATTRIBUTE_FLAGS != 0 => {
                 Err("attribute flags on a volume older than format version 3")
+            }
+            FileKind::File if record.pages > self.file_bytes_max / self.page_size_bytes.max(1) => {
+                Err("more data pages than the largest file holds")
+            }
+            _ if record.pages != 0 && (record.kind != FileKind::File || record.is_inline()) => {
+                Err("data pages counted for an inline file or a file of another kind")
             }
             _ => Ok(()),
         }
@@ -557,10 +629,17 @@ mod tests {
             size: 4,
             atime_ns: 1,
             mtime_ns: 2,
-            ctime_ns: 3,
+            ctime_ns: -3,
+            btime_ns: -4,
+            pages: 0,
             parent: 1,
         };
         assert_eq!(InodeRecord::decode(&record.encode()), Ok(record));
+        assert_eq!(InodeRecord::decode_for(&record.encode(), true), Ok(record));
+        assert!(InodeRecord::decode_for(&record.encode(), false).is_err(), "a wide record on an older volume");
+        // Versions 1 to 4: unsigned times, a time before 1970 stored as the epoch.
+        let narrow = InodeRecord::decode_for(&record.encode_narrow(), false).expect("narrow");
+        assert_eq!((narrow.ctime_ns, narrow.btime_ns, narrow.atime_ns), (0, 0, 1));
         let mut bad = record.encode();
         bad[0] = 9;
         assert!(InodeRecord::decode(&bad).is_err());

@@ -217,6 +217,8 @@ impl<F: Flash> FileSystem<F> {
                 atime_ns: fs.now_ns,
                 mtime_ns: fs.now_ns,
                 ctime_ns: fs.now_ns,
+                btime_ns: fs.now_ns,
+                pages: 0,
                 parent: 0,
             };
             fs.add_inode(source_parent, source_name, &whiteout).map(|_| ())

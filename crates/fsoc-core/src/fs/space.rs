@@ -155,8 +155,12 @@ impl<F: Flash> FileSystem<F> {
         if self.fits(self.commit_cost_pages() + self.operation_node_pages(), pages_needed, floor_segments) {
             return Ok(()); // the common case: no scan of the segment table
         }
-        // Fail fast: when the account says cleaning cannot make the room, do not start.
-        if space_use == SpaceUse::Data && self.space_account().writable_pages < pages_needed {
+        // Fail fast: when the account says cleaning cannot make the room, do not start. The
+        // account is an estimate: reaching its very last pages costs the closing commit at least
+        // one more victim's worth of rewritten paths than it foresees, so the room must show
+        // that much beyond the request (statfs's promise allows for less than a segment).
+        let margin = self.cleaning_overhead_pages();
+        if space_use == SpaceUse::Data && self.space_account().writable_pages < pages_needed + margin {
             return Err(FsError::NoSpace);
         }
         let segment_count = u64::from(self.volume.layout().segment_count());

@@ -86,8 +86,9 @@ impl<F: Flash> FileSystem<F> {
             }
             self.ensure_space(2, crate::fs::space::SpaceUse::Metadata)?;
             let synchronous = self.mutate(|fs| {
-                fs.punch(inode, first_whole, end_whole)?;
+                let unmapped = fs.punch(inode, first_whole, end_whole)?;
                 let mut record = fs.getattr(inode)?;
+                record.pages = record.pages.saturating_sub(unmapped);
                 record.mtime_ns = fs.now_ns;
                 record.ctime_ns = fs.now_ns;
                 fs.put_inode(inode, &record)?;

@@ -13,7 +13,8 @@ pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"FSOCVOL\0");
 /// Version 2: a segment table too large for the metaroot is named through index pages.
 /// Version 3: extent records carry a CRC-32C of each file data page.
 /// Version 4: extended attributes (allocation record kind 6).
-pub const FORMAT_VERSION: u32 = 4;
+/// Version 5: 80-byte inode records (signed times, birth time, mapped data pages).
+pub const FORMAT_VERSION: u32 = 5;
 /// The oldest format version this build reads (and keeps writing in that version's format).
 pub const FORMAT_VERSION_OLDEST: u32 = 1;
 pub const SUPERBLOCK_BYTES: usize = 64;

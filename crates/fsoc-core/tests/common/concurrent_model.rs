@@ -43,7 +43,7 @@ fn directory_inode<F: Flash>(fs: &FileSystem<F>, name: &[u8]) -> Result<u64, FsE
 /// running and returned, for the caller to wait for after releasing the volume.
 fn change<F: Flash>(shared: &mut Shared<F>, rng: &mut SeededRng, step: u64) -> FlushWait {
     let Shared { fs, model } = shared;
-    fs.now_ns = step;
+    fs.now_ns = step as i64;
     let directory = DIRECTORIES[rng.below(DIRECTORIES.len() as u64) as usize];
     let name = NAMES[rng.below(NAMES.len() as u64) as usize];
     if !model.contains_key(directory) {
