@@ -141,12 +141,29 @@ pub struct Session {
     pub image: PathBuf,
     pub fs: FileSystem<VolumeFlash>,
     _locks: Vec<ImageLock>,
+    /// Set when an error worded by `error` was ENOSPC: `mkfs --from` then grows the volume.
+    ran_out_of_space: std::cell::Cell<bool>,
 }
 
 impl Session {
     pub fn open(image: &Path, writable: bool) -> Result<Session, String> {
         let OpenVolume { files: _, fs, locks } = volume_files::open_image(image, !writable)?;
-        Ok(Session { image: image.to_path_buf(), fs, _locks: locks })
+        Ok(Session::new(image, fs, locks))
+    }
+
+    /// A session on a volume the caller opened (and locked, or made: `mkfs --from`).
+    pub fn new(image: &Path, fs: FileSystem<VolumeFlash>, locks: Vec<ImageLock>) -> Session {
+        Session { image: image.to_path_buf(), fs, _locks: locks, ran_out_of_space: std::cell::Cell::new(false) }
+    }
+
+    /// Whether an error of this session was the volume running out of space.
+    pub fn ran_out_of_space(&self) -> bool {
+        self.ran_out_of_space.get()
+    }
+
+    /// The volume, for a caller that closes it itself (the locks go with the session).
+    pub fn into_fs(self) -> FileSystem<VolumeFlash> {
+        self.fs
     }
 
     pub fn finish(self) -> Result<(), String> {
@@ -154,6 +171,9 @@ impl Session {
     }
 
     pub fn error(&self, path: &[u8], error: FsError) -> String {
+        if matches!(error, FsError::NoSpace) {
+            self.ran_out_of_space.set(true);
+        }
         format!("{}:{}: {error}", self.image.display(), shown(path))
     }
 }
