@@ -108,14 +108,19 @@ pub fn id_map(text: &str) -> Result<IdMap, String> {
         let number = |field: &str| field.trim().parse::<u32>().ok();
         let parsed = match fields[..] {
             [from, to] => number(from).zip(number(to)).map(|(from, to)| (from, to, 1)),
-            [from, to, count] => number(from).zip(number(to)).zip(number(count)).map(|((from, to), count)| (from, to, count)),
+            [from, to, count] => {
+                number(from).zip(number(to)).zip(number(count)).map(|((from, to), count)| (from, to, count))
+            }
             _ => None,
         };
         let Some((from, to, count)) = parsed else {
             return Err(format!("{part:?} is not an id range: give FROM:TO or FROM:TO:COUNT, e.g. 1000:0"));
         };
         // u32::MAX is the "no id" value of chown(2): no range may reach it.
-        if count == 0 || u64::from(from) + u64::from(count) > u64::from(u32::MAX) || u64::from(to) + u64::from(count) > u64::from(u32::MAX) {
+        if count == 0
+            || u64::from(from) + u64::from(count) > u64::from(u32::MAX)
+            || u64::from(to) + u64::from(count) > u64::from(u32::MAX)
+        {
             return Err(format!("{part:?}: COUNT must be at least 1 and the ids stay below {}", u32::MAX));
         }
         ranges.push((from, to, count));
@@ -153,7 +158,10 @@ mod tests {
         assert_eq!(volume_id("0x1f"), Ok(31));
         assert!(volume_id("0").is_err());
         let map = id_map("1000:0, 100000:1:3").expect("two ranges");
-        assert_eq!((map.map(1000), map.map(1001), map.map(100000), map.map(100002), map.map(100003)), (0, 1001, 1, 3, 100003));
+        assert_eq!(
+            (map.map(1000), map.map(1001), map.map(100000), map.map(100002), map.map(100003)),
+            (0, 1001, 1, 3, 100003)
+        );
         for bad in ["", "1000", "a:b", "1:2:0", "1:2:3:4", "4294967290:0:10"] {
             assert!(id_map(bad).is_err(), "{bad:?} accepted");
         }

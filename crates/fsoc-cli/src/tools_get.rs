@@ -421,8 +421,7 @@ impl Extraction<'_> {
         let times = [timespec(record.atime_ns), timespec(record.mtime_ns)];
         // SAFETY: a valid directory descriptor, a NUL-terminated name (the node itself: no
         // link is followed) and a two-element times array.
-        if unsafe { libc::utimensat(parent.as_raw_fd(), name.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) }
-            != 0
+        if unsafe { libc::utimensat(parent.as_raw_fd(), name.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) } != 0
         {
             return Err(local(std::io::Error::last_os_error()));
         }

@@ -134,8 +134,7 @@ impl CopyRules {
     /// the epoch is stored as the epoch).
     fn times(&self, metadata: &std::fs::Metadata) -> (u64, u64) {
         let nanos = |seconds: i64, nanoseconds: i64| {
-            let time =
-                (seconds.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(nanoseconds.max(0) as u64);
+            let time = (seconds.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(nanoseconds.max(0) as u64);
             self.time_max_ns.map_or(time, |max| time.min(max))
         };
         (nanos(metadata.atime(), metadata.atime_nsec()), nanos(metadata.mtime(), metadata.mtime_nsec()))
@@ -202,7 +201,13 @@ pub struct TreeCopy<'b> {
 
 impl<'b> TreeCopy<'b> {
     pub fn new(rules: CopyRules, bar: &'b ProgressBar) -> TreeCopy<'b> {
-        TreeCopy { rules, bar, attributes: AttributeCopy::default(), links: BTreeMap::new(), tally: CopyTally::default() }
+        TreeCopy {
+            rules,
+            bar,
+            attributes: AttributeCopy::default(),
+            links: BTreeMap::new(),
+            tally: CopyTally::default(),
+        }
     }
 
     /// Says, on one line, what attributes could not be read (if any).
@@ -222,8 +227,16 @@ impl<'b> TreeCopy<'b> {
             }
             match work {
                 PutWork::Finish { source, inode, metadata, target } => {
-                    self.attributes.copy_attributes(session, &source, &metadata, inode, &target, self.bar, &self.rules)?;
-                    self.set_times(session, inode, &metadata, &target)?;
+                    self.attributes.copy_attributes(
+                        session,
+                        &source,
+                        &metadata,
+                        inode,
+                        &target,
+                        self.bar,
+                        &self.rules,
+                    )?;
+                    self.set_times(session, &source, inode, &metadata, &target)?;
                 }
                 PutWork::Copy { source, target } => {
                     let Some((inode, metadata)) = self.put_one(session, &source, &target)? else { continue };
@@ -391,7 +404,7 @@ impl<'b> TreeCopy<'b> {
         link_key: Option<(u64, u64)>,
     ) -> Result<(), String> {
         self.attributes.copy_attributes(session, source, metadata, inode, target, self.bar, &self.rules)?;
-        self.set_times(session, inode, metadata, target)?;
+        self.set_times(session, source, inode, metadata, target)?;
         if let Some(key) = link_key {
             self.links.insert(key, inode);
         }
@@ -434,8 +447,10 @@ impl<'b> TreeCopy<'b> {
                 if count == 0 {
                     break; // shrunk since it was listed: copy what there is
                 }
-                let written =
-                    session.fs.write(inode, position, &buffer[..count]).map_err(|error| session.error(target, error))?;
+                let written = session
+                    .fs
+                    .write(inode, position, &buffer[..count])
+                    .map_err(|error| session.error(target, error))?;
                 if written != count {
                     return Err(session.error(target, FsError::NoSpace));
                 }
@@ -456,14 +471,20 @@ impl<'b> TreeCopy<'b> {
         Ok(())
     }
 
+    /// Sets the times of the image's `inode` from the local `source`'s, as they are now that
+    /// the copy has read it (listing a directory or reading a link may change its access time:
+    /// taken after that, the time stored is the same whenever the tree is copied again, and
+    /// SOURCE_DATE_EPOCH clamps it), or from `metadata` if it is gone.
     fn set_times(
         &self,
         session: &mut Session,
+        source: &Path,
         inode: u64,
         metadata: &std::fs::Metadata,
         target: &[u8],
     ) -> Result<(), String> {
-        let (atime_ns, mtime_ns) = self.rules.times(metadata);
+        let now = std::fs::symlink_metadata(source);
+        let (atime_ns, mtime_ns) = self.rules.times(now.as_ref().unwrap_or(metadata));
         session
             .fs
             .setattr(inode, None, None, None, Some(atime_ns), Some(mtime_ns))
