@@ -82,6 +82,8 @@ impl BuildOptions {
             owners: Owners::Local { squash: self.squash_uids, uids: self.uid_map.clone(), gids: self.gid_map.clone() },
             time_max_ns,
             interruptible: true,
+            command: "mkfs",
+            hold_warnings: true,
         }
     }
 }
@@ -137,6 +139,9 @@ struct Built {
     tally: CopyTally,
     total_pages: u64,
     free_pages: u64,
+    /// What the copy could not keep (attributes the host would not let us read, files of no
+    /// type fsoc stores), said once the build is chosen.
+    warnings: Vec<String>,
 }
 
 impl Built {
@@ -173,6 +178,9 @@ pub fn build(plan: &Plan<'_>, from: &BuildOptions, blocks: Option<u32>) -> Resul
         }
     };
     std::fs::rename(plan.temporary, plan.image).map_err(|error| format!("{}: {error}", plan.image.display()))?;
+    for warning in &built.warnings {
+        eprintln!("{warning}");
+    }
     report(plan, from, &built, blocks, auto_builds, started);
     Ok(())
 }
@@ -216,7 +224,7 @@ fn build_once(
         // The message names the temporary file: name the image instead.
         Err(message) => return Err(Failure::Other(message.replace(&plan.temporary.display().to_string(), &image))),
     };
-    copy.report_unreadable();
+    let warnings = copy.take_warnings();
     let tally = copy.tally;
     let flash = match session.into_fs().unmount() {
         Ok(flash) => flash,
@@ -224,7 +232,7 @@ fn build_once(
         Err(error) => return Err(other(&format!("{image}: unmount"), &error)),
     };
     flash.close().map_err(|error| other(&format!("{image}: close"), &error))?;
-    Ok(Built { tally, total_pages: statfs.total_blocks, free_pages: statfs.free_blocks })
+    Ok(Built { tally, total_pages: statfs.total_blocks, free_pages: statfs.free_blocks, warnings })
 }
 
 /// `--size auto`: measures the pages the tree takes in a first build, then builds the smallest
@@ -395,9 +403,10 @@ fn report(
     if let Some(builds) = auto_builds {
         println!(
             "--size auto: {} ({blocks} erase blocks per chip), the smallest that holds the tree with {}% free \
-             (measured in {builds} builds)",
+             (measured in {builds} {})",
             size_text(volume_bytes(options, blocks)),
-            from.free_margin_percent
+            from.free_margin_percent,
+            if builds == 1 { "build" } else { "builds" }
         );
     }
     println!("({:.1} s)", started.elapsed().as_secs_f64());

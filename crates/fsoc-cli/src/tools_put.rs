@@ -68,7 +68,7 @@ pub fn put(paths: &[String], recursive: bool) -> Result<(), String> {
         copy.copy_tree(&mut session, source, &target)?;
     }
     bar.finish_and_clear();
-    copy.attributes.report_unreadable();
+    copy.report_unreadable();
     session.finish()
 }
 
@@ -80,6 +80,11 @@ pub struct CopyRules {
     pub time_max_ns: Option<u64>,
     /// Stop at the next entry once the user interrupts (Ctrl-C), for a caller that cleans up.
     pub interruptible: bool,
+    /// The command warnings are signed with ("fsoc put: …").
+    pub command: &'static str,
+    /// Hold warnings for the caller (`TreeCopy::take_warnings`) instead of printing them:
+    /// `mkfs --from` may copy a tree more than once and says only its last copy's.
+    pub hold_warnings: bool,
 }
 
 /// Owners of copied entries.
@@ -101,7 +106,7 @@ impl CopyRules {
         } else {
             Owners::Caller { uid, gid }
         };
-        CopyRules { owners, time_max_ns: None, interruptible: false }
+        CopyRules { owners, time_max_ns: None, interruptible: false, command: "put", hold_warnings: false }
     }
 
     /// Owner of a copied entry.
@@ -201,19 +206,25 @@ pub struct TreeCopy<'b> {
 
 impl<'b> TreeCopy<'b> {
     pub fn new(rules: CopyRules, bar: &'b ProgressBar) -> TreeCopy<'b> {
-        TreeCopy {
-            rules,
-            bar,
-            attributes: AttributeCopy::default(),
-            links: BTreeMap::new(),
-            tally: CopyTally::default(),
-        }
+        let attributes = AttributeCopy {
+            command: rules.command,
+            held: rules.hold_warnings.then(Vec::new),
+            ..AttributeCopy::default()
+        };
+        TreeCopy { rules, bar, attributes, links: BTreeMap::new(), tally: CopyTally::default() }
     }
 
     /// Says, on one line, what attributes could not be read (if any).
-    pub fn report_unreadable(&self) {
-        self.attributes.report_unreadable();
+    pub fn report_unreadable(&mut self) {
+        self.attributes.report_unreadable(self.bar);
     }
+
+    /// The warnings held (`CopyRules::hold_warnings`), the line of `report_unreadable` last.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        self.report_unreadable();
+        self.attributes.held.take().unwrap_or_default()
+    }
+
     /// Copies a local file, link or directory tree to `target` (`/` for the volume's root
     /// directory, which takes the local directory's owner, mode, times and attributes),
     /// iteratively (a stack of work, not recursion), so a deeply nested local tree cannot
@@ -353,7 +364,8 @@ impl<'b> TreeCopy<'b> {
             } else if file_type.is_socket() {
                 FileKind::Socket
             } else {
-                self.bar.suspend(|| eprintln!("fsoc put: skipping {}: not a file type fsoc stores", source.display()));
+                let message = format!("skipping {}: not a file type fsoc stores", source.display());
+                self.attributes.say(self.bar, message);
                 return Ok(None);
             };
             clear_the_way(session)?;
@@ -576,6 +588,10 @@ struct AttributeCopy {
     first_unreadable: Option<String>,
     /// Names outside the namespaces fsoc keeps (another system.* attribute), each said once.
     foreign_names: BTreeSet<Vec<u8>>,
+    /// The command warnings are signed with (`put` when empty).
+    command: &'static str,
+    /// Warnings held for the caller (`CopyRules::hold_warnings`).
+    held: Option<Vec<String>>,
 }
 
 impl AttributeCopy {
@@ -647,11 +663,12 @@ impl AttributeCopy {
                 Err(FsError::NotSupported) => {
                     self.volume_keeps_none = true;
                     let version = session.fs.superblock().format_version;
-                    bar.suspend(|| {
-                        eprintln!(
-                            "fsoc put: the volume (format version {version}) keeps no extended attributes; they were not copied"
-                        )
-                    });
+                    self.say(
+                        bar,
+                        format!(
+                            "the volume (format version {version}) keeps no extended attributes; they were not copied"
+                        ),
+                    );
                     return Ok(());
                 }
                 // What fsoc refuses of one attribute (as Linux would): that one is not copied.
@@ -663,7 +680,7 @@ impl AttributeCopy {
                     | FsError::TooBig),
                 ) => {
                     let message = session.error(target, error);
-                    bar.suspend(|| eprintln!("fsoc put: extended attribute {} not copied: {message}", escaped(name)));
+                    self.say(bar, format!("extended attribute {} not copied: {message}", escaped(name)));
                 }
                 Err(error) => return Err(session.error(target, error)),
             }
@@ -672,13 +689,12 @@ impl AttributeCopy {
             let record = session.fs.getattr(inode).map_err(|error| session.error(target, error))?;
             if record.mode & 0o7777 != mode {
                 let image_path = format!("{}:{}", session.image.display(), shown(target));
-                bar.suspend(|| {
-                    eprintln!(
-                        "fsoc put: {image_path}: its access ACL left mode {:o}, not {mode:o} as {} has",
-                        record.mode & 0o7777,
-                        source.display()
-                    )
-                });
+                let message = format!(
+                    "{image_path}: its access ACL left mode {:o}, not {mode:o} as {} has",
+                    record.mode & 0o7777,
+                    source.display()
+                );
+                self.say(bar, message);
             }
         }
         Ok(())
@@ -704,13 +720,12 @@ impl AttributeCopy {
         for name in names.split(|&byte| byte == 0).filter(|name| !name.is_empty()) {
             if check_xattr_name(name).is_err() {
                 if self.foreign_names.insert(name.to_vec()) {
-                    bar.suspend(|| {
-                        eprintln!(
-                            "fsoc put: extended attribute {} (first on {}) is not copied: fsoc keeps user., trusted. and security. attributes and POSIX ACLs",
-                            escaped(name),
-                            source.display()
-                        )
-                    });
+                    let message = format!(
+                        "extended attribute {} (first on {}) is not copied: fsoc keeps user., trusted. and security. attributes and POSIX ACLs",
+                        escaped(name),
+                        source.display()
+                    );
+                    self.say(bar, message);
                 }
                 continue;
             }
@@ -739,13 +754,25 @@ impl AttributeCopy {
     }
 
     /// One line for the attributes the host would not let us read, if any.
-    fn report_unreadable(&self) {
-        if let Some(first) = &self.first_unreadable {
+    fn report_unreadable(&mut self, bar: &ProgressBar) {
+        if let Some(first) = self.first_unreadable.take() {
             let count = self.unreadable;
             let what = if count == 1 { "attribute" } else { "attributes" };
-            eprintln!(
-                "fsoc put: {count} extended {what} could not be read here and were not copied (trusted.* needs root); the first: {first}"
+            self.say(
+                bar,
+                format!(
+                    "{count} extended {what} could not be read here and were not copied (trusted.* needs root); the first: {first}"
+                ),
             );
+        }
+    }
+
+    /// A warning: printed now (above the progress bar), or held for the caller.
+    fn say(&mut self, bar: &ProgressBar, message: String) {
+        let line = format!("fsoc {}: {message}", if self.command.is_empty() { "put" } else { self.command });
+        match &mut self.held {
+            Some(held) => held.push(line),
+            None => bar.suspend(|| eprintln!("{line}")),
         }
     }
 }

@@ -807,3 +807,31 @@ fn bad_input_is_refused_clearly_and_leaves_nothing_behind() {
     assert_eq!(left.len(), 1, "a failed build left {left:?}");
     assert!(fs::read(&image).expect("read") == before, "a failed build changed the existing image");
 }
+
+/// `put -r` keeps what `mkfs --from` keeps (it is the same copy): owners, times of links and
+/// special files, hard links and holes; `get -r` gives it all back.
+#[test]
+fn put_and_get_keep_hard_links_owners_and_times() {
+    if !running_as_root("put_and_get_keep_hard_links_owners_and_times") {
+        return;
+    }
+    for program in ["setcap", "setfacl", "mknod", "mkfifo", "python3", "truncate"] {
+        require(program);
+    }
+    let host = tmpfs_directory();
+    let tree = host.path().join("tree");
+    build_full_tree(&tree);
+    let before = describe(&tree);
+    let image = host.path().join("put.img");
+    fsoc_ok(&["mkfs", arg(&image), "--size", "32M"]);
+    let put = run_ok(Command::new(FSOC).arg("put").arg("-r").arg(&tree).arg(format!("{}:/", image.display())));
+    assert_eq!(put.stderr, "", "{}", put.text());
+    fsck_clean(&image);
+    let out = host.path().join("out");
+    fs::create_dir(&out).expect("mkdir out");
+    run_ok(Command::new(FSOC).arg("get").arg("-r").arg(format!("{}:/tree", image.display())).arg(&out));
+    let after = describe(&out.join("tree"));
+    assert!(before == after, "put -r then get -r differs:\n{}", differences(&before, &after).join("\n"));
+    let inode = |path: &str| fs::symlink_metadata(out.join("tree").join(path)).expect("lstat").ino();
+    assert_eq!(inode("triple-1"), inode("owned/triple-2"), "the triple is one file");
+}
