@@ -54,9 +54,11 @@ pub enum ToolCommand {
     /// Copies local files into an image, extended attributes included: fsoc put [-r]
     /// LOCAL... IMAGE:/path
     ///
-    /// Each copy keeps its mode, times, owner (when run as root) and extended attributes:
-    /// user., trusted. and security. ones, POSIX ACLs and file capabilities. A volume older
-    /// than format version 4 keeps no extended attributes: put says so once and copies the rest.
+    /// Each copy keeps its mode, times, owner (when run as root), hard links (names of one
+    /// local file within the copy stay one inode), holes and extended attributes: user.,
+    /// trusted. and security. ones, POSIX ACLs and file capabilities. A volume older than
+    /// format version 4 keeps no extended attributes: put says so once and copies the rest.
+    /// (`fsoc mkfs IMAGE --from DIR` builds a whole volume with the same copy.)
     Put {
         /// Local sources, then the destination IMAGE:/path.
         #[arg(required = true, num_args = 2..)]
@@ -69,9 +71,10 @@ pub enum ToolCommand {
     /// LOCAL. Nothing is ever written outside LOCAL: names from the image are checked, and
     /// nothing is followed through a symbolic link while extracting.
     ///
-    /// Each copy keeps its mode, times and extended attributes (POSIX ACLs and file
-    /// capabilities too). Attributes the host refuses (trusted.* and security.* need root) are
-    /// skipped with one warning, and do not change the exit status.
+    /// Each copy keeps its mode, times, owner (when run as root), hard links (names of one
+    /// inode within the copy become links of one local file) and extended attributes (POSIX
+    /// ACLs and file capabilities too). Attributes the host refuses (trusted.* and security.*
+    /// need root) are skipped with one warning, and do not change the exit status.
     Get {
         /// IMAGE:/path to copy.
         source: String,
