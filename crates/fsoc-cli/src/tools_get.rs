@@ -75,6 +75,7 @@ pub fn get(source_text: &str, destination: &Path, options: GetOptions) -> Result
         refused: RefusedAttributes::default(),
         restore_owners,
         linked: BTreeMap::new(),
+        linked_bytes: 0,
     };
     let result = extraction.extract(&parent_fd, &name, &source, inode, kind);
     let failures = extraction.failures;
@@ -159,6 +160,8 @@ struct Extraction<'a> {
     /// below the extracted tree's top), so their other names become hard links of it. One
     /// entry per such inode met.
     linked: BTreeMap<u64, Vec<Vec<u8>>>,
+    /// What `linked` holds, about (names, their vectors and the map's entries).
+    linked_bytes: usize,
 }
 
 /// Extended attributes the host would not take (trusted.* and security.* need root; the
@@ -168,6 +171,11 @@ struct Extraction<'a> {
 struct RefusedAttributes {
     count: u64,
     first: Option<String>,
+    /// Owners the host would not set (EINVAL: an id the user namespace does not map; EPERM).
+    owners: u64,
+    first_owner: Option<String>,
+    /// Inodes met past LINKED_BYTES_MAX, not tracked for hard links.
+    links_beyond: u64,
 }
 
 impl RefusedAttributes {
@@ -203,8 +211,25 @@ impl RefusedAttributes {
                 self.count
             );
         }
+        if let Some(first) = &self.first_owner {
+            eprintln!(
+                "fsoc get: {} owners could not be restored here and were left as they are (ids this user namespace does not map); the first: {first}",
+                self.owners
+            );
+        }
+        if self.links_beyond > 0 {
+            eprintln!(
+                "fsoc get: the other names of {} hard-linked files were extracted as copies: the tree has more such files than get keeps track of ({LINKED_BYTES_MAX} bytes of names)",
+                self.links_beyond
+            );
+        }
     }
 }
+
+/// Bytes of names `get -r` keeps to make hard links (the path of each inode of the image with
+/// more than one name, below the extracted tree's top): memory stays bounded whatever an image
+/// claims; past it, further names are extracted as copies (said once).
+const LINKED_BYTES_MAX: usize = 16 << 20;
 
 /// A local file, directory, link or node whose extended attributes are being restored.
 enum LocalNode<'a> {
@@ -348,7 +373,16 @@ impl Extraction<'_> {
         let is_acl = |name: &[u8]| name == ACL_ACCESS_NAME || name == ACL_DEFAULT_NAME;
         if let (true, Some(record)) = (self.restore_owners, record) {
             // First: a change of owner takes set-id bits and file capabilities away.
-            node.chown(record.uid, record.gid).map_err(local)?;
+            match node.chown(record.uid, record.gid) {
+                Ok(()) => {}
+                Err(error) if matches!(error.raw_os_error(), Some(libc::EINVAL | libc::EPERM)) => {
+                    self.refused.owners += 1;
+                    self.refused
+                        .first_owner
+                        .get_or_insert_with(|| format!("{}:{} of {}: {error}", record.uid, record.gid, shown(source)));
+                }
+                Err(error) => return Err(local(error)),
+            }
         }
         let listed: Vec<&[u8]> = names.split(|&byte| byte == 0).filter(|name| !name.is_empty()).collect();
         for acl in [ACL_ACCESS_NAME, ACL_DEFAULT_NAME] {
@@ -546,7 +580,13 @@ impl Extraction<'_> {
                 if multiply_linked && !self.linked.contains_key(&entry.inode) {
                     let mut path = names.clone();
                     path.push(entry.name.clone());
-                    self.linked.insert(entry.inode, path);
+                    let bytes: usize = path.iter().map(|name| name.len() + 24).sum::<usize>() + 64;
+                    if self.linked_bytes + bytes <= LINKED_BYTES_MAX {
+                        self.linked_bytes += bytes;
+                        self.linked.insert(entry.inode, path);
+                    } else {
+                        self.refused.links_beyond += 1;
+                    }
                 }
                 continue;
             }
