@@ -75,6 +75,70 @@ pub fn volume_id(text: &str) -> Result<u64, String> {
     }
 }
 
+/// A map of user or group ids (`--uid-map`, `--gid-map`): ranges `FROM:TO[:COUNT]`, each
+/// taking the COUNT ids from FROM on to the COUNT ids from TO on (as /etc/subuid and
+/// newuidmap count them); an id no range names stays as it is. The first range that names an
+/// id wins.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IdMap {
+    /// (first id mapped, first id it becomes, how many).
+    ranges: Vec<(u32, u32, u32)>,
+}
+
+impl IdMap {
+    /// The id `id` becomes.
+    pub fn map(&self, id: u32) -> u32 {
+        self.ranges
+            .iter()
+            .find(|&&(from, _, count)| id >= from && id - from < count)
+            .map_or(id, |&(from, to, _)| to + (id - from))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+}
+
+/// `--uid-map`, `--gid-map`: comma-separated `FROM:TO[:COUNT]` ranges of ids (COUNT 1 when
+/// left out), e.g. `1000:0` or `1000:0,100000:1:65536`; no range may run past 2^32 - 2.
+pub fn id_map(text: &str) -> Result<IdMap, String> {
+    let mut ranges = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|part| !part.is_empty()) {
+        let fields: Vec<&str> = part.split(':').collect();
+        let number = |field: &str| field.trim().parse::<u32>().ok();
+        let parsed = match fields[..] {
+            [from, to] => number(from).zip(number(to)).map(|(from, to)| (from, to, 1)),
+            [from, to, count] => {
+                number(from).zip(number(to)).zip(number(count)).map(|((from, to), count)| (from, to, count))
+            }
+            _ => None,
+        };
+        let Some((from, to, count)) = parsed else {
+            return Err(format!("{part:?} is not an id range: give FROM:TO or FROM:TO:COUNT, e.g. 1000:0"));
+        };
+        // u32::MAX is the "no id" value of chown(2): no range may reach it.
+        if count == 0
+            || u64::from(from) + u64::from(count) > u64::from(u32::MAX)
+            || u64::from(to) + u64::from(count) > u64::from(u32::MAX)
+        {
+            return Err(format!("{part:?}: COUNT must be at least 1 and the ids stay below {}", u32::MAX));
+        }
+        ranges.push((from, to, count));
+    }
+    if ranges.is_empty() {
+        return Err("give at least one FROM:TO range, e.g. 1000:0".into());
+    }
+    Ok(IdMap { ranges })
+}
+
+/// `--free-margin`: a whole percentage, 0 to 90.
+pub fn free_margin(text: &str) -> Result<u32, String> {
+    match text.trim().trim_end_matches('%').parse::<u32>() {
+        Ok(percent) if percent <= 90 => Ok(percent),
+        _ => Err(format!("{text} is not a margin: give a percentage of the volume to keep free, 0 to 90")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +157,15 @@ mod tests {
         assert!(block_count("3").unwrap_err().contains("give 4 to 16777216"));
         assert_eq!(volume_id("0x1f"), Ok(31));
         assert!(volume_id("0").is_err());
+        let map = id_map("1000:0, 100000:1:3").expect("two ranges");
+        assert_eq!(
+            (map.map(1000), map.map(1001), map.map(100000), map.map(100002), map.map(100003)),
+            (0, 1001, 1, 3, 100003)
+        );
+        for bad in ["", "1000", "a:b", "1:2:0", "1:2:3:4", "4294967290:0:10"] {
+            assert!(id_map(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(free_margin("20%"), Ok(20));
+        assert!(free_margin("95").unwrap_err().contains("0 to 90"));
     }
 }

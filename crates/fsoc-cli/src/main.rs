@@ -11,6 +11,7 @@ mod fuse_bench_cmd;
 mod fuse_bench_mounts;
 mod fuse_bench_workloads;
 mod fuse_cmd;
+mod image_build;
 mod image_target;
 mod image_walk;
 mod mount_options;
@@ -64,9 +65,17 @@ enum Command {
         #[command(subcommand)]
         command: FlashCommand,
     },
-    /// Creates an image file holding a freshly formatted fsoc volume. Nothing is left behind
-    /// if it fails, and an existing image is replaced (with --force) only once the new one is
-    /// complete.
+    /// Creates an image file holding a freshly formatted fsoc volume, empty or (--from DIR)
+    /// holding a directory tree. Nothing is left behind if it fails, and an existing image is
+    /// replaced (with --force) only once the new one is complete.
+    ///
+    /// With --from DIR the volume holds DIR exactly: owners, modes, access and modification
+    /// times, hard links, symbolic links, device nodes, FIFOs, sockets, extended attributes,
+    /// POSIX ACLs and file capabilities (trusted.* ones need root to be read). The owners are
+    /// DIR's whoever builds it (--squash-uids, --uid-map and --gid-map change them). With
+    /// SOURCE_DATE_EPOCH set the image is reproducible: the same DIR, options and
+    /// SOURCE_DATE_EPOCH give the same bytes, every change time is SOURCE_DATE_EPOCH and later
+    /// access and modification times are clamped to it.
     Mkfs {
         /// The image file to create.
         image: PathBuf,
@@ -83,6 +92,8 @@ enum Command {
         blocks: Option<u32>,
         /// Volume size with a K, M, G or T suffix, e.g. 64M or 1G (sets --blocks; default 64M
         /// per chip for mlc). The limits depend on the profile and are stated if exceeded.
+        /// With --from, `auto`: the smallest volume (in whole erase blocks) that holds DIR with
+        /// --free-margin left free, measured by building it.
         #[arg(long)]
         size: Option<String>,
         /// Simulator seed (bit errors, factory bad blocks): the same seed gives the same device.
@@ -98,6 +109,27 @@ enum Command {
         /// Volume label (up to 255 bytes), as `fsoc label` and FS_IOC_GETFSLABEL report it.
         #[arg(long)]
         label: Option<String>,
+        /// Build the volume holding this directory's tree (its root directory takes DIR's
+        /// owner, mode, times and attributes).
+        #[arg(long, value_name = "DIR")]
+        from: Option<PathBuf>,
+        /// With --from: every owner in the volume becomes root:root (for building as an
+        /// ordinary user; the users and groups that ACL entries name stay as they are).
+        #[arg(long, requires = "from", conflicts_with_all = ["uid_map", "gid_map"])]
+        squash_uids: bool,
+        /// With --from: user ids to change, FROM:TO[:COUNT][,...] (COUNT ids from FROM on
+        /// become COUNT ids from TO on, e.g. 1000:0); ids no range names stay. ACL entries
+        /// naming users are mapped too.
+        #[arg(long, requires = "from", value_parser = arguments::id_map, value_name = "FROM:TO[:COUNT],...")]
+        uid_map: Option<arguments::IdMap>,
+        /// With --from: group ids to change, as --uid-map does user ids.
+        #[arg(long, requires = "from", value_parser = arguments::id_map, value_name = "FROM:TO[:COUNT],...")]
+        gid_map: Option<arguments::IdMap>,
+        /// With --size auto: the share of the volume to leave free, in percent (0 to 90).
+        /// The default, 20, is room for what the system writes at run time and keeps the
+        /// cleaner cheap: a log-structured volume's cleaning cost grows steeply as it fills.
+        #[arg(long, default_value = "20", value_parser = arguments::free_margin, value_name = "PERCENT")]
+        free_margin: u32,
     },
     /// Prints a volume's label, or sets it (an empty NEW removes it); refused while mounted
     /// (the mount answers FS_IOC_GETFSLABEL/SETFSLABEL instead).
@@ -391,10 +423,34 @@ fn main() -> ExitCode {
         Command::Flash { command: FlashCommand::Info { image } } => {
             flash_cmd::info(&image).map(|text| println!("{text}"))
         }
-        Command::Mkfs { image, profile, chips, blocks, size, seed, volume_id, force, label } => volume_cmd::mkfs(
-            &image,
-            &volume_cmd::MkfsOptions { profile, chips, blocks, size, seed, volume_id, force, label },
-        ),
+        Command::Mkfs {
+            image,
+            profile,
+            chips,
+            blocks,
+            size,
+            seed,
+            volume_id,
+            force,
+            label,
+            from,
+            squash_uids,
+            uid_map,
+            gid_map,
+            free_margin,
+        } => {
+            let from = from.map(|from| image_build::BuildOptions {
+                from,
+                squash_uids,
+                uid_map: uid_map.unwrap_or_default(),
+                gid_map: gid_map.unwrap_or_default(),
+                free_margin_percent: free_margin,
+            });
+            volume_cmd::mkfs(
+                &image,
+                &volume_cmd::MkfsOptions { profile, chips, blocks, size, seed, volume_id, force, label, from },
+            )
+        }
         Command::Label { image, new } => volume_cmd::label(&image, new.as_deref()),
         Command::Info { image } => volume_cmd::info(&image),
         Command::Fsck { image, metadata_only, data: _ } => match volume_cmd::fsck(&image, !metadata_only) {

@@ -54,9 +54,11 @@ pub enum ToolCommand {
     /// Copies local files into an image, extended attributes included: fsoc put [-r]
     /// LOCAL... IMAGE:/path
     ///
-    /// Each copy keeps its mode, times, owner (when run as root) and extended attributes:
-    /// user., trusted. and security. ones, POSIX ACLs and file capabilities. A volume older
-    /// than format version 4 keeps no extended attributes: put says so once and copies the rest.
+    /// Each copy keeps its mode, times, owner (when run as root), hard links (names of one
+    /// local file within the copy stay one inode), holes and extended attributes: user.,
+    /// trusted. and security. ones, POSIX ACLs and file capabilities. A volume older than
+    /// format version 4 keeps no extended attributes: put says so once and copies the rest.
+    /// (`fsoc mkfs IMAGE --from DIR` builds a whole volume with the same copy.)
     Put {
         /// Local sources, then the destination IMAGE:/path.
         #[arg(required = true, num_args = 2..)]
@@ -69,9 +71,10 @@ pub enum ToolCommand {
     /// LOCAL. Nothing is ever written outside LOCAL: names from the image are checked, and
     /// nothing is followed through a symbolic link while extracting.
     ///
-    /// Each copy keeps its mode, times and extended attributes (POSIX ACLs and file
-    /// capabilities too). Attributes the host refuses (trusted.* and security.* need root) are
-    /// skipped with one warning, and do not change the exit status.
+    /// Each copy keeps its mode, times, owner (when run as root), hard links (names of one
+    /// inode within the copy become links of one local file) and extended attributes (POSIX
+    /// ACLs and file capabilities too). Attributes the host refuses (trusted.* and security.*
+    /// need root) are skipped with one warning, and do not change the exit status.
     Get {
         /// IMAGE:/path to copy.
         source: String,
@@ -141,12 +144,29 @@ pub struct Session {
     pub image: PathBuf,
     pub fs: FileSystem<VolumeFlash>,
     _locks: Vec<ImageLock>,
+    /// Set when an error worded by `error` was ENOSPC: `mkfs --from` then grows the volume.
+    ran_out_of_space: std::cell::Cell<bool>,
 }
 
 impl Session {
     pub fn open(image: &Path, writable: bool) -> Result<Session, String> {
         let OpenVolume { files: _, fs, locks } = volume_files::open_image(image, !writable)?;
-        Ok(Session { image: image.to_path_buf(), fs, _locks: locks })
+        Ok(Session::new(image, fs, locks))
+    }
+
+    /// A session on a volume the caller opened (and locked, or made: `mkfs --from`).
+    pub fn new(image: &Path, fs: FileSystem<VolumeFlash>, locks: Vec<ImageLock>) -> Session {
+        Session { image: image.to_path_buf(), fs, _locks: locks, ran_out_of_space: std::cell::Cell::new(false) }
+    }
+
+    /// Whether an error of this session was the volume running out of space.
+    pub fn ran_out_of_space(&self) -> bool {
+        self.ran_out_of_space.get()
+    }
+
+    /// The volume, for a caller that closes it itself (the locks go with the session).
+    pub fn into_fs(self) -> FileSystem<VolumeFlash> {
+        self.fs
     }
 
     pub fn finish(self) -> Result<(), String> {
@@ -154,6 +174,9 @@ impl Session {
     }
 
     pub fn error(&self, path: &[u8], error: FsError) -> String {
+        if matches!(error, FsError::NoSpace) {
+            self.ran_out_of_space.set(true);
+        }
         format!("{}:{}: {error}", self.image.display(), shown(path))
     }
 }

@@ -1,10 +1,12 @@
 //! `fsoc get [-r] IMAGE:/path LOCAL`: copies out of an image. Nothing is ever written outside
 //! LOCAL: names from the image are checked (names.rs), the walk follows no cycle (image_walk.rs),
 //! and everything is created relative to an open directory with O_NOFOLLOW. With --keep-going
-//! a damaged image gives up what cannot be read and everything else. Extended attributes
-//! (POSIX ACLs and file capabilities included) are restored as far as the host lets us:
-//! `Extraction::restore_metadata`.
+//! a damaged image gives up what cannot be read and everything else. Owners (as root), modes,
+//! times and extended attributes (POSIX ACLs and file capabilities included) are restored as
+//! far as the host lets us (`Extraction::restore_metadata`), and the names of one inode in
+//! the extracted tree become hard links of one local file.
 
+use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::Write;
@@ -62,6 +64,8 @@ pub fn get(source_text: &str, destination: &Path, options: GetOptions) -> Result
         bar.set_length(image_tree_bytes(&mut session.fs, inode, kind));
     }
     let depth_max = extract_depth_max();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let restore_owners = unsafe { libc::geteuid() } == 0;
     let mut extraction = Extraction {
         session: &mut session,
         bar: &bar,
@@ -69,6 +73,9 @@ pub fn get(source_text: &str, destination: &Path, options: GetOptions) -> Result
         failures: 0,
         depth_max,
         refused: RefusedAttributes::default(),
+        restore_owners,
+        linked: BTreeMap::new(),
+        linked_bytes: 0,
     };
     let result = extraction.extract(&parent_fd, &name, &source, inode, kind);
     let failures = extraction.failures;
@@ -146,6 +153,15 @@ struct Extraction<'a> {
     failures: u64,
     depth_max: usize,
     refused: RefusedAttributes,
+    /// Whether owners are restored: as root only (like tar), since nobody else may give a
+    /// file away.
+    restore_owners: bool,
+    /// Inodes of the image with more than one name, already extracted: where (the names
+    /// below the extracted tree's top), so their other names become hard links of it. One
+    /// entry per such inode met.
+    linked: BTreeMap<u64, Vec<Vec<u8>>>,
+    /// What `linked` holds, about (names, their vectors and the map's entries).
+    linked_bytes: usize,
 }
 
 /// Extended attributes the host would not take (trusted.* and security.* need root; the
@@ -155,6 +171,11 @@ struct Extraction<'a> {
 struct RefusedAttributes {
     count: u64,
     first: Option<String>,
+    /// Owners the host would not set (EINVAL: an id the user namespace does not map; EPERM).
+    owners: u64,
+    first_owner: Option<String>,
+    /// Inodes met past LINKED_BYTES_MAX, not tracked for hard links.
+    links_beyond: u64,
 }
 
 impl RefusedAttributes {
@@ -190,8 +211,25 @@ impl RefusedAttributes {
                 self.count
             );
         }
+        if let Some(first) = &self.first_owner {
+            eprintln!(
+                "fsoc get: {} owners could not be restored here and were left as they are (ids this user namespace does not map); the first: {first}",
+                self.owners
+            );
+        }
+        if self.links_beyond > 0 {
+            eprintln!(
+                "fsoc get: the other names of {} hard-linked files were extracted as copies: the tree has more such files than get keeps track of ({LINKED_BYTES_MAX} bytes of names)",
+                self.links_beyond
+            );
+        }
     }
 }
+
+/// Bytes of names `get -r` keeps to make hard links (the path of each inode of the image with
+/// more than one name, below the extracted tree's top): memory stays bounded whatever an image
+/// claims; past it, further names are extracted as copies (said once).
+const LINKED_BYTES_MAX: usize = 16 << 20;
 
 /// A local file, directory, link or node whose extended attributes are being restored.
 enum LocalNode<'a> {
@@ -199,13 +237,14 @@ enum LocalNode<'a> {
     Open(&'a OwnedFd),
     /// A link or a special node, opened with O_PATH|O_NOFOLLOW (fsetxattr refuses such a
     /// descriptor, and opening a device or FIFO for reading would do more than name it): its
-    /// /proc/self/fd path, which setxattr follows to the node itself and never beyond it.
-    Path { _fd: OwnedFd, path: CString },
+    /// /proc/self/fd path, which setxattr and chmod follow to the node itself and never beyond
+    /// it.
+    Path { fd: OwnedFd, path: CString, symlink: bool },
 }
 
 impl LocalNode<'_> {
-    /// `name` in `parent`, opened with O_PATH|O_NOFOLLOW.
-    fn path_of(parent: &OwnedFd, name: &CStr) -> std::io::Result<LocalNode<'static>> {
+    /// `name` in `parent`, opened with O_PATH|O_NOFOLLOW (`symlink`: it is a symbolic link).
+    fn path_of(parent: &OwnedFd, name: &CStr, symlink: bool) -> std::io::Result<LocalNode<'static>> {
         let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: a valid directory descriptor and a NUL-terminated name.
         let raw = unsafe { libc::openat(parent.as_raw_fd(), name.as_ptr(), flags) };
@@ -216,7 +255,38 @@ impl LocalNode<'_> {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let path = CString::new(format!("/proc/self/fd/{raw}"))
             .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-        Ok(LocalNode::Path { _fd: fd, path })
+        Ok(LocalNode::Path { fd, path, symlink })
+    }
+
+    /// Gives the node to `uid`:`gid` (the node itself, never what a link names).
+    fn chown(&self, uid: u32, gid: u32) -> std::io::Result<()> {
+        let done = match self {
+            // SAFETY: a valid descriptor.
+            LocalNode::Open(fd) => unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) },
+            // SAFETY: a valid O_PATH descriptor and an empty NUL-terminated name.
+            LocalNode::Path { fd, .. } => unsafe {
+                libc::fchownat(fd.as_raw_fd(), c"".as_ptr(), uid, gid, libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW)
+            },
+        };
+        if done != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Sets the mode (a symbolic link has none of its own to set).
+    fn chmod(&self, mode: u32) -> std::io::Result<()> {
+        let done = match self {
+            // SAFETY: a valid descriptor.
+            LocalNode::Open(fd) => unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) },
+            LocalNode::Path { symlink: true, .. } => 0,
+            // SAFETY: a NUL-terminated /proc/self/fd path of a node we hold open.
+            LocalNode::Path { path, .. } => unsafe { libc::chmod(path.as_ptr(), mode as libc::mode_t) },
+        };
+        if done != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     fn set(&self, name: &CStr, value: &[u8]) -> std::io::Result<()> {
@@ -282,7 +352,8 @@ impl Extraction<'_> {
     }
 
     /// Restores `inode`'s extended attributes (`names`, from `attribute_names`) on the local
-    /// `node` and, for an open file or directory given its `record`, its mode and times. In
+    /// `node` and, given its `record`, its owner (as root), mode and (for an open file or
+    /// directory; `restore_node` sets a link's or node's) times. In
     /// this order, as Linux ties ACLs to the mode: an ACL the local node inherited from its
     /// directory and the image lacks is removed; the other attributes are set (while the
     /// local permissions still let us write them); the mode; then the default ACL and the
@@ -300,6 +371,19 @@ impl Extraction<'_> {
     ) -> Result<(), ExtractError> {
         let local = |error: std::io::Error| ExtractError::Local(format!("{}: {error}", shown(source)));
         let is_acl = |name: &[u8]| name == ACL_ACCESS_NAME || name == ACL_DEFAULT_NAME;
+        if let (true, Some(record)) = (self.restore_owners, record) {
+            // First: a change of owner takes set-id bits and file capabilities away.
+            match node.chown(record.uid, record.gid) {
+                Ok(()) => {}
+                Err(error) if matches!(error.raw_os_error(), Some(libc::EINVAL | libc::EPERM)) => {
+                    self.refused.owners += 1;
+                    self.refused
+                        .first_owner
+                        .get_or_insert_with(|| format!("{}:{} of {}: {error}", record.uid, record.gid, shown(source)));
+                }
+                Err(error) => return Err(local(error)),
+            }
+        }
         let listed: Vec<&[u8]> = names.split(|&byte| byte == 0).filter(|name| !name.is_empty()).collect();
         for acl in [ACL_ACCESS_NAME, ACL_DEFAULT_NAME] {
             if !listed.contains(&acl) {
@@ -312,8 +396,8 @@ impl Extraction<'_> {
         }
         let mut plain = listed.iter().filter(|name| !is_acl(name));
         let mut restored = plain.try_for_each(|name| self.restore_attribute(node, source, inode, name));
-        if let (LocalNode::Open(fd), Some(record)) = (node, record) {
-            set_fd_mode(fd, record).map_err(local)?;
+        if let Some(record) = record {
+            node.chmod(record.mode & 0o7777).map_err(local)?;
         }
         if restored.is_ok() {
             // The default list, then the access list: the order setfacl uses.
@@ -346,22 +430,39 @@ impl Extraction<'_> {
         }
     }
 
-    /// Restores the attributes of a link or special node made as `name` in `parent` (nothing
-    /// is opened when the image has none for it).
-    fn restore_node_attributes(
+    /// Restores the owner (as root), mode (mknod's was cut by the umask), attributes and
+    /// times of a link or special node just made as `name` in `parent` from its image
+    /// `record` (a link with no attributes, extracted by an ordinary user, is not opened).
+    /// When the image's list of attributes cannot be read, the rest is still restored and the
+    /// error returned after it.
+    fn restore_node(
         &mut self,
         parent: &OwnedFd,
         name: &CStr,
         source: &[u8],
         inode: u64,
+        record: &InodeRecord,
     ) -> Result<(), ExtractError> {
-        let names = self.attribute_names(source, inode)?;
-        if names.is_empty() {
-            return Ok(());
+        let local = |error: std::io::Error| ExtractError::Local(format!("{}: {error}", shown(source)));
+        let symlink = record.kind == FileKind::Symlink;
+        let names = self.attribute_names(source, inode);
+        let listed = names.as_deref().unwrap_or_default();
+        let mut restored = Ok(());
+        if !symlink || self.restore_owners || !listed.is_empty() {
+            let node = LocalNode::path_of(parent, name, symlink).map_err(local)?;
+            restored = self.restore_metadata(&node, source, inode, listed, Some(record));
         }
-        let node = LocalNode::path_of(parent, name)
-            .map_err(|error| ExtractError::Local(format!("{}: {error}", shown(source))))?;
-        self.restore_metadata(&node, source, inode, &names, None)
+        let times = [timespec(record.atime_ns), timespec(record.mtime_ns)];
+        // SAFETY: a valid directory descriptor, a NUL-terminated name (the node itself: no
+        // link is followed) and a two-element times array.
+        if unsafe { libc::utimensat(parent.as_raw_fd(), name.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) } != 0
+        {
+            return Err(local(std::io::Error::last_os_error()));
+        }
+        match (names, restored) {
+            (_, Err(error @ ExtractError::Local(_))) | (Err(error), _) => Err(error),
+            (Ok(_), restored) => restored,
+        }
     }
 
     /// A skippable failure: reported and counted with --keep-going, fatal otherwise.
@@ -412,7 +513,7 @@ impl Extraction<'_> {
             unsafe { libc::mknodat(parent.as_raw_fd(), c_name.as_ptr(), mode, record.rdev() as libc::dev_t) }
         })
         .map_err(local)?;
-        self.restore_node_attributes(parent, &c_name, source, inode)
+        self.restore_node(parent, &c_name, source, inode, &record)
     }
 
     /// A directory and everything under it, walked iteratively (image_walk.rs: no directory
@@ -425,8 +526,10 @@ impl Extraction<'_> {
             .directory_record(source, inode)
             .map_err(|(ExtractError::Image(message) | ExtractError::Local(message))| message)?;
         // The open local directories, one per level of the walk, with the image's inode and
-        // record of each (applied when it is left).
+        // record of each (applied when it is left), and the names below the top that lead to
+        // each (for hard links).
         let mut directories = vec![(self.open_new_directory(parent, name, source)?, inode, record)];
+        let mut names: Vec<Vec<u8>> = Vec::new();
         let mut walk = Walk::new(inode, source, self.depth_max);
         loop {
             let entry = match walk.next(&mut self.session.fs) {
@@ -438,6 +541,7 @@ impl Extraction<'_> {
                 }
                 Step::Leave => {
                     let (fd, inode, record) = directories.pop().expect("one open directory per level of the walk");
+                    names.pop();
                     // Attributes, permissions and times last, so a read-only directory could
                     // still be filled and what is extracted into it inherits no default ACL
                     // (it has its own).
@@ -463,7 +567,27 @@ impl Extraction<'_> {
             let child_source = walk.entry_path(&entry.name);
             let (directory_fd, _, _) = directories.last().expect("one open directory per level of the walk");
             if entry.kind != FileKind::Directory {
+                let (top, _, _) = directories.first().expect("the top directory stays open");
+                if let Some(first) = self.linked.get(&entry.inode) {
+                    // A second name of an inode extracted already: a hard link to it, or (if
+                    // the host will not link it there) a copy, as for any other file.
+                    if link_to(top, first, directory_fd, &entry.name).is_ok() {
+                        continue;
+                    }
+                }
                 self.extract(directory_fd, &entry.name, &child_source, entry.inode, entry.kind)?;
+                let multiply_linked = self.session.fs.getattr(entry.inode).is_ok_and(|record| record.nlink > 1);
+                if multiply_linked && !self.linked.contains_key(&entry.inode) {
+                    let mut path = names.clone();
+                    path.push(entry.name.clone());
+                    let bytes: usize = path.iter().map(|name| name.len() + 24).sum::<usize>() + 64;
+                    if self.linked_bytes + bytes <= LINKED_BYTES_MAX {
+                        self.linked_bytes += bytes;
+                        self.linked.insert(entry.inode, path);
+                    } else {
+                        self.refused.links_beyond += 1;
+                    }
+                }
                 continue;
             }
             let record = match self.directory_record(&child_source, entry.inode) {
@@ -482,6 +606,7 @@ impl Extraction<'_> {
             }
             let fd = self.open_new_directory(directory_fd, &entry.name, &child_source)?;
             directories.push((fd, entry.inode, record));
+            names.push(entry.name.clone());
         }
     }
 
@@ -566,6 +691,7 @@ impl Extraction<'_> {
         source: &[u8],
         inode: u64,
     ) -> Result<(), ExtractError> {
+        let record = self.session.fs.getattr(inode).map_err(|error| self.image_error(source, error))?;
         let target = self.session.fs.readlink(inode).map_err(|error| self.image_error(source, error))?;
         let local = |error: std::io::Error| ExtractError::Local(format!("{}: {error}", shown(source)));
         let c_name = c_name(name).map_err(ExtractError::Local)?;
@@ -577,8 +703,28 @@ impl Extraction<'_> {
             unsafe { libc::symlinkat(c_target.as_ptr(), parent.as_raw_fd(), c_name.as_ptr()) }
         })
         .map_err(local)?;
-        self.restore_node_attributes(parent, &c_name, source, inode)
+        self.restore_node(parent, &c_name, source, inode, &record)
     }
+}
+
+/// Links the local file at `path` (names below `top`, each directory opened without following
+/// a link) as `name` in `parent`, replacing what is there.
+fn link_to(top: &OwnedFd, path: &[Vec<u8>], parent: &OwnedFd, name: &[u8]) -> std::io::Result<()> {
+    let invalid = || std::io::Error::from(std::io::ErrorKind::InvalidInput);
+    let (file, directories) = path.split_last().ok_or_else(invalid)?;
+    let mut opened: Option<OwnedFd> = None;
+    for directory in directories {
+        let next = open_directory(Some(opened.as_ref().unwrap_or(top)), directory, false)?;
+        opened = Some(next);
+    }
+    let from = opened.as_ref().unwrap_or(top);
+    let c_file = CString::new(file.as_slice()).map_err(|_| invalid())?;
+    let c_name = CString::new(name).map_err(|_| invalid())?;
+    replacing(parent, &c_name, || {
+        // SAFETY: valid directory descriptors and NUL-terminated names; flags 0: a link in the
+        // way is linked itself, never followed.
+        unsafe { libc::linkat(from.as_raw_fd(), c_file.as_ptr(), parent.as_raw_fd(), c_name.as_ptr(), 0) }
+    })
 }
 
 /// Runs `make` (a *at call creating `name` in `parent`, returning 0 or -1); when something is
@@ -624,26 +770,21 @@ fn c_attribute(name: &[u8]) -> Result<CString, ExtractError> {
     CString::new(name).map_err(|_| ExtractError::Image(format!("attribute name \"{}\" contains NUL", escaped(name))))
 }
 
-/// Sets the mode from an image record on an open file or directory.
-fn set_fd_mode(fd: &OwnedFd, record: &InodeRecord) -> std::io::Result<()> {
-    // SAFETY: a valid descriptor.
-    if unsafe { libc::fchmod(fd.as_fd().as_raw_fd(), (record.mode & 0o7777) as libc::mode_t) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Sets the access and modification times from an image record on an open file or directory.
 fn set_fd_times(fd: &OwnedFd, record: &InodeRecord) -> std::io::Result<()> {
-    // Floor division: a time before the epoch has a negative tv_sec and a tv_nsec in range.
-    let timespec = |nanoseconds: i64| libc::timespec {
-        tv_sec: nanoseconds.div_euclid(1_000_000_000) as libc::time_t,
-        tv_nsec: nanoseconds.rem_euclid(1_000_000_000) as libc::c_long,
-    };
     let times = [timespec(record.atime_ns), timespec(record.mtime_ns)];
     // SAFETY: a valid descriptor and a two-element times array.
     if unsafe { libc::futimens(fd.as_fd().as_raw_fd(), times.as_ptr()) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// A time of the image (signed nanoseconds since the epoch) as the host's calls take it:
+/// floor division, so a time before 1970 has a negative tv_sec and a tv_nsec in range.
+fn timespec(nanoseconds: i64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: nanoseconds.div_euclid(1_000_000_000) as libc::time_t,
+        tv_nsec: nanoseconds.rem_euclid(1_000_000_000) as libc::c_long,
+    }
 }

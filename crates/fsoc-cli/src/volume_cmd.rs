@@ -53,6 +53,8 @@ pub struct MkfsOptions {
     pub volume_id: Option<u64>,
     pub force: bool,
     pub label: Option<String>,
+    /// `--from DIR`: build the volume holding DIR (image_build.rs).
+    pub from: Option<crate::image_build::BuildOptions>,
 }
 
 /// Checks a label before anything is written (the core refuses the same, later).
@@ -67,7 +69,7 @@ fn check_label(label: &str) -> Result<(), String> {
 }
 
 /// Sets the label of a volume just formatted (no-op without one).
-fn set_new_label<F: fsoc_media::Flash>(fs: &mut FileSystem<F>, label: Option<&str>) -> Result<(), String> {
+pub(crate) fn set_new_label<F: fsoc_media::Flash>(fs: &mut FileSystem<F>, label: Option<&str>) -> Result<(), String> {
     match label {
         Some(label) if !label.is_empty() => fs.set_label(label.as_bytes()).map_err(|error| format!("label: {error}")),
         _ => Ok(()),
@@ -95,7 +97,7 @@ pub fn label(image: &Path, new: Option<&str>) -> Result<(), String> {
 
 /// Erase blocks per chip a volume of this profile and chip count may have: (smallest,
 /// largest), by the format's own rule.
-fn block_count_range(profile: Profile, chips: u32) -> (u32, u32) {
+pub(crate) fn block_count_range(profile: Profile, chips: u32) -> (u32, u32) {
     fsoc_core::txn::Volume::<ImageFlash>::block_count_range(
         |blocks| profile.geometry(blocks),
         chips,
@@ -123,7 +125,7 @@ pub fn volume_size_refusal(profile: Profile, chips: u32, blocks: u32) -> Option<
     ))
 }
 
-fn size_text(bytes: u64) -> String {
+pub(crate) fn size_text(bytes: u64) -> String {
     match bytes {
         bytes if bytes >= 1 << 40 => format!("{:.1}T", bytes as f64 / (1u64 << 40) as f64),
         bytes if bytes >= 1 << 30 => format!("{:.1}G", bytes as f64 / (1u64 << 30) as f64),
@@ -136,6 +138,13 @@ pub use fsoc_media::image::{new_volume_id, source_date_epoch};
 
 pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
     if let Some(devices) = crate::volume_files::mtd_devices(image) {
+        if options.from.is_some() {
+            return Err(format!(
+                "{}: --from builds image files; build one and copy it to the flash, or mount the MTD volume and copy \
+                 the tree in",
+                image.display()
+            ));
+        }
         return mkfs_mtd(image, &devices, options);
     }
     // A device node, FIFO or directory is refused here, before anything is created beside it
@@ -146,19 +155,28 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
     let block_bytes = profile.geometry(1).block_data_bytes();
     let blocks = match (options.blocks, options.size.as_deref()) {
         (Some(_), Some(_)) => return Err("give --blocks or --size, not both".into()),
-        (Some(blocks), None) => blocks,
+        (Some(blocks), None) => Some(blocks),
+        (None, Some(size)) if size.eq_ignore_ascii_case("auto") => {
+            if options.from.is_none() {
+                return Err("--size auto sizes the volume for a tree: give --from DIR too".into());
+            }
+            None
+        }
         (None, Some(size)) => {
             let bytes = parse_size(size)?;
             let per_chip = bytes / u64::from(chips);
-            u32::try_from(per_chip.div_ceil(block_bytes)).unwrap_or(u32::MAX)
+            Some(u32::try_from(per_chip.div_ceil(block_bytes)).unwrap_or(u32::MAX))
         }
-        (None, None) => 512,
+        (None, None) => Some(512),
     };
-    if let Some(refusal) = volume_size_refusal(profile, chips, blocks) {
+    if let Some(refusal) = blocks.and_then(|blocks| volume_size_refusal(profile, chips, blocks)) {
         return Err(format!("{}: {refusal}", image.display()));
     }
     if let Some(label) = &options.label {
         check_label(label)?;
+    }
+    if let Some(from) = &options.from {
+        from.check_source(image)?;
     }
     // Never touch a mounted or busy image; keep the old one until the new one is complete.
     let _lock = if image.exists() {
@@ -170,12 +188,29 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
         None
     };
     let volume_id = new_volume_id(options.volume_id, options.seed)?;
-    let now_ns = match source_date_epoch()? {
+    let epoch = source_date_epoch()?;
+    let now_ns = match epoch {
         Some(epoch) => i64::try_from(epoch).unwrap_or(i64::MAX).saturating_mul(1_000_000_000),
         None => crate::volume_files::wall_clock_ns(),
     };
     let file_name = image.file_name().ok_or_else(|| format!("{}: not a file name", image.display()))?;
     let temporary = image.with_file_name(format!(".{}.mkfs-{}", file_name.to_string_lossy(), std::process::id()));
+    if let Some(from) = &options.from {
+        let plan = crate::image_build::Plan {
+            image,
+            temporary: &temporary,
+            options,
+            volume_id,
+            now_ns,
+            time_max_ns: epoch.map(|_| now_ns),
+        };
+        let result = crate::image_build::build(&plan, from, blocks);
+        if result.is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        return result;
+    }
+    let Some(blocks) = blocks else { return Err("--size auto needs --from DIR".into()) };
     let bar = spinner("formatting");
     let result = (|| {
         let config = SimConfig::new(profile, chips, blocks, options.seed);
