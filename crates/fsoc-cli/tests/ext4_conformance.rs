@@ -1,5 +1,5 @@
 //! A differential conformance test against ext4 (issue 11 point 4): one scripted sequence of
-//! about 7,500 system calls (Python's os calls, ctypes for renameat2, utimensat and fchmodat)
+//! about 7,800 system calls (Python's os calls, ctypes for renameat2, utimensat and fchmodat)
 //! runs on ext4 over a loop device and on an fsoc FUSE mount, and every step's printed outcome
 //! must be the same: the return value or errno, and the stat fields the step shows (mode,
 //! nlink, uid, gid, size except of directories, rdev; never inode numbers, st_dev, st_blocks,
@@ -13,7 +13,8 @@
 //! and which times change; rename(2) and renameat2(2) of every source over every destination;
 //! 255- and 256-byte names, long symlink targets and 110 levels of 40-byte names; symlink
 //! loops and chains; truncate, lseek, pread/pwrite and the refusals of directory and name
-//! operations.
+//! operations; creation modes under six umasks; execution by mode; the largest file and
+//! offset; locks, mmap, O_DIRECT; removed directories and unlinked files still referenced.
 //!
 //! A step that differs fails the test unless it is listed in `KNOWN_DIFFERENCES` with its
 //! reason, and a listed step that no longer differs fails it too (remove it from the list).
@@ -28,7 +29,23 @@ use std::time::Instant;
 
 use support::{require, run, run_ok, Volume, PROGRAM_TIMEOUT};
 
-const CHOWN_NOOP: &str = "chown(-1, -1) of a set-id non-directory: FUSE_HANDLE_KILLPRIV_V2 makes the kernel drop ATTR_KILL_SUID/SGID and ATTR_MODE (so no owner check) and send no FATTR_KILL_SUIDGID without a uid or gid; fsoc neither clears the bits nor refuses non-owners";
+/// chown(-1, -1) of a set-id non-directory (ext4: the set-id bits go, a non-owner is EPERM).
+const CHOWN_NOOP: &str = "fsoc bug: chown(-1, -1) of a set-id file neither clears the set-id bits nor refuses a \
+    non-owner: with FUSE_HANDLE_KILLPRIV_V2 the kernel drops ATTR_KILL_SUID/SGID and ATTR_MODE (so no owner check) and \
+    sends no FATTR_KILL_SUIDGID when neither uid nor gid is given, leaving both to the server";
+/// The largest file: fsoc's is 2^32 - 1 pages of 2 KiB (8 TiB - 2 KiB), ext4's 16 TiB - 4 KiB.
+const FILE_MAX: &str = "fsoc's largest file (8 TiB - 2 KiB, FileSystem::file_bytes_max) is smaller than ext4's \
+    (16 TiB - 4 KiB) and than FUSE's s_maxbytes: truncate past it is EFBIG, but a write past it is taken by the \
+    kernel's write-back cache (size and data visible) and fails only at write-back, EIO at close, the size gone \
+    after remount";
+/// ext4 refuses offsets past its s_maxbytes; FUSE's is MAX_LFS_FILESIZE.
+const FILE_MAX_KERNEL: &str = "past ext4's largest file: ext4 refuses the write (EFBIG) and the offset (EINVAL); \
+    FUSE's s_maxbytes is MAX_LFS_FILESIZE, so the write-back cache takes the write and fsoc fails it at write-back (EIO \
+    at close) while the kernel keeps the size and the page";
+/// An unlinked inode the kernel still references without an open file handle.
+const UNLINKED_REFERENCED: &str = "fsoc bug: an unlinked file or removed directory lives on only while a FUSE file \
+    handle is open, not while the kernel still holds a lookup reference (a working directory, an O_PATH descriptor): \
+    GETATTR and OPENDIR of it answer ENOENT where ext4 shows nlink 0 (the inode should live until FORGET)";
 
 /// Steps (the text before ": ") where the mount answers differently from ext4, and why.
 const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
@@ -41,12 +58,34 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
     ("chown file 4700 by owner to -1:-1 after", CHOWN_NOOP),
     ("chown file 4700 by member to -1:-1", CHOWN_NOOP),
     ("chown file 4700 by other to -1:-1", CHOWN_NOOP),
-    ("final tree of chown", "the same chown(-1, -1) steps' modes, seen again in the final listing"),
-    ("truncate same size", "truncate(2) to the same size: ext4 updates mtime and ctime; with the write-back cache the kernel sends a size-only SETATTR (no FATTR_MTIME) and fsoc's truncate to an unchanged size leaves the times"),
-    ("SEEK_DATA before close", "lseek SEEK_DATA with data still in the kernel's write-back cache: FUSE_LSEEK is sent without writing dirty pages back, so fsoc sees an empty file (ENXIO); equal with --no-writeback-cache"),
-    ("SEEK_HOLE before close", "as SEEK_DATA before close: the dirty pages are not on the volume when FUSE_LSEEK arrives"),
-    ("O_TMPFILE", "documented (docs/MOUNT.md, Limits): O_TMPFILE is EOPNOTSUPP, fuser 0.18 does not parse FUSE_TMPFILE"),
+    ("final tree of chown", "the modes the chown(-1, -1) steps left (CHOWN_NOOP), listed again"),
+    ("truncate same size", "fsoc bug: truncate(2) to the same size leaves mtime and ctime (ext4 updates both): with the write-back cache the kernel sends a SETATTR of the size alone, and fsoc changes no time when the size does not change"),
+    ("SEEK_DATA before close", "FUSE with the write-back cache: FUSE_LSEEK is sent without writing dirty pages back, so fsoc sees an empty file (ENXIO); equal with --no-writeback-cache"),
+    ("SEEK_HOLE before close", "as SEEK_DATA before close: the written pages are still in the kernel's cache"),
+    ("O_TMPFILE", "documented (docs/MOUNT.md, Limits): O_TMPFILE is EOPNOTSUPP, fuser 0.18 parses no FUSE_TMPFILE"),
     ("O_TMPFILE in names/file (a directory by now)", "documented: O_TMPFILE is EOPNOTSUPP (docs/MOUNT.md, Limits)"),
+    ("truncate to 8796093020161", FILE_MAX),
+    ("close after pwrite ending at 8796093020161", FILE_MAX),
+    ("truncate to 17592186040320", FILE_MAX),
+    ("close after pwrite ending at 17592186040320", FILE_MAX),
+    ("pwrite ending at 17592186040321", FILE_MAX_KERNEL),
+    ("close after pwrite ending at 17592186040321", FILE_MAX_KERNEL),
+    ("size after pwrite ending at 17592186040321", FILE_MAX_KERNEL),
+    ("lseek to 17592186040321", FILE_MAX_KERNEL),
+    ("pread at 17592186040320", FILE_MAX_KERNEL),
+    ("pwrite ending at 4611686018427387904", FILE_MAX_KERNEL),
+    ("close after pwrite ending at 4611686018427387904", FILE_MAX_KERNEL),
+    ("size after pwrite ending at 4611686018427387904", FILE_MAX_KERNEL),
+    ("lseek to 4611686018427387904", FILE_MAX_KERNEL),
+    ("pread at 4611686018427387903", FILE_MAX_KERNEL),
+    ("pwrite ending at 9223372036854775807", FILE_MAX_KERNEL),
+    ("close after pwrite ending at 9223372036854775807", FILE_MAX_KERNEL),
+    ("size after pwrite ending at 9223372036854775807", FILE_MAX_KERNEL),
+    ("lseek to 9223372036854775807", FILE_MAX_KERNEL),
+    ("stat . of a removed directory", UNLINKED_REFERENCED),
+    ("listdir a removed directory", UNLINKED_REFERENCED),
+    ("fstat through the O_PATH descriptor", UNLINKED_REFERENCED),
+    ("reopen through /proc/self/fd", UNLINKED_REFERENCED),
 ];
 
 /// The whole sequence. It runs in the directory under test and prints one line per checked
@@ -921,6 +960,173 @@ ustep("link to another's readable file", OTHER, lambda: os.link("names/file", "n
 step("final tree of perm", lambda: tree("perm"))
 step("final tree of chown", lambda: tree("chown"))
 step("final tree of utime", lambda: tree("utime"))
+
+# ---------------------------------------------------------------------------------------
+# 10. Creation modes under every umask (the mount leaves the umask to the volume).
+os.mkdir("modes")
+for mask in (0o022, 0o077, 0o000, 0o777, 0o002, 0o7777):
+    for requested in (0o7777, 0o4755, 0o2755, 0o1777, 0o0777, 0o0644, 0o0000):
+        base = f"modes/{mask:o}-{requested:o}"
+        old = os.umask(mask)
+        try:
+            results = [
+                outcome(lambda: (os.close(os.open(base + "-file", os.O_CREAT | os.O_WRONLY, requested)), desc(base + "-file"))[1]),
+                outcome(lambda: (os.mkdir(base + "-dir", requested), desc(base + "-dir"))[1]),
+                outcome(lambda: (os.mkfifo(base + "-fifo", requested), desc(base + "-fifo"))[1]),
+                outcome(lambda: (os.mknod(base + "-node", requested | stat.S_IFREG), desc(base + "-node"))[1]),
+                outcome(lambda: (os.mknod(base + "-chr", requested | stat.S_IFCHR, os.makedev(1, 7)), desc(base + "-chr"))[1]),
+            ]
+        finally:
+            os.umask(old)
+        for kind, result in zip(("file", "mkdir", "mkfifo", "mknod", "mknod chr"), results):
+            out.write(f"{kind} mode {requested:o} umask {mask:o}: {result}\n")
+os.mkdir("modes/by-user")
+os.chmod("modes/by-user", 0o777)
+for requested in (0o7777, 0o6755, 0o2770, 0o1777):
+    ustep(f"user creates with mode {requested:o}", OTHER,
+          lambda: (os.close(os.open(f"modes/by-user/f{requested:o}", os.O_CREAT | os.O_WRONLY, requested)), desc(f"modes/by-user/f{requested:o}"))[1])
+    ustep(f"user mkdir with mode {requested:o}", OTHER,
+          lambda: (os.mkdir(f"modes/by-user/d{requested:o}", requested), desc(f"modes/by-user/d{requested:o}"))[1])
+    ustep(f"user mknod chr with mode {requested:o}", OTHER,
+          lambda: os.mknod(f"modes/by-user/c{requested:o}", requested | stat.S_IFCHR, os.makedev(1, 7)))
+
+# ---------------------------------------------------------------------------------------
+# 11. Limits of size and offset.
+os.mkdir("big")
+put("big/f", b"x")
+FILE_MAX_FSOC = (2 ** 32 - 1) * 2048  # fsoc: 2^32 - 1 pages of 2 KiB
+FILE_MAX_EXT4 = 2 ** 44 - 4096  # ext4 with 4 KiB blocks
+for size in (2 ** 31, 2 ** 32 + 1, 2 ** 40, FILE_MAX_FSOC, FILE_MAX_FSOC + 1, FILE_MAX_EXT4, FILE_MAX_EXT4 + 1, 2 ** 62, 2 ** 63 - 1):
+    os.truncate("big/f", 10)
+    step(f"truncate to {size}", lambda: (os.truncate("big/f", size), os.stat("big/f").st_size)[1])
+    os.truncate("big/f", 10)
+    fd = os.open("big/f", os.O_RDWR)
+    step(f"pwrite ending at {size}", lambda: os.pwrite(fd, b"y", size - 1))
+    step(f"close after pwrite ending at {size}", lambda: os.close(fd))
+    step(f"size after pwrite ending at {size}", lambda: os.stat("big/f").st_size)
+    fd = os.open("big/f", os.O_RDONLY)
+    step(f"lseek to {size}", lambda: os.lseek(fd, size, os.SEEK_SET))
+    step(f"pread at {size - 1}", lambda: os.pread(fd, 2, size - 1))
+    os.close(fd)
+step("truncate back", lambda: os.truncate("big/f", 10))
+step("big/f content", lambda: content("big/f"))
+
+# ---------------------------------------------------------------------------------------
+# 12. Syncs, locks, O_DIRECT, mmap, a removed working directory, moving a directory.
+os.mkdir("misc")
+put("misc/f", b"m" * 8192)
+fd = os.open("misc/f", os.O_RDONLY)
+step("fsync a read-only descriptor", lambda: os.fsync(fd))
+step("fdatasync a read-only descriptor", lambda: os.fdatasync(fd))
+os.close(fd)
+fd = os.open("misc", os.O_RDONLY | os.O_DIRECTORY)
+step("fsync a directory", lambda: os.fsync(fd))
+os.close(fd)
+import fcntl, mmap
+fd = os.open("misc/f", os.O_RDWR)
+step("fcntl F_SETLK write lock", lambda: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 100, 0))
+step("flock LOCK_EX", lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB))
+
+
+def struct_lock(fd):
+    import struct
+    request = struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0)
+    kind, whence, start, length, _ = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, request))
+    return (kind, start, length)
+
+
+def in_child(action):
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write_end, outcome(action).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    result = os.read(read_end, 65536).decode()
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    return result
+
+
+def child_lock(kind, start, length):
+    child_fd = os.open("misc/f", os.O_RDWR)
+    fcntl.lockf(child_fd, kind | fcntl.LOCK_NB, length, start)
+
+
+def child_flock(kind):
+    child_fd = os.open("misc/f", os.O_RDWR)
+    fcntl.flock(child_fd, kind | fcntl.LOCK_NB)
+
+
+step("another process: conflicting write lock", lambda: in_child(lambda: child_lock(fcntl.LOCK_EX, 50, 10)))
+step("another process: read lock after the range", lambda: in_child(lambda: child_lock(fcntl.LOCK_SH, 100, 10)))
+step("another process: flock", lambda: in_child(lambda: child_flock(fcntl.LOCK_SH)))
+step("unlock", lambda: (fcntl.lockf(fd, fcntl.LOCK_UN, 100, 0), fcntl.flock(fd, fcntl.LOCK_UN)))
+step("another process: write lock after unlock", lambda: in_child(lambda: child_lock(fcntl.LOCK_EX, 50, 10)))
+step("F_GETLK", lambda: struct_lock(fd))
+os.close(fd)
+
+
+step("O_DIRECT open", lambda: os.close(os.open("misc/f", os.O_RDWR | os.O_DIRECT)))
+fd = os.open("misc/f", os.O_RDWR)
+m = mmap.mmap(fd, 8192)
+m[100:105] = b"MMAPD"
+m.flush()
+step("read what mmap wrote", lambda: os.pread(fd, 7, 99))
+step("mmap sees a write", lambda: (os.pwrite(fd, b"WRITE", 200), m[200:205])[1])
+m.close()
+os.close(fd)
+step("misc/f after mmap", lambda: content("misc/f"))
+os.mkdir("misc/gone")
+here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+os.chdir("misc/gone")
+step("rmdir the working directory", lambda: os.rmdir("../gone"))
+step("stat . of a removed directory", lambda: desc("."))
+step("create in a removed directory", lambda: os.open("f", os.O_CREAT | os.O_WRONLY, 0o644))
+step("mkdir in a removed directory", lambda: os.mkdir("d"))
+step("listdir a removed directory", lambda: os.listdir("."))
+step("stat .. of a removed directory", lambda: desc(".."))
+os.fchdir(here)
+os.close(here)
+os.mkdir("misc/gone2")
+put("misc/gone3", b"gone")
+dir_fd = os.open("misc/gone2", os.O_RDONLY | os.O_DIRECTORY)
+step("rmdir a directory open as a descriptor", lambda: os.rmdir("misc/gone2"))
+step("fstat of the removed directory", lambda: describe_stat(os.fstat(dir_fd)))
+step("getdents of the removed directory", lambda: os.listdir(dir_fd))
+step("openat in the removed directory", lambda: os.open("x", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=dir_fd))
+os.close(dir_fd)
+file_fd = os.open("misc/gone3", os.O_RDONLY)
+step("unlink a file open for reading", lambda: os.unlink("misc/gone3"))
+step("fstat of the unlinked file open for reading", lambda: describe_stat(os.fstat(file_fd)))
+step("read the unlinked file open for reading", lambda: os.read(file_fd, 10))
+os.close(file_fd)
+put("misc/gone4", b"gone")
+path_fd = os.open("misc/gone4", os.O_PATH)
+step("unlink a file held by an O_PATH descriptor", lambda: os.unlink("misc/gone4"))
+step("fstat through the O_PATH descriptor", lambda: describe_stat(os.fstat(path_fd)))
+step("reopen through /proc/self/fd", lambda: read_open(f"/proc/self/fd/{path_fd}"))
+os.close(path_fd)
+# Moving a directory to another parent needs write permission on it (its .. changes).
+for name in ("a", "b"):
+    os.mkdir(f"misc/{name}")
+    os.chown(f"misc/{name}", 1002, 1002)
+os.mkdir("misc/a/theirs")
+os.chown("misc/a/theirs", 1000, 1000)
+os.mkdir("misc/a/mine")
+os.chown("misc/a/mine", 1002, 1002)
+os.chmod("misc/a/mine", 0o555)
+put("misc/a/file", b"f")
+os.chown("misc/a/file", 1000, 1000)
+os.chmod("misc/a/file", 0o444)
+ustep("move another's directory to another parent", OTHER, lambda: os.rename("misc/a/theirs", "misc/b/theirs"))
+ustep("rename another's directory in place", OTHER, lambda: os.rename("misc/a/theirs", "misc/a/theirs2"))
+ustep("move own read-only directory to another parent", OTHER, lambda: os.rename("misc/a/mine", "misc/b/mine"))
+ustep("move another's read-only file to another parent", OTHER, lambda: os.rename("misc/a/file", "misc/b/file"))
+ustep("exchange another's directory across parents", OTHER, lambda: renameat2("misc/a/theirs2", "misc/b/file", EXCHANGE))
+step("misc tree", lambda: tree("misc"))
 "##;
 
 /// An ext4 volume on a loop device in a temporary directory, unmounted when dropped.
@@ -961,15 +1167,24 @@ fn step_name(line: &str) -> &str {
     line.split_once(": ").map_or(line, |(name, _)| name)
 }
 
-fn shorten(line: &str) -> String {
-    if line.len() <= 400 {
-        return line.to_string();
-    }
-    let mut end = 400;
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}... ({} bytes)", &line[..end], line.len())
+/// The two lines, cut to the neighbourhood of their first difference when long.
+fn excerpts(want: &str, got: &str) -> (String, String) {
+    let first = want.bytes().zip(got.bytes()).take_while(|(a, b)| a == b).count();
+    let cut = |line: &str| {
+        if line.len() <= 400 {
+            return line.to_string();
+        }
+        let mut start = first.saturating_sub(150).min(line.len());
+        while !line.is_char_boundary(start) {
+            start -= 1;
+        }
+        let mut end = (first + 250).min(line.len());
+        while !line.is_char_boundary(end) {
+            end += 1;
+        }
+        format!("[{} bytes, from byte {start}] ...{}...", line.len(), &line[start..end])
+    };
+    (cut(want), cut(got))
 }
 
 #[test]
@@ -995,8 +1210,7 @@ fn system_calls_behave_as_on_ext4() {
     mounted.unmount();
     volume.fsck();
 
-    let (expected_lines, found_lines): (Vec<&str>, Vec<&str>) =
-        (expected.lines().collect(), found.lines().collect());
+    let (expected_lines, found_lines): (Vec<&str>, Vec<&str>) = (expected.lines().collect(), found.lines().collect());
     // Every step prints exactly one line, so the two outputs align line by line.
     for (line, (want, got)) in expected_lines.iter().zip(&found_lines).enumerate() {
         assert_eq!(step_name(got), step_name(want), "line {line}: the scripts diverged");
@@ -1020,7 +1234,8 @@ fn system_calls_behave_as_on_ext4() {
     );
     let mut new = Vec::new();
     for (name, (want, got)) in &differences {
-        let report = format!("{name}\n  ext4: {}\n  fsoc: {}", shorten(want), shorten(got));
+        let (want, got) = excerpts(want, got);
+        let report = format!("{name}\n  ext4: {want}\n  fsoc: {got}");
         match known.get(name) {
             Some(reason) => println!("known difference: {report}\n  reason: {reason}"),
             None => new.push(report),
