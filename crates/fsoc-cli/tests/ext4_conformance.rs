@@ -29,10 +29,6 @@ use std::time::Instant;
 
 use support::{require, run, run_ok, Volume, PROGRAM_TIMEOUT};
 
-/// chown(-1, -1) of a set-id non-directory (ext4: the set-id bits go, a non-owner is EPERM).
-const CHOWN_NOOP: &str = "fsoc bug: chown(-1, -1) of a set-id file neither clears the set-id bits nor refuses a \
-    non-owner: with FUSE_HANDLE_KILLPRIV_V2 the kernel drops ATTR_KILL_SUID/SGID and ATTR_MODE (so no owner check) and \
-    sends no FATTR_KILL_SUIDGID when neither uid nor gid is given, leaving both to the server";
 /// The largest file: fsoc's is 2^32 - 1 pages of 2 KiB (8 TiB - 2 KiB), ext4's 16 TiB - 4 KiB.
 const FILE_MAX: &str = "fsoc's largest file (8 TiB - 2 KiB, FileSystem::file_bytes_max) is smaller than ext4's \
     (16 TiB - 4 KiB) and than FUSE's s_maxbytes: truncate past it is EFBIG, but a write past it is taken by the \
@@ -49,17 +45,7 @@ const UNLINKED_REFERENCED: &str = "fsoc bug: an unlinked file or removed directo
 
 /// Steps (the text before ": ") where the mount answers differently from ext4, and why.
 const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
-    ("chown file 6755 by root to -1:-1 after", CHOWN_NOOP),
-    ("chown file 6755 by owner to -1:-1 after", CHOWN_NOOP),
-    ("chown file 6755 by member to -1:-1", CHOWN_NOOP),
-    ("chown file 6755 by other to -1:-1", CHOWN_NOOP),
-    ("chown file 2745 by other to -1:-1", CHOWN_NOOP),
-    ("chown file 4700 by root to -1:-1 after", CHOWN_NOOP),
-    ("chown file 4700 by owner to -1:-1 after", CHOWN_NOOP),
-    ("chown file 4700 by member to -1:-1", CHOWN_NOOP),
-    ("chown file 4700 by other to -1:-1", CHOWN_NOOP),
-    ("final tree of chown", "the modes the chown(-1, -1) steps left (CHOWN_NOOP), listed again"),
-    ("truncate same size", "fsoc bug: truncate(2) to the same size leaves mtime and ctime (ext4 updates both): with the write-back cache the kernel sends a SETATTR of the size alone, and fsoc changes no time when the size does not change"),
+    ("truncate same size", "FUSE with the write-back cache: the kernel keeps mtime and ctime itself, changes them on a truncate only when the size changes (fuse_do_setattr), and sends the server a SETATTR of the size alone, whose times it then ignores; equal with --no-writeback-cache (docs/MOUNT.md)"),
     ("SEEK_DATA before close", "FUSE with the write-back cache: FUSE_LSEEK is sent without writing dirty pages back, so fsoc sees an empty file (ENXIO); equal with --no-writeback-cache"),
     ("SEEK_HOLE before close", "as SEEK_DATA before close: the written pages are still in the kernel's cache"),
     ("O_TMPFILE", "documented (docs/MOUNT.md, Limits): O_TMPFILE is EOPNOTSUPP, fuser 0.18 parses no FUSE_TMPFILE"),

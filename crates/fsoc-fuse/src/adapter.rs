@@ -25,7 +25,7 @@ use fuser::{
 };
 
 use crate::attributes::{errno, file_attr, file_type, now_ns, rdev_from_fuse, time_ns};
-use crate::permissions::{may_access, new_entry_group_and_mode, Caller};
+use crate::permissions::{may_access, new_entry_group_and_mode, set_id_bits_chown_drops, Caller};
 use crate::volume_lock::{MountState, OpenFile, VolumeLock};
 use fsoc_engine::DirectoryCursor as DirectoryStream;
 
@@ -409,6 +409,34 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
     ) {
         // Permission rules (who may chmod, chown, set times, and which set-id bits survive)
         // were applied by the kernel: the mount uses `default_permissions`.
+        // chown(2) with both ids -1 reaches the server as a SETATTR of the change time alone:
+        // with FUSE_HANDLE_KILLPRIV_V2 the kernel drops the set-id bits' removal and, with it,
+        // the mode change whose owner check ext4 applies (notify_change). Both are done here.
+        let only_ctime = mode.is_none()
+            && uid.is_none()
+            && gid.is_none()
+            && size.is_none()
+            && atime.is_none()
+            && mtime.is_none()
+            && _ctime.is_some();
+        if only_ctime {
+            let caller = Caller::from_process(request.uid(), request.gid(), request.pid());
+            let result = self.lock.run_on("setattr", Some(inode.0), |state| {
+                let record = state.fs.getattr(inode.0).map_err(fs_error)?;
+                let dropped = set_id_bits_chown_drops(&record, &caller);
+                if dropped != 0 && caller.uid != 0 && caller.uid != record.uid {
+                    return Err(Errno::EPERM);
+                }
+                state.fs.kill_privileges(inode.0, false).map_err(fs_error)?;
+                let mode = (dropped != 0).then_some(record.mode & !dropped);
+                state.fs.setattr_kept_times(inode.0, mode, None, None, None, None).map_err(fs_error)?;
+                attributes(state, inode.0)
+            });
+            return match result {
+                Ok(attr) => reply.attr(&CACHE_TTL, &attr),
+                Err(error) => reply.error(error),
+            };
+        }
         let result = self.lock.run_on("setattr", Some(inode.0), |state| {
             // FUSE_HANDLE_KILLPRIV_V2: a truncate or a chown takes the file capability away
             // and, as the kernel would, the set-id bits (a truncate only when the caller is not

@@ -36,7 +36,7 @@ impl Caller {
         Caller { uid, gid, groups }
     }
 
-    fn in_group(&self, gid: u32) -> bool {
+    pub fn in_group(&self, gid: u32) -> bool {
         self.gid == gid || self.groups.contains(&gid)
     }
 }
@@ -58,6 +58,23 @@ pub fn may_access(record: &InodeRecord, caller: &Caller, mask: u32) -> bool {
         mode
     } & 0o7;
     granted & mask == mask
+}
+
+/// The set-id bits chown(2) takes away from a non-directory (Linux's
+/// setattr_should_drop_suidgid, as notify_change applies it for chown_common): set-user-id
+/// always; set-group-id when the group may execute, or when the caller is neither in the file's
+/// group nor root. 0 for a directory.
+pub fn set_id_bits_chown_drops(record: &InodeRecord, caller: &Caller) -> u32 {
+    if record.kind == FileKind::Directory {
+        return 0;
+    }
+    let mut bits = record.mode & 0o4000;
+    if record.mode & SET_GROUP_ID != 0
+        && (record.mode & 0o010 != 0 || (caller.uid != 0 && !caller.in_group(record.gid)))
+    {
+        bits |= SET_GROUP_ID;
+    }
+    bits
 }
 
 /// The owner group and mode of a new entry in a directory: BSD semantics when the directory
@@ -96,6 +113,20 @@ mod tests {
 
     fn caller(uid: u32, gid: u32, groups: &[u32]) -> Caller {
         Caller { uid, gid, groups: groups.to_vec() }
+    }
+
+    #[test]
+    fn chown_drops_set_id_bits_as_linux_does() {
+        let member = Caller { uid: 1001, gid: 5, groups: vec![100] };
+        let other = Caller { uid: 1002, gid: 5, groups: vec![] };
+        let root = Caller { uid: 0, gid: 0, groups: vec![] };
+        let file = |mode| record(FileKind::File, mode, 1000, 100);
+        assert_eq!(set_id_bits_chown_drops(&file(0o6755), &member), 0o6000, "group may execute: both go");
+        assert_eq!(set_id_bits_chown_drops(&file(0o2745), &member), 0, "set-group-id kept for a member");
+        assert_eq!(set_id_bits_chown_drops(&file(0o2745), &other), 0o2000, "dropped for an outsider");
+        assert_eq!(set_id_bits_chown_drops(&file(0o2745), &root), 0, "root keeps it");
+        assert_eq!(set_id_bits_chown_drops(&file(0o4700), &root), 0o4000);
+        assert_eq!(set_id_bits_chown_drops(&record(FileKind::Directory, 0o6755, 1000, 100), &other), 0);
     }
 
     #[test]
