@@ -38,11 +38,6 @@ const FILE_MAX: &str = "fsoc's largest file (8 TiB - 2 KiB, FileSystem::file_byt
 const FILE_MAX_KERNEL: &str = "past ext4's largest file: ext4 refuses the write (EFBIG) and the offset (EINVAL); \
     FUSE's s_maxbytes is MAX_LFS_FILESIZE, so the write-back cache takes the write and fsoc fails it at write-back (EIO \
     at close) while the kernel keeps the size and the page";
-/// An unlinked inode the kernel still references without an open file handle.
-const UNLINKED_REFERENCED: &str = "fsoc bug: an unlinked file or removed directory lives on only while a FUSE file \
-    handle is open, not while the kernel still holds a lookup reference (a working directory, an O_PATH descriptor): \
-    GETATTR and OPENDIR of it answer ENOENT where ext4 shows nlink 0 (the inode should live until FORGET)";
-
 /// Steps (the text before ": ") where the mount answers differently from ext4, and why.
 const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
     ("truncate same size", "FUSE with the write-back cache: the kernel keeps mtime and ctime itself, changes them on a truncate only when the size changes (fuse_do_setattr), and sends the server a SETATTR of the size alone, whose times it then ignores; equal with --no-writeback-cache (docs/MOUNT.md)"),
@@ -68,10 +63,6 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
     ("close after pwrite ending at 9223372036854775807", FILE_MAX_KERNEL),
     ("size after pwrite ending at 9223372036854775807", FILE_MAX_KERNEL),
     ("lseek to 9223372036854775807", FILE_MAX_KERNEL),
-    ("stat . of a removed directory", UNLINKED_REFERENCED),
-    ("listdir a removed directory", UNLINKED_REFERENCED),
-    ("fstat through the O_PATH descriptor", UNLINKED_REFERENCED),
-    ("reopen through /proc/self/fd", UNLINKED_REFERENCED),
 ];
 
 /// The whole sequence. It runs in the directory under test and prints one line per checked

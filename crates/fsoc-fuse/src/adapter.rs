@@ -26,6 +26,7 @@ use fuser::{
 
 use crate::attributes::{errno, file_attr, file_type, now_ns, rdev_from_fuse, time_ns};
 use crate::permissions::{may_access, new_entry_group_and_mode, set_id_bits_chown_drops, Caller};
+use crate::references::KernelReferences;
 use crate::volume_lock::{MountState, OpenFile, VolumeLock};
 use fsoc_engine::DirectoryCursor as DirectoryStream;
 
@@ -57,6 +58,8 @@ pub struct FsocFuse<F: Flash> {
     posix_acl: bool,
     /// When reads update access times (the mount's relatime, strictatime or noatime).
     access_times: AccessTimes,
+    /// The kernel's lookup counts, and the unlinked inodes kept alive for them.
+    references: KernelReferences,
 }
 
 impl<F: Flash> FsocFuse<F> {
@@ -73,6 +76,7 @@ impl<F: Flash> FsocFuse<F> {
             xattrs,
             posix_acl: posix_acl && xattrs,
             access_times: AccessTimes::Relative,
+            references: KernelReferences::default(),
         }
     }
 
@@ -80,6 +84,26 @@ impl<F: Flash> FsocFuse<F> {
     pub fn with_access_times(mut self, access_times: AccessTimes) -> Self {
         self.access_times = access_times;
         self
+    }
+
+    /// Replies with a positive entry, counting the reference the kernel takes to it.
+    fn reply_entry(&self, reply: ReplyEntry, attr: &FileAttr) {
+        self.references.taken(attr.ino.0);
+        reply.entry(&CACHE_TTL, attr, GENERATION);
+    }
+
+    /// Before `name` in `parent` may lose its inode's last link: pins that inode when the
+    /// kernel still references it, so it lives on (link count 0) until the kernel forgets it
+    /// (`references`). A missing name pins nothing.
+    fn pin_referenced(&self, state: &mut MountState<F>, parent: u64, name: &[u8]) -> Result<(), Errno> {
+        let Ok((inode, _)) = state.fs.lookup(parent, name) else { return Ok(()) };
+        if self.references.should_pin(inode) {
+            if let Err(error) = state.fs.open_inode(inode) {
+                self.references.pin_failed(inode);
+                return Err(fs_error(error));
+            }
+        }
+        Ok(())
     }
 
     /// After a read of `inode` reached the volume: records the access when the mount's rule
@@ -370,7 +394,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             attributes(state, inode)
         });
         match result {
-            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Ok(attr) => self.reply_entry(reply, &attr),
             // A handle whose file is gone is stale.
             Err(error) if by_handle && error == Errno::ENOENT => reply.error(Errno::ESTALE),
             // A name that does not exist is remembered by the kernel for the TTL (a negative
@@ -379,6 +403,18 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             // drops the entry itself when the name is made.
             Err(error) if error == Errno::ENOENT => reply.entry(&CACHE_TTL, &negative_entry(), GENERATION),
             Err(error) => reply.error(error),
+        }
+    }
+
+    /// The kernel dropped `count` references to `inode`; at the last one, an inode kept alive
+    /// for it after losing its last name is released (and deleted, unless a file handle still
+    /// holds it).
+    fn forget(&self, _request: &Request, inode: INodeNo, count: u64) {
+        if self.references.forgotten(inode.0, count) {
+            // Best effort: a failure leaves the inode on the orphan list, deleted at the next
+            // mount.
+            let _ =
+                self.lock.run_on("forget", Some(inode.0), |state| state.fs.release_inode(inode.0).map_err(fs_error));
         }
     }
 
@@ -509,7 +545,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             Ok(file_attr(inode, &record, page_size(state)))
         });
         match result {
-            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Ok(attr) => self.reply_entry(reply, &attr),
             Err(error) => reply.error(error),
         }
     }
@@ -529,13 +565,14 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             Ok(file_attr(inode, &record, page_size(state)))
         });
         match result {
-            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Ok(attr) => self.reply_entry(reply, &attr),
             Err(error) => reply.error(error),
         }
     }
 
     fn unlink(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match self.lock.run_on("unlink", Some(parent.0), |state| {
+            self.pin_referenced(state, parent.0, name.as_bytes())?;
             state.fs.remove(parent.0, name.as_bytes(), false).map_err(fs_error)
         }) {
             Ok(()) => reply.ok(),
@@ -544,10 +581,10 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
     }
 
     fn rmdir(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self
-            .lock
-            .run_on("rmdir", Some(parent.0), |state| state.fs.remove(parent.0, name.as_bytes(), true).map_err(fs_error))
-        {
+        match self.lock.run_on("rmdir", Some(parent.0), |state| {
+            self.pin_referenced(state, parent.0, name.as_bytes())?;
+            state.fs.remove(parent.0, name.as_bytes(), true).map_err(fs_error)
+        }) {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
         }
@@ -569,7 +606,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             Ok(file_attr(inode, &record, page_size(state)))
         });
         match result {
-            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Ok(attr) => self.reply_entry(reply, &attr),
             Err(error) => reply.error(error),
         }
     }
@@ -592,6 +629,8 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                 // The kernel refused EXCHANGE with NOREPLACE or WHITEOUT before asking.
                 return state.fs.rename_exchange(source, target).map_err(fs_error);
             }
+            // A name renamed over loses its inode's link: keep it alive for the kernel.
+            self.pin_referenced(state, new_parent.0, new_name.as_bytes())?;
             if no_replace {
                 match state.fs.lookup(new_parent.0, new_name.as_bytes()) {
                     Ok(_) => return Err(Errno::EEXIST),
@@ -625,7 +664,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             attributes(state, inode.0)
         });
         match result {
-            Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
+            Ok(attr) => self.reply_entry(reply, &attr),
             Err(error) => reply.error(error),
         }
     }
@@ -823,7 +862,13 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                     Ok(record) => {
                         let attr = file_attr(entry.inode, &record, page_size_bytes);
                         let name = OsStr::from_bytes(entry.name);
-                        reply.add(INodeNo(entry.inode), entry.next_cookie, name, &CACHE_TTL, &attr, GENERATION)
+                        let full =
+                            reply.add(INodeNo(entry.inode), entry.next_cookie, name, &CACHE_TTL, &attr, GENERATION);
+                        // The kernel takes a reference to every entry but `.` and `..`.
+                        if !full && entry.name != b"." && entry.name != b".." {
+                            self.references.taken(entry.inode);
+                        }
+                        full
                     }
                     Err(error) => {
                         entry_error = Some(error);
@@ -1231,6 +1276,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         });
         match result {
             Ok((attr, handle, open_flags)) => {
+                self.references.taken(attr.ino.0);
                 reply.created(&CACHE_TTL, &attr, GENERATION, FileHandle(handle), open_flags)
             }
             Err(error) => reply.error(error),

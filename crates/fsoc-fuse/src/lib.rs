@@ -30,6 +30,7 @@ mod adapter;
 mod attributes;
 pub mod logger;
 mod permissions;
+mod references;
 mod session;
 mod volume_lock;
 

@@ -418,3 +418,45 @@ fn without_the_write_back_cache_the_write_itself_answers_enospc() {
     drop(file);
     recovers_after_a_delete(mount);
 }
+
+/// An unlinked file that a process still holds without an open file (an O_PATH descriptor)
+/// lives on with a link count of 0, as on ext4, and its space comes back once the descriptor
+/// is closed and the kernel forgets the inode: the mount's pin (`references`) is released, not
+/// leaked.
+#[test]
+fn an_unlinked_inode_lives_while_the_kernel_holds_it_and_is_freed_after() {
+    let mount = TestMount::new(64);
+    let data = vec![0x5au8; 4 << 20];
+    fs::write(mount.path("held"), &data).expect("write");
+    File::open(mount.path("held")).expect("open").sync_all().expect("fsync");
+    let free_with_file = statvfs(&mount.mount_point).f_bfree;
+    let path = c_path(&mount.path("held"));
+    // SAFETY: a valid C string; the descriptor is closed below.
+    let descriptor = unsafe { libc::open(path.as_ptr(), libc::O_PATH) };
+    assert!(descriptor >= 0, "O_PATH open");
+    fs::remove_file(mount.path("held")).expect("unlink");
+    // Still there through the descriptor, with no name.
+    let through = fs::metadata(format!("/proc/self/fd/{descriptor}")).expect("stat through the descriptor");
+    assert_eq!((through.nlink(), through.len()), (0, 4 << 20));
+    let reopened = fs::read(format!("/proc/self/fd/{descriptor}")).expect("reopen through /proc");
+    assert!(reopened == data, "the contents live on");
+    assert!(statvfs(&mount.mount_point).f_bfree <= free_with_file + 8, "not freed while held");
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(descriptor) };
+    // The kernel forgets the inode once nothing holds it; the space then comes back.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let free = statvfs(&mount.mount_point).f_bfree;
+        // Its 2,048 pages, less the open data segment's share that statfs counts only once the
+        // segment fills (one segment of 64 pages).
+        if free + 64 >= free_with_file + (4 << 20) / 2048 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the unlinked file's 2,048 pages never came back: {free} free, {free_with_file} with the file"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    mount.finish();
+}
