@@ -20,11 +20,7 @@ fn name(index: usize) -> String {
 fn cleaning_that_touches_many_leaves_stays_within_the_dirty_budget() {
     let mut config = FsConfig::default();
     config.volume.dirty_nodes_max = BUDGET;
-    // 56 blocks (48 before format version 5's larger inode records): at 48 the unlinks below
-    // meet a nearly full volume whose cleaning a budget of 4 cannot afford, and an unlink
-    // answers ENOSPC (the full-volume delete defect of docs/DESIGN.md "Space", not this test's
-    // subject).
-    let mut fs = FileSystem::format(sim(Profile::Mlc, 1, 56, 3), config, 3).expect("format");
+    let mut fs = FileSystem::format(sim(Profile::Mlc, 1, 48, 3), config, 3).expect("format");
     // Inodes in name order, data in a scattered order: each segment holds pages of files far
     // apart in the allocation tree (keyed by inode).
     for index in 0..FILE_COUNT {

@@ -134,14 +134,17 @@ fn run_case(case: &Case, seed: u64) {
     assert_clean(&mut fs, &context);
 
     // Fill again: the volume takes as much as before, within one segment, less the dead pages
-    // the cleaner cannot recover at a profit (statfs does not promise those), at most 4%; 7%
+    // the cleaner cannot recover at a profit (statfs does not promise those), at most 4%; 9%
     // for the smallest files, whose extent records (with a data checksum a page, format
     // version 3) make each victim's tree rewrites dearer: the worst case here, seed 0x5f7,
-    // went from 2.6% to 6.1% short with data checksums.
+    // went from 2.6% to 6.1% short with data checksums; with format version 5's 80-byte inode
+    // records and deletes that clean before the reserve is gone (so that every delete
+    // succeeds: seed 0x5f6 failed one before), seed 0x5f6 comes 8.3% short, and a sweep of 20
+    // other seeds 7.5% to 8.3% in five of them.
     let second = fill(&mut fs, "/fill", &mut rng, case.size_max, &context);
     let pages_per_segment = u64::from(fs.layout().pages_per_segment());
     println!("{context}: cleaning overhead {} pages per victim", fs.stats.cleaning_overhead_pages_x16 as f64 / 16.0);
-    let stranded_max = if case.size_max <= 16 * 1024 { first.valid_pages * 7 / 100 } else { first.valid_pages / 25 };
+    let stranded_max = if case.size_max <= 16 * 1024 { first.valid_pages * 9 / 100 } else { first.valid_pages / 25 };
     assert!(
         second.valid_pages + pages_per_segment + stranded_max >= first.valid_pages,
         "{context}: refilled to {} valid pages, first fill reached {}",

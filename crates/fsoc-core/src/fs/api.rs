@@ -130,6 +130,7 @@ impl<F: Flash> FileSystem<F> {
             Err(error) => return Err(error),
         };
         let existing = if name.is_empty() { Ok((ROOT_INODE, FileKind::Directory)) } else { self.lookup(parent, name) };
+        let created = existing.is_err();
         let inode = match existing {
             Ok((inode, kind)) => {
                 if flags.create && flags.exclusive {
@@ -152,7 +153,8 @@ impl<F: Flash> FileSystem<F> {
             Err(error) => return Err(error),
         };
         self.check_open(inode, flags.write, flags.append, flags.truncate && flags.write)?;
-        if flags.truncate && flags.write {
+        // A file this call made is empty already: nothing to truncate.
+        if flags.truncate && flags.write && !created {
             self.truncate(inode, 0)?;
         }
         // Fewer descriptors are open than `open_files_max` (checked above), so one is free.

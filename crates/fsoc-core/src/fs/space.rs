@@ -150,11 +150,27 @@ impl<F: Flash> FileSystem<F> {
                 }
                 u64::from(self.volume.config.reserve_segments)
             }
-            SpaceUse::Metadata => 0,
+            // Changes that may use the reserve still clean before it is gone: they keep the
+            // room cleaning one whole victim may take (its pages, each with a rewritten path),
+            // and use that last room only when cleaning cannot gain (below).
+            SpaceUse::Metadata => 1 + u64::from(self.volume.directory.height().max(self.volume.allocation.height())),
         };
         if self.fits(self.commit_cost_pages() + self.operation_node_pages(), pages_needed, floor_segments) {
             return Ok(()); // the common case: no scan of the segment table
         }
+        let result = self.make_room(pages_needed, space_use, floor_segments);
+        if space_use == SpaceUse::Metadata
+            && result == Err(FsError::NoSpace)
+            && self.fits(self.commit_cost_pages() + self.operation_node_pages(), pages_needed, 0)
+        {
+            return Ok(());
+        }
+        result
+    }
+
+    /// `ensure_space`'s slow path: fail fast, or commit and clean until the operation fits
+    /// above `floor_segments`.
+    fn make_room(&mut self, pages_needed: u64, space_use: SpaceUse, floor_segments: u64) -> Result<(), FsError> {
         // Fail fast: when the account says cleaning cannot make the room, do not start. The
         // account is an estimate: reaching its very last pages costs the closing commit at least
         // one more victim's worth of rewritten paths than it foresees, so the room must show
@@ -201,6 +217,13 @@ impl<F: Flash> FileSystem<F> {
                     }
                 }
                 if cleaned == 0 {
+                    // No victim fits beside the closing commit of what is dirty now (deletes on
+                    // a full volume dirty many leaves): commit alone first, when that fits, so
+                    // the next round's victims only need room for themselves.
+                    if self.volume.dirty_node_count() > 0 && self.fits(self.commit_cost_pages(), 0, 0) {
+                        self.commit()?;
+                        continue;
+                    }
                     return Err(FsError::NoSpace);
                 }
                 self.commit()?;
