@@ -105,6 +105,7 @@ fn record_decoders() {
         ctime_ns: -3,
         btime_ns: -4,
         pages: 0,
+        generation: 0,
         parent: 0,
     }
     .encode();

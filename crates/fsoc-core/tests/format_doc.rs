@@ -148,7 +148,7 @@ fn inode_record_example_decodes() {
     let record = InodeRecord::decode_for(&bytes, true).expect("decodes");
     let made = 1_700_000_000_000_000_000;
     assert_eq!((record.kind, record.mode, record.uid, record.gid, record.nlink), (FileKind::File, 0o644, 1000, 100, 1));
-    assert_eq!((record.size, record.pages, record.parent), (5000, 3, 0));
+    assert_eq!((record.size, record.pages, record.generation, record.parent), (5000, 3, 7, 0));
     assert_eq!(
         (record.atime_ns, record.mtime_ns, record.ctime_ns, record.btime_ns),
         (-1_500_000_000, made, made, made)

@@ -147,6 +147,8 @@ fn golden_image_of_format_version_5_reads_back() {
     let pattern = fs.stat(b"/data/pattern.bin").expect("stat").1;
     assert_eq!(pattern.pages, 20, "40,000 bytes in 2 KiB pages");
     assert_eq!(pattern.btime_ns, 1_700_000_000_000_000_000);
+    assert!(pattern.generation > 0 && pattern.generation == old.generation, "one mount made both");
+    assert_eq!(fs.stat(b"/").expect("stat").1.generation, 0, "the root");
 }
 
 /// Volumes older than format version 5 count no pages and keep no birth time: st_blocks is the

@@ -62,6 +62,9 @@ impl std::fmt::Display for ArrayShape {
 struct FsocUnderTest {
     fs: Option<FileSystem<SimFlash>>,
     config: FsConfig,
+    /// Whether the last operation made the mount's generation commit (`FileSystem::generation`
+    /// went from 0: a mount commits what it has before it makes its first inode).
+    generation_committed: bool,
 }
 
 fn kind(kind: FileKind) -> fsoc_model::FileKind {
@@ -108,7 +111,7 @@ impl FsocUnderTest {
     fn new(shape: ArrayShape, config: FsConfig) -> Self {
         let flash = common::sim(shape.profile, shape.chip_count, shape.block_count, 11);
         let fs = FileSystem::format(flash, config, 11).expect("format");
-        FsocUnderTest { fs: Some(fs), config }
+        FsocUnderTest { fs: Some(fs), config, generation_committed: false }
     }
 
     fn fs(&mut self) -> &mut FileSystem<SimFlash> {
@@ -134,6 +137,27 @@ impl fsoc_model::FsUnderTest for FsocUnderTest {
             self.fs = Some(fs);
             return Ok(Output::Unit);
         }
+        let generation_before = self.fs().generation();
+        let outcome = self.apply_mounted(operation, now_ns);
+        self.generation_committed = generation_before == 0 && self.fs().generation() != 0;
+        outcome
+    }
+
+    fn extra_commits(&mut self) -> fsoc_model::ExtraCommits {
+        // The generation commit comes before the creation that asks for it.
+        fsoc_model::ExtraCommits {
+            before_operation: std::mem::take(&mut self.generation_committed),
+            after_operation: false,
+        }
+    }
+
+    fn listing(&mut self) -> Listing {
+        listing_through_calls(|operation| fsoc_model::FsUnderTest::apply(self, operation, 0))
+    }
+}
+
+impl FsocUnderTest {
+    fn apply_mounted(&mut self, operation: &Operation, now_ns: i64) -> Outcome {
         let fs = self.fs();
         fs.now_ns = now_ns;
         match operation {
@@ -193,10 +217,6 @@ impl fsoc_model::FsUnderTest for FsocUnderTest {
             Operation::Transact => outcome(fs.transact(), |()| Output::Unit),
             Operation::Remount | Operation::PowerCut => unreachable!("handled above"),
         }
-    }
-
-    fn listing(&mut self) -> Listing {
-        listing_through_calls(|operation| self.apply(operation, 0))
     }
 }
 

@@ -36,7 +36,8 @@ use fsoc_engine::DirectoryCursor as DirectoryStream;
 const CACHE_TTL: Duration = Duration::from_secs(10);
 /// Largest write the kernel sends in one request.
 const WRITE_BYTES_MAX: u32 = 1 << 20;
-const GENERATION: Generation = Generation(0);
+/// The generation of a negative entry (no inode).
+const NO_GENERATION: Generation = Generation(0);
 /// Bytes one copy_file_range call copies at most (callers loop for more).
 const COPY_RANGE_BYTES_MAX: u64 = 64 << 20;
 /// Bytes copied under one hold of the volume lock.
@@ -86,10 +87,11 @@ impl<F: Flash> FsocFuse<F> {
         self
     }
 
-    /// Replies with a positive entry, counting the reference the kernel takes to it.
-    fn reply_entry(&self, reply: ReplyEntry, attr: &FileAttr) {
+    /// Replies with a positive entry, counting the reference the kernel takes to it. The
+    /// generation goes into the kernel's file handles (`InodeRecord::generation`).
+    fn reply_entry(&self, reply: ReplyEntry, (attr, generation): &(FileAttr, Generation)) {
         self.references.taken(attr.ino.0);
-        reply.entry(&CACHE_TTL, attr, GENERATION);
+        reply.entry(&CACHE_TTL, attr, *generation);
     }
 
     /// Before `name` in `parent` may lose its inode's last link: pins that inode when the
@@ -243,6 +245,12 @@ fn attributes<F: Flash>(state: &MountState<F>, inode: u64) -> Result<fuser::File
     Ok(file_attr(inode, &record, page_size(state)))
 }
 
+/// An entry's attributes and generation (what a file handle carries beside the inode number).
+fn entry_attributes<F: Flash>(state: &MountState<F>, inode: u64) -> Result<(FileAttr, Generation), Errno> {
+    let record = state.fs.getattr(inode).map_err(fs_error)?;
+    Ok((file_attr(inode, &record, page_size(state)), Generation(u64::from(record.generation))))
+}
+
 fn page_size<F: Flash>(state: &MountState<F>) -> u32 {
     state.fs.layout().geometry.page_data_bytes
 }
@@ -391,7 +399,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                 }
                 name => state.fs.lookup(parent.0, name).map_err(fs_error)?.0,
             };
-            attributes(state, inode)
+            entry_attributes(state, inode)
         });
         match result {
             Ok(attr) => self.reply_entry(reply, &attr),
@@ -401,7 +409,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             // entry), so a create after a failed lookup, or a program probing for a file,
             // costs no second request. Every change goes through this mount, so the kernel
             // drops the entry itself when the name is made.
-            Err(error) if error == Errno::ENOENT => reply.entry(&CACHE_TTL, &negative_entry(), GENERATION),
+            Err(error) if error == Errno::ENOENT => reply.entry(&CACHE_TTL, &negative_entry(), NO_GENERATION),
             Err(error) => reply.error(error),
         }
     }
@@ -542,7 +550,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         let target = if kind == FileKind::File { EntryTarget::None } else { EntryTarget::Device(rdev_from_fuse(rdev)) };
         let result = self.lock.run_on("mknod", Some(parent.0), |state| {
             let (inode, record) = create_entry(state, caller, parent.0, name.as_bytes(), kind, (mode, umask), target)?;
-            Ok(file_attr(inode, &record, page_size(state)))
+            Ok((file_attr(inode, &record, page_size(state)), Generation(u64::from(record.generation))))
         });
         match result {
             Ok(attr) => self.reply_entry(reply, &attr),
@@ -562,7 +570,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                 (mode, umask),
                 EntryTarget::None,
             )?;
-            Ok(file_attr(inode, &record, page_size(state)))
+            Ok((file_attr(inode, &record, page_size(state)), Generation(u64::from(record.generation))))
         });
         match result {
             Ok(attr) => self.reply_entry(reply, &attr),
@@ -603,7 +611,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                 (0o777, 0),
                 EntryTarget::Symlink(target),
             )?;
-            Ok(file_attr(inode, &record, page_size(state)))
+            Ok((file_attr(inode, &record, page_size(state)), Generation(u64::from(record.generation))))
         });
         match result {
             Ok(attr) => self.reply_entry(reply, &attr),
@@ -661,7 +669,7 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
     fn link(&self, _request: &Request, inode: INodeNo, new_parent: INodeNo, new_name: &OsStr, reply: ReplyEntry) {
         let result = self.lock.run_on("link", Some(inode.0), |state| {
             state.fs.link(inode.0, new_parent.0, new_name.as_bytes()).map_err(fs_error)?;
-            attributes(state, inode.0)
+            entry_attributes(state, inode.0)
         });
         match result {
             Ok(attr) => self.reply_entry(reply, &attr),
@@ -862,8 +870,9 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                     Ok(record) => {
                         let attr = file_attr(entry.inode, &record, page_size_bytes);
                         let name = OsStr::from_bytes(entry.name);
+                        let generation = Generation(u64::from(record.generation));
                         let full =
-                            reply.add(INodeNo(entry.inode), entry.next_cookie, name, &CACHE_TTL, &attr, GENERATION);
+                            reply.add(INodeNo(entry.inode), entry.next_cookie, name, &CACHE_TTL, &attr, generation);
                         // The kernel takes a reference to every entry but `.` and `..`.
                         if !full && entry.name != b"." && entry.name != b".." {
                             self.references.taken(entry.inode);
@@ -1272,12 +1281,12 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
                 Err(error) => return Err(error),
             };
             let (handle, open_flags) = open_file(state, caller.0, inode, flags)?;
-            Ok((attributes(state, inode)?, handle, open_flags))
+            Ok((entry_attributes(state, inode)?, handle, open_flags))
         });
         match result {
-            Ok((attr, handle, open_flags)) => {
+            Ok(((attr, generation), handle, open_flags)) => {
                 self.references.taken(attr.ino.0);
-                reply.created(&CACHE_TTL, &attr, GENERATION, FileHandle(handle), open_flags)
+                reply.created(&CACHE_TTL, &attr, generation, FileHandle(handle), open_flags)
             }
             Err(error) => reply.error(error),
         }

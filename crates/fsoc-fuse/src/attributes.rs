@@ -88,6 +88,7 @@ mod tests {
             ctime_ns: 0,
             btime_ns: -3,
             pages: size.div_ceil(4096),
+            generation: 0,
             parent: 0,
         }
     }

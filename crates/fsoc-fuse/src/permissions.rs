@@ -107,6 +107,7 @@ mod tests {
             ctime_ns: 0,
             btime_ns: 0,
             pages: 0,
+            generation: 0,
             parent: 0,
         }
     }

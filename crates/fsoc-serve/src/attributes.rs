@@ -140,6 +140,7 @@ mod tests {
             ctime_ns: 0,
             btime_ns: -1_500_000_000,
             pages: 2,
+            generation: 0,
             parent: 0,
         };
         let attributes = attributes(42, &record, 4096);

@@ -7,8 +7,10 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::collections::BTreeMap;
+use std::ffi::CString;
 use std::fs;
 use std::hash::{Hash, Hasher};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -343,4 +345,29 @@ pub fn source_tree(into: &Path) -> PathBuf {
     let copy = into.join("source");
     run_ok(Command::new("cp").arg("-a").arg(crates).arg(&copy));
     copy
+}
+
+/// A path as a C string (for the xattr calls libc offers and std does not).
+pub fn c_path(path: &Path) -> CString {
+    CString::new(path.as_os_str().as_bytes()).expect("path without NUL")
+}
+
+/// lsetxattr: sets an attribute without following a link.
+pub fn set_attribute(path: &Path, name: &str, value: &[u8]) {
+    let name_c = CString::new(name).expect("name without NUL");
+    // SAFETY: NUL-terminated path and name, and `value.len()` bytes.
+    let done =
+        unsafe { libc::lsetxattr(c_path(path).as_ptr(), name_c.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
+    assert_eq!(done, 0, "lsetxattr {} {name}: {}", path.display(), std::io::Error::last_os_error());
+}
+
+/// Reads a list or a value with a call made twice (size, then the bytes).
+pub fn sized_read(call: impl Fn(*mut u8, usize) -> isize, what: &str) -> Vec<u8> {
+    let size = call(std::ptr::null_mut(), 0);
+    assert!(size >= 0, "{what}: {}", std::io::Error::last_os_error());
+    let mut buffer = vec![0u8; size as usize];
+    let read = call(buffer.as_mut_ptr(), buffer.len());
+    assert!(read >= 0, "{what}: {}", std::io::Error::last_os_error());
+    buffer.truncate(read as usize);
+    buffer
 }

@@ -153,6 +153,9 @@ pub struct FileSystem<F: Flash> {
     pub config: FsConfig,
     /// Logical time for timestamps, set by the caller (no clock is read here).
     pub now_ns: i64,
+    /// The generation this mount gives the inodes it makes (`InodeRecord::generation`): the
+    /// commit counter it made durable before making any (format version 5 on; else 0).
+    pub(crate) generation: u32,
     open_counts: BTreeMap<u64, u32>,
     pub(crate) descriptors: BTreeMap<u32, api::OpenFile>,
     pub stats: FsStats,

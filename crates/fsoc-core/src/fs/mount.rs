@@ -38,11 +38,16 @@ impl<F: Flash> FileSystem<F> {
                 ctime_ns: fs.now_ns,
                 btime_ns: fs.now_ns,
                 pages: 0,
+                generation: 0,
                 parent: ROOT_INODE,
             };
             fs.put_inode(ROOT_INODE, &root)
         })?;
         fs.commit()?;
+        // The format's commit is durable: inodes made from here on are its generation.
+        if fs.has_wide_inodes() {
+            fs.generation = generation_of(fs.volume.committed().commit_counter);
+        }
         Ok(fs)
     }
 
@@ -65,11 +70,32 @@ impl<F: Flash> FileSystem<F> {
             volume,
             config,
             now_ns: 0,
+            generation: 0,
             open_counts: BTreeMap::new(),
             descriptors: BTreeMap::new(),
             stats: FsStats::default(),
             tree_changes: 0,
         }
+    }
+
+    /// Before a mount makes its first inode on a volume that keeps generations: commits once
+    /// and gives its inodes that commit's counter. A power cut can lose files made since, and
+    /// the next mount hands their numbers out again, but under a newer generation, so a file
+    /// handle of a lost file answers ESTALE instead of opening another file. The commit is a
+    /// delta commit (one metaroot page), made once per mount and only by a mount that creates.
+    pub(super) fn start_generation(&mut self) -> Result<(), FsError> {
+        if self.generation != 0 || !self.has_wide_inodes() || self.config.volume.read_only {
+            return Ok(());
+        }
+        self.commit_for_sync()?;
+        self.generation = generation_of(self.volume.committed().commit_counter);
+        Ok(())
+    }
+
+    /// The generation of the inodes this mount makes: 0 until it makes its first (and always
+    /// on a read-only mount or a volume older than format version 5).
+    pub fn generation(&self) -> u32 {
+        self.generation
     }
 
     pub fn mount_report(&self) -> MountReport {
@@ -163,6 +189,10 @@ impl<F: Flash> FileSystem<F> {
             return Ok(());
         }
         let decoded = delta::DeltaLog::decode(&payload).map_err(|_| FsError::Corrupt("undecodable delta commit"))?;
+        if decoded.segments.is_empty() && decoded.entries.is_empty() {
+            // A delta commit of nothing (a writable mount's generation commit): no table read.
+            return Ok(());
+        }
         self.volume.ensure_table_loaded()?;
         for (segment_index, allocated, released) in decoded.segments {
             self.volume
@@ -196,4 +226,10 @@ impl<F: Flash> FileSystem<F> {
     pub fn commit_counter(&self) -> u64 {
         self.volume.commit_counter()
     }
+}
+
+/// The generation a commit counter gives (`InodeRecord::generation`): its low 32 bits, and 1
+/// where those are 0 (0 means "no generation yet").
+fn generation_of(commit_counter: u64) -> u32 {
+    u32::try_from(commit_counter & u64::from(u32::MAX)).unwrap_or(u32::MAX).max(1)
 }

@@ -185,6 +185,7 @@ impl<F: Flash> FileSystem<F> {
         } else {
             (mode & !(umask & 0o777), None, None)
         };
+        self.start_generation()?;
         self.ensure_space(if access_acl.is_some() || default_acl.is_some() { 4 } else { 2 }, SpaceUse::Data)?;
         self.mutate(|fs| {
             match fs.lookup(parent, name) {
@@ -207,6 +208,7 @@ impl<F: Flash> FileSystem<F> {
                 ctime_ns: fs.now_ns,
                 btime_ns: fs.now_ns,
                 pages: 0,
+                generation: fs.generation,
                 parent: if is_directory { parent } else { rdev },
             };
             let inode = fs.add_inode(parent, name, &record)?;

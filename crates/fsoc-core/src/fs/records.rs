@@ -226,7 +226,8 @@ pub const INODE_RECORD_BYTES: usize = 80;
 /// Bytes of an inode record of format versions 1 to 4 (`InodeRecord::encode_narrow`).
 pub const INODE_RECORD_BYTES_NARROW: usize = 64;
 /// The first format version whose inode records are 80 bytes: signed times (before 1970 and
-/// past 2262 both), a birth time, and the count of data pages the file maps (st_blocks).
+/// past 2262 both), a birth time, the count of data pages the file maps (st_blocks) and the
+/// generation of the mount that made the inode (stable file handles).
 pub const FORMAT_VERSION_WIDE_INODES: u32 = 5;
 
 /// Attributes of a file, directory, symlink, device node, FIFO or socket.
@@ -249,8 +250,13 @@ pub struct InodeRecord {
     pub btime_ns: i64,
     /// Data pages the file's extents map: what st_blocks counts (format version 5 on; older
     /// volumes keep no count, and `FileSystem::getattr` reports the size in whole pages).
-    /// 0 for inline files and for every other kind.
+    /// 0 for inline files and for every other kind. At most 2^32 − 1 (the largest file).
     pub pages: u64,
+    /// Which mount made the inode (format version 5 on; 0 on older volumes and for the root):
+    /// the low 32 bits of the commit counter that mount committed before making anything. A
+    /// file handle names (inode, generation), so a number handed out again after a power cut
+    /// lost the file that had it never matches that file's handle (ESTALE).
+    pub generation: u32,
     /// For directories: the parent directory (the root is its own parent). For device nodes:
     /// the device number (Linux's `dev_t` encoding). Otherwise 0.
     pub parent: u64,
@@ -284,7 +290,11 @@ impl InodeRecord {
     pub fn encode(&self) -> Vec<u8> {
         let mut writer = self.encode_head(INODE_RECORD_BYTES, |time| time as u64);
         writer.u64_le(self.btime_ns as u64);
-        writer.u64_le(self.pages);
+        // `check_inode` bounds a decoded count by the largest file's pages (< 2^32), and the
+        // file system never counts more.
+        assert!(self.pages <= u64::from(u32::MAX), "a file maps fewer than 2^32 pages: {}", self.pages);
+        writer.u32_le(u32::try_from(self.pages).unwrap_or(u32::MAX));
+        writer.u32_le(self.generation);
         assert_eq!(writer.bytes.len(), INODE_RECORD_BYTES, "inode record drifted from FORMAT.md");
         writer.bytes
     }
@@ -342,11 +352,13 @@ impl InodeRecord {
             ctime_ns: time(reader.u64_le()?),
             btime_ns: 0,
             pages: 0,
+            generation: 0,
             parent: reader.u64_le()?,
         };
         if wide {
             record.btime_ns = reader.u64_le()? as i64;
-            record.pages = reader.u64_le()?;
+            record.pages = u64::from(reader.u32_le()?);
+            record.generation = reader.u32_le()?;
         }
         if record.flags & !(INODE_FLAG_INLINE | INODE_ATTRIBUTE_FLAGS) != 0 {
             return Err(reader.invalid("flags", u64::from(record.flags)));
@@ -632,6 +644,7 @@ mod tests {
             ctime_ns: -3,
             btime_ns: -4,
             pages: 0,
+            generation: 9,
             parent: 1,
         };
         assert_eq!(InodeRecord::decode(&record.encode()), Ok(record));

@@ -201,6 +201,7 @@ impl<F: Flash> FileSystem<F> {
             return Err(FsError::NotSupported);
         }
         Self::validate_name(target_name)?;
+        self.start_generation()?;
         self.ensure_space(2, SpaceUse::Data)?;
         self.mutate(|fs| {
             if !fs.move_entry(source_parent, source_name, target_parent, target_name)? {
@@ -219,6 +220,7 @@ impl<F: Flash> FileSystem<F> {
                 ctime_ns: fs.now_ns,
                 btime_ns: fs.now_ns,
                 pages: 0,
+                generation: fs.generation,
                 parent: 0,
             };
             fs.add_inode(source_parent, source_name, &whiteout).map(|_| ())
