@@ -22,6 +22,17 @@ pub(crate) struct OpenMode {
     pub append: bool,
 }
 
+/// An extended-attribute fid: what Txattrwalk or Txattrcreate made of it.
+#[derive(Debug)]
+pub(crate) enum XattrFid {
+    /// Txattrwalk: what Tread returns, one attribute's value or (for the empty name) the
+    /// NUL-terminated names of them all.
+    Reading(Vec<u8>),
+    /// Txattrcreate: the value as Twrite delivers it (in order), set at Tclunk; a declared
+    /// size of 0 removes the attribute (as QEMU's server and the Linux client take it).
+    Writing { name: Vec<u8>, size: usize, flags: u32, value: Vec<u8> },
+}
+
 /// What a fid names.
 #[derive(Clone, Debug)]
 pub(crate) struct FidEntry {
@@ -35,6 +46,8 @@ pub(crate) struct FidEntry {
     pub open: Option<OpenMode>,
     /// An open directory's listing position (its own lock: listings of different fids overlap).
     pub cursor: Option<Arc<Mutex<DirectoryCursor>>>,
+    /// An extended-attribute fid's contents (such a fid is never open).
+    pub xattr: Option<Arc<Mutex<XattrFid>>>,
 }
 
 impl FidEntry {
@@ -46,12 +59,13 @@ impl FidEntry {
             uid,
             open: None,
             cursor: None,
+            xattr: None,
         }
     }
 
     /// A new, unopened fid naming the same file (a walk of no names).
     pub fn clone_unopened(&self) -> FidEntry {
-        FidEntry { open: None, cursor: None, ..self.clone() }
+        FidEntry { open: None, cursor: None, xattr: None, ..self.clone() }
     }
 }
 

@@ -15,21 +15,22 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use fsoc_9p::constants::{
-    open_flags, setattr, IO_HEADER_SIZE_BYTES, NO_UID, READ_HEADER_SIZE_BYTES, UNLINKAT_REMOVE_DIRECTORY,
+    open_flags, setattr, xattr_flags, IO_HEADER_SIZE_BYTES, NO_UID, READ_HEADER_SIZE_BYTES, UNLINKAT_REMOVE_DIRECTORY,
 };
 use fsoc_9p::{
     decode_request, encode, encode_read_header, DecodeError, DirectoryEntry, DirectoryEntryWriter, Errno, Fid,
     LockQuery, LockRequest, LockStatus, LockType, Qid, Reply, Request, SetAttributes, Tag, WalkNames, WalkQids,
 };
 use fsoc_core::fs::records::ROOT_INODE;
-use fsoc_core::fs::{FileKind, FsError};
+use fsoc_core::fs::xattrs::{XattrMode, XATTR_VALUE_BYTES_MAX};
+use fsoc_core::fs::{FileKind, FsError, InodeRecord};
 use fsoc_core::FileSystem;
 use fsoc_engine::{DirectoryCursor, EngineError};
 use fsoc_flash::Flash;
 
 use crate::attributes::{attributes, dirent_type, engine_errno, errno, fs_stats, qid, time_ns};
 use crate::connection::Connection;
-use crate::fids::{FidEntry, OpenMode};
+use crate::fids::{FidEntry, OpenMode, XattrFid};
 use crate::secret;
 
 /// Where a reply was put.
@@ -309,10 +310,12 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
                 };
                 Reply::Statfs { stats: fs_stats(&statfs, self.connection.shared.volume_id) }
             }
-            Request::Xattrwalk { fid, .. } | Request::Xattrcreate { fid, .. } => {
-                // fsoc-core keeps no extended attributes.
-                self.fid(fid)?;
-                return Err(Errno::EOPNOTSUPP.into());
+            Request::Xattrwalk { fid, new_fid, name } => {
+                Reply::Xattrwalk { size_bytes: self.xattrwalk(fid, new_fid, name)? }
+            }
+            Request::Xattrcreate { fid, name, attribute_size_bytes, flags } => {
+                self.xattrcreate(fid, name, attribute_size_bytes, flags)?;
+                Reply::Xattrcreate
             }
             Request::Lock { fid, lock } => Reply::Lock { status: self.lock(fid, &lock)? },
             Request::Getlock { fid, query } => {
@@ -401,7 +404,7 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
 
     fn lopen(&self, fid: Fid, flags: u32) -> Answer<Qid> {
         let entry = self.fid(fid)?;
-        if entry.open.is_some() {
+        if entry.open.is_some() || entry.xattr.is_some() {
             return Err(Errno::EBADF.into());
         }
         let mode = open_mode(flags)?;
@@ -500,6 +503,7 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
                     uid: directory.uid,
                     open: Some(open_mode),
                     cursor: None,
+                    xattr: None,
                 };
             })?;
             Ok(inode)
@@ -509,6 +513,9 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
 
     fn read(&self, tag: Tag, fid: Fid, offset: u64, count: u32, buffer: &mut Vec<u8>) -> Answer<usize> {
         let entry = self.fid(fid)?;
+        if let Some(xattr) = &entry.xattr {
+            return self.read_xattr(tag, xattr, offset, count, buffer);
+        }
         let Some(mode) = entry.open else { return Err(Errno::EBADF.into()) };
         if entry.kind == FileKind::Directory {
             return Err(Errno::EISDIR.into());
@@ -561,6 +568,9 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
 
     fn write(&self, fid: Fid, offset: u64, data: &[u8]) -> Answer<u32> {
         let entry = self.fid(fid)?;
+        if let Some(xattr) = &entry.xattr {
+            return write_xattr(xattr, offset, data);
+        }
         let Some(mode) = entry.open else { return Err(Errno::EBADF.into()) };
         if entry.kind == FileKind::Directory {
             return Err(Errno::EISDIR.into());
@@ -577,10 +587,125 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
 
     fn clunk(&self, fid: Fid) -> Answer<()> {
         let entry = lock(&self.connection.fids).remove(fid).ok_or(Errno::EBADF)?;
+        if let Some(xattr) = &entry.xattr {
+            return self.finish_xattr(&entry, xattr);
+        }
         if holds_open_count(&entry) {
             self.connection.shared.volume.change("clunk", Some(entry.inode), |fs| fs.release_inode(entry.inode))??;
         }
         Ok(())
+    }
+
+    /// Txattrwalk: `new_fid` reads one attribute's value, or with an empty name the names of
+    /// all (NUL-terminated); the reply says how many bytes. `trusted.` attributes exist for
+    /// the root user only, as Linux shows them.
+    fn xattrwalk(&self, fid: Fid, new_fid: Fid, name: &[u8]) -> Answer<u64> {
+        let entry = self.fid(fid)?;
+        let privileged = entry.uid == 0;
+        let bytes = self.look("xattrwalk", entry.inode, |fs| {
+            if name.is_empty() {
+                let list = fs.list_xattrs(entry.inode)?;
+                let mut kept = Vec::with_capacity(list.len());
+                for listed in list.split_inclusive(|&byte| byte == 0) {
+                    if privileged || !listed.starts_with(TRUSTED_PREFIX) {
+                        kept.extend_from_slice(listed);
+                    }
+                }
+                return Ok(kept);
+            }
+            if !privileged && name.starts_with(TRUSTED_PREFIX) {
+                return Err(Errno::ENODATA.into());
+            }
+            Ok(fs.get_xattr(entry.inode, name)?)
+        })?;
+        let size = bytes.len() as u64;
+        let walked = FidEntry { xattr: Some(Arc::new(Mutex::new(XattrFid::Reading(bytes)))), ..entry.clone_unopened() };
+        let mut fids = lock(&self.connection.fids);
+        if new_fid == fid {
+            fids.replace_or_insert(new_fid, walked)?;
+        } else {
+            fids.insert_new(new_fid, walked)?;
+        }
+        Ok(size)
+    }
+
+    /// Txattrcreate: `fid` becomes the attribute's writing end; Twrite fills the value and
+    /// Tclunk sets it (`finish_xattr`). Refused at once: a value over 64 KiB (E2BIG), a name
+    /// fsoc-core would refuse, unknown flags, and what the attach user may not change
+    /// (`may_change_xattr`).
+    fn xattrcreate(&self, fid: Fid, name: &[u8], size: u64, flags: u32) -> Answer<()> {
+        let entry = self.fid(fid)?;
+        if self.read_only() {
+            return Err(Errno::EROFS.into());
+        }
+        if flags & !(xattr_flags::CREATE | xattr_flags::REPLACE) != 0
+            || flags == xattr_flags::CREATE | xattr_flags::REPLACE
+        {
+            return Err(Errno::EINVAL.into());
+        }
+        let size = usize::try_from(size).ok().filter(|&size| size <= XATTR_VALUE_BYTES_MAX).ok_or(Errno::E2BIG)?;
+        fsoc_core::fs::xattrs::check_xattr_name(name)?;
+        let record = self.look("xattrcreate", entry.inode, |fs| Ok(fs.getattr(entry.inode)?))?;
+        may_change_xattr(entry.uid, &record, name)?;
+        let mut fids = lock(&self.connection.fids);
+        let current = fids.get_mut(fid)?;
+        if current.open.is_some() || current.xattr.is_some() || current.inode != entry.inode {
+            return Err(Errno::EBADF.into());
+        }
+        current.xattr = Some(Arc::new(Mutex::new(XattrFid::Writing {
+            name: name.to_vec(),
+            size,
+            flags,
+            value: Vec::with_capacity(size),
+        })));
+        Ok(())
+    }
+
+    /// Tread of an attribute fid: the bytes from `offset`.
+    fn read_xattr(
+        &self,
+        tag: Tag,
+        xattr: &Mutex<XattrFid>,
+        offset: u64,
+        count: u32,
+        buffer: &mut Vec<u8>,
+    ) -> Answer<usize> {
+        let xattr = lock(xattr);
+        let XattrFid::Reading(bytes) = &*xattr else { return Err(Errno::EBADF.into()) };
+        let limit = self.msize.saturating_sub(READ_HEADER_BYTES);
+        let count = usize::try_from(count.min(limit)).unwrap_or(0);
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(bytes.len());
+        let slice = bytes.get(start..).unwrap_or_default();
+        let slice = slice.get(..count.min(slice.len())).unwrap_or_default();
+        let end = READ_HEADER_SIZE_BYTES + slice.len();
+        if buffer.len() < end {
+            buffer.resize(end, 0);
+        }
+        buffer.get_mut(READ_HEADER_SIZE_BYTES..end).ok_or(Errno::EIO)?.copy_from_slice(slice);
+        let read = u32::try_from(slice.len()).map_err(|_| Errno::EIO)?;
+        encode_read_header(tag, read, buffer).map_err(|_| Refusal(Errno::EIO))
+    }
+
+    /// Tclunk of an attribute fid: a writing end sets the value it received (all of the size
+    /// Txattrcreate declared, else EINVAL), or removes the attribute when that size was 0.
+    fn finish_xattr(&self, entry: &FidEntry, xattr: &Mutex<XattrFid>) -> Answer<()> {
+        let xattr = lock(xattr);
+        let XattrFid::Writing { name, size, flags, value } = &*xattr else { return Ok(()) };
+        if value.len() != *size {
+            return Err(Errno::EINVAL.into());
+        }
+        let mode = match *flags {
+            xattr_flags::CREATE => XattrMode::Create,
+            xattr_flags::REPLACE => XattrMode::Replace,
+            _ => XattrMode::Any,
+        };
+        self.change("xattrcreate", entry.inode, |fs| {
+            if *size == 0 {
+                Ok(fs.remove_xattr(entry.inode, name)?)
+            } else {
+                Ok(fs.set_xattr(entry.inode, name, value, mode)?)
+            }
+        })
     }
 
     /// Tremove: removes the file and clunks the fid, which goes even if the removal fails.
@@ -719,5 +844,41 @@ fn open_mode(flags: u32) -> Answer<OpenMode> {
         open_flags::WRITE_ONLY => Ok(OpenMode { read: false, write: true, append }),
         open_flags::READ_WRITE => Ok(OpenMode { read: true, write: true, append }),
         _ => Err(Errno::EINVAL.into()),
+    }
+}
+
+/// The namespace whose attributes only the root user sees and sets.
+const TRUSTED_PREFIX: &[u8] = b"trusted.";
+
+/// Twrite of an attribute fid: the value arrives in order, within the declared size.
+fn write_xattr(xattr: &Mutex<XattrFid>, offset: u64, data: &[u8]) -> Answer<u32> {
+    let mut xattr = lock(xattr);
+    let XattrFid::Writing { size, value, .. } = &mut *xattr else { return Err(Errno::EBADF.into()) };
+    if offset != value.len() as u64 || value.len() + data.len() > *size {
+        return Err(Errno::EINVAL.into());
+    }
+    value.extend_from_slice(data);
+    Ok(u32::try_from(data.len()).map_err(|_| Errno::EIO)?)
+}
+
+/// Whether the attach user `uid` may set or remove the attribute `name` of `record`, by
+/// Linux's rules for a caller without capabilities unless it is root: `trusted.` and
+/// `security.` need root; an ACL needs the owner; `user.` needs write permission on a file or
+/// directory (the kernel allows `user.` on no other kind).
+fn may_change_xattr(uid: u32, record: &InodeRecord, name: &[u8]) -> Result<(), Errno> {
+    if uid == 0 {
+        return Ok(());
+    }
+    if name.starts_with(TRUSTED_PREFIX) || name.starts_with(b"security.") {
+        return Err(Errno::EPERM);
+    }
+    if name.starts_with(b"system.") {
+        return if uid == record.uid { Ok(()) } else { Err(Errno::EPERM) };
+    }
+    let writable = if uid == record.uid { record.mode & 0o200 != 0 } else { record.mode & 0o002 != 0 };
+    if writable {
+        Ok(())
+    } else {
+        Err(Errno::EACCES)
     }
 }

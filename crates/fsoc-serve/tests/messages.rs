@@ -265,6 +265,14 @@ fn links_symlinks_and_renames() {
     server.stop();
 }
 
+/// An attribute list's names (NUL-terminated, in the volume's order), sorted.
+fn sorted_names(list: Vec<u8>) -> Vec<Vec<u8>> {
+    let mut names: Vec<Vec<u8>> =
+        list.split(|&byte| byte == 0).filter(|name| !name.is_empty()).map(<[u8]>::to_vec).collect();
+    names.sort();
+    names
+}
+
 #[test]
 fn fsync_statfs_locks_xattrs_and_mknod() {
     let server = server();
@@ -277,9 +285,43 @@ fn fsync_statfs_locks_xattrs_and_mknod() {
     assert_eq!((stats.fs_type, stats.name_length_max, stats.fs_id), (0x6673_6f63, 255, 1));
     assert!(stats.free_block_count > 0 && stats.free_block_count <= stats.block_count);
     assert_eq!(client.statfs(99), Err(Errno::EBADF));
-    assert_eq!(client.xattrwalk(3, 4, b"user.x"), Err(Errno::EOPNOTSUPP));
-    assert_eq!(client.xattrwalk(3, 4, b""), Err(Errno::EOPNOTSUPP), "no attribute list either");
-    assert_eq!(client.xattrcreate(3, b"user.x"), Err(Errno::EOPNOTSUPP));
+    // Extended attributes (format version 4): Txattrwalk to read one or the list, Txattrcreate
+    // + Twrite + Tclunk to set, a declared size of 0 to remove.
+    assert_eq!(client.getxattr(3, 4, b"user.x"), Err(Errno::ENODATA));
+    assert_eq!(client.getxattr(3, 4, b""), Ok(Vec::new()), "no attributes yet");
+    let big: Vec<u8> = (0..65_536u32).map(|index| (index % 251) as u8).collect();
+    assert_eq!(client.setxattr(3, 4, b"user.colour", b"blue", 0), Ok(()));
+    assert_eq!(client.setxattr(3, 4, b"user.big", &big, 0), Ok(()));
+    assert_eq!(client.getxattr(3, 4, b"user.colour"), Ok(b"blue".to_vec()));
+    assert_eq!(client.getxattr(3, 4, b"user.big"), Ok(big.clone()), "64 KiB in several reads");
+    assert_eq!(client.getxattr(3, 4, b"").map(sorted_names), Ok(vec![b"user.big".to_vec(), b"user.colour".to_vec()]));
+    assert_eq!(client.setxattr(3, 4, b"user.colour", b"red", 1), Err(Errno::EEXIST), "XATTR_CREATE");
+    assert_eq!(client.setxattr(3, 4, b"user.none", b"red", 2), Err(Errno::ENODATA), "XATTR_REPLACE");
+    assert_eq!(client.xattrcreate(3, b"user.huge", 65_537, 0), Err(Errno::E2BIG));
+    assert_eq!(client.xattrcreate(3, b"other.x", 1, 0), Err(Errno::EOPNOTSUPP), "no such namespace");
+    assert_eq!(client.xattrcreate(3, b"user.x", 1, 3), Err(Errno::EINVAL), "CREATE and REPLACE");
+    // A short value is refused at the clunk; the fid goes all the same.
+    client.walk(3, 4, &[]).expect("clone");
+    client.xattrcreate(4, b"user.short", 10, 0).expect("xattrcreate");
+    client.write(4, 0, b"abc").expect("write");
+    assert_eq!(client.write(4, 0, b"again"), Err(Errno::EINVAL), "in order only");
+    assert_eq!(client.clunk(4), Err(Errno::EINVAL));
+    assert_eq!(client.getxattr(3, 4, b"user.short"), Err(Errno::ENODATA));
+    // Removal: Txattrcreate of size 0 (what the Linux client sends for removexattr).
+    assert_eq!(client.setxattr(3, 4, b"user.colour", b"", 2), Ok(()));
+    assert_eq!(client.getxattr(3, 4, b"user.colour"), Err(Errno::ENODATA));
+    assert_eq!(client.setxattr(3, 4, b"user.colour", b"", 2), Err(Errno::ENODATA), "removing what is gone");
+    // The attach user is uid 1000, the file's owner: user. is its own, trusted. and security.
+    // are root's, as Linux rules for a caller without capabilities.
+    assert_eq!(client.setxattr(3, 4, b"trusted.t", b"root only", 0), Err(Errno::EPERM));
+    assert_eq!(client.setxattr(3, 4, b"security.s", b"root only", 0), Err(Errno::EPERM));
+    let mut root = server.connect();
+    root.attach_as(ROOT, b"root", b"", 0).expect("attach as root");
+    root.walk(ROOT, 3, &[b"f"]).expect("walk");
+    assert_eq!(root.setxattr(3, 4, b"trusted.t", b"root only", 0), Ok(()));
+    assert_eq!(root.getxattr(3, 4, b"").map(sorted_names), Ok(vec![b"trusted.t".to_vec(), b"user.big".to_vec()]));
+    assert_eq!(client.getxattr(3, 4, b"").map(sorted_names), Ok(vec![b"user.big".to_vec()]), "trusted. hidden");
+    assert_eq!(client.getxattr(3, 4, b"trusted.t"), Err(Errno::ENODATA));
     let lock =
         LockRequest { lock_type: LockType::WRITE, flags: 0, start: 0, length: 0, proc_id: 42, client_id: b"host" };
     assert_eq!(client.lock(3, lock), Ok(LockStatus::SUCCESS), "granted: one device, no arbitration");

@@ -187,7 +187,12 @@ impl Client {
     }
 
     pub fn attach(&mut self, fid: u32, uname: &[u8], aname: &[u8]) -> Answer<Qid> {
-        let request = Request::Attach { fid: Fid(fid), afid: Fid::NONE, uname, aname, n_uname: 1000 };
+        self.attach_as(fid, uname, aname, 1000)
+    }
+
+    /// Tattach naming the user by number (`n_uname`), as the Linux client does.
+    pub fn attach_as(&mut self, fid: u32, uname: &[u8], aname: &[u8], n_uname: u32) -> Answer<Qid> {
+        let request = Request::Attach { fid: Fid(fid), afid: Fid::NONE, uname, aname, n_uname };
         self.expect(&request, |reply| match reply {
             Reply::Attach { qid } => Some(qid),
             _ => None,
@@ -344,9 +349,36 @@ impl Client {
         })
     }
 
-    pub fn xattrcreate(&mut self, fid: u32, name: &[u8]) -> Answer<()> {
-        let request = Request::Xattrcreate { fid: Fid(fid), name, attribute_size_bytes: 4, flags: 0 };
+    pub fn xattrcreate(&mut self, fid: u32, name: &[u8], size: u64, flags: u32) -> Answer<()> {
+        let request = Request::Xattrcreate { fid: Fid(fid), name, attribute_size_bytes: size, flags };
         self.expect(&request, |reply| matches!(reply, Reply::Xattrcreate).then_some(()))
+    }
+
+    /// setxattr as the Linux client does it: a fid walked from `fid`, Txattrcreate, the value
+    /// in Twrites, then Tclunk, whose answer is the call's.
+    pub fn setxattr(&mut self, fid: u32, spare_fid: u32, name: &[u8], value: &[u8], flags: u32) -> Answer<()> {
+        self.walk(fid, spare_fid, &[]).expect("clone the fid");
+        if let Err(errno) = self.xattrcreate(spare_fid, name, value.len() as u64, flags) {
+            self.clunk(spare_fid).expect("clunk");
+            return Err(errno);
+        }
+        for (index, chunk) in value.chunks(1000).enumerate() {
+            self.write(spare_fid, (index * 1000) as u64, chunk).expect("write the value");
+        }
+        self.clunk(spare_fid)
+    }
+
+    /// getxattr (or listxattr, with an empty name) as the Linux client does it.
+    pub fn getxattr(&mut self, fid: u32, spare_fid: u32, name: &[u8]) -> Answer<Vec<u8>> {
+        let size = self.xattrwalk(fid, spare_fid, name)?;
+        let mut value = Vec::new();
+        while (value.len() as u64) < size {
+            let chunk = self.read(spare_fid, value.len() as u64, 4000).expect("read the value");
+            assert!(!chunk.is_empty(), "the value ends early");
+            value.extend_from_slice(&chunk);
+        }
+        self.clunk(spare_fid).expect("clunk");
+        Ok(value)
     }
 
     pub fn lock(&mut self, fid: u32, lock: LockRequest<'_>) -> Answer<LockStatus> {
