@@ -710,8 +710,10 @@ impl Filesystem for RemoteFs {
         }
     }
 
-    // The server keeps no extended attributes (EOPNOTSUPP); ENOSYS tells the kernel once, as
-    // the local mount does, so it stops asking for security.capability before every write.
+    // Extended attributes are not forwarded yet (the server serves them: Txattrwalk,
+    // Txattrcreate); ENOSYS tells the kernel once, so it stops asking for security.capability
+    // before every write (forwarding them needs FUSE_HANDLE_KILLPRIV_V2 here too, as the local
+    // mount negotiates it).
     fn setxattr(
         &self,
         _request: &Request,
