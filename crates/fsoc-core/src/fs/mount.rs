@@ -25,22 +25,7 @@ impl<F: Flash> FileSystem<F> {
         let mut fs = FileSystem::from_volume(volume, config);
         fs.now_ns = now_ns;
         fs.mutate(|fs| {
-            let root = InodeRecord {
-                kind: FileKind::Directory,
-                mode: 0o755,
-                uid: 0,
-                gid: 0,
-                nlink: 2,
-                flags: 0,
-                size: 0,
-                atime_ns: fs.now_ns,
-                mtime_ns: fs.now_ns,
-                ctime_ns: fs.now_ns,
-                btime_ns: fs.now_ns,
-                pages: 0,
-                generation: 0,
-                parent: ROOT_INODE,
-            };
+            let root = InodeRecord::new(FileKind::Directory, 0o755, (0, 0), (fs.now_ns, 0), (ROOT_INODE, 0));
             fs.put_inode(ROOT_INODE, &root)
         })?;
         fs.commit()?;

@@ -11,7 +11,7 @@ use crate::btree::Tree;
 use crate::fs::acl::{ACL_ACCESS_NAME, ACL_DEFAULT_NAME};
 use crate::fs::error::FsError;
 use crate::fs::records::{
-    allocation_key, directory_key, parse_directory_key, DirectoryValue, RecordKind, INODE_FLAG_INLINE, NAME_BYTES_MAX,
+    allocation_key, directory_key, parse_directory_key, DirectoryValue, RecordKind, NAME_BYTES_MAX,
 };
 use crate::fs::records::{FileKind, InodeRecord};
 use crate::fs::space::SpaceUse;
@@ -194,23 +194,16 @@ impl<F: Flash> FileSystem<F> {
                 Err(error) => return Err(error),
             }
             attributes::refuse_if_immutable(&fs.getattr(parent)?)?;
-            let is_directory = kind == FileKind::Directory;
-            let record = InodeRecord {
+            let record = InodeRecord::new(
                 kind,
-                mode: mode & 0o7777,
-                uid,
-                gid,
-                nlink: if is_directory { 2 } else { 1 },
-                flags: if kind == FileKind::File { INODE_FLAG_INLINE } else { 0 },
-                size: symlink_target.map_or(0, |target| target.len() as u64),
-                atime_ns: fs.now_ns,
-                mtime_ns: fs.now_ns,
-                ctime_ns: fs.now_ns,
-                btime_ns: fs.now_ns,
-                pages: 0,
-                generation: fs.generation,
-                parent: if is_directory { parent } else { rdev },
-            };
+                mode,
+                (uid, gid),
+                (fs.now_ns, fs.generation),
+                (
+                    if kind == FileKind::Directory { parent } else { rdev },
+                    symlink_target.map_or(0, |target| target.len() as u64),
+                ),
+            );
             let inode = fs.add_inode(parent, name, &record)?;
             if let Some(acl) = &access_acl {
                 fs.xattr_put(inode, ACL_ACCESS_NAME, acl, XattrMode::Create)?;

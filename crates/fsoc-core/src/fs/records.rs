@@ -276,6 +276,35 @@ impl InodeRecord {
         }
     }
 
+    /// A new inode of `kind` made at `now_ns` by a mount of `generation`: one link (a
+    /// directory two), no size, an empty inline file for a regular file; `parent` is a
+    /// directory's parent or a device node's number (0 otherwise), `size` a symlink's target
+    /// length.
+    pub fn new(
+        kind: FileKind,
+        mode: u32,
+        (uid, gid): (u32, u32),
+        (now_ns, generation): (i64, u32),
+        (parent, size): (u64, u64),
+    ) -> InodeRecord {
+        InodeRecord {
+            kind,
+            mode: mode & 0o7777,
+            uid,
+            gid,
+            nlink: if kind == FileKind::Directory { 2 } else { 1 },
+            flags: if kind == FileKind::File { INODE_FLAG_INLINE } else { 0 },
+            size,
+            atime_ns: now_ns,
+            mtime_ns: now_ns,
+            ctime_ns: now_ns,
+            btime_ns: now_ns,
+            pages: 0,
+            generation,
+            parent,
+        }
+    }
+
     /// Bytes the inode occupies for stat's st_blocks (in 512-byte units, rounded up): its
     /// mapped data pages, or an inline file's bytes (kept in the tree); 0 for other kinds.
     pub fn allocated_bytes(&self, page_size_bytes: u64) -> u64 {

@@ -207,22 +207,7 @@ impl<F: Flash> FileSystem<F> {
             if !fs.move_entry(source_parent, source_name, target_parent, target_name)? {
                 return Ok(());
             }
-            let whiteout = InodeRecord {
-                kind: FileKind::CharDevice,
-                mode: 0,
-                uid,
-                gid,
-                nlink: 1,
-                flags: 0,
-                size: 0,
-                atime_ns: fs.now_ns,
-                mtime_ns: fs.now_ns,
-                ctime_ns: fs.now_ns,
-                btime_ns: fs.now_ns,
-                pages: 0,
-                generation: fs.generation,
-                parent: 0,
-            };
+            let whiteout = InodeRecord::new(FileKind::CharDevice, 0, (uid, gid), (fs.now_ns, fs.generation), (0, 0));
             fs.add_inode(source_parent, source_name, &whiteout).map(|_| ())
         })?;
         self.after_namespace_change()
