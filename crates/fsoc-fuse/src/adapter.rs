@@ -1199,15 +1199,18 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         let mut copied = 0u64;
         while copied < length {
             let chunk = usize::try_from((length - copied).min(COPY_CHUNK_BYTES)).unwrap_or(usize::MAX);
+            let (Some(from), Some(to)) = (offset_in.checked_add(copied), offset_out.checked_add(copied)) else {
+                return reply.error(Errno::EINVAL);
+            };
             let result = self.lock.run_on("copy_file_range", Some(inode_out.0), |state| {
-                let data = state.fs.read(inode_in.0, offset_in + copied, chunk).map_err(fs_error)?;
+                let data = state.fs.read(inode_in.0, from, chunk).map_err(fs_error)?;
                 if data.is_empty() {
                     return Ok(0);
                 }
                 if copied == 0 {
                     state.fs.kill_privileges(inode_out.0, set_id_bits).map_err(fs_error)?;
                 }
-                state.fs.write(inode_out.0, offset_out + copied, &data).map_err(fs_error)
+                state.fs.write(inode_out.0, to, &data).map_err(fs_error)
             });
             match result {
                 Ok(written) => {

@@ -127,7 +127,8 @@ impl<F: Flash> FileSystem<F> {
                 let Some(last) = extents.last() else { break };
                 cursor = last.end_page();
                 for extent in &extents {
-                    unmapped -= extent.end_page().min(end_page) - extent.first_page.max(first);
+                    let mapped = extent.end_page().min(end_page).saturating_sub(extent.first_page.max(first));
+                    unmapped = unmapped.saturating_sub(mapped);
                 }
             }
         }
