@@ -288,12 +288,7 @@ impl<'b> TreeCopy<'b> {
             if !file_type.is_dir() {
                 return Err(format!("{}: is not a directory; the root of a volume is one", source.display()));
             }
-            if self.rules.keeps_owners() {
-                session
-                    .fs
-                    .setattr(ROOT_INODE, None, Some(uid), Some(gid), None, None)
-                    .map_err(|error| session.error(target, error))?;
-            }
+            self.keep_owner(session, ROOT_INODE, (uid, gid), target)?;
             self.tally.directories += 1;
             return Ok(Some((ROOT_INODE, metadata)));
         }
@@ -336,12 +331,7 @@ impl<'b> TreeCopy<'b> {
         if file_type.is_dir() {
             let inode = match existing {
                 Some((inode, FileKind::Directory)) => {
-                    if self.rules.keeps_owners() {
-                        session
-                            .fs
-                            .setattr(inode, None, Some(uid), Some(gid), None, None)
-                            .map_err(|error| session.error(target, error))?;
-                    }
+                    self.keep_owner(session, inode, (uid, gid), target)?;
                     inode
                 }
                 Some(_) => return Err(session.error(target, FsError::Exists)),
@@ -380,12 +370,7 @@ impl<'b> TreeCopy<'b> {
         let inode = match existing {
             Some((inode, FileKind::File)) => {
                 session.fs.truncate(inode, 0).map_err(|error| session.error(target, error))?;
-                if self.rules.keeps_owners() {
-                    session
-                        .fs
-                        .setattr(inode, None, Some(uid), Some(gid), None, None)
-                        .map_err(|error| session.error(target, error))?;
-                }
+                self.keep_owner(session, inode, (uid, gid), target)?;
                 inode
             }
             _ => {
@@ -406,6 +391,24 @@ impl<'b> TreeCopy<'b> {
 
     /// Sets the attributes and times of a non-directory just made, and remembers it when the
     /// local tree has more names for it.
+    /// An entry that already exists in the image takes the local owner, when the rules keep
+    /// owners (a new one is made with it).
+    fn keep_owner(
+        &self,
+        session: &mut Session,
+        inode: u64,
+        (uid, gid): (u32, u32),
+        target: &[u8],
+    ) -> Result<(), String> {
+        if self.rules.keeps_owners() {
+            session
+                .fs
+                .setattr(inode, None, Some(uid), Some(gid), None, None)
+                .map_err(|error| session.error(target, error))?;
+        }
+        Ok(())
+    }
+
     fn finish_entry(
         &mut self,
         session: &mut Session,

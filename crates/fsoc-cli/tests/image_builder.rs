@@ -21,7 +21,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
 use std::fs;
 use std::hash::{Hash, Hasher};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -30,9 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use support::{
-    c_path, fsoc, require, run, run_ok, set_attribute, shell, sized_read, Output, Volume, FSOC, PROGRAM_TIMEOUT,
-};
+use support::{fsoc, require, run, run_ok, set_attribute, shell, Output, Volume, FSOC, PROGRAM_TIMEOUT};
 
 /// An unprivileged user and group, for the build by an ordinary user.
 const NOBODY: u32 = 65534;
@@ -86,27 +83,8 @@ fn tmpfs_directory() -> tempfile::TempDir {
 
 /// The attributes of `path` (not following a link), sorted by name, values in hex.
 fn attributes(path: &Path) -> Vec<String> {
-    let path_c = c_path(path);
-    let what = format!("llistxattr {}", path.display());
-    // SAFETY: a NUL-terminated path and a buffer of `size` bytes (or null with 0).
-    let names = sized_read(|buffer, size| unsafe { libc::llistxattr(path_c.as_ptr(), buffer.cast(), size) }, &what);
-    let mut attributes: Vec<String> = names
-        .split(|&byte| byte == 0)
-        .filter(|name| !name.is_empty())
-        .map(|name| {
-            let name_c = CString::new(name).expect("name without NUL");
-            let what = format!("lgetxattr {} {}", path.display(), String::from_utf8_lossy(name));
-            // SAFETY: NUL-terminated path and name, and a buffer of `size` bytes (or null with 0).
-            let value = sized_read(
-                |buffer, size| unsafe { libc::lgetxattr(path_c.as_ptr(), name_c.as_ptr(), buffer.cast(), size) },
-                &what,
-            );
-            let hex: String = value.iter().map(|byte| format!("{byte:02x}")).collect();
-            format!("{}={hex}", String::from_utf8_lossy(name))
-        })
-        .collect();
-    attributes.sort();
-    attributes
+    let hex = |value: &[u8]| value.iter().map(|byte| format!("{byte:02x}")).collect::<String>();
+    support::attributes(path).into_iter().map(|(name, value)| format!("{name}={}", hex(&value))).collect()
 }
 
 /// For each path under `root` (itself as ""): its kind, mode, owner, link count, device

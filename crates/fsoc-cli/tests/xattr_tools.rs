@@ -18,34 +18,10 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
-use support::{c_path, fsoc, require, run_ok, set_attribute, sized_read, PROGRAM_TIMEOUT};
+use support::{attributes, c_path, fsoc, require, run_ok, set_attribute, PROGRAM_TIMEOUT};
 
 /// An unprivileged user and group for the non-root extraction.
 const NOBODY: u32 = 65534;
-
-/// The attributes of `path` (not following a link), sorted by name.
-fn attributes(path: &Path) -> Vec<(String, Vec<u8>)> {
-    let path_c = c_path(path);
-    let what = format!("llistxattr {}", path.display());
-    // SAFETY: a NUL-terminated path and a buffer of `size` bytes (or null with 0).
-    let names = sized_read(|buffer, size| unsafe { libc::llistxattr(path_c.as_ptr(), buffer.cast(), size) }, &what);
-    let mut attributes: Vec<(String, Vec<u8>)> = names
-        .split(|&byte| byte == 0)
-        .filter(|name| !name.is_empty())
-        .map(|name| {
-            let name_c = CString::new(name).expect("name without NUL");
-            let what = format!("lgetxattr {} {}", path.display(), String::from_utf8_lossy(name));
-            // SAFETY: NUL-terminated path and name, and a buffer of `size` bytes (or null with 0).
-            let value = sized_read(
-                |buffer, size| unsafe { libc::lgetxattr(path_c.as_ptr(), name_c.as_ptr(), buffer.cast(), size) },
-                &what,
-            );
-            (String::from_utf8_lossy(name).into_owned(), value)
-        })
-        .collect();
-    attributes.sort();
-    attributes
-}
 
 /// For each path under `root` (itself included, as ""): its kind, permission bits and its
 /// attributes, sorted (a value shown by its length and bytes in hex, so two trees compare

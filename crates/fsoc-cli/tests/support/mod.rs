@@ -371,3 +371,27 @@ pub fn sized_read(call: impl Fn(*mut u8, usize) -> isize, what: &str) -> Vec<u8>
     buffer.truncate(read as usize);
     buffer
 }
+
+/// The attributes of `path` (not following a link), sorted by name.
+pub fn attributes(path: &Path) -> Vec<(String, Vec<u8>)> {
+    let path_c = c_path(path);
+    let what = format!("llistxattr {}", path.display());
+    // SAFETY: a NUL-terminated path and a buffer of `size` bytes (or null with 0).
+    let names = sized_read(|buffer, size| unsafe { libc::llistxattr(path_c.as_ptr(), buffer.cast(), size) }, &what);
+    let mut attributes: Vec<(String, Vec<u8>)> = names
+        .split(|&byte| byte == 0)
+        .filter(|name| !name.is_empty())
+        .map(|name| {
+            let name_c = CString::new(name).expect("name without NUL");
+            let what = format!("lgetxattr {} {}", path.display(), String::from_utf8_lossy(name));
+            // SAFETY: NUL-terminated path and name, and a buffer of `size` bytes (or null with 0).
+            let value = sized_read(
+                |buffer, size| unsafe { libc::lgetxattr(path_c.as_ptr(), name_c.as_ptr(), buffer.cast(), size) },
+                &what,
+            );
+            (String::from_utf8_lossy(name).into_owned(), value)
+        })
+        .collect();
+    attributes.sort();
+    attributes
+}
