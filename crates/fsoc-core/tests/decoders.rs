@@ -36,6 +36,8 @@ fn superblock_decoder() {
         volume_id: 7,
         metaroot_area_count: 3,
         first_log_segment: 4,
+        nvram_bytes: 0,
+        nvram_technology: 0,
     }
     .encode(2048);
     for input in inputs(1, &valid, 3000) {
@@ -58,6 +60,7 @@ fn metaroot_decoder() {
         segment_table: vec![PagePointer { address: LogAddress(5), checksum: 2 }; 2],
         shape: MetarootShape { format_version: 2, table_page_count: 2, table_index_levels: 0, index_page_count: 0 },
         delta: Vec::new(),
+        nvram_lag: 0,
     }
     .encode(2048);
     for input in inputs(2, &valid, 3000) {
@@ -81,6 +84,7 @@ fn metaroot_decoder() {
         segment_table: vec![PagePointer { address: LogAddress(5), checksum: 2 }; 2],
         shape,
         delta: vec![1, 2, 3],
+        nvram_lag: 0,
     }
     .encode(2048);
     for input in inputs(8, &valid, 3000) {

@@ -29,6 +29,8 @@ fn superblock() -> Superblock {
         volume_id: 0x0123_4567_89AB_CDEF,
         metaroot_area_count: 3,
         first_log_segment: 4,
+        nvram_bytes: 0,
+        nvram_technology: 0,
     }
 }
 
@@ -49,6 +51,7 @@ fn metaroot() -> Metaroot {
         segment_table: vec![PagePointer { address: LogAddress(0x02FF), checksum: 0xCAFE_F00D }],
         shape: SHAPE,
         delta: Vec::new(),
+        nvram_lag: 0,
     }
 }
 

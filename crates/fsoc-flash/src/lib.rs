@@ -164,6 +164,26 @@ pub enum NandError {
     InvalidConfig { reason: &'static str },
 }
 
+/// A small byte-addressable persistent memory beside the flash (FeRAM, MRAM, PCM): the NVRAM
+/// commit tier keeps its log here (issue 10; docs/FORMAT.md, "NVRAM log").
+///
+/// Contract the log relies on: a `write` that returned `Ok` is whole and survives a power cut
+/// once `persist` has returned `Ok`; a write a cut interrupts leaves each aligned 8-byte word of
+/// its range either all new or all old. Accesses are issued at a virtual time and return their
+/// completion time, as flash operations do.
+pub trait NvramDevice: Send + Sync {
+    /// Bytes in the device.
+    fn size_bytes(&self) -> u64;
+    /// What the device is, for the superblock and `fsoc info` (an opaque code: 1 FeRAM,
+    /// 2 MRAM, 3 PCM, 0 unknown).
+    fn technology_code(&self) -> u8;
+    fn read(&mut self, issue_ns: Nanos, offset: u64, buffer: &mut [u8]) -> Result<Completed<()>, NandError>;
+    fn write(&mut self, issue_ns: Nanos, offset: u64, bytes: &[u8]) -> Result<Completed<()>, NandError>;
+    /// Makes completed writes durable on the backing store (a file's `fdatasync`; nothing for
+    /// memory that is persistent by itself).
+    fn persist(&mut self) -> Result<(), NandError>;
+}
+
 /// An array of identical raw NAND chips with per-chip virtual clocks.
 ///
 /// All methods take the virtual time at which the caller issues the operation and return the

@@ -48,7 +48,7 @@ pub use geometry::Profile;
 #[cfg(feature = "std")]
 pub use image::{ImageError, ImageStore};
 #[cfg(feature = "std")]
-pub use nvram::FileSection;
+pub use nvram::{FileSection, SharedNvram};
 pub use nvram::{
     Nvram, NvramBacking, NvramConfig, NvramError, NvramTechnology, NvramTiming, RamBacking, TearPattern, TornWrite,
 };

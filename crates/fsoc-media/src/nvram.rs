@@ -336,6 +336,10 @@ pub trait NvramBacking {
     fn size_bytes(&self) -> u64;
     fn read_at(&self, offset: u64, buffer: &mut [u8]) -> Result<(), NvramError>;
     fn write_at(&mut self, offset: u64, bytes: &[u8]) -> Result<(), NvramError>;
+    /// Makes written bytes durable where the backing can lose them (a file: `fdatasync`).
+    fn persist(&mut self) -> Result<(), NvramError> {
+        Ok(())
+    }
 }
 
 fn out_of_range(offset: u64, length_bytes: usize, size_bytes: u64) -> NvramError {
@@ -506,6 +510,10 @@ mod file_section {
         fn write_at(&mut self, offset: u64, bytes: &[u8]) -> Result<(), NvramError> {
             let file_offset = self.file_offset(offset, bytes.len())?;
             self.file.write_all_at(bytes, file_offset).map_err(io_error("write"))
+        }
+
+        fn persist(&mut self) -> Result<(), NvramError> {
+            self.sync()
         }
     }
 }
@@ -819,5 +827,91 @@ mod tests {
             kinds[index] = true;
         }
         assert_eq!(kinds, [true; 4]);
+    }
+}
+
+// ---- the file system's view: `fsoc_flash::NvramDevice` ---------------------------------------
+
+impl NvramTechnology {
+    /// The code the superblock stores (`NvramDevice::technology_code`).
+    pub fn code(self) -> u8 {
+        match self {
+            NvramTechnology::FeRam => 1,
+            NvramTechnology::Mram => 2,
+            NvramTechnology::Pcm => 3,
+        }
+    }
+
+    pub fn from_code(code: u8) -> Option<NvramTechnology> {
+        NvramTechnology::ALL.into_iter().find(|technology| technology.code() == code)
+    }
+}
+
+impl<B: NvramBacking + Send + Sync> fsoc_flash::NvramDevice for Nvram<B> {
+    fn size_bytes(&self) -> u64 {
+        self.config.size_bytes
+    }
+
+    fn technology_code(&self) -> u8 {
+        self.config.technology.code()
+    }
+
+    fn read(&mut self, issue_ns: Nanos, offset: u64, buffer: &mut [u8]) -> Result<Completed<()>, NandError> {
+        Ok(Nvram::read(self, issue_ns, offset, buffer)?)
+    }
+
+    fn write(&mut self, issue_ns: Nanos, offset: u64, bytes: &[u8]) -> Result<Completed<()>, NandError> {
+        Ok(Nvram::write(self, issue_ns, offset, bytes)?)
+    }
+
+    fn persist(&mut self) -> Result<(), NandError> {
+        if self.fault_state.power_is_lost() {
+            return Err(NandError::PowerLost);
+        }
+        Ok(self.backing.persist()?)
+    }
+}
+
+/// An `Nvram` shared between the file system and whoever watches it (a crash harness scheduling
+/// cuts and reading the bytes afterwards, a benchmark reading counters): clones are handles to
+/// one device.
+#[cfg(feature = "std")]
+#[derive(Clone, Debug)]
+pub struct SharedNvram<B: NvramBacking = RamBacking>(std::sync::Arc<std::sync::Mutex<Nvram<B>>>);
+
+#[cfg(feature = "std")]
+impl<B: NvramBacking> SharedNvram<B> {
+    pub fn new(nvram: Nvram<B>) -> Self {
+        SharedNvram(std::sync::Arc::new(std::sync::Mutex::new(nvram)))
+    }
+
+    /// Runs `f` on the device (a poisoned lock is taken over: the device holds no invariant a
+    /// panicking holder could break half-way).
+    pub fn with<T>(&self, f: impl FnOnce(&mut Nvram<B>) -> T) -> T {
+        let mut guard = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut guard)
+    }
+}
+
+#[cfg(feature = "std")]
+impl<B: NvramBacking + Send + Sync> fsoc_flash::NvramDevice for SharedNvram<B> {
+    fn size_bytes(&self) -> u64 {
+        self.with(|nvram| nvram.size_bytes())
+    }
+
+    fn technology_code(&self) -> u8 {
+        self.with(|nvram| nvram.technology().code())
+    }
+
+    fn read(&mut self, issue_ns: Nanos, offset: u64, buffer: &mut [u8]) -> Result<Completed<()>, NandError> {
+        self.with(|nvram| fsoc_flash::NvramDevice::read(nvram, issue_ns, offset, buffer))
+    }
+
+    fn write(&mut self, issue_ns: Nanos, offset: u64, bytes: &[u8]) -> Result<Completed<()>, NandError> {
+        self.with(|nvram| fsoc_flash::NvramDevice::write(nvram, issue_ns, offset, bytes))
+    }
+
+    fn persist(&mut self) -> Result<(), NandError> {
+        self.with(fsoc_flash::NvramDevice::persist)
     }
 }

@@ -53,6 +53,11 @@ impl DeltaLog {
         DeltaLog { capacity_bytes, encoded_bytes: HEADER_BYTES, ..DeltaLog::default() }
     }
 
+    /// Bytes `encode` would produce.
+    pub fn encoded_bytes(&self) -> usize {
+        self.encoded_bytes
+    }
+
     /// Whether the next sync may be a delta commit.
     pub fn fits(&self) -> bool {
         !self.overflowed && self.encoded_bytes <= self.capacity_bytes

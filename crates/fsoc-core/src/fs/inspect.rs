@@ -9,6 +9,7 @@ use fsoc_flash::{Flash, Nanos};
 use crate::btree::TreeCounters;
 use crate::fs::FileSystem;
 use crate::segment::{Layout, SegmentTable};
+use crate::txn::nvram_log::NvramMountReport;
 use crate::txn::{Metaroot, Superblock};
 
 impl<F: Flash> FileSystem<F> {
@@ -48,6 +49,22 @@ impl<F: Flash> FileSystem<F> {
 
     pub fn layout(&self) -> Layout {
         self.volume.layout()
+    }
+
+    /// The NVRAM's size and technology code (`NvramDevice::technology_code`), on a volume that
+    /// keeps its transaction points there.
+    pub fn nvram_info(&self) -> Option<(u64, u8)> {
+        self.volume.nvram_info()
+    }
+
+    /// (used, capacity) bytes of the NVRAM log's records.
+    pub fn nvram_usage(&self) -> Option<(u64, u64)> {
+        self.volume.nvram_usage()
+    }
+
+    /// What mount read from the NVRAM (accesses, bytes, records replayed).
+    pub fn nvram_mount_report(&self) -> NvramMountReport {
+        self.volume.nvram_mount_report()
     }
 
     /// The superblock the volume was mounted with.

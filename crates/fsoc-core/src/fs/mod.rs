@@ -74,6 +74,9 @@ pub struct FsConfig {
     /// the last full commit) while the changes fit; otherwise, and for space reclaim and
     /// unmount, a full commit.
     pub delta_commits: bool,
+    /// On a volume with NVRAM: once the log's records fill this percentage of it, the next
+    /// transaction point is a full flash commit (the destage), which empties the log.
+    pub nvram_high_water_percent: u8,
 }
 
 impl Default for FsConfig {
@@ -84,6 +87,7 @@ impl Default for FsConfig {
             open_files_max: 1024,
             io_batch_pages: 64,
             delta_commits: true,
+            nvram_high_water_percent: 75,
         }
     }
 }
@@ -140,6 +144,11 @@ pub const DIRECTORY_DEPTH_MAX: usize = 65_536;
 pub struct FsStats {
     pub commits: u64,
     pub delta_commits: u64,
+    /// Transaction points kept in NVRAM (no flash page programmed).
+    pub nvram_commits: u64,
+    /// Full commits made because the NVRAM log passed its high-water mark or could not take
+    /// the changes (destages).
+    pub nvram_destages: u64,
     pub cleaner_runs: u64,
     pub pages_relocated: u64,
     /// Measured pages a cleaned victim costs beyond its own live pages (rewritten tree nodes,

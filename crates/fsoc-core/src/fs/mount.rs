@@ -4,7 +4,9 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use fsoc_flash::{Flash, FlushWait};
+use alloc::boxed::Box;
+
+use fsoc_flash::{Flash, FlushWait, NvramDevice};
 
 use super::{delta, FileSystem, FsConfig, FsStats, TreeId};
 use crate::fs::error::FsError;
@@ -21,7 +23,19 @@ impl<F: Flash> FileSystem<F> {
 
     /// `format`, stamping the root directory with `now_ns` (nanoseconds since the epoch).
     pub fn format_at(flash: F, config: FsConfig, volume_id: u64, now_ns: i64) -> Result<FileSystem<F>, FsError> {
-        let volume = Volume::format(flash, config.volume, volume_id)?;
+        Self::format_with_nvram(flash, None, config, volume_id, now_ns)
+    }
+
+    /// `format_at`, keeping transaction points (fsync, transact) in `nvram` when given: the
+    /// volume then needs that NVRAM at every mount (docs/DESIGN.md, "The NVRAM tier").
+    pub fn format_with_nvram(
+        flash: F,
+        nvram: Option<Box<dyn NvramDevice>>,
+        config: FsConfig,
+        volume_id: u64,
+        now_ns: i64,
+    ) -> Result<FileSystem<F>, FsError> {
+        let volume = Volume::format_with_nvram(flash, nvram, config.volume, volume_id)?;
         let mut fs = FileSystem::from_volume(volume, config);
         fs.now_ns = now_ns;
         fs.mutate(|fs| {
@@ -39,9 +53,20 @@ impl<F: Flash> FileSystem<F> {
     /// Mounts a formatted volume. Reads a bounded number of pages; removes orphans left by a
     /// crash (files unlinked while open) when writable.
     pub fn mount(flash: F, config: FsConfig) -> Result<FileSystem<F>, FsError> {
-        let volume = Volume::mount(flash, config.volume)?;
+        Self::mount_with_nvram(flash, None, config)
+    }
+
+    /// `mount` of a volume formatted with NVRAM (which must be given) or without (which must
+    /// not): the NVRAM log's records are replayed after the flash's commit.
+    pub fn mount_with_nvram(
+        flash: F,
+        nvram: Option<Box<dyn NvramDevice>>,
+        config: FsConfig,
+    ) -> Result<FileSystem<F>, FsError> {
+        let volume = Volume::mount_with_nvram(flash, nvram, config.volume)?;
         let mut fs = FileSystem::from_volume(volume, config);
         fs.replay_delta()?;
+        fs.replay_nvram()?;
         if !config.volume.read_only {
             fs.remove_orphans()?;
         }
@@ -49,7 +74,12 @@ impl<F: Flash> FileSystem<F> {
     }
 
     pub(super) fn from_volume(volume: Volume<F>, config: FsConfig) -> Self {
-        let delta = delta::DeltaLog::new(volume.delta_bytes_max());
+        // With NVRAM the delta holds the changes since the last record, and may fill the log.
+        let capacity = match volume.nvram_usage() {
+            Some((_, capacity)) => usize::try_from(capacity).unwrap_or(usize::MAX),
+            None => volume.delta_bytes_max(),
+        };
+        let delta = delta::DeltaLog::new(capacity);
         FileSystem {
             delta,
             volume,
@@ -154,6 +184,9 @@ impl<F: Flash> FileSystem<F> {
 
     /// `commit_for_sync` with the flush left running, as `begin_commit`.
     pub fn begin_commit_for_sync(&mut self) -> Result<FlushWait, FsError> {
+        if self.volume.has_nvram() && !self.config.volume.read_only {
+            return self.commit_to_nvram();
+        }
         if !self.config.delta_commits || !self.delta.fits() || self.config.volume.read_only {
             return self.begin_commit();
         }
@@ -166,14 +199,57 @@ impl<F: Flash> FileSystem<F> {
         Ok(flush)
     }
 
+    /// A transaction point on a volume with NVRAM: one log record holding the changes since the
+    /// previous one, or a full flash commit (the destage) when they do not fit or the log is
+    /// past its high-water mark. The record is durable when this returns.
+    fn commit_to_nvram(&mut self) -> Result<FlushWait, FsError> {
+        if self.volume.is_poisoned() {
+            return Err(FsError::Io(TxnError::Poisoned));
+        }
+        let (used, capacity) = self.volume.nvram_usage().unwrap_or((0, 0));
+        let high_water = capacity * u64::from(self.config.nvram_high_water_percent.min(100)) / 100;
+        let fits = self.delta.fits() && self.delta.encoded_bytes() as u64 <= self.volume.nvram_payload_room();
+        if !self.config.delta_commits || !fits || used >= high_water {
+            self.stats.nvram_destages += 1;
+            return self.begin_commit();
+        }
+        self.volume.commit_nvram(self.delta.encode())?;
+        // The next record holds only what changes after this one.
+        self.delta.clear();
+        self.stats.nvram_commits += 1;
+        Ok(FlushWait::done())
+    }
+
+    /// Mount: applies the NVRAM log's records, oldest first, after the flash's commit (and
+    /// its delta). They are durable already, so nothing is left pending afterwards.
+    pub(super) fn replay_nvram(&mut self) -> Result<(), FsError> {
+        let records = self.volume.take_nvram_records();
+        if records.is_empty() {
+            return Ok(());
+        }
+        for record in records {
+            self.replay_payload(&record.payload)?;
+        }
+        self.delta.clear();
+        Ok(())
+    }
+
     /// Mount: applies the newest delta commit's changes onto the full commit's trees and
     /// segment table (and keeps them in the delta log, which stays cumulative).
     pub(super) fn replay_delta(&mut self) -> Result<(), FsError> {
         let payload = self.volume.committed().delta.clone();
+        self.replay_payload(&payload)?;
+        self.delta.changed = false;
+        Ok(())
+    }
+
+    /// Applies one delta payload (a flash delta commit's or an NVRAM record's) to the trees and
+    /// the segment table, recording it in the delta log as well.
+    fn replay_payload(&mut self, payload: &[u8]) -> Result<(), FsError> {
         if payload.is_empty() {
             return Ok(());
         }
-        let decoded = delta::DeltaLog::decode(&payload).map_err(|_| FsError::Corrupt("undecodable delta commit"))?;
+        let decoded = delta::DeltaLog::decode(payload).map_err(|_| FsError::Corrupt("undecodable delta commit"))?;
         if decoded.segments.is_empty() && decoded.entries.is_empty() {
             // A delta commit of nothing (a writable mount's generation commit): no table read.
             return Ok(());
@@ -198,7 +274,6 @@ impl<F: Flash> FileSystem<F> {
                 None => self.tree_remove(which, &key).map(|_| ())?,
             }
         }
-        self.delta.changed = false;
         Ok(())
     }
 

@@ -146,6 +146,12 @@ impl<F: Flash> Device<F> {
         self.pages_read.load(Ordering::Relaxed)
     }
 
+    /// Moves the clock to `done_ns` if later: an access outside the flash (the NVRAM) that the
+    /// volume waited for.
+    pub fn wait_until(&self, done_ns: Nanos) {
+        self.advance_to(done_ns);
+    }
+
     fn advance_to(&self, done_ns: Nanos) {
         self.now_ns.fetch_max(done_ns, Ordering::AcqRel);
     }

@@ -22,6 +22,7 @@ use fsoc_flash::convert::u32_from_usize;
 pub const METAROOT_MAGIC: u64 = u64::from_le_bytes(*b"FSOCMETA");
 /// The version field of a metaroot equals its volume's format version (the superblock's).
 pub const METAROOT_VERSION: u32 = crate::txn::superblock::FORMAT_VERSION;
+use crate::txn::superblock::FORMAT_VERSION_NVRAM;
 pub const METAROOT_HEADER_BYTES: usize = 80;
 const CHECKSUM_OFFSET: usize = 12;
 /// Flag: written by a clean unmount (nothing was in flight after it).
@@ -94,6 +95,11 @@ pub struct Metaroot {
     /// Delta commit payload: the logical changes since the full commit whose roots this record
     /// names (opaque here; encoded and replayed by `fs::delta`). Empty for a full commit.
     pub delta: Vec<u8>,
+    /// Format version 6 on: `commit_counter` minus the counter the NVRAM log's records must
+    /// extend (`nvram_base`). 0 for a full commit; a delta commit, an NVRAM record and a mount's
+    /// re-anchoring copy each raise the counter and this lag together, so a re-anchored record
+    /// still names the log it was replayed with. 0 on older versions and without NVRAM.
+    pub nvram_lag: u32,
 }
 
 impl Metaroot {
@@ -159,7 +165,8 @@ impl Metaroot {
         writer.u8(0); // reserved
         writer.u32_le(self.shape.table_page_count);
         writer.u32_le(u32_from_usize(self.delta.len()));
-        writer.u32_le(0); // reserved
+        // Versions 1-5: reserved, 0.
+        writer.u32_le(if self.shape.format_version >= FORMAT_VERSION_NVRAM { self.nvram_lag } else { 0 });
         assert_eq!(writer.bytes.len(), METAROOT_HEADER_BYTES, "metaroot header drifted from FORMAT.md");
         for pointer in &self.segment_table {
             writer.pointer(*pointer);
@@ -212,7 +219,11 @@ impl Metaroot {
         let _reserved = reader.u8()?;
         let page_count = reader.u32_le()?;
         let delta_bytes = reader.u32_le()? as usize;
-        let _reserved = reader.u32_le()?;
+        let nvram_lag = reader.u32_le()?;
+        let nvram_lag = if shape.format_version >= FORMAT_VERSION_NVRAM { nvram_lag } else { 0 };
+        if u64::from(nvram_lag) > commit_counter {
+            return Err(reader.invalid("nvram_lag", u64::from(nvram_lag)));
+        }
         if shape.format_version >= 2 && index_levels != shape.table_index_levels {
             return Err(reader.invalid("table_index_levels", u64::from(index_levels)));
         }
@@ -240,6 +251,12 @@ impl Metaroot {
             segment_table,
             shape,
             delta,
+            nvram_lag,
         })
+    }
+
+    /// The commit counter an NVRAM log's records must extend to belong to this state.
+    pub fn nvram_base(&self) -> u64 {
+        self.commit_counter - u64::from(self.nvram_lag)
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod chip_set;
 pub mod metaroot;
+pub mod nvram_log;
 pub mod store;
 pub mod superblock;
 pub mod volume;

@@ -14,7 +14,11 @@ pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"FSOCVOL\0");
 /// Version 3: extent records carry a CRC-32C of each file data page.
 /// Version 4: extended attributes (allocation record kind 6).
 /// Version 5: 80-byte inode records (signed times, birth time, mapped data pages).
-pub const FORMAT_VERSION: u32 = 5;
+/// Version 6: the NVRAM commit tier (the superblock names the NVRAM, metaroots carry
+/// `nvram_lag`).
+pub const FORMAT_VERSION: u32 = 6;
+/// The first format version that may keep commits in NVRAM.
+pub const FORMAT_VERSION_NVRAM: u32 = 6;
 /// The oldest format version this build reads (and keeps writing in that version's format).
 pub const FORMAT_VERSION_OLDEST: u32 = 1;
 pub const SUPERBLOCK_BYTES: usize = 64;
@@ -34,6 +38,11 @@ pub struct Superblock {
     pub volume_id: u64,
     pub metaroot_area_count: u32,
     pub first_log_segment: u32,
+    /// Format version 6 on: bytes of the NVRAM holding the commit log (0: none; then the
+    /// volume keeps every commit on flash).
+    pub nvram_bytes: u32,
+    /// `NvramDevice::technology_code` of that NVRAM (0 when there is none).
+    pub nvram_technology: u32,
 }
 
 impl Superblock {
@@ -50,8 +59,9 @@ impl Superblock {
         writer.u64_le(self.volume_id);
         writer.u32_le(self.metaroot_area_count);
         writer.u32_le(self.first_log_segment);
-        writer.u32_le(0); // reserved
-        writer.u32_le(0); // reserved
+        // Versions 1-5: reserved, 0.
+        writer.u32_le(self.nvram_bytes);
+        writer.u32_le(self.nvram_technology);
         assert_eq!(writer.bytes.len(), CHECKSUM_OFFSET, "superblock layout drifted from FORMAT.md");
         writer.u32_le(0); // checksum placeholder
         let checksum = crc32c_excluding(&writer.bytes, CHECKSUM_OFFSET);
@@ -87,7 +97,8 @@ impl Superblock {
         let volume_id = reader.u64_le()?;
         let metaroot_area_count = reader.u32_le()?;
         let first_log_segment = reader.u32_le()?;
-        let _reserved = reader.u64_le()?;
+        let nvram_bytes = reader.u32_le()?;
+        let nvram_technology = reader.u32_le()?;
         let stored = reader.u32_le()?;
         let computed = crc32c_excluding(head, CHECKSUM_OFFSET);
         if stored != computed {
@@ -118,6 +129,20 @@ impl Superblock {
                 value: u64::from(first_log_segment),
             });
         }
+        if format_version < FORMAT_VERSION_NVRAM && (nvram_bytes != 0 || nvram_technology != 0) {
+            return Err(DecodeError::InvalidField {
+                structure: "superblock",
+                field: "nvram_bytes",
+                value: u64::from(nvram_bytes),
+            });
+        }
+        if nvram_bytes != 0 && !(1024..=16 * 1024 * 1024).contains(&nvram_bytes) {
+            return Err(DecodeError::InvalidField {
+                structure: "superblock",
+                field: "nvram_bytes",
+                value: u64::from(nvram_bytes),
+            });
+        }
         Ok(Superblock {
             format_version,
             geometry,
@@ -126,6 +151,8 @@ impl Superblock {
             volume_id,
             metaroot_area_count,
             first_log_segment,
+            nvram_bytes,
+            nvram_technology,
         })
     }
 }
@@ -144,6 +171,8 @@ mod tests {
             volume_id: 0xDEAD_BEEF,
             metaroot_area_count: 3,
             first_log_segment: 4,
+            nvram_bytes: 0,
+            nvram_technology: 0,
         }
     }
 

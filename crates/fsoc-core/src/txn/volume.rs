@@ -8,13 +8,16 @@
 
 use alloc::vec::Vec;
 
-use fsoc_flash::{Flash, FlushWait, NandError, ReadStatus};
+use alloc::boxed::Box;
+
+use fsoc_flash::{Flash, FlushWait, NandError, NvramDevice, ReadStatus};
 
 use crate::address::LogAddress;
 use crate::btree::{Tree, TreeConfig, TreeError, TreeRoot};
 use crate::segment::layout::{FIRST_LOG_SEGMENT, METAROOT_AREA_COUNT, METAROOT_SEGMENTS, SUPERBLOCK_SEGMENT};
 use crate::segment::{Device, Layout, PageTag, SegmentError, SegmentLog, SegmentTable};
 use crate::txn::metaroot::{Metaroot, MetarootShape, FLAG_CLEAN, FLAG_CLEAN_TWIN, FLAG_ORPHANS};
+use crate::txn::nvram_log::{NvramLog, NvramMountReport, NvramRecord};
 use crate::txn::store::LogNodeStore;
 use crate::txn::superblock::{Superblock, FORMAT_VERSION};
 use fsoc_flash::codec::DecodeError;
@@ -81,6 +84,10 @@ pub enum TxnError {
     ReadOnly,
     #[error("an earlier failure left the volume unusable until remount")]
     Poisoned,
+    /// The NVRAM commit tier refused the device given, or a volume that keeps commits in NVRAM
+    /// was opened without it.
+    #[error("NVRAM: {reason}")]
+    Nvram { reason: &'static str },
 }
 
 impl From<NandError> for TxnError {
@@ -208,6 +215,11 @@ pub struct Volume<F: Flash> {
     /// The orphan list may be non-empty (recorded in the metaroot, so a mount of a volume
     /// without orphans need not read the allocation tree).
     pub(crate) may_have_orphans: bool,
+    /// The NVRAM commit log, on a volume formatted with one (superblock `nvram_bytes`).
+    nvram: Option<NvramLog>,
+    /// Records mount found in the NVRAM, for the file-system layer to replay (`take_nvram_records`).
+    nvram_records: Vec<NvramRecord>,
+    pub(crate) nvram_mount_report: NvramMountReport,
 }
 
 fn decode_error(structure: &'static str) -> impl Fn(DecodeError) -> TxnError {
@@ -293,7 +305,28 @@ impl<F: Flash> Volume<F> {
     /// Writes an empty volume: superblocks, an empty segment table, two empty trees and the
     /// first metaroot. The caller (fs layer) then inserts the root directory and commits.
     pub fn format(flash: F, config: VolumeConfig, volume_id: u64) -> Result<Volume<F>, TxnError> {
+        Self::format_with_nvram(flash, None, config, volume_id)
+    }
+
+    /// `format`, keeping transaction points in `nvram` when given (the superblock names it, and
+    /// the volume cannot be mounted without it afterwards).
+    pub fn format_with_nvram(
+        flash: F,
+        nvram: Option<Box<dyn NvramDevice>>,
+        config: VolumeConfig,
+        volume_id: u64,
+    ) -> Result<Volume<F>, TxnError> {
         let mut device = Device::new(flash);
+        let (nvram_bytes, nvram_technology) = match &nvram {
+            Some(nvram) => (
+                u32::try_from(nvram.size_bytes())
+                    .ok()
+                    .filter(|&bytes| (1024..=16 * 1024 * 1024).contains(&bytes) && bytes % 8 == 0)
+                    .ok_or(TxnError::CannotFormat { reason: "the NVRAM must hold 1 KiB to 16 MiB in 8-byte words" })?,
+                u32::from(nvram.technology_code()),
+            ),
+            None => (0, 0),
+        };
         let layout = device.layout();
         let geometry = layout.geometry;
         geometry.validate().map_err(|reason| TxnError::CannotFormat { reason })?;
@@ -320,6 +353,8 @@ impl<F: Flash> Volume<F> {
                 volume_id,
                 metaroot_area_count: METAROOT_AREA_COUNT,
                 first_log_segment: FIRST_LOG_SEGMENT,
+                nvram_bytes,
+                nvram_technology,
             };
             let bytes = superblock.encode(layout.page_size_bytes());
             // Pages 0 and 1 of block 0 on this chip: log addresses chip_index and
@@ -350,6 +385,8 @@ impl<F: Flash> Volume<F> {
                 volume_id,
                 metaroot_area_count: 3,
                 first_log_segment: FIRST_LOG_SEGMENT,
+                nvram_bytes,
+                nvram_technology,
             }
             .encode(layout.page_size_bytes()),
         )
@@ -367,6 +404,15 @@ impl<F: Flash> Volume<F> {
             segment_table: Vec::new(),
             shape,
             delta: Vec::new(),
+            nvram_lag: 0,
+        };
+        let nvram = match nvram {
+            Some(nvram) => {
+                let (nvram, done_ns) = NvramLog::format(nvram, volume_id, log.device().now_ns())?;
+                log.device().wait_until(done_ns);
+                Some(nvram)
+            }
+            None => None,
         };
         log.close_open_segments();
         let mut config = config;
@@ -386,6 +432,9 @@ impl<F: Flash> Volume<F> {
             mount_report: MountReport::default(),
             last_commit_operations: 0,
             may_have_orphans: false,
+            nvram,
+            nvram_records: Vec::new(),
+            nvram_mount_report: NvramMountReport::default(),
         };
         volume.commit(false)?;
         Ok(volume)
@@ -394,6 +443,19 @@ impl<F: Flash> Volume<F> {
     /// Mounts a volume: one superblock read per chip (the chip-set check), the bounded
     /// metaroot search, nothing else. The trees and the segment table are read on demand.
     pub fn mount(flash: F, config: VolumeConfig) -> Result<Volume<F>, TxnError> {
+        Self::mount_with_nvram(flash, None, config)
+    }
+
+    /// `mount` of a volume that may keep transaction points in NVRAM: after the flash's
+    /// metaroot, the records of the NVRAM log that extend it are read (bounded by the NVRAM's
+    /// size, counted apart from page reads) and kept for the file-system layer to replay. A
+    /// volume formatted with NVRAM is refused without it; an NVRAM given to a volume without
+    /// one is refused too.
+    pub fn mount_with_nvram(
+        flash: F,
+        nvram: Option<Box<dyn NvramDevice>>,
+        config: VolumeConfig,
+    ) -> Result<Volume<F>, TxnError> {
         let mut device = Device::new(flash);
         // Counted by the device itself (every read of the volume goes through it), so the
         // bound holds on any flash, not only on one that keeps statistics.
@@ -409,13 +471,43 @@ impl<F: Flash> Volume<F> {
         // its table pages directly, whichever build writes to it.
         let shape = Self::shape_for(&layout, superblock.format_version);
         let found = Self::find_newest_metaroot(&mut device, &superblock, shape)?;
+        let (nvram, nvram_records, nvram_mount_report) = match (nvram, superblock.nvram_bytes) {
+            (None, 0) => (None, Vec::new(), NvramMountReport::default()),
+            (None, _) => {
+                return Err(TxnError::Nvram {
+                    reason: "the volume keeps its latest commits in NVRAM, and no NVRAM was given",
+                })
+            }
+            (Some(_), 0) => return Err(TxnError::Nvram { reason: "the volume was formatted without NVRAM" }),
+            (Some(nvram), bytes) => {
+                if nvram.size_bytes() != u64::from(bytes) {
+                    return Err(TxnError::Nvram { reason: "the NVRAM's size differs from the superblock's" });
+                }
+                let base = found.metaroot.nvram_base();
+                let (log, records, report, done_ns) =
+                    NvramLog::open(nvram, superblock.volume_id, base, device.now_ns())?;
+                device.wait_until(done_ns);
+                (Some(log), records, report)
+            }
+        };
         let mut config = config;
         config.reserve_segments = Self::reserve_segments_for_shape(&layout, &config, &shape);
-        let committed = found.metaroot;
+        let mut committed = found.metaroot;
+        if let Some(last) = nvram_records.last() {
+            // The NVRAM's newest record is the committed state's counter, next inode and flags;
+            // its changes are replayed by the file-system layer.
+            let lag = last.commit_counter - committed.nvram_base();
+            committed.nvram_lag =
+                u32::try_from(lag).map_err(|_| TxnError::Nvram { reason: "the log's counters run too far" })?;
+            committed.commit_counter = last.commit_counter;
+            committed.next_inode = last.next_inode;
+            committed.flags = (committed.flags & !FLAG_ORPHANS) | (last.flags & FLAG_ORPHANS);
+        }
         let unreadable_after = found.last_programmed_page - found.page_index;
         // Only a record with nothing programmed after it ended a session; anything else is
         // recovered from (re-anchored) below.
-        let clean = committed.is_clean() && unreadable_after == 0;
+        // Records in the NVRAM after a clean record are a later session's commits.
+        let clean = committed.is_clean() && unreadable_after == 0 && nvram_records.is_empty();
         let first_copy_of_clean_record = committed.is_clean() && committed.flags & FLAG_CLEAN_TWIN == 0;
         let damage = if first_copy_of_clean_record && unreadable_after == 1 {
             // A clean unmount writes its record twice and nothing follows until the next
@@ -449,6 +541,9 @@ impl<F: Flash> Volume<F> {
             mount_report: MountReport::default(),
             last_commit_operations: 0,
             may_have_orphans: false,
+            nvram,
+            nvram_records,
+            nvram_mount_report,
         };
         volume.may_have_orphans = volume.committed.may_have_orphans();
         volume.mount_report = MountReport {
@@ -462,7 +557,7 @@ impl<F: Flash> Volume<F> {
             // re-anchor the committed state in a freshly erased area before anything else is
             // erased or appended (docs/DESIGN.md, "Mount after a power cut").
             volume.cursor.next_page = u32::MAX;
-            volume.committed.commit_counter += 1;
+            volume.advance_counter()?;
             volume.write_metaroot(volume.committed.flags & FLAG_ORPHANS)?;
         }
         Ok(volume)
@@ -699,6 +794,7 @@ impl<F: Flash> Volume<F> {
             segment_table: self.log.table().metaroot_directory(),
             shape: self.committed.shape,
             delta: Vec::new(),
+            nvram_lag: 0,
         };
         // Every node and table page the metaroot names must be on flash before it is.
         self.log.device_mut().write_barrier()?;
@@ -768,7 +864,7 @@ impl<F: Flash> Volume<F> {
         }
         let result = (|| {
             self.log.device_mut().write_barrier()?;
-            self.committed.commit_counter += 1;
+            self.advance_counter()?;
             self.committed.next_inode = self.next_inode;
             self.committed.delta = delta;
             let flags = if self.may_have_orphans { FLAG_ORPHANS } else { 0 };
@@ -780,6 +876,94 @@ impl<F: Flash> Volume<F> {
         match &result {
             Ok(flush) => self.flush_left_running = flush.is_pending(),
             Err(_) => self.poisoned = true,
+        }
+        result
+    }
+
+    /// Raises the committed counter by one without a full commit (a delta commit, an NVRAM
+    /// record, a re-anchoring copy), keeping the base the NVRAM log extends.
+    fn advance_counter(&mut self) -> Result<(), TxnError> {
+        let lag = self.committed.nvram_lag.checked_add(1).ok_or(TxnError::Nvram {
+            reason: "too many commits since the last full commit (a full commit is needed)",
+        })?;
+        self.committed.commit_counter += 1;
+        self.committed.nvram_lag = lag;
+        Ok(())
+    }
+
+    /// Whether transaction points go to an NVRAM log.
+    pub fn has_nvram(&self) -> bool {
+        self.nvram.is_some()
+    }
+
+    /// The NVRAM's size and technology code, when the volume has one.
+    pub fn nvram_info(&self) -> Option<(u64, u8)> {
+        self.nvram.as_ref().map(|log| (log.size_bytes(), log.technology_code()))
+    }
+
+    /// What mount read from the NVRAM.
+    pub fn nvram_mount_report(&self) -> NvramMountReport {
+        self.nvram_mount_report
+    }
+
+    /// The records mount found in the NVRAM, oldest first, for the file-system layer to replay
+    /// (once: they are handed over).
+    pub fn take_nvram_records(&mut self) -> Vec<NvramRecord> {
+        core::mem::take(&mut self.nvram_records)
+    }
+
+    /// (used, capacity) bytes of the NVRAM log's records; None without NVRAM.
+    pub fn nvram_usage(&self) -> Option<(u64, u64)> {
+        let base = self.committed.nvram_base();
+        self.nvram.as_ref().map(|log| (log.used_bytes(base), log.capacity_bytes()))
+    }
+
+    /// The largest payload the next NVRAM record can carry (0 without NVRAM).
+    pub fn nvram_payload_room(&self) -> u64 {
+        let base = self.committed.nvram_base();
+        self.nvram.as_ref().map_or(0, |log| log.payload_room(base))
+    }
+
+    /// A transaction point kept in NVRAM: everything issued to the flash (the data pages and
+    /// any mid-transaction tree flush the changes refer to) is made durable first, then one
+    /// record holding `payload` (the changes since the previous record) is appended to the
+    /// log. No flash page is programmed for it. The caller checked `nvram_payload_room`.
+    pub fn commit_nvram(&mut self, payload: Vec<u8>) -> Result<(), TxnError> {
+        if self.poisoned {
+            return Err(TxnError::Poisoned);
+        }
+        if self.config.read_only {
+            return Err(TxnError::ReadOnly);
+        }
+        if let Some(address) = self.log.accounting_error() {
+            self.poisoned = true;
+            return Err(SegmentError::Accounting { address }.into());
+        }
+        let result = (|| {
+            // The flash first: what the record names must be durable before the record is
+            // (and the full commit the log extends, if its flush was left running).
+            self.log.device_mut().write_barrier()?;
+            self.log.device_mut().flash_mut().begin_flush()?.wait()?;
+            let base = self.committed.nvram_base();
+            let record = NvramRecord {
+                commit_counter: self.committed.commit_counter + 1,
+                next_inode: self.next_inode,
+                flags: if self.may_have_orphans { FLAG_ORPHANS } else { 0 },
+                payload,
+            };
+            let now_ns = self.log.device().now_ns();
+            let log = self.nvram.as_mut().ok_or(TxnError::Nvram { reason: "the volume has no NVRAM" })?;
+            let done_ns = log.append(base, &record, now_ns)?;
+            self.log.device().wait_until(done_ns);
+            self.advance_counter()?;
+            self.committed.next_inode = record.next_inode;
+            self.committed.flags = record.flags;
+            self.last_commit_operations = self.log.device().operations_issued();
+            self.flush_left_running = false;
+            Ok(())
+        })();
+        if result.is_err() {
+            self.poisoned = true;
         }
         result
     }

@@ -1,0 +1,268 @@
+//! The NVRAM commit tier (issue 10): fsync and transact append a record to the NVRAM log and
+//! program no flash page; mount replays the records after the flash's commit, reading at most
+//! the NVRAM's size; a full log is destaged by a full commit; a volume formatted with NVRAM is
+//! refused without it (or with another volume's). Power cuts at every NVRAM write and every
+//! flash operation of an fsync-heavy workload leave the last durable state.
+mod common;
+use common::*;
+use fsoc_core::fs::FsError;
+use fsoc_core::txn::TxnError;
+use fsoc_core::{FileSystem, FsConfig};
+use fsoc_media::{FlashStats, Nvram, NvramConfig, NvramTechnology, Profile, SharedNvram, SimFlash};
+
+fn nvram(size_bytes: u64, seed: u64) -> SharedNvram {
+    SharedNvram::new(Nvram::in_ram(NvramConfig::new(size_bytes, NvramTechnology::FeRam, seed)).expect("nvram"))
+}
+
+fn format(flash: SimFlash, nvram: &SharedNvram) -> FileSystem<SimFlash> {
+    format_id(flash, nvram, 7)
+}
+
+fn format_id(flash: SimFlash, nvram: &SharedNvram, volume_id: u64) -> FileSystem<SimFlash> {
+    FileSystem::format_with_nvram(flash, Some(Box::new(nvram.clone())), FsConfig::default(), volume_id, 0)
+        .expect("format")
+}
+
+fn mount(flash: SimFlash, nvram: &SharedNvram) -> FileSystem<SimFlash> {
+    FileSystem::mount_with_nvram(flash, Some(Box::new(nvram.clone())), FsConfig::default()).expect("mount")
+}
+
+fn programs(fs: &FileSystem<SimFlash>) -> u64 {
+    fs.flash().counters().totals().programs
+}
+
+/// A power-cut copy of an NVRAM: same bytes, power on, counters reset.
+fn reopened(nvram: &SharedNvram) -> SharedNvram {
+    nvram.with(|device| {
+        let backing = device.backing().clone();
+        SharedNvram::new(Nvram::new(*device.config(), backing).expect("reopen"))
+    })
+}
+
+#[test]
+fn an_fsync_of_a_small_change_programs_no_flash_page() {
+    let nvram = nvram(128 * 1024, 1);
+    let mut fs = format(sim(Profile::Mlc, 1, 64, 1), &nvram);
+    let mut programs_per_fsync = Vec::new();
+    for index in 0..50 {
+        let fd = fs.open(format!("/f{index}").as_bytes(), CREATE, 0o644).expect("create");
+        fs.pwrite(fd, 0, b"small and inline").expect("write");
+        let before = programs(&fs);
+        fs.fsync_fd(fd).expect("fsync");
+        programs_per_fsync.push(programs(&fs) - before);
+        fs.close(fd).expect("close");
+    }
+    assert!(programs_per_fsync.iter().all(|&count| count == 0), "flash programs per fsync: {programs_per_fsync:?}");
+    assert_eq!(fs.stats.nvram_commits, 50, "one record per fsync (the generation commit rode with the first)");
+    // A power cut now: every fsync'd file is there after the replay.
+    let flash = fs.into_flash_without_commit();
+    let nvram = reopened(&nvram);
+    let mut fs = mount(flash, &nvram);
+    let report = fs.nvram_mount_report();
+    assert!(report.records >= 50, "records replayed: {}", report.records);
+    assert!(report.bytes_read <= 128 * 1024, "NVRAM bytes read at mount: {}", report.bytes_read);
+    for index in 0..50 {
+        let fd = fs_open_read(&fs, index);
+        assert_eq!(fd, b"small and inline");
+    }
+    let report = fs.fsck(true).expect("fsck");
+    assert!(report.is_clean(), "{:?}", report.violations);
+}
+
+fn fs_open_read(fs: &FileSystem<SimFlash>, index: usize) -> Vec<u8> {
+    let (inode, record) = fs.stat(format!("/f{index}").as_bytes()).expect("stat");
+    fs.read(inode, 0, usize::try_from(record.size).expect("size")).expect("read")
+}
+
+#[test]
+fn a_full_log_is_destaged_by_a_full_commit_and_nothing_is_lost() {
+    // 2 KiB of NVRAM: a handful of records, then destages.
+    let nvram = nvram(2048, 2);
+    let mut fs = format(sim(Profile::Mlc, 1, 64, 2), &nvram);
+    for index in 0..200 {
+        let fd = fs.open(format!("/f{index}").as_bytes(), CREATE, 0o644).expect("create");
+        fs.pwrite(fd, 0, format!("file {index}").as_bytes()).expect("write");
+        fs.fsync_fd(fd).expect("fsync");
+        fs.close(fd).expect("close");
+    }
+    assert!(fs.stats.nvram_destages > 0, "no destage with a 2 KiB log");
+    assert!(fs.stats.nvram_commits > fs.stats.nvram_destages, "{:?}", fs.stats);
+    let (used, capacity) = fs.nvram_usage().expect("nvram");
+    assert!(used < capacity);
+    let flash = fs.into_flash_without_commit();
+    let mut fs = mount(flash, &reopened(&nvram));
+    for index in 0..200 {
+        assert_eq!(fs_open_read(&fs, index), format!("file {index}").as_bytes());
+    }
+    assert!(fs.fsck(true).expect("fsck").is_clean());
+}
+
+#[test]
+fn a_volume_with_nvram_is_refused_without_it_or_with_another_volumes() {
+    let nvram_a = nvram(4096, 3);
+    let fs = format(sim(Profile::Mlc, 1, 64, 3), &nvram_a);
+    let flash = fs.unmount().expect("unmount");
+    match FileSystem::mount(flash.clone(), FsConfig::default()) {
+        Err(FsError::Io(TxnError::Nvram { reason })) => assert!(reason.contains("no NVRAM was given"), "{reason}"),
+        other => panic!("mounted without its NVRAM: {:?}", other.map(|_| ())),
+    }
+    // Another volume's NVRAM.
+    let nvram_b = nvram(4096, 4);
+    let other = format_id(sim(Profile::Mlc, 1, 64, 4), &nvram_b, 8);
+    drop(other);
+    let other_volume = FileSystem::mount_with_nvram(flash.clone(), Some(Box::new(nvram_b)), FsConfig::default());
+    assert!(matches!(other_volume, Err(FsError::Io(TxnError::Nvram { .. }))), "{:?}", other_volume.err());
+    // An NVRAM of the wrong size, a blank NVRAM.
+    let wrong_size = FileSystem::mount_with_nvram(flash.clone(), Some(Box::new(nvram(8192, 5))), FsConfig::default());
+    assert!(matches!(wrong_size, Err(FsError::Io(TxnError::Nvram { .. }))));
+    let blank = FileSystem::mount_with_nvram(flash.clone(), Some(Box::new(nvram(4096, 6))), FsConfig::default());
+    assert!(matches!(blank, Err(FsError::Io(TxnError::Nvram { .. }))));
+    // A volume without NVRAM refuses one.
+    let plain = FileSystem::format(sim(Profile::Mlc, 1, 64, 5), FsConfig::default(), 5).expect("format");
+    let flash = plain.unmount().expect("unmount");
+    let given = FileSystem::mount_with_nvram(flash, Some(Box::new(nvram(4096, 7))), FsConfig::default());
+    assert!(matches!(given, Err(FsError::Io(TxnError::Nvram { .. }))));
+    // And the right one mounts.
+    let fs = FileSystem::mount_with_nvram(
+        format(sim(Profile::Mlc, 1, 64, 8), &nvram_a).unmount().expect("unmount"),
+        Some(Box::new(nvram_a.clone())),
+        FsConfig::default(),
+    )
+    .expect("mount with its NVRAM");
+    assert!(fs.mount_report().clean);
+}
+
+/// The fsync-heavy workload of the cut sweeps: small files created, written, renamed and
+/// removed, each change fsync'd; one larger write that takes data pages.
+fn workload(fs: &mut FileSystem<SimFlash>, observe: &mut dyn FnMut(&mut FileSystem<SimFlash>)) -> Result<(), FsError> {
+    fs.mkdir(b"/d", 0o755)?;
+    observe(fs);
+    for index in 0..12u32 {
+        let path = format!("/d/f{index}");
+        let fd = fs.open(path.as_bytes(), CREATE, 0o644)?;
+        let content = vec![u8::try_from(index).unwrap_or(0); if index == 5 { 9000 } else { 40 + index as usize }];
+        fs.pwrite(fd, 0, &content)?;
+        fs.fsync_fd(fd)?;
+        observe(fs);
+        fs.close(fd)?;
+        if index % 3 == 2 {
+            fs.rename_path(path.as_bytes(), format!("/d/r{index}").as_bytes())?;
+            fs.transact()?;
+            observe(fs);
+        }
+        if index % 4 == 3 {
+            fs.unlink(format!("/d/f{}", index - 1).as_bytes())
+                .or_else(|_| fs.unlink(format!("/d/r{}", index - 1).as_bytes()))?;
+            fs.transact()?;
+            observe(fs);
+        }
+    }
+    Ok(())
+}
+
+/// What a test compares: every file's path and content.
+type State = Vec<(String, Vec<u8>)>;
+
+fn visible(fs: &FileSystem<SimFlash>) -> State {
+    let mut state = Vec::new();
+    if let Ok(entries) = fs.readdir_path(b"/d") {
+        for entry in entries {
+            let path = format!("/d/{}", String::from_utf8_lossy(&entry.name));
+            let (inode, record) = fs.stat(path.as_bytes()).expect("stat");
+            state.push((path, fs.read(inode, 0, usize::try_from(record.size).expect("size")).expect("read")));
+        }
+    }
+    state.sort();
+    state
+}
+
+struct Reference {
+    /// (flash operations, NVRAM writes) after which each commit was durable, and its state.
+    commits: Vec<(u64, u64, State)>,
+    nvram_writes: u64,
+    flash_operations: u64,
+}
+
+fn formatted(nvram_bytes: u64) -> (SimFlash, SharedNvram) {
+    let nvram = nvram(nvram_bytes, 11);
+    let fs = format(sim(Profile::Mlc, 1, 48, 11), &nvram);
+    let flash = fs.unmount().expect("unmount");
+    nvram.with(Nvram::reset_counters);
+    (flash, nvram)
+}
+
+fn reference(flash: &SimFlash, nvram: &SharedNvram) -> Reference {
+    let nvram = reopened(nvram);
+    let mut fs = mount(flash.clone(), &nvram);
+    let writes = |nvram: &SharedNvram| nvram.with(|device| device.writes_count());
+    let mut commits = vec![(0, 0, visible(&fs))];
+    let mut counter = fs.commit_counter();
+    workload(&mut fs, &mut |fs| {
+        if fs.commit_counter() != counter {
+            counter = fs.commit_counter();
+            commits.push((fs.last_commit_operations(), writes(&nvram), visible(fs)));
+        }
+    })
+    .expect("reference run");
+    Reference { commits, nvram_writes: writes(&nvram), flash_operations: fs.flash_operations_issued() }
+}
+
+/// After a cut: remount, fsck, and the state is the last durable commit's or the next one's.
+fn check_after_cut(flash: SimFlash, nvram: &SharedNvram, durable: usize, reference: &Reference, label: &str) {
+    let nvram = reopened(nvram);
+    let mut fs = FileSystem::mount_with_nvram(flash, Some(Box::new(nvram)), FsConfig::default())
+        .unwrap_or_else(|error| panic!("{label}: remount: {error}"));
+    let report = fs.fsck(true).unwrap_or_else(|error| panic!("{label}: fsck: {error}"));
+    assert!(report.is_clean(), "{label}: fsck: {:?}", report.violations);
+    let state = visible(&fs);
+    let last = &reference.commits[durable].2;
+    let next = reference.commits.get(durable + 1).map(|commit| &commit.2);
+    assert!(
+        &state == last || next == Some(&state),
+        "{label}: state is neither commit {durable} nor the next: {state:?}"
+    );
+}
+
+#[test]
+fn power_cuts_at_every_nvram_write_leave_the_last_durable_commit() {
+    let (flash, nvram) = formatted(4096);
+    let reference = reference(&flash, &nvram);
+    println!("NVRAM cut points: {}, commits: {}", reference.nvram_writes, reference.commits.len());
+    assert!(reference.nvram_writes > 20, "workload too small: {} NVRAM writes", reference.nvram_writes);
+    for cut_after in 0..reference.nvram_writes {
+        let cut_nvram = reopened(&nvram);
+        cut_nvram.with(|device| device.schedule_power_cut(cut_after));
+        let mut fs = mount(flash.clone(), &cut_nvram);
+        let _ = workload(&mut fs, &mut |_| {});
+        assert!(cut_nvram.with(|device| device.power_is_lost()), "cut {cut_after}: the workload ended before it");
+        let durable = reference.commits.iter().rposition(|commit| commit.1 <= cut_after).unwrap_or(0);
+        check_after_cut(
+            fs.into_flash_without_commit(),
+            &cut_nvram,
+            durable,
+            &reference,
+            &format!("NVRAM cut {cut_after}"),
+        );
+    }
+}
+
+#[test]
+fn power_cuts_at_every_flash_operation_leave_the_last_durable_commit() {
+    // A 1 KiB log: destages (full commits) every few records, so the flash has work too.
+    let (flash, nvram) = formatted(1024);
+    let reference = reference(&flash, &nvram);
+    println!("flash cut points: {}, commits: {}", reference.flash_operations, reference.commits.len());
+    assert!(reference.flash_operations > 20, "workload too small: {} flash operations", reference.flash_operations);
+    for cut_after in 0..reference.flash_operations {
+        let cut_nvram = reopened(&nvram);
+        let mut cut_flash = flash.clone();
+        cut_flash.schedule_power_cut(cut_after);
+        let mut fs = mount(cut_flash, &cut_nvram);
+        let _ = workload(&mut fs, &mut |_| {});
+        let mut cut_flash = fs.into_flash_without_commit();
+        assert!(cut_flash.power_is_lost(), "cut {cut_after}: the workload ended before it");
+        cut_flash.restore_power();
+        let durable = reference.commits.iter().rposition(|commit| commit.0 <= cut_after).unwrap_or(0);
+        check_after_cut(cut_flash, &cut_nvram, durable, &reference, &format!("flash cut {cut_after}"));
+    }
+}
