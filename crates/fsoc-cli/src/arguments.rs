@@ -139,6 +139,12 @@ pub fn free_margin(text: &str) -> Result<u32, String> {
     }
 }
 
+/// `--nvram-technology`: feram, mram or pcm.
+pub fn nvram_technology(text: &str) -> Result<fsoc_media::NvramTechnology, String> {
+    fsoc_media::NvramTechnology::from_name(&text.to_ascii_lowercase())
+        .ok_or_else(|| format!("{text} is not an NVRAM technology: give feram, mram or pcm"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

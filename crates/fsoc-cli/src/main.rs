@@ -130,6 +130,15 @@ enum Command {
         /// cleaner cheap: a log-structured volume's cleaning cost grows steeply as it fills.
         #[arg(long, default_value = "20", value_parser = arguments::free_margin, value_name = "PERCENT")]
         free_margin: u32,
+        /// Keep transaction points (fsync, transact) in an NVRAM of this size (1K to 16M, a
+        /// K or M suffix), e.g. 128K: an fsync then programs no flash page. The NVRAM is the
+        /// file IMAGE.nvram beside the image; the volume needs it at every mount.
+        #[arg(long, value_name = "SIZE", conflicts_with = "from")]
+        nvram: Option<String>,
+        /// The NVRAM's technology (its timing and energy in simulated figures): feram, mram
+        /// or pcm.
+        #[arg(long, default_value = "feram", value_parser = arguments::nvram_technology)]
+        nvram_technology: fsoc_media::NvramTechnology,
     },
     /// Prints a volume's label, or sets it (an empty NEW removes it); refused while mounted
     /// (the mount answers FS_IOC_GETFSLABEL/SETFSLABEL instead).
@@ -438,6 +447,8 @@ fn main() -> ExitCode {
             uid_map,
             gid_map,
             free_margin,
+            nvram,
+            nvram_technology,
         } => {
             let from = from.map(|from| image_build::BuildOptions {
                 from,
@@ -448,7 +459,18 @@ fn main() -> ExitCode {
             });
             volume_cmd::mkfs(
                 &image,
-                &volume_cmd::MkfsOptions { profile, chips, blocks, size, seed, volume_id, force, label, from },
+                &volume_cmd::MkfsOptions {
+                    profile,
+                    chips,
+                    blocks,
+                    size,
+                    seed,
+                    volume_id,
+                    force,
+                    label,
+                    from,
+                    nvram: nvram.map(|size| (size, nvram_technology)),
+                },
             )
         }
         Command::Label { image, new } => volume_cmd::label(&image, new.as_deref()),

@@ -55,6 +55,8 @@ pub struct MkfsOptions {
     pub label: Option<String>,
     /// `--from DIR`: build the volume holding DIR (image_build.rs).
     pub from: Option<crate::image_build::BuildOptions>,
+    /// `--nvram SIZE` and its technology: keep transaction points in `IMAGE.nvram`.
+    pub nvram: Option<(String, fsoc_media::NvramTechnology)>,
 }
 
 /// Checks a label before anything is written (the core refuses the same, later).
@@ -211,22 +213,54 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
         return result;
     }
     let Some(blocks) = blocks else { return Err("--size auto needs --from DIR".into()) };
+    let nvram_file = crate::volume_files::nvram_path(image);
+    let nvram_temporary =
+        temporary.with_file_name(format!(".{}.mkfs-{}.nvram", file_name.to_string_lossy(), std::process::id()));
+    let nvram = match &options.nvram {
+        Some((size, technology)) => Some((nvram_size(size)?, *technology)),
+        None => None,
+    };
+    if nvram_file.exists() && !options.force {
+        return Err(format!("{} exists; pass --force to replace it", nvram_file.display()));
+    }
     let bar = spinner("formatting");
     let result = (|| {
         let config = SimConfig::new(profile, chips, blocks, options.seed);
         let flash =
             SimFlash::create_image(&temporary, config).map_err(|error| format!("{}: {error}", image.display()))?;
-        let mut fs = FileSystem::format_at(flash, FsConfig::default(), volume_id, now_ns)
+        let device: Option<Box<dyn fsoc_media::NvramDevice>> = match nvram {
+            Some((size_bytes, technology)) => {
+                let _ = std::fs::remove_file(&nvram_temporary);
+                let section = fsoc_media::FileSection::create(&nvram_temporary, 0, size_bytes)
+                    .map_err(|error| format!("{}: {error}", nvram_file.display()))?;
+                let config = fsoc_media::NvramConfig::new(size_bytes, technology, options.seed);
+                Some(Box::new(
+                    fsoc_media::Nvram::new(config, section)
+                        .map_err(|error| format!("{}: {error}", nvram_file.display()))?,
+                ))
+            }
+            None => None,
+        };
+        let mut fs = FileSystem::format_with_nvram(flash, device, FsConfig::default(), volume_id, now_ns)
             .map_err(|error| format!("format: {error}"))?;
         set_new_label(&mut fs, options.label.as_deref())?;
         let mut flash = fs.unmount().map_err(|error| format!("unmount: {error}"))?;
         flash.flush().map_err(|error| format!("flush: {error}"))?;
         drop(flash);
+        // The NVRAM first: an image without its NVRAM file refuses to mount, while a stale
+        // NVRAM file beside the old image would be another volume's (refused too).
+        if nvram.is_some() {
+            std::fs::rename(&nvram_temporary, &nvram_file)
+                .map_err(|error| format!("{}: {error}", nvram_file.display()))?;
+        } else if nvram_file.exists() {
+            std::fs::remove_file(&nvram_file).map_err(|error| format!("{}: {error}", nvram_file.display()))?;
+        }
         std::fs::rename(&temporary, image).map_err(|error| format!("{}: {error}", image.display()))
     })();
     bar.finish_and_clear();
     if let Err(message) = result {
         let _ = std::fs::remove_file(&temporary);
+        let _ = std::fs::remove_file(&nvram_temporary);
         return Err(message);
     }
     let capacity = u64::from(chips) * u64::from(blocks) * block_bytes;
@@ -240,7 +274,25 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
         capacity as f64 / (1 << 20) as f64,
         volume_id
     );
+    if let Some((size_bytes, technology)) = nvram {
+        println!(
+            "NVRAM {}: {} KiB {technology}, holds the transaction points (keep it with the image)",
+            nvram_file.display(),
+            size_bytes / 1024
+        );
+    }
     Ok(())
+}
+
+/// `--nvram SIZE`: 1 KiB to 16 MiB in whole 8-byte words.
+fn nvram_size(text: &str) -> Result<u64, String> {
+    let bytes = parse_size(text)?;
+    if !(fsoc_media::nvram::NVRAM_SIZE_BYTES_MIN..=fsoc_media::nvram::NVRAM_SIZE_BYTES_MAX).contains(&bytes)
+        || !bytes.is_multiple_of(8)
+    {
+        return Err(format!("--nvram {text}: an NVRAM holds 1K to 16M, in whole 8-byte words"));
+    }
+    Ok(bytes)
 }
 
 /// `fsoc mkfs` on raw NAND: formats the MTD devices (one per chip) in place. The geometry is the
@@ -365,6 +417,22 @@ pub fn info(image: &Path) -> Result<(), String> {
         println!("damage            {damage}");
     }
     println!("mount page reads  {}", report.page_reads);
+    if let Some((size_bytes, _)) = fs.nvram_info() {
+        let technology = u8::try_from(fs.superblock().nvram_technology)
+            .ok()
+            .and_then(fsoc_media::NvramTechnology::from_code)
+            .map_or("unknown", |technology| technology.name());
+        let (used, capacity) = fs.nvram_usage().unwrap_or((0, 0));
+        let nvram = fs.nvram_mount_report();
+        println!(
+            "NVRAM             {} KiB {technology} ({}): log {used} of {capacity} bytes; mount replayed {} records, \
+             {} bytes read",
+            size_bytes / 1024,
+            crate::volume_files::nvram_path(files.name()).display(),
+            nvram.records,
+            nvram.bytes_read
+        );
+    }
     println!(
         "space             {} of {} pages used ({:.1}%), {} free",
         statfs.total_blocks - statfs.free_blocks,

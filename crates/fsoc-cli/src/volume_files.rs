@@ -261,9 +261,41 @@ pub fn describe_image_error(image: &Path, error: &ImageError) -> String {
     format!("{}: {error}: {hint}", image.display())
 }
 
+/// The file beside a volume that stands for its NVRAM (`fsoc mkfs --nvram`): `NAME.nvram`,
+/// where NAME is the image or an array's base.
+pub fn nvram_path(name: &Path) -> PathBuf {
+    let mut path = name.as_os_str().to_os_string();
+    path.push(".nvram");
+    PathBuf::from(path)
+}
+
+/// The NVRAM of the volume `name`, if its file exists: the whole file is the NVRAM's bytes.
+/// Simulated timing is FeRAM's (the superblock records the technology the volume was made
+/// with; `fsoc info` shows it). Written through `pwrite` and made durable with `fdatasync` at
+/// every record.
+pub fn open_nvram(name: &Path) -> Result<Option<Box<dyn fsoc_media::NvramDevice>>, String> {
+    let path = nvram_path(name);
+    let size_bytes = match std::fs::metadata(&path) {
+        Ok(metadata) if metadata.is_file() => metadata.len(),
+        Ok(_) => return Err(format!("{}: not a regular file", path.display())),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(format!("{}: {error}", path.display())),
+    };
+    let section =
+        fsoc_media::FileSection::open(&path, 0, size_bytes).map_err(|error| format!("{}: {error}", path.display()))?;
+    let config = fsoc_media::NvramConfig::new(size_bytes, fsoc_media::NvramTechnology::FeRam, 0);
+    let nvram = fsoc_media::Nvram::new(config, section).map_err(|error| format!("{}: {error}", path.display()))?;
+    Ok(Some(Box::new(nvram)))
+}
+
 /// Explains why a volume does not mount.
 pub fn describe_mount_error(image: &Path, error: &FsError) -> String {
     let hint = match error {
+        FsError::Io(fsoc_core::txn::TxnError::Nvram { .. }) => format!(
+            "the volume's NVRAM is the file {} (made by `fsoc mkfs --nvram`): keep it beside the volume, \
+             and never give one volume another's",
+            nvram_path(image).display()
+        ),
         FsError::Io(fsoc_core::txn::TxnError::NotAVolume { .. }) => {
             "the flash image holds no fsoc volume: create one with `fsoc mkfs`".to_string()
         }
@@ -510,8 +542,9 @@ pub fn open_flash(files: &VolumeFiles, read_only: bool) -> Result<VolumeFlash, S
 
 /// Mounts the volume on `flash` with the tools' configuration and the wall clock.
 pub fn mount<F: Flash>(flash: F, name: &Path, read_only: bool) -> Result<FileSystem<F>, String> {
-    let mut fs =
-        FileSystem::mount(flash, volume_config(read_only)).map_err(|error| describe_mount_error(name, &error))?;
+    let nvram = open_nvram(name)?;
+    let mut fs = FileSystem::mount_with_nvram(flash, nvram, volume_config(read_only))
+        .map_err(|error| describe_mount_error(name, &error))?;
     fs.now_ns = wall_clock_ns();
     Ok(fs)
 }

@@ -59,8 +59,8 @@ pub use store::{PageStore, RamStore};
 // The seam itself lives in fsoc-flash; re-exported so the simulator's users name one crate.
 pub use fsoc_flash::{convert, sync};
 pub use fsoc_flash::{
-    BlockAddress, ChipIndex, Completed, EraseBlockIndex, Flash, FlushWait, Geometry, NandError, Nanos, OperationKind,
-    PageAddress, ReadStatus, Timing,
+    BlockAddress, ChipIndex, Completed, EraseBlockIndex, Flash, FlushWait, Geometry, NandError, Nanos, NvramDevice,
+    OperationKind, PageAddress, ReadStatus, Timing,
 };
 
 /// Statistics a simulated device keeps (operations, busy time and energy per chip and block),

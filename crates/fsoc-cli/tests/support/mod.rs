@@ -108,6 +108,11 @@ pub struct Volume {
 impl Volume {
     /// `fsoc mkfs` of an image of `size` (for example "256M").
     pub fn new(size: &str) -> Volume {
+        Self::with_mkfs_arguments(size, &[])
+    }
+
+    /// `new`, with more `fsoc mkfs` arguments (for example `--nvram 64K`).
+    pub fn with_mkfs_arguments(size: &str, arguments: &[&str]) -> Volume {
         assert!(
             Path::new("/dev/fuse").exists(),
             "/dev/fuse is missing: the FUSE tests need it (CI runs as root with /dev/fuse)"
@@ -117,7 +122,9 @@ impl Volume {
         let image = directory.path().join("volume.img");
         let mount_point = directory.path().join("mnt");
         fs::create_dir(&mount_point).expect("mount point");
-        let output = fsoc(&["mkfs", image.to_str().expect("utf-8 path"), "--size", size]);
+        let mut mkfs = vec!["mkfs", image.to_str().expect("utf-8 path"), "--size", size];
+        mkfs.extend_from_slice(arguments);
+        let output = fsoc(&mkfs);
         assert!(output.status.success(), "mkfs failed:\n{}", output.text());
         Volume { directory, image, mount_point }
     }
