@@ -170,8 +170,8 @@ enum Command {
     },
     /// Power-cut test: cut power at every flash operation of a workload and check recovery.
     Crashtest {
-        /// small-files, overwrite, rename-storm, deep-tree, fill-delete, cleaner, churn, or all
-        /// (all seven; churn alone cuts about 5,000 points and takes minutes).
+        /// small-files, overwrite, rename-storm, deep-tree, fill-delete, cleaner, churn,
+        /// sync-small, or all (all eight; churn alone cuts about 5,000 points and takes minutes).
         #[arg(long, default_value = "all", value_parser = arguments::workloads)]
         workload: arguments::Workloads,
         /// Seed of the workload, the device and the sampled cut points.
@@ -184,8 +184,15 @@ enum Command {
         #[arg(long)]
         max_cuts: Option<u64>,
         /// Replay a single cut point (from a failure's replay line).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "nvram_cut_after")]
         cut_after: Option<u64>,
+        /// Keep transaction points in an NVRAM of this size (e.g. 4K): power is then also cut
+        /// at every NVRAM write, with torn 8-byte words.
+        #[arg(long, value_name = "SIZE")]
+        nvram: Option<String>,
+        /// Replay a single NVRAM cut point (from a failure's replay line).
+        #[arg(long, requires = "nvram")]
+        nvram_cut_after: Option<u64>,
         /// NAND profile: slc, mlc, tlc, mlc8k or mlc16k.
         #[arg(long, default_value = "mlc", value_parser = arguments::profile)]
         profile: Profile,
@@ -486,18 +493,22 @@ fn main() -> ExitCode {
             json,
             max_cuts,
             cut_after,
+            nvram,
+            nvram_cut_after,
             profile,
             chips,
             blocks,
             unstable_bits,
             paired_pages,
         } => {
+            let cut = cut_after.map(fsoc_sim::CutPoint::Flash).or(nvram_cut_after.map(fsoc_sim::CutPoint::Nvram));
             match volume_cmd::crashtest(
                 &workload.0,
                 seed,
                 json.as_deref(),
                 max_cuts,
-                cut_after,
+                cut,
+                nvram.as_deref(),
                 profile,
                 chips,
                 blocks,

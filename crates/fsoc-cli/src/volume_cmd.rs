@@ -545,7 +545,8 @@ pub fn crashtest(
     seed: u64,
     json: Option<&Path>,
     max_cuts: Option<u64>,
-    cut_after: Option<u64>,
+    cut_after: Option<fsoc_sim::CutPoint>,
+    nvram: Option<&str>,
     profile: Profile,
     chips: u32,
     blocks: u32,
@@ -563,6 +564,7 @@ pub fn crashtest(
         max_cuts,
         unstable_bits,
         paired_pages,
+        nvram_bytes: nvram.map(nvram_size).transpose()?,
         ..CrashConfig::small(seed)
     };
     if let Some(cut_after) = cut_after {
@@ -570,7 +572,7 @@ pub fn crashtest(
             return Err("--cut-after replays one workload: name it with --workload".into());
         };
         let outcome = fsoc_sim::crash::replay_cut(workload, &config, cut_after)?;
-        println!("{} cut after {cut_after}: {outcome:?}", workload.name());
+        println!("{} cut {cut_after:?}: {outcome:?}", workload.name());
         return Ok(u64::from(matches!(outcome, fsoc_sim::CrashOutcome::Failed(_))));
     }
     let started = Instant::now();
@@ -585,7 +587,7 @@ pub fn crashtest(
         bar.set_message(workload.name());
         if bar.is_hidden() {
             // No terminal for the bar: a line per workload still shows the run is moving.
-            eprintln!("{}: cutting power at every flash operation…", workload.name());
+            eprintln!("{}: cutting power at every flash operation and NVRAM write…", workload.name());
         }
         let report = crash_test(workload, &config, &mut |done, total| {
             bar.set_length(total);
@@ -593,8 +595,14 @@ pub fn crashtest(
         })?;
         bar.finish_and_clear();
         println!(
-            "{:>14}: {} steps, {} flash operations, {} commits, {} cut points, {} failures",
-            report.workload, report.steps, report.flash_operations, report.commits, report.cut_points, report.failures
+            "{:>14}: {} steps, {} flash operations, {} NVRAM writes, {} commits, {} cut points, {} failures",
+            report.workload,
+            report.steps,
+            report.flash_operations,
+            report.nvram_writes,
+            report.commits,
+            report.cut_points,
+            report.failures
         );
         for example in &report.failure_examples {
             println!("  {example}");

@@ -8,7 +8,7 @@ mod common;
 use fsoc_core::fs::api::{FileHandle, OpenFlags, Whence};
 use fsoc_core::fs::{FileKind, FsError, InodeRecord};
 use fsoc_core::{FileSystem, FsConfig};
-use fsoc_media::{Profile, SimFlash};
+use fsoc_media::{Nvram, NvramConfig, NvramTechnology, Profile, SharedNvram, SimFlash};
 use fsoc_model::{
     listing_through_calls, replay, run_and_compare, Attributes, GeneratorConfig, Listing, ModelConfig, ModelFs,
     Operation, OperationGenerator, Outcome, Output, RunOptions,
@@ -65,6 +65,14 @@ struct FsocUnderTest {
     /// Whether the last operation made the mount's generation commit (`FileSystem::generation`
     /// went from 0: a mount commits what it has before it makes its first inode).
     generation_committed: bool,
+    /// The NVRAM commit tier's device, when the run has one.
+    nvram: Option<SharedNvram>,
+}
+
+/// A handle for the file system on `nvram`; after a power cut, a fresh device holding the
+/// bytes the cut left.
+fn nvram_box(nvram: &Option<SharedNvram>) -> Option<Box<dyn fsoc_media::NvramDevice>> {
+    nvram.as_ref().map(|nvram| Box::new(nvram.clone()) as Box<dyn fsoc_media::NvramDevice>)
 }
 
 fn kind(kind: FileKind) -> fsoc_model::FileKind {
@@ -108,10 +116,13 @@ fn outcome<T>(result: Result<T, FsError>, map: impl FnOnce(T) -> Output) -> Outc
 }
 
 impl FsocUnderTest {
-    fn new(shape: ArrayShape, config: FsConfig) -> Self {
+    fn new(shape: ArrayShape, config: FsConfig, nvram_bytes: Option<u64>) -> Self {
         let flash = common::sim(shape.profile, shape.chip_count, shape.block_count, 11);
-        let fs = FileSystem::format(flash, config, 11).expect("format");
-        FsocUnderTest { fs: Some(fs), config, generation_committed: false }
+        let nvram = nvram_bytes.map(|bytes| {
+            SharedNvram::new(Nvram::in_ram(NvramConfig::new(bytes, NvramTechnology::Mram, 11)).expect("nvram"))
+        });
+        let fs = FileSystem::format_with_nvram(flash, nvram_box(&nvram), config, 11, 0).expect("format");
+        FsocUnderTest { fs: Some(fs), config, generation_committed: false, nvram }
     }
 
     fn fs(&mut self) -> &mut FileSystem<SimFlash> {
@@ -129,9 +140,15 @@ impl fsoc_model::FsUnderTest for FsocUnderTest {
                 let mut flash = fs.into_flash_without_commit();
                 flash.cut_power_now();
                 flash.restore_power();
+                // The NVRAM keeps its bytes; a new device stands for the powered-up part.
+                self.nvram = self.nvram.as_ref().map(|nvram| {
+                    nvram.with(|device| {
+                        SharedNvram::new(Nvram::new(*device.config(), device.backing().clone()).expect("nvram"))
+                    })
+                });
                 flash
             };
-            let mut fs = FileSystem::mount(flash, self.config).expect("remount");
+            let mut fs = FileSystem::mount_with_nvram(flash, nvram_box(&self.nvram), self.config).expect("remount");
             let report = fs.fsck(true).expect("fsck runs");
             assert!(report.is_clean(), "fsck after {operation:?}: {:?}", report.violations);
             self.fs = Some(fs);
@@ -235,8 +252,20 @@ fn model_config(fs: &FsocUnderTest) -> ModelConfig {
 /// test its own sequences from the same seed list. Any panic (a mismatch, a failed remount,
 /// fsck) is reported with the seed and the geometry.
 fn check_seed(seed: u64, salt: u64, operation_count: usize, shape: ArrayShape, config: FsConfig) {
+    check_seed_nvram(seed, salt, operation_count, shape, config, None);
+}
+
+/// `check_seed` with the NVRAM commit tier (`nvram_bytes` of MRAM) when given.
+fn check_seed_nvram(
+    seed: u64,
+    salt: u64,
+    operation_count: usize,
+    shape: ArrayShape,
+    config: FsConfig,
+    nvram_bytes: Option<u64>,
+) {
     let run = || {
-        let mut fs = FsocUnderTest::new(shape, config);
+        let mut fs = FsocUnderTest::new(shape, config, nvram_bytes);
         let model_config = model_config(&fs);
         let generator = GeneratorConfig { page_size_bytes: shape.page_size_bytes(), ..GeneratorConfig::default() };
         let operations = OperationGenerator::generate(seed ^ salt, generator, model_config.clone(), operation_count);
@@ -251,7 +280,8 @@ fn check_seed(seed: u64, salt: u64, operation_count: usize, shape: ArrayShape, c
     if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
         let test_name = std::thread::current().name().unwrap_or_default().to_owned();
         eprintln!(
-            "model run failed: seed {seed:#018x} (salt {salt:#x}), geometry {shape}, config {config:?}\n{}",
+            "model run failed: seed {seed:#018x} (salt {salt:#x}), geometry {shape}, config {config:?}, NVRAM \
+             {nvram_bytes:?}\n{}",
             // The test harness names each test's thread after the test.
             replay::replay_line(seed, "fsoc-core", &format!("--release --test model {test_name}"))
         );
@@ -369,5 +399,28 @@ fn fsoc_agrees_with_the_model_with_full_commits_only() {
     let config = FsConfig { open_files_max: 256, delta_commits: false, ..FsConfig::default() };
     for seed in replay::test_seeds(15) {
         check_seed(seed, 0xF011, 1500, ArrayShape::MLC_ONE_CHIP, config);
+    }
+}
+
+/// The NVRAM commit tier: fsync and transact append records to the log (a 2 KiB log destages
+/// every few records; a 64 KiB one holds many), power cuts replay them. Also a tight node
+/// budget, so mid-transaction flushes sit between records.
+#[test]
+fn fsoc_agrees_with_the_model_with_nvram() {
+    let default = FsConfig { open_files_max: 256, ..FsConfig::default() };
+    let mut tight = default;
+    tight.volume.cache_bytes_max = 8 * 1024;
+    tight.volume.dirty_nodes_max = 4;
+    for (index, seed) in replay::test_seeds(18).into_iter().enumerate() {
+        let (config, nvram_bytes) = match index % 3 {
+            0 => (default, 2048),
+            1 => (default, 64 * 1024),
+            _ => (tight, 8192),
+        };
+        check_seed_nvram(seed, 0x4E56, 1500, ArrayShape::MLC_ONE_CHIP, config, Some(nvram_bytes));
+    }
+    let shape = ArrayShape::sized(Profile::Tlc, 2);
+    for seed in replay::test_seeds(4) {
+        check_seed_nvram(seed, 0x4E57, 1500, shape, default, Some(16 * 1024));
     }
 }

@@ -3,10 +3,17 @@
 //! index k (or a seeded sample), replay the workload on a copy of the formatted device with
 //! power cut after k operations (operation k+1 is torn or interrupted), remount, run fsck, and
 //! require the visible state to equal the last durable commit or the one in flight.
+//!
+//! With an NVRAM (`CrashConfig::nvram_bytes`, the commit tier of issue 10), the cut points are
+//! every flash operation and every NVRAM write (`CutPoint`); an NVRAM write in flight is torn at
+//! 8-byte words as fsoc-media's model does, and the flash is not cut (power fails once).
 
 use fsoc_core::fs::FsError;
 use fsoc_core::{FileSystem, FsConfig};
-use fsoc_media::{FaultConfig, Profile, SimConfig, SimFlash};
+use fsoc_media::{
+    FaultConfig, Nvram, NvramConfig, NvramDevice, NvramTechnology, Profile, RamBacking, SharedNvram, SimConfig,
+    SimFlash,
+};
 
 use crate::listing::{listing_cached, DigestCache, Listing};
 use crate::workloads::{apply, Step, Workload};
@@ -30,6 +37,8 @@ pub struct CrashConfig {
     /// fsoc's paired-page guard, on by default with the hazard; turned off only to show the
     /// hazard is real.
     pub paired_page_guard: bool,
+    /// Bytes of FeRAM for the NVRAM commit tier (`None`: transaction points on flash).
+    pub nvram_bytes: Option<u64>,
 }
 
 impl CrashConfig {
@@ -45,8 +54,59 @@ impl CrashConfig {
             unstable_bits: false,
             paired_pages: false,
             paired_page_guard: true,
+            nvram_bytes: None,
         }
     }
+}
+
+/// Where power fails: after `k` flash operations (operation k+1 torn), or after `k` NVRAM
+/// writes (write k+1 torn).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CutPoint {
+    Flash(u64),
+    Nvram(u64),
+}
+
+impl CutPoint {
+    /// The replay option naming this cut (`fsoc crashtest ... --cut-after K`).
+    pub fn replay_option(self) -> String {
+        match self {
+            CutPoint::Flash(k) => format!("--cut-after {k}"),
+            CutPoint::Nvram(k) => format!("--nvram-cut-after {k}"),
+        }
+    }
+}
+
+/// A formatted volume: its flash, and its NVRAM's configuration and bytes when it has one.
+#[derive(Clone)]
+struct Devices {
+    flash: SimFlash,
+    nvram: Option<(NvramConfig, RamBacking)>,
+}
+
+impl Devices {
+    /// A fresh copy (power on, counters zero) to run on: the flash, and a handle on the NVRAM
+    /// for the file system and one for the harness.
+    fn copy(&self) -> (SimFlash, Option<SharedNvram>) {
+        let nvram = self.nvram.as_ref().map(|(config, backing)| {
+            SharedNvram::new(Nvram::new(*config, backing.clone()).expect("an NVRAM copy of a valid one"))
+        });
+        (self.flash.clone(), nvram)
+    }
+
+    /// The devices after a run: what the flash and NVRAM hold, powered on again.
+    fn after(flash: SimFlash, nvram: Option<&SharedNvram>) -> Devices {
+        let nvram = nvram.map(|nvram| nvram.with(|device| (*device.config(), device.backing().clone())));
+        Devices { flash, nvram }
+    }
+}
+
+fn boxed(nvram: Option<&SharedNvram>) -> Option<Box<dyn NvramDevice>> {
+    nvram.map(|nvram| Box::new(nvram.clone()) as Box<dyn NvramDevice>)
+}
+
+fn nvram_writes(nvram: Option<&SharedNvram>) -> u64 {
+    nvram.map_or(0, |nvram| nvram.with(|device| device.writes_count()))
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -54,6 +114,8 @@ pub struct WorkloadReport {
     pub workload: String,
     pub steps: usize,
     pub flash_operations: u64,
+    /// NVRAM writes of the reference run (0 without NVRAM): cut points too.
+    pub nvram_writes: u64,
     pub commits: usize,
     pub cut_points: u64,
     pub failures: u64,
@@ -70,7 +132,18 @@ pub enum CrashOutcome {
 struct Snapshot {
     /// Flash operations (since mount) after which this commit was durable.
     durable_after_operations: u64,
+    /// NVRAM writes (since mount) after which this commit was durable.
+    durable_after_nvram_writes: u64,
     listing: Listing,
+}
+
+impl Snapshot {
+    fn durable_at(&self, cut: CutPoint) -> bool {
+        match cut {
+            CutPoint::Flash(k) => self.durable_after_operations <= k,
+            CutPoint::Nvram(k) => self.durable_after_nvram_writes <= k,
+        }
+    }
 }
 
 fn sim_config(config: &CrashConfig) -> SimConfig {
@@ -93,18 +166,35 @@ fn fs_config(config: &CrashConfig) -> FsConfig {
     fs
 }
 
-fn formatted_device(config: &CrashConfig) -> Result<SimFlash, String> {
+fn formatted_device(config: &CrashConfig) -> Result<Devices, String> {
     let flash = SimFlash::create(sim_config(config)).map_err(|error| format!("simulator: {error}"))?;
-    let fs = FileSystem::format(flash, fs_config(config), config.seed).map_err(|error| format!("format: {error}"))?;
-    fs.unmount().map_err(|error| format!("unmount after format: {error}"))
+    let nvram = match config.nvram_bytes {
+        Some(bytes) => Some(SharedNvram::new(
+            Nvram::in_ram(NvramConfig::new(bytes, NvramTechnology::FeRam, config.seed))
+                .map_err(|error| format!("NVRAM: {error}"))?,
+        )),
+        None => None,
+    };
+    let fs = FileSystem::format_with_nvram(flash, boxed(nvram.as_ref()), fs_config(config), config.seed, 0)
+        .map_err(|error| format!("format: {error}"))?;
+    let flash = fs.unmount().map_err(|error| format!("unmount after format: {error}"))?;
+    Ok(Devices::after(flash, nvram.as_ref()))
 }
 
-/// The reference run: every commit's durable operation index and visible state.
-fn reference_run(device: &SimFlash, steps: &[Step], config: &CrashConfig) -> Result<(Vec<Snapshot>, u64), String> {
-    let mut fs = FileSystem::mount(device.clone(), fs_config(config)).map_err(|error| format!("mount: {error}"))?;
+fn mount(flash: SimFlash, nvram: Option<&SharedNvram>, config: &CrashConfig) -> Result<FileSystem<SimFlash>, FsError> {
+    FileSystem::mount_with_nvram(flash, boxed(nvram), fs_config(config))
+}
+
+/// The reference run: every commit's durable operation index and visible state, and the flash
+/// operations and NVRAM writes it made.
+fn reference_run(device: &Devices, steps: &[Step], config: &CrashConfig) -> Result<(Vec<Snapshot>, u64, u64), String> {
+    let (flash, nvram) = device.copy();
+    let nvram = nvram.as_ref();
+    let mut fs = mount(flash, nvram, config).map_err(|error| format!("mount: {error}"))?;
     let mut cache = DigestCache::new();
     let mut current = listing_cached(&fs, &mut cache).map_err(|error| format!("listing: {error}"))?;
-    let mut snapshots = vec![Snapshot { durable_after_operations: 0, listing: current.clone() }];
+    let mut snapshots =
+        vec![Snapshot { durable_after_operations: 0, durable_after_nvram_writes: 0, listing: current.clone() }];
     let mut counter = fs.commit_counter();
     for (index, step) in steps.iter().enumerate() {
         let mut observer = |fs: &mut FileSystem<SimFlash>, commits_at_end: bool| -> Result<(), FsError> {
@@ -113,7 +203,11 @@ fn reference_run(device: &SimFlash, steps: &[Step], config: &CrashConfig) -> Res
             if fs.commit_counter() != counter {
                 counter = fs.commit_counter();
                 let visible = if commits_at_end { after.clone() } else { current.clone() };
-                snapshots.push(Snapshot { durable_after_operations: fs.last_commit_operations(), listing: visible });
+                snapshots.push(Snapshot {
+                    durable_after_operations: fs.last_commit_operations(),
+                    durable_after_nvram_writes: nvram_writes(nvram),
+                    listing: visible,
+                });
             }
             current = after;
             Ok(())
@@ -128,20 +222,24 @@ fn reference_run(device: &SimFlash, steps: &[Step], config: &CrashConfig) -> Res
         }
     }
     let operations = fs.flash_operations_issued();
-    Ok((snapshots, operations))
+    Ok((snapshots, operations, nvram_writes(nvram)))
 }
 
 /// One cut: replay until the power fails, restore power, remount, check.
 fn cut_run(
-    device: &SimFlash,
+    device: &Devices,
     steps: &[Step],
     config: &CrashConfig,
-    cut_after: u64,
+    cut: CutPoint,
     snapshots: &[Snapshot],
 ) -> CrashOutcome {
-    let mut flash = device.clone();
-    flash.schedule_power_cut(cut_after);
-    let mut fs = match FileSystem::mount(flash, fs_config(config)) {
+    let (mut flash, nvram) = device.copy();
+    match (cut, &nvram) {
+        (CutPoint::Flash(k), _) => flash.schedule_power_cut(k),
+        (CutPoint::Nvram(k), Some(nvram)) => nvram.with(|device| device.schedule_power_cut(k)),
+        (CutPoint::Nvram(_), None) => return CrashOutcome::Failed(String::from("an NVRAM cut without NVRAM")),
+    }
+    let mut fs = match mount(flash, nvram.as_ref(), config) {
         Ok(fs) => fs,
         Err(error) => return CrashOutcome::Failed(format!("first mount: {error}")),
     };
@@ -155,11 +253,18 @@ fn cut_run(
         }
     }
     let mut flash = fs.into_flash_without_commit();
-    if !flash.power_is_lost() {
+    let power_lost = match cut {
+        CutPoint::Flash(_) => flash.power_is_lost(),
+        CutPoint::Nvram(_) => nvram.as_ref().is_some_and(|nvram| nvram.with(|device| device.power_is_lost())),
+    };
+    if !power_lost {
         return CrashOutcome::Failed(String::from("the workload ended before the cut point"));
     }
     flash.restore_power();
-    let mut fs = match FileSystem::mount(flash, fs_config(config)) {
+    let after = Devices::after(flash, nvram.as_ref());
+    let (flash, nvram) = after.copy();
+    let nvram = nvram.as_ref();
+    let mut fs = match mount(flash, nvram, config) {
         Ok(fs) => fs,
         Err(error) => return CrashOutcome::Failed(format!("remount after the cut: {error}")),
     };
@@ -172,7 +277,7 @@ fn cut_run(
         Ok(visible) => visible,
         Err(error) => return CrashOutcome::Failed(format!("listing after remount: {error}")),
     };
-    let durable = snapshots.iter().rposition(|snapshot| snapshot.durable_after_operations <= cut_after).unwrap_or(0);
+    let durable = snapshots.iter().rposition(|snapshot| snapshot.durable_at(cut)).unwrap_or(0);
     let in_flight = snapshots.get(durable + 1);
     if visible != snapshots[durable].listing && in_flight.is_none_or(|snapshot| visible != snapshot.listing) {
         let difference = Listing::difference(&visible, &snapshots[durable].listing);
@@ -193,7 +298,7 @@ fn cut_run(
         fs.close(fd)?;
         fs.transact()?;
         let flash = fs.unmount()?;
-        let again = FileSystem::mount(flash, fs_config(config))?;
+        let again = mount(flash, nvram, config)?;
         again.stat(b"/liveness")?;
         Ok(())
     })();
@@ -212,30 +317,34 @@ pub fn crash_test(
 ) -> Result<WorkloadReport, String> {
     let steps = workload.steps(config.seed, config.scale);
     let device = formatted_device(config)?;
-    let (snapshots, operations) = reference_run(&device, &steps, config)?;
-    let cut_points: Vec<u64> = match config.max_cuts {
-        // Cut after k operations for k in 0..operations: operation k+1 exists and is torn.
-        Some(max_cuts) if max_cuts < operations => {
+    let (snapshots, operations, writes) = reference_run(&device, &steps, config)?;
+    // Cut after k operations for k in 0..operations: operation k+1 exists and is torn; the
+    // same for NVRAM writes.
+    let every: Vec<CutPoint> = (0..operations).map(CutPoint::Flash).chain((0..writes).map(CutPoint::Nvram)).collect();
+    let cut_points: Vec<CutPoint> = match config.max_cuts {
+        Some(max_cuts) if max_cuts < every.len() as u64 => {
             let mut rng = SeededRng::new(config.seed ^ 0xC0FFEE);
-            let mut points: Vec<u64> = (0..max_cuts).map(|_| rng.below(operations)).collect();
-            points.sort_unstable();
-            points.dedup();
-            points
+            let mut indices: Vec<u64> = (0..max_cuts).map(|_| rng.below(every.len() as u64)).collect();
+            indices.sort_unstable();
+            indices.dedup();
+            indices.into_iter().filter_map(|index| every.get(index as usize).copied()).collect()
         }
-        _ => (0..operations).collect(),
+        _ => every,
     };
     let mut failures = 0u64;
     let mut failure_examples = Vec::new();
     let total = cut_points.len() as u64;
-    for (done, &cut_after) in cut_points.iter().enumerate() {
-        if let CrashOutcome::Failed(reason) = cut_run(&device, &steps, config, cut_after, &snapshots) {
+    for (done, &cut) in cut_points.iter().enumerate() {
+        if let CrashOutcome::Failed(reason) = cut_run(&device, &steps, config, cut, &snapshots) {
             failures += 1;
             if failure_examples.len() < 5 {
+                let nvram = config.nvram_bytes.map_or(String::new(), |bytes| format!(" --nvram {bytes}"));
                 failure_examples.push(format!(
-                    "{}: cut after {cut_after}: {reason}\n  replay: fsoc crashtest --workload {} --seed {} --cut-after {cut_after}",
+                    "{}: cut {cut:?}: {reason}\n  replay: fsoc crashtest --workload {} --seed {}{nvram} {}",
                     workload.name(),
                     workload.name(),
-                    config.seed
+                    config.seed,
+                    cut.replay_option()
                 ));
             }
         }
@@ -245,6 +354,7 @@ pub fn crash_test(
         workload: workload.name().to_string(),
         steps: steps.len(),
         flash_operations: operations,
+        nvram_writes: writes,
         commits: snapshots.len() - 1,
         cut_points: total,
         failures,
@@ -253,9 +363,9 @@ pub fn crash_test(
 }
 
 /// Replays a single cut point (for the `--cut-after` replay line).
-pub fn replay_cut(workload: Workload, config: &CrashConfig, cut_after: u64) -> Result<CrashOutcome, String> {
+pub fn replay_cut(workload: Workload, config: &CrashConfig, cut: CutPoint) -> Result<CrashOutcome, String> {
     let steps = workload.steps(config.seed, config.scale);
     let device = formatted_device(config)?;
-    let (snapshots, _) = reference_run(&device, &steps, config)?;
-    Ok(cut_run(&device, &steps, config, cut_after, &snapshots))
+    let (snapshots, _, _) = reference_run(&device, &steps, config)?;
+    Ok(cut_run(&device, &steps, config, cut, &snapshots))
 }

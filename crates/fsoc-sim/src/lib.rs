@@ -6,6 +6,6 @@ pub mod crash;
 pub mod listing;
 pub mod workloads;
 
-pub use crash::{crash_test, CrashConfig, CrashOutcome, WorkloadReport};
+pub use crash::{crash_test, CrashConfig, CrashOutcome, CutPoint, WorkloadReport};
 pub use listing::{listing, Listing};
 pub use workloads::{Step, Workload};

@@ -60,10 +60,11 @@ pub enum Workload {
     FillAndDelete,
     Cleaner,
     Churn,
+    SyncSmall,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 8] = [
         Workload::SmallFiles,
         Workload::Overwrite,
         Workload::RenameStorm,
@@ -71,6 +72,7 @@ impl Workload {
         Workload::FillAndDelete,
         Workload::Cleaner,
         Workload::Churn,
+        Workload::SyncSmall,
     ];
 
     pub fn name(self) -> &'static str {
@@ -82,6 +84,7 @@ impl Workload {
             Workload::FillAndDelete => "fill-delete",
             Workload::Cleaner => "cleaner",
             Workload::Churn => "churn",
+            Workload::SyncSmall => "sync-small",
         }
     }
 
@@ -243,6 +246,35 @@ impl Workload {
                     steps.push(Step::WriteFile { path: "/churn".into(), size: 200 * 1024, fill: round as u8 + 2 });
                     if round % 25 == 24 {
                         steps.push(Step::Transact);
+                    }
+                }
+            }
+            Workload::SyncSmall => {
+                // Seed 004's sync case: small files, every change made durable at once
+                // (fsync after each append, a transaction point after each create, rename
+                // and unlink), so each change is one transaction point of its own.
+                steps.push(Step::Mkdir("/s".into()));
+                steps.push(Step::Transact);
+                for round in 0..(50 * scale) {
+                    let path = format!("/s/f{}", rng.below(16));
+                    match rng.below(8) {
+                        0..=2 => steps.push(Step::AppendSync {
+                            path,
+                            length: if rng.chance_ratio(1, 8) { rng.range(2000, 9000) } else { rng.range(1, 512) },
+                            fill: round as u8,
+                        }),
+                        3 | 4 => {
+                            steps.push(Step::WriteFile { path, size: rng.range(0, 700), fill: round as u8 });
+                            steps.push(Step::Transact);
+                        }
+                        5 => {
+                            steps.push(Step::Rename { from: path, to: format!("/s/f{}", rng.below(16)) });
+                            steps.push(Step::Transact);
+                        }
+                        _ => {
+                            steps.push(Step::Unlink(path));
+                            steps.push(Step::Transact);
+                        }
                     }
                 }
             }

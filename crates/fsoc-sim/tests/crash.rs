@@ -146,3 +146,45 @@ fn indexed_segment_table_one_chip() {
         run(&config, &[Workload::SmallFiles, Workload::Overwrite, Workload::RenameStorm, Workload::DeepTree]);
     assert!(cut_points > 200, "only {cut_points} cut points");
 }
+
+/// The NVRAM commit tier (issue 10): transaction points are records in 4 KiB of FeRAM (small
+/// enough that the log is destaged by full commits every few records). Every flash operation
+/// and every NVRAM write (torn at 8-byte words) of the short workloads and the fsync-heavy one.
+#[test]
+fn nvram_every_cut_of_the_short_workloads() {
+    let config = CrashConfig { nvram_bytes: Some(4096), ..CrashConfig::small(9) };
+    let short = [
+        Workload::SmallFiles,
+        Workload::Overwrite,
+        Workload::RenameStorm,
+        Workload::DeepTree,
+        Workload::Cleaner,
+        Workload::SyncSmall,
+    ];
+    let cut_points = run(&config, &short);
+    assert!(cut_points > 1000, "only {cut_points} cut points");
+}
+
+/// With NVRAM, sampled: the long workloads, 4 SLC chips, and the paired-page and unstable-bits
+/// hazards, with a log large enough that records pile up (128 KiB).
+#[test]
+fn nvram_sampled_cuts_on_other_geometries_and_hazards() {
+    run(&CrashConfig { nvram_bytes: Some(128 * 1024), max_cuts: Some(300), ..CrashConfig::small(10) }, &Workload::ALL);
+    let four_chips = CrashConfig {
+        profile: Profile::Slc,
+        chip_count: 4,
+        block_count: 24,
+        max_cuts: Some(120),
+        nvram_bytes: Some(1024),
+        ..CrashConfig::small(11)
+    };
+    run(&four_chips, &Workload::ALL);
+    let hazards = CrashConfig {
+        paired_pages: true,
+        unstable_bits: true,
+        max_cuts: Some(150),
+        nvram_bytes: Some(8192),
+        ..CrashConfig::small(12)
+    };
+    run(&hazards, &Workload::ALL);
+}

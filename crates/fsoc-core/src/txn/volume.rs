@@ -960,6 +960,8 @@ impl<F: Flash> Volume<F> {
             self.committed.flags = record.flags;
             self.last_commit_operations = self.log.device().operations_issued();
             self.flush_left_running = false;
+            // As after any commit: no later program may share cells with a page it names.
+            self.guard_paired_pages();
             Ok(())
         })();
         if result.is_err() {
