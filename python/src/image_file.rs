@@ -133,6 +133,9 @@ fn describe_mount_error(path: &Path, error: &FsError) -> OpenError {
         FsError::Io(fsoc_core::txn::TxnError::NoMetaroot) => {
             "no readable metaroot (transaction record): the volume cannot be recovered; restore it from a copy"
         }
+        FsError::Io(fsoc_core::txn::TxnError::Nvram { .. }) => {
+            "the volume's NVRAM is the file IMAGE.nvram beside it (made by `fsoc mkfs --nvram`); keep the two together"
+        }
         _ => "the volume's fixed structures are damaged beyond what mount recovers; restore it from a copy",
     };
     OpenError::new(error.errno(), format!("{}: cannot mount: {error}; {hint}", path.display()))
@@ -152,8 +155,14 @@ pub fn open(path: &Path, read_only: bool) -> Result<OpenImage, OpenError> {
     }
     let lock = lock_image(path, !read_only)?;
     let flash = SimFlash::open_image(path).map_err(|error| describe_image_error(path, &error))?;
-    let mut fs =
-        FileSystem::mount(flash, volume_config(read_only)).map_err(|error| describe_mount_error(path, &error))?;
+    // A volume made with `fsoc mkfs --nvram` keeps its latest commits in IMAGE.nvram.
+    let nvram = fsoc_media::nvram::open_sidecar(path)
+        .map_err(|error| {
+            OpenError::new(libc::EIO, format!("{}: {error}", fsoc_media::nvram::sidecar_path(path).display()))
+        })?
+        .map(|nvram| Box::new(nvram) as Box<dyn fsoc_media::NvramDevice>);
+    let mut fs = FileSystem::mount_with_nvram(flash, nvram, volume_config(read_only))
+        .map_err(|error| describe_mount_error(path, &error))?;
     fs.now_ns = wall_clock_ns();
     Ok(OpenImage { fs, read_only, lock })
 }

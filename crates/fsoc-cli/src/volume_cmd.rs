@@ -417,11 +417,9 @@ pub fn info(image: &Path) -> Result<(), String> {
         println!("damage            {damage}");
     }
     println!("mount page reads  {}", report.page_reads);
-    if let Some((size_bytes, _)) = fs.nvram_info() {
-        let technology = u8::try_from(fs.superblock().nvram_technology)
-            .ok()
-            .and_then(fsoc_media::NvramTechnology::from_code)
-            .map_or("unknown", |technology| technology.name());
+    if let Some((size_bytes, technology)) = fs.nvram_info() {
+        let technology =
+            fsoc_media::NvramTechnology::from_code(technology).map_or("unknown", |technology| technology.name());
         let (used, capacity) = fs.nvram_usage().unwrap_or((0, 0));
         let nvram = fs.nvram_mount_report();
         println!(

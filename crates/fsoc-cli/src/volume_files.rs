@@ -264,28 +264,16 @@ pub fn describe_image_error(image: &Path, error: &ImageError) -> String {
 /// The file beside a volume that stands for its NVRAM (`fsoc mkfs --nvram`): `NAME.nvram`,
 /// where NAME is the image or an array's base.
 pub fn nvram_path(name: &Path) -> PathBuf {
-    let mut path = name.as_os_str().to_os_string();
-    path.push(".nvram");
-    PathBuf::from(path)
+    fsoc_media::nvram::sidecar_path(name)
 }
 
-/// The NVRAM of the volume `name`, if its file exists: the whole file is the NVRAM's bytes.
-/// Simulated timing is FeRAM's (the superblock records the technology the volume was made
-/// with; `fsoc info` shows it). Written through `pwrite` and made durable with `fdatasync` at
-/// every record.
+/// The NVRAM of the volume `name`, if its file exists (`fsoc_media::nvram::open_sidecar`):
+/// written through `pwrite` and made durable with `fdatasync` at every record.
 pub fn open_nvram(name: &Path) -> Result<Option<Box<dyn fsoc_media::NvramDevice>>, String> {
-    let path = nvram_path(name);
-    let size_bytes = match std::fs::metadata(&path) {
-        Ok(metadata) if metadata.is_file() => metadata.len(),
-        Ok(_) => return Err(format!("{}: not a regular file", path.display())),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(format!("{}: {error}", path.display())),
-    };
-    let section =
-        fsoc_media::FileSection::open(&path, 0, size_bytes).map_err(|error| format!("{}: {error}", path.display()))?;
-    let config = fsoc_media::NvramConfig::new(size_bytes, fsoc_media::NvramTechnology::FeRam, 0);
-    let nvram = fsoc_media::Nvram::new(config, section).map_err(|error| format!("{}: {error}", path.display()))?;
-    Ok(Some(Box::new(nvram)))
+    match fsoc_media::nvram::open_sidecar(name) {
+        Ok(nvram) => Ok(nvram.map(|nvram| Box::new(nvram) as Box<dyn fsoc_media::NvramDevice>)),
+        Err(error) => Err(format!("{}: {error}", nvram_path(name).display())),
+    }
 }
 
 /// Explains why a volume does not mount.

@@ -3,10 +3,13 @@
 //! not unmounted, as after a power cut that followed an fsync). Tests in
 //! `tests/golden_images.rs` read every golden image back with the current code.
 //!
-//! `cargo run --release -p fsoc-core --example golden_image -- OUT.sparse [BLOCKS]`
+//! `cargo run --release -p fsoc-core --example golden_image -- OUT.sparse [BLOCKS] [--nvram]`
 //!
 //! BLOCKS (default 16, a 2 MiB volume) sets the erase blocks of the one MLC chip; 16384 makes
-//! a 2 GiB volume whose segment table is indexed (format version 2).
+//! a 2 GiB volume whose segment table is indexed (format version 2). `--nvram` (format version
+//! 6 on) formats with 4 KiB of NVRAM, so the changes after the full commit are records in the
+//! NVRAM log instead of a delta commit; its bytes are written raw to OUT with the extension
+//! `.nvram`.
 //!
 //! The output is the image file (`fsoc_media::image`, docs/FORMAT.md "Image file") stored
 //! sparsely: the 512-byte chunks that are not all zero, as `FSOCSPRS` (8 bytes), the file size
@@ -72,14 +75,22 @@ fn flush_run(out: &mut Vec<u8>, run: Option<(u64, Vec<u8>)>) {
 }
 
 fn main() {
-    let out = std::env::args().nth(1).expect("usage: golden_image OUT.sparse [BLOCKS]");
-    let blocks: u32 = std::env::args().nth(2).map_or(16, |text| text.parse().expect("BLOCKS is a number"));
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    let with_nvram = arguments.iter().any(|argument| argument == "--nvram");
+    let mut positional = arguments.iter().filter(|argument| *argument != "--nvram");
+    let out = positional.next().expect("usage: golden_image OUT.sparse [BLOCKS] [--nvram]").clone();
+    let blocks: u32 = positional.next().map_or(16, |text| text.parse().expect("BLOCKS is a number"));
+    let nvram = with_nvram.then(|| {
+        let config = fsoc_media::NvramConfig::new(4096, fsoc_media::NvramTechnology::Mram, SEED);
+        fsoc_media::SharedNvram::new(fsoc_media::Nvram::in_ram(config).expect("nvram"))
+    });
     let directory = tempfile::tempdir().expect("temporary directory");
     let image = directory.path().join("golden.img");
     // One MLC chip (16 blocks, 2 MiB: about the smallest volume the format allows), paired
     // pages on.
     let flash = SimFlash::create_image(&image, SimConfig::new(Profile::Mlc, 1, blocks, SEED)).expect("create image");
-    let mut fs = FileSystem::format_at(flash, FsConfig::default(), VOLUME_ID, NOW_NS).expect("format");
+    let device = nvram.as_ref().map(|nvram| Box::new(nvram.clone()) as Box<dyn fsoc_media::NvramDevice>);
+    let mut fs = FileSystem::format_with_nvram(flash, device, FsConfig::default(), VOLUME_ID, NOW_NS).expect("format");
     fs.now_ns = NOW_NS;
     fs.mkdir(b"/docs", 0o755).expect("mkdir");
     fs.mkdir(b"/docs/notes", 0o700).expect("mkdir");
@@ -116,7 +127,16 @@ fn main() {
     fs.pwrite(fd, 200_000, b"one page at 200,000").expect("write");
     fs.close(fd).expect("close");
     fs.transact().expect("delta commit");
-    assert!(!fs.committed().delta.is_empty(), "the newest commit must be a delta commit");
+    match &nvram {
+        None => assert!(!fs.committed().delta.is_empty(), "the newest commit must be a delta commit"),
+        Some(nvram) => {
+            assert!(fs.nvram_usage().is_some_and(|(used, _)| used > 0), "the newest commit must be an NVRAM record");
+            let bytes = nvram.with(|device| device.backing().bytes().to_vec());
+            let nvram_out = Path::new(&out).with_extension("nvram");
+            std::fs::write(&nvram_out, bytes).expect("write NVRAM bytes");
+            println!("{}: NVRAM of 4096 bytes", nvram_out.display());
+        }
+    }
     let flash = fs.into_flash_without_commit();
     drop(flash);
     let packed = pack_sparse(&image);

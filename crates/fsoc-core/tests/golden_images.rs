@@ -4,7 +4,8 @@
 //! durable by a delta commit, and no unmount (mount replays the delta and re-anchors).
 mod common;
 use common::*;
-use fsoc_core::fs::FileKind;
+use fsoc_core::fs::{FileKind, FsError};
+use fsoc_core::txn::TxnError;
 use fsoc_core::{FileSystem, FsConfig, VolumeConfig};
 use fsoc_media::image::ImageStore;
 use fsoc_media::SimFlash;
@@ -52,21 +53,40 @@ fn check_contents(fs: &mut FileSystem<SimFlash<ImageStore>>, context: &str) {
 /// The volume keeps its format version: this build writes an older volume in that version's
 /// format, so the build that made it still reads it.
 fn check_golden(packed: &[u8], label: &str, format_version: u32) -> FileSystem<SimFlash<ImageStore>> {
+    check_golden_with_nvram(packed, None, label, format_version)
+}
+
+/// Mounts the image at `path` with its NVRAM file beside it, if there is one (as the CLI does).
+fn mount_image(path: &std::path::Path, config: FsConfig) -> Result<FileSystem<SimFlash<ImageStore>>, FsError> {
+    let nvram = fsoc_media::nvram::open_sidecar(path)
+        .expect("NVRAM file")
+        .map(|nvram| Box::new(nvram) as Box<dyn fsoc_media::NvramDevice>);
+    FileSystem::mount_with_nvram(SimFlash::open_image(path).expect("open image"), nvram, config)
+}
+
+/// `check_golden` of a volume whose NVRAM holds `nvram` (its raw bytes), as `IMAGE.nvram`.
+fn check_golden_with_nvram(
+    packed: &[u8],
+    nvram: Option<&[u8]>,
+    label: &str,
+    format_version: u32,
+) -> FileSystem<SimFlash<ImageStore>> {
     let directory = tempfile::tempdir().expect("temporary directory");
     let path = directory.path().join(format!("{label}.img"));
     unpack_sparse(packed, &path);
+    if let Some(bytes) = nvram {
+        std::fs::write(fsoc_media::nvram::sidecar_path(&path), bytes).expect("write the NVRAM file");
+    }
     let read_only =
         FsConfig { volume: VolumeConfig { read_only: true, ..VolumeConfig::default() }, ..FsConfig::default() };
-    let mut fs =
-        FileSystem::mount(SimFlash::open_image(&path).expect("open image"), read_only).expect("read-only mount");
+    let mut fs = mount_image(&path, read_only).expect("read-only mount");
     assert!(!fs.mount_report().clean, "{label}: the generator did not unmount");
     assert_eq!(fs.superblock().format_version, format_version, "{label}");
     check_contents(&mut fs, &format!("{label}, read-only"));
     assert_clean(&mut fs, &format!("{label}, read-only"));
     drop(fs);
 
-    let mut fs =
-        FileSystem::mount(SimFlash::open_image(&path).expect("open image"), FsConfig::default()).expect("mount");
+    let mut fs = mount_image(&path, FsConfig::default()).expect("mount");
     check_contents(&mut fs, &format!("{label}, writable"));
     write_file(&mut fs, "/late/new.txt", b"written by this build").expect("write");
     // A file in extents too, so their records are written in this volume's version (fsck
@@ -74,8 +94,7 @@ fn check_golden(packed: &[u8], label: &str, format_version: u32) -> FileSystem<S
     write_file(&mut fs, "/late/pages.bin", &pattern()[..9000]).expect("write pages");
     assert_clean(&mut fs, &format!("{label}, after a write"));
     fs.unmount().expect("unmount");
-    let mut fs =
-        FileSystem::mount(SimFlash::open_image(&path).expect("open image"), FsConfig::default()).expect("remount");
+    let mut fs = mount_image(&path, FsConfig::default()).expect("remount");
     assert!(fs.mount_report().clean, "{label}: remount after a clean unmount");
     check_contents(&mut fs, &format!("{label}, remounted"));
     assert_eq!(read_file(&mut fs, "/late/new.txt").expect("new file"), b"written by this build");
@@ -149,6 +168,34 @@ fn golden_image_of_format_version_5_reads_back() {
     assert_eq!(pattern.btime_ns, 1_700_000_000_000_000_000);
     assert!(pattern.generation > 0 && pattern.generation == old.generation, "one mount made both");
     assert_eq!(fs.stat(b"/").expect("stat").1.generation, 0, "the root");
+}
+
+/// Format version 6 without NVRAM: the same as version 5 on flash (both NVRAM fields 0).
+#[test]
+fn golden_image_of_format_version_6_reads_back() {
+    let fs = check_golden(include_bytes!("fixtures/golden-v6.sparse"), "golden-v6", 6);
+    assert_eq!((fs.superblock().nvram_bytes, fs.committed().nvram_lag), (0, 0));
+    assert!(fs.nvram_info().is_none());
+}
+
+/// Format version 6 with 4 KiB of NVRAM: the changes after the full commit are one record in
+/// the NVRAM log (replayed at mount); without its NVRAM the volume is refused by name.
+#[test]
+fn golden_image_of_format_version_6_with_nvram_reads_back() {
+    let packed = include_bytes!("fixtures/golden-v6-nvram.sparse");
+    let nvram = include_bytes!("fixtures/golden-v6-nvram.nvram");
+    let fs = check_golden_with_nvram(packed, Some(nvram), "golden-v6-nvram", 6);
+    assert_eq!(fs.nvram_info(), Some((4096, 2)), "4 KiB of MRAM");
+    let old = fs.stat(b"/late/1969.txt").expect("stat").1;
+    assert_eq!(old.mtime_ns, -1_500_000_000, "from the NVRAM record");
+    drop(fs);
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let path = directory.path().join("without-nvram.img");
+    unpack_sparse(packed, &path);
+    match FileSystem::mount(SimFlash::open_image(&path).expect("open image"), FsConfig::default()) {
+        Err(FsError::Io(TxnError::Nvram { .. })) => {}
+        other => panic!("mounted without its NVRAM: {:?}", other.map(|_| ())),
+    }
 }
 
 /// Volumes older than format version 5 count no pages and keep no birth time: st_blocks is the

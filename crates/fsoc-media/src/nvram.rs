@@ -915,3 +915,34 @@ impl<B: NvramBacking + Send + Sync> fsoc_flash::NvramDevice for SharedNvram<B> {
         self.with(fsoc_flash::NvramDevice::persist)
     }
 }
+
+/// The file beside a volume that stands for its NVRAM (`fsoc mkfs --nvram`): `NAME.nvram`, where
+/// NAME is the image or an array's base. The CLI and the Python package both find it here.
+#[cfg(feature = "std")]
+pub fn sidecar_path(name: &std::path::Path) -> std::path::PathBuf {
+    let mut path = name.as_os_str().to_os_string();
+    path.push(".nvram");
+    std::path::PathBuf::from(path)
+}
+
+/// Opens the NVRAM file of the volume `name` if it exists: the whole file is the NVRAM's bytes.
+/// Timed as FeRAM (the superblock records the technology the volume was made with). `Ok(None)`
+/// when there is no such file; an error when the path is not a regular file or cannot be
+/// opened.
+#[cfg(feature = "std")]
+pub fn open_sidecar(name: &std::path::Path) -> Result<Option<Nvram<FileSection>>, NvramError> {
+    let path = sidecar_path(name);
+    let size_bytes = match std::fs::metadata(&path) {
+        Ok(metadata) if metadata.is_file() => metadata.len(),
+        Ok(_) => {
+            return Err(NvramError::Backing {
+                operation: "open",
+                message: alloc::string::String::from("not a regular file"),
+            })
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(NvramError::Backing { operation: "open", message: error.to_string() }),
+    };
+    let section = FileSection::open(&path, 0, size_bytes)?;
+    Nvram::new(NvramConfig::new(size_bytes, NvramTechnology::FeRam, 0), section).map(Some)
+}

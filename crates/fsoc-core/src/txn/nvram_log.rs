@@ -222,10 +222,6 @@ impl NvramLog {
         self.size_bytes
     }
 
-    pub fn technology_code(&self) -> u8 {
-        self.device.technology_code()
-    }
-
     /// Bytes the records extending `base` take (0 when the log extends another commit: the
     /// next append truncates it).
     pub fn used_bytes(&self, base: u64) -> u64 {

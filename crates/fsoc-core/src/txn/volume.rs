@@ -896,9 +896,11 @@ impl<F: Flash> Volume<F> {
         self.nvram.is_some()
     }
 
-    /// The NVRAM's size and technology code, when the volume has one.
+    /// The NVRAM's size and technology code (the superblock's: what the volume was made
+    /// with), when the volume has one.
     pub fn nvram_info(&self) -> Option<(u64, u8)> {
-        self.nvram.as_ref().map(|log| (log.size_bytes(), log.technology_code()))
+        let technology = u8::try_from(self.superblock.nvram_technology).unwrap_or(0);
+        self.nvram.as_ref().map(|log| (log.size_bytes(), technology))
     }
 
     /// What mount read from the NVRAM.
