@@ -266,3 +266,49 @@ fn power_cuts_at_every_flash_operation_leave_the_last_durable_commit() {
         check_after_cut(cut_flash, &cut_nvram, durable, &reference, &format!("flash cut {cut_after}"));
     }
 }
+
+/// Mount with a full log: the flash's metaroot search reads the same pages as without NVRAM
+/// (14 on one MLC chip), and the NVRAM is read once at most (bytes read ≤ its size), however
+/// many records it holds.
+#[test]
+fn mount_with_a_full_log_reads_the_same_flash_pages_and_at_most_the_nvram() {
+    let size_bytes = 16 * 1024;
+    let nvram = nvram(size_bytes, 12);
+    let config = FsConfig { nvram_high_water_percent: 100, ..FsConfig::default() };
+    let mut fs =
+        FileSystem::format_with_nvram(sim(Profile::Mlc, 1, 64, 12), Some(Box::new(nvram.clone())), config, 12, 0)
+            .expect("format");
+    let mut index = 0;
+    // Fill the log until the next record would not fit (a destage would follow).
+    while fs.stats.nvram_destages == 0 {
+        let fd = fs.open(format!("/f{index}").as_bytes(), CREATE, 0o644).expect("create");
+        fs.pwrite(fd, 0, b"x").expect("write");
+        fs.fsync_fd(fd).expect("fsync");
+        fs.close(fd).expect("close");
+        index += 1;
+    }
+    // The destage emptied it: fill it again, stopping before the next destage.
+    let destages = fs.stats.nvram_destages;
+    loop {
+        let (used, capacity) = fs.nvram_usage().expect("nvram");
+        if used + 512 > capacity {
+            break;
+        }
+        let fd = fs.open(format!("/f{index}").as_bytes(), CREATE, 0o644).expect("create");
+        fs.fsync_fd(fd).expect("fsync");
+        fs.close(fd).expect("close");
+        index += 1;
+    }
+    assert_eq!(fs.stats.nvram_destages, destages, "the log must stay full");
+    let (used, capacity) = fs.nvram_usage().expect("nvram");
+    println!("log holds {used} of {capacity} bytes, {index} files");
+    let flash = fs.into_flash_without_commit();
+    let nvram = reopened(&nvram);
+    let fs = FileSystem::mount_with_nvram(flash, Some(Box::new(nvram)), config).expect("mount");
+    let report = fs.nvram_mount_report();
+    assert_eq!(fs.mount_report().page_reads, 14, "the flash's metaroot search");
+    assert!(report.bytes_read <= size_bytes, "NVRAM bytes read: {}", report.bytes_read);
+    assert!(report.bytes_read >= used, "every record read: {} of {used}", report.bytes_read);
+    assert!(report.records > 10, "records: {}", report.records);
+    assert!(fs.stat(format!("/f{}", index - 1).as_bytes()).is_ok(), "the newest file is there");
+}
