@@ -210,6 +210,9 @@ enum Command {
         /// Also let a cut program corrupt its paired lower page (MLC/TLC), with fsoc's guard on.
         #[arg(long)]
         paired_pages: bool,
+        /// Multiply each workload's amount of work (1: the default size).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+        scale: u32,
     },
     /// Benchmarks (simulated device time, except `bench fuse`: wall time on this machine;
     /// results as JSON plus an SVG chart beside it).
@@ -500,6 +503,7 @@ fn main() -> ExitCode {
             blocks,
             unstable_bits,
             paired_pages,
+            scale,
         } => {
             let cut = cut_after.map(fsoc_sim::CutPoint::Flash).or(nvram_cut_after.map(fsoc_sim::CutPoint::Nvram));
             match volume_cmd::crashtest(
@@ -514,6 +518,7 @@ fn main() -> ExitCode {
                 blocks,
                 unstable_bits,
                 paired_pages,
+                scale,
             ) {
                 Ok(0) => Ok(()),
                 Ok(_) => return ExitCode::from(1),

@@ -550,6 +550,7 @@ pub fn crashtest(
     blocks: u32,
     unstable_bits: bool,
     paired_pages: bool,
+    scale: u32,
 ) -> Result<u64, String> {
     if let Some(refusal) = volume_size_refusal(profile, chips, blocks) {
         return Err(format!("--blocks {blocks}: {refusal}"));
@@ -562,6 +563,7 @@ pub fn crashtest(
         max_cuts,
         unstable_bits,
         paired_pages,
+        scale,
         nvram_bytes: nvram.map(nvram_size).transpose()?,
         ..CrashConfig::small(seed)
     };
