@@ -5,6 +5,10 @@
 //! - `run_fsio(seed)`: seed 003's create/open/delete benchmark (`fsio`), shape
 //!   `{"fs": {"fsoc": {"create": [{"reads", "programs", "erases", "sim_us"}; 15], "open": [..],
 //!   "delete": [..]}, "littlefs": {..}}, "config": {..}, "summary": {..}}`.
+//! - `postmark::run(&PostmarkConfig::full(seed), ..)`: seed 004's PostMark on fsoc with and
+//!   without an NVRAM commit tier (sync and async) and on littlefs (sync), shape
+//!   `{"runs": [{"target", "variant", "nvram_bytes", "elapsed_us", "flash_programs", ..}],
+//!   "targets": {..}, "seed_004": {..}, "config": {..}, "workload": {..}}`.
 //! - `run_mount(files, seed)`: mount cost against file count, shape
 //!   `{"mounts": [{"files", "page_reads", "sim_us", ..}], "littlefs": [..],
 //!   "littlefs_skipped_above": N, "config": {..}}`.
@@ -22,6 +26,7 @@ pub mod fsoc;
 pub mod littlefs;
 pub mod mount;
 pub mod on_chip;
+pub mod postmark;
 pub mod readers;
 pub mod target;
 

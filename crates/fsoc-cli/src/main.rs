@@ -6,6 +6,8 @@ mod array_cmd;
 mod bench_cmd;
 #[cfg(feature = "lab")]
 mod bench_fsoc_cmd;
+#[cfg(feature = "lab")]
+mod bench_postmark_cmd;
 mod flash_cmd;
 mod fuse_bench_cmd;
 mod fuse_bench_mounts;
@@ -387,6 +389,21 @@ enum BenchCommand {
     /// counted by kprobes. Needs root and nandsim: elsewhere run scripts/bench-mtd.sh.
     Mtd(mtd_bench_cmd::MtdBenchArgs),
     #[cfg(feature = "lab")]
+    /// Seed 004's PostMark (10 directories, 1,000 files of 512 B-16 KiB, 10,000 transactions,
+    /// 512-byte units) on the engine in simulated time: sync and async, NVRAM none, 1 KiB to
+    /// 128 KiB and 1 MiB (FeRAM), and littlefs (sync) on the same MLC chip. Deterministic.
+    Postmark {
+        /// Also write the results here as JSON, and a chart beside it (.svg).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// 100 files, 1,000 transactions, NVRAM none, 1, 16 and 128 KiB (seconds).
+        #[arg(long)]
+        quick: bool,
+        /// Seed of the workload, the simulated chip and the NVRAM.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    #[cfg(feature = "lab")]
     /// Mount cost (page reads, simulated time) against the number of files, fsoc beside
     /// littlefs; prints both and their ratio.
     Mount {
@@ -560,6 +577,10 @@ fn main() -> ExitCode {
                 cycles_per_message,
             };
             bench_fsoc_cmd::run(json.as_deref(), quick, seed, &options)
+        }
+        #[cfg(feature = "lab")]
+        Command::Bench { command: BenchCommand::Postmark { json, quick, seed } } => {
+            bench_postmark_cmd::run(json.as_deref(), quick, seed)
         }
         #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Mount { files, json, seed } } => {

@@ -1,5 +1,6 @@
 //! The command-line contracts scripts rely on (issue 3): JSON keys and the summary line of
-//! `fsoc crashtest`, `fsoc bench fsio` and `fsoc bench mount`, plus clear refusals of bad input.
+//! `fsoc crashtest`, `fsoc bench fsio`, `fsoc bench mount` and `fsoc bench postmark`, plus clear
+//! refusals of bad input.
 use std::process::Command;
 
 fn fsoc(arguments: &[&str]) -> (bool, String, String) {
@@ -72,6 +73,41 @@ fn bench_fsio_writes_the_agreed_keys() {
             }
         }
     }
+}
+
+#[test]
+fn bench_postmark_quick_writes_the_agreed_keys_and_a_chart() {
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let out = directory.path().join("postmark.json");
+    let (ok, stdout, stderr) = fsoc(&["bench", "postmark", "--quick", "--json", out.to_str().expect("utf-8")]);
+    assert!(ok, "{stdout}{stderr}");
+    let value = json(&out);
+    let runs = value["runs"].as_array().expect("runs");
+    // NVRAM none, 1, 16 and 128 KiB, sync and async each, then littlefs.
+    assert_eq!(runs.len(), 9);
+    for run in runs {
+        for key in [
+            "target",
+            "variant",
+            "nvram_bytes",
+            "elapsed_us",
+            "flash_programs",
+            "flash_erases",
+            "erase_count_mean",
+            "erase_count_std",
+            "flash_energy_nj",
+            "nvram_energy_nj",
+            "total_energy_nj",
+            "nvram_writes",
+            "nvram_bytes_written",
+        ] {
+            assert!(run.get(key).is_some(), "{run} lacks {key}");
+        }
+    }
+    assert!(value["targets"]["sync_speedup_128k"]["value"].as_f64().is_some());
+    assert!(stdout.contains("| fsoc sync | 128 KiB |") && stdout.contains("| littlefs sync |"), "{stdout}");
+    let chart = std::fs::read_to_string(out.with_extension("svg")).expect("chart beside the JSON");
+    assert!(chart.starts_with("<svg") && chart.contains("littlefs (sync)"), "{chart}");
 }
 
 #[test]

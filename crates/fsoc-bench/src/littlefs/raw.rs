@@ -204,6 +204,52 @@ impl LittlefsTarget {
     }
 }
 
+impl LittlefsTarget {
+    /// Writes `data` to `path` in `unit`-byte `lfs_file_write` calls, creating the file
+    /// (exclusive) or appending to it, and closes it (littlefs's commit). PostMark's unbuffered
+    /// writes: the units reach littlefs one by one, and its file cache gathers them into pages.
+    pub fn write_in_units(&mut self, path: &str, data: &[u8], unit: usize, append: bool) -> Result<(), BenchError> {
+        let flags = if append {
+            ll::lfs_open_flags_LFS_O_WRONLY | ll::lfs_open_flags_LFS_O_APPEND
+        } else {
+            ll::lfs_open_flags_LFS_O_WRONLY | ll::lfs_open_flags_LFS_O_CREAT | ll::lfs_open_flags_LFS_O_EXCL
+        } as c_int;
+        let operation = if append { "append" } else { "create" };
+        self.with_file(operation, path, flags, |lfs, file| {
+            for chunk in data.chunks(unit.max(1)) {
+                // SAFETY: `chunk` outlives the call; lfs and file are open (see `with_file`).
+                let written =
+                    unsafe { ll::lfs_file_write(lfs, file, chunk.as_ptr() as *const c_void, chunk.len() as u32) };
+                if written < 0 {
+                    return Err(written);
+                }
+                assert_eq!(written as usize, chunk.len(), "littlefs wrote {written} of {} bytes", chunk.len());
+            }
+            Ok(())
+        })
+    }
+
+    /// Reads `path` to its end in `unit`-byte `lfs_file_read` calls; returns the bytes read.
+    pub fn read_in_units(&mut self, path: &str, unit: usize) -> Result<u64, BenchError> {
+        let mut buffer = vec![0u8; unit.max(1)];
+        self.with_file("read", path, ll::lfs_open_flags_LFS_O_RDONLY as c_int, |lfs, file| {
+            let mut total = 0u64;
+            loop {
+                // SAFETY: `buffer` is a live buffer of the length passed.
+                let count =
+                    unsafe { ll::lfs_file_read(lfs, file, buffer.as_mut_ptr() as *mut c_void, buffer.len() as u32) };
+                if count < 0 {
+                    return Err(count);
+                }
+                if count == 0 {
+                    return Ok(total);
+                }
+                total += count as u64;
+            }
+        })
+    }
+}
+
 impl Drop for LittlefsTarget {
     fn drop(&mut self) {
         // SAFETY: leaked in `open` and freed only here (`unmount` forgets `self`).
