@@ -6,9 +6,14 @@
 //! Invariant: the delta is cumulative since the last full commit — replaying only the newest one
 //! reproduces the committed state — and its encoded size never exceeds `capacity_bytes` (past
 //! that it is dropped and the next commit is a full one).
+//!
+//! On a volume with an NVRAM, a transaction point is usually an NVRAM record holding only the
+//! *increment*: the keys and segment counts changed since the previous transaction point
+//! (`encode_increment`, `mark_point`); the cumulative view stays for the flash delta commit the
+//! tier falls back to when the log is full.
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 
 use fsoc_flash::codec::{DecodeError, Reader, Writer};
@@ -33,6 +38,10 @@ pub struct DeltaLog {
     /// Changes recorded since the last commit of either kind.
     pub changed: bool,
     capacity_bytes: usize,
+    /// Keys changed since the last transaction point (their values are in `entries`).
+    increment_keys: BTreeSet<(u8, Vec<u8>)>,
+    /// Data pages appended / released per segment since the last transaction point.
+    increment_segments: BTreeMap<u32, (u32, u32)>,
 }
 
 fn entry_bytes(key: &[u8], value: Option<&Vec<u8>>) -> usize {
@@ -69,6 +78,8 @@ impl DeltaLog {
             self.overflowed = true;
             self.entries.clear();
             self.segments.clear();
+            self.increment_keys.clear();
+            self.increment_segments.clear();
             self.encoded_bytes = HEADER_BYTES;
         }
     }
@@ -78,6 +89,7 @@ impl DeltaLog {
         if self.overflowed {
             return;
         }
+        self.increment_keys.insert((tree_id, key.to_vec()));
         let value = value.map(<[u8]>::to_vec);
         self.encoded_bytes += entry_bytes(key, value.as_ref());
         if let Some(old) = self.entries.insert((tree_id, key.to_vec()), value) {
@@ -107,24 +119,22 @@ impl DeltaLog {
     }
 
     pub fn data_page_allocated(&mut self, segment_index: u32) {
-        if let Some(entry) = self.segment_entry(segment_index) {
-            entry.0 += 1;
-        }
-        self.check_capacity();
+        self.record_segment(segment_index, 1, 0);
     }
 
     pub fn data_page_released(&mut self, segment_index: u32) {
-        if let Some(entry) = self.segment_entry(segment_index) {
-            entry.1 += 1;
-        }
-        self.check_capacity();
+        self.record_segment(segment_index, 0, 1);
     }
 
-    /// Re-records a replayed segment entry (mount), so the next delta stays cumulative.
+    /// Adds to a segment's counts (and re-records a replayed segment entry at mount, so the
+    /// next delta stays cumulative).
     pub fn record_segment(&mut self, segment_index: u32, allocated: u32, released: u32) {
         if let Some(entry) = self.segment_entry(segment_index) {
             entry.0 += allocated;
             entry.1 += released;
+            let increment = self.increment_segments.entry(segment_index).or_insert((0, 0));
+            increment.0 += allocated;
+            increment.1 += released;
         }
         self.check_capacity();
     }
@@ -135,14 +145,62 @@ impl DeltaLog {
         *self = DeltaLog::new(capacity_bytes);
     }
 
+    /// After a transaction point that is not a full commit (an NVRAM record, a delta commit):
+    /// the increment starts again; the cumulative view stays.
+    pub fn mark_point(&mut self) {
+        self.increment_keys.clear();
+        self.increment_segments.clear();
+        self.changed = false;
+    }
+
+    /// Whether the cumulative delta fits `bytes` (a metaroot page's room) and can be encoded.
+    pub fn fits_within(&self, bytes: usize) -> bool {
+        self.fits() && self.encoded_bytes <= bytes
+    }
+
+    /// Bytes `encode_increment` would produce; `None` once overflowed (then only a full commit
+    /// makes the changes durable).
+    pub fn increment_encoded_bytes(&self) -> Option<usize> {
+        if !self.fits() {
+            return None;
+        }
+        let entries: usize = self
+            .increment_keys
+            .iter()
+            .map(|key| entry_bytes(&key.1, self.entries.get(key).and_then(Option::as_ref)))
+            .sum();
+        Some(HEADER_BYTES + entries + self.increment_segments.len() * SEGMENT_ENTRY_BYTES)
+    }
+
+    /// The changes since the last transaction point, in the payload encoding (replayed after
+    /// the previous points' payloads, they give the same state as the cumulative one).
+    pub fn encode_increment(&self) -> Vec<u8> {
+        assert!(self.fits(), "encoding an overflowed delta");
+        // Every increment key is in `entries` (both are filled by `record`, emptied together).
+        let entries: Vec<_> =
+            self.increment_keys.iter().filter_map(|key| self.entries.get(key).map(|value| (key, value))).collect();
+        assert_eq!(entries.len(), self.increment_keys.len(), "an increment key is missing from the delta");
+        Self::encode_entries(entries.into_iter(), self.increment_keys.len(), &self.increment_segments)
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         assert!(self.fits(), "encoding an overflowed delta");
-        let mut writer = Writer::with_capacity(self.encoded_bytes);
-        // Every count and length is below `encoded_bytes`, which fits the metaroot page
-        // (`fits`, asserted above), at most 64 KiB.
-        writer.u32_le(u32_from_usize(self.entries.len()));
-        writer.u32_le(u32_from_usize(self.segments.len()));
-        for ((tree_id, key), value) in &self.entries {
+        let bytes = Self::encode_entries(self.entries.iter(), self.entries.len(), &self.segments);
+        assert_eq!(bytes.len(), self.encoded_bytes, "delta size bookkeeping drifted");
+        bytes
+    }
+
+    fn encode_entries<'a>(
+        entries: impl Iterator<Item = (&'a (u8, Vec<u8>), &'a Option<Vec<u8>>)>,
+        entry_count: usize,
+        segments: &BTreeMap<u32, (u32, u32)>,
+    ) -> Vec<u8> {
+        let mut writer = Writer::with_capacity(HEADER_BYTES);
+        // Every count and length is below the delta's capacity (`fits`, asserted by the
+        // callers): at most the NVRAM's size, 16 MiB; a key or value is one tree entry.
+        writer.u32_le(u32_from_usize(entry_count));
+        writer.u32_le(u32_from_usize(segments.len()));
+        for ((tree_id, key), value) in entries {
             writer.u8(*tree_id);
             writer.u8(if value.is_some() { OPERATION_PUT } else { OPERATION_REMOVE });
             writer.u16_le(u16_from_usize(key.len()));
@@ -152,12 +210,11 @@ impl DeltaLog {
                 writer.raw(value);
             }
         }
-        for (segment_index, (allocated, released)) in &self.segments {
+        for (segment_index, (allocated, released)) in segments {
             writer.u32_le(*segment_index);
             writer.u32_le(*allocated);
             writer.u32_le(*released);
         }
-        assert_eq!(writer.bytes.len(), self.encoded_bytes, "delta size bookkeeping drifted");
         writer.bytes
     }
 

@@ -865,6 +865,9 @@ impl<F: Flash> Volume<F> {
         let result = (|| {
             self.log.device_mut().write_barrier()?;
             self.advance_counter()?;
+            // The payload holds every change since the full commit, the NVRAM log's records
+            // included: records from here on extend this commit.
+            self.committed.nvram_lag = 0;
             self.committed.next_inode = self.next_inode;
             self.committed.delta = delta;
             let flags = if self.may_have_orphans { FLAG_ORPHANS } else { 0 };
