@@ -298,6 +298,15 @@ pub fn create(path: &Path, options: &CreateOptions) -> Result<OpenImage, OpenErr
     } else {
         None
     };
+    // An NVRAM file beside the path (`fsoc mkfs --nvram`) belongs to the volume being replaced:
+    // left there, it would be given to the new volume, which has none, and refused.
+    let nvram_file = fsoc_media::nvram::sidecar_path(path);
+    if nvram_file.exists() && !options.force {
+        return Err(OpenError::new(
+            libc::EEXIST,
+            format!("{}: exists; pass force=True to replace it", nvram_file.display()),
+        ));
+    }
     let volume_id = new_volume_id(options.volume_id, options.seed)?;
     let now_ns = match source_date_epoch()? {
         Some(epoch) => i64::try_from(epoch).unwrap_or(i64::MAX).saturating_mul(1_000_000_000),
@@ -317,6 +326,10 @@ pub fn create(path: &Path, options: &CreateOptions) -> Result<OpenImage, OpenErr
         fs.flash_mut()
             .flush()
             .map_err(|error| OpenError::new(libc::EIO, format!("{}: flush: {error}", path.display())))?;
+        if nvram_file.exists() {
+            std::fs::remove_file(&nvram_file)
+                .map_err(|error| OpenError::io(&error, &nvram_file.display().to_string()))?;
+        }
         std::fs::rename(&temporary, path).map_err(|error| OpenError::io(&error, &path.display().to_string()))?;
         fs.now_ns = wall_clock_ns();
         Ok(OpenImage { fs, read_only: false, lock })

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import fsoc
 from conftest import run
 from test_trees import make_tree, same_tree
@@ -46,6 +48,29 @@ def test_fsoc_command_image_opens_in_python(tmp_path: Path, fsoc_bin: str) -> No
     same_tree(source, tmp_path / "by-python", link_times=False)
     assert run(fsoc_bin, "cat", f"{image_path}:/from-python").stdout == "written by Python"
     run(fsoc_bin, "fsck", str(image_path))
+
+
+def test_an_image_with_nvram_opens_in_python_with_its_nvram_file(tmp_path: Path, fsoc_bin: str) -> None:
+    image_path = tmp_path / "nvram.img"
+    nvram_path = tmp_path / "nvram.img.nvram"
+    run(fsoc_bin, "mkfs", str(image_path), "--size", "64M", "--nvram", "16K")
+    assert nvram_path.stat().st_size == 16 * 1024
+    with fsoc.Image.open(image_path) as image:
+        image.write_bytes("/from-python", b"kept beside its NVRAM")
+    assert run(fsoc_bin, "cat", f"{image_path}:/from-python").stdout == "kept beside its NVRAM"
+    # Without its NVRAM file the volume is refused by name, not mounted without its commits.
+    nvram_path.rename(tmp_path / "aside")
+    with pytest.raises(OSError, match="NVRAM"):
+        fsoc.Image.open(image_path)
+    (tmp_path / "aside").rename(nvram_path)
+    # Replacing the image replaces its NVRAM file too (refused without force).
+    with pytest.raises(FileExistsError):
+        fsoc.Image.create(image_path, "mlc", 1, "64M")
+    with fsoc.Image.create(image_path, "mlc", 1, "64M", force=True) as image:
+        image.write_bytes("/new", b"no NVRAM")
+    assert not nvram_path.exists()
+    with fsoc.Image.open(image_path) as image:
+        assert image.read_bytes("/new") == b"no NVRAM"
 
 
 def test_python_m_fsoc_mirrors_the_command(tmp_path: Path, fsoc_bin: str) -> None:

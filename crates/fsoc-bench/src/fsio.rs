@@ -13,13 +13,12 @@
 use std::time::Instant;
 
 use fsoc_media::rng::SeededRng;
-use fsoc_media::Profile;
 use serde_json::{json, Map, Value};
 
 use fsoc_core::FsConfig;
 
 use crate::fsoc::FsocTarget;
-use crate::littlefs::{self, LittlefsConfig, LittlefsTarget};
+use crate::littlefs::{LittlefsConfig, LittlefsTarget};
 use crate::target::{BenchDevice, BenchError, BenchTarget, Durability, Measurement, Snapshot};
 
 pub const SAMPLE_COUNT: u32 = 15;
@@ -72,12 +71,7 @@ impl FsioConfig {
             sample_count: SAMPLE_COUNT,
             files_per_sample: FILES_PER_SAMPLE,
             file_size_bytes: FILE_SIZE_BYTES,
-            device: BenchDevice {
-                profile: Profile::Mlc,
-                chip_count: 1,
-                block_count: littlefs::BLOCK_COUNT as u32,
-                seed,
-            },
+            device: BenchDevice::littlefs_mlc_chip(seed),
             fsoc: FsConfig::default(),
             littlefs: LittlefsConfig::BENCHMARK,
             verify_contents: false,

@@ -7,13 +7,13 @@
 use fsoc_media::FlashStats;
 use std::time::Instant;
 
-use fsoc_media::{Flash, Profile, SimFlash};
+use fsoc_media::{Flash, SimFlash};
 use serde_json::{json, Value};
 
 use fsoc_core::FsConfig;
 
 use crate::fsoc::FsocTarget;
-use crate::littlefs::{self, LittlefsConfig, LittlefsTarget};
+use crate::littlefs::{LittlefsConfig, LittlefsTarget};
 use crate::target::{BenchDevice, BenchError, BenchTarget, Durability, Snapshot};
 
 pub const FILES_PER_DIRECTORY: u64 = 1000;
@@ -40,12 +40,7 @@ impl MountConfig {
     pub fn new(files: &[u64], seed: u64) -> MountConfig {
         MountConfig {
             files: files.to_vec(),
-            device: BenchDevice {
-                profile: Profile::Mlc,
-                chip_count: 1,
-                block_count: littlefs::BLOCK_COUNT as u32,
-                seed,
-            },
+            device: BenchDevice::littlefs_mlc_chip(seed),
             fsoc: FsConfig::default(),
             littlefs: LittlefsConfig::BENCHMARK,
             littlefs_files_max: LITTLEFS_FILES_MAX,

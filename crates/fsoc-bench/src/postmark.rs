@@ -41,12 +41,12 @@ use fsoc_core::fs::FsStats;
 use fsoc_core::{FileHandle, FileSystem, FsConfig, FsError, OpenFlags};
 use fsoc_media::rng::SeededRng;
 use fsoc_media::{
-    BlockAddress, DeviceTotals, Flash, FlashStats, Nanos, Nvram, NvramConfig, NvramCounters, NvramTechnology, Profile,
+    BlockAddress, DeviceTotals, Flash, FlashStats, Nanos, Nvram, NvramConfig, NvramCounters, NvramTechnology,
     SharedNvram, SimFlash,
 };
 use serde_json::{json, Value};
 
-use crate::littlefs::{self, LittlefsConfig, LittlefsTarget};
+use crate::littlefs::{LittlefsConfig, LittlefsTarget};
 use crate::target::{BenchDevice, BenchError, BenchTarget};
 
 const KIB: u64 = 1024;
@@ -131,12 +131,7 @@ impl PostmarkConfig {
             bias_create: 5,
             nvram_sizes_bytes: FULL_NVRAM_SIZES_BYTES.to_vec(),
             nvram_technology: NvramTechnology::FeRam,
-            device: BenchDevice {
-                profile: Profile::Mlc,
-                chip_count: 1,
-                block_count: littlefs::BLOCK_COUNT as u32,
-                seed,
-            },
+            device: BenchDevice::littlefs_mlc_chip(seed),
             fsoc: FsConfig::default(),
             littlefs: Some(LittlefsConfig::BENCHMARK),
             threads: 0,

@@ -54,6 +54,12 @@ pub struct BenchDevice {
 }
 
 impl BenchDevice {
+    /// The device of the peer benchmarks: one MLC chip of the size the littlefs harness needs
+    /// (`littlefs::BLOCK_COUNT` blocks).
+    pub fn littlefs_mlc_chip(seed: u64) -> BenchDevice {
+        BenchDevice { profile: Profile::Mlc, chip_count: 1, block_count: crate::littlefs::BLOCK_COUNT as u32, seed }
+    }
+
     pub fn sim_config(&self) -> SimConfig {
         SimConfig::new(self.profile, self.chip_count, self.block_count, self.seed)
     }
