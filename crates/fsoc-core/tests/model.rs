@@ -67,6 +67,8 @@ struct FsocUnderTest {
     generation_committed: bool,
     /// The NVRAM commit tier's device, when the run has one.
     nvram: Option<SharedNvram>,
+    /// Small writes that rode in the NVRAM log, over every mount of the run.
+    small_writes_in_log: u64,
 }
 
 /// A handle for the file system on `nvram`; after a power cut, a fresh device holding the
@@ -122,7 +124,7 @@ impl FsocUnderTest {
             SharedNvram::new(Nvram::in_ram(NvramConfig::new(bytes, NvramTechnology::Mram, 11)).expect("nvram"))
         });
         let fs = FileSystem::format_with_nvram(flash, nvram_box(&nvram), config, 11, 0).expect("format");
-        FsocUnderTest { fs: Some(fs), config, generation_committed: false, nvram }
+        FsocUnderTest { fs: Some(fs), config, generation_committed: false, nvram, small_writes_in_log: 0 }
     }
 
     fn fs(&mut self) -> &mut FileSystem<SimFlash> {
@@ -134,6 +136,7 @@ impl fsoc_model::FsUnderTest for FsocUnderTest {
     fn apply(&mut self, operation: &Operation, now_ns: i64) -> Outcome {
         if let Operation::Remount | Operation::PowerCut = operation {
             let fs = self.fs.take().expect("mounted");
+            self.small_writes_in_log += fs.stats.small_writes_in_log;
             let flash = if let Operation::Remount = operation {
                 fs.unmount().expect("unmount")
             } else {
@@ -255,7 +258,8 @@ fn check_seed(seed: u64, salt: u64, operation_count: usize, shape: ArrayShape, c
     check_seed_nvram(seed, salt, operation_count, shape, config, None);
 }
 
-/// `check_seed` with the NVRAM commit tier (`nvram_bytes` of MRAM) when given.
+/// `check_seed` with the NVRAM commit tier (`nvram_bytes` of MRAM) when given; returns how many
+/// small writes rode in the NVRAM log.
 fn check_seed_nvram(
     seed: u64,
     salt: u64,
@@ -263,7 +267,7 @@ fn check_seed_nvram(
     shape: ArrayShape,
     config: FsConfig,
     nvram_bytes: Option<u64>,
-) {
+) -> u64 {
     let run = || {
         let mut fs = FsocUnderTest::new(shape, config, nvram_bytes);
         let model_config = model_config(&fs);
@@ -276,16 +280,20 @@ fn check_seed_nvram(
         }
         let report = fs.fs().fsck(false).expect("fsck runs");
         assert!(report.is_clean(), "fsck: {:?}", report.violations);
+        fs.small_writes_in_log + fs.fs().stats.small_writes_in_log
     };
-    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-        let test_name = std::thread::current().name().unwrap_or_default().to_owned();
-        eprintln!(
-            "model run failed: seed {seed:#018x} (salt {salt:#x}), geometry {shape}, config {config:?}, NVRAM \
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(small_writes_in_log) => small_writes_in_log,
+        Err(panic) => {
+            let test_name = std::thread::current().name().unwrap_or_default().to_owned();
+            eprintln!(
+                "model run failed: seed {seed:#018x} (salt {salt:#x}), geometry {shape}, config {config:?}, NVRAM \
              {nvram_bytes:?}\n{}",
-            // The test harness names each test's thread after the test.
-            replay::replay_line(seed, "fsoc-core", &format!("--release --test model {test_name}"))
-        );
-        std::panic::resume_unwind(panic);
+                // The test harness names each test's thread after the test.
+                replay::replay_line(seed, "fsoc-core", &format!("--release --test model {test_name}"))
+            );
+            std::panic::resume_unwind(panic);
+        }
     }
 }
 
@@ -411,16 +419,20 @@ fn fsoc_agrees_with_the_model_with_nvram() {
     let mut tight = default;
     tight.volume.cache_bytes_max = 8 * 1024;
     tight.volume.dirty_nodes_max = 4;
+    let mut small_writes_in_log = 0;
     for (index, seed) in replay::test_seeds(18).into_iter().enumerate() {
         let (config, nvram_bytes) = match index % 3 {
             0 => (default, 2048),
             1 => (default, 64 * 1024),
             _ => (tight, 8192),
         };
-        check_seed_nvram(seed, 0x4E56, 1500, ArrayShape::MLC_ONE_CHIP, config, Some(nvram_bytes));
+        small_writes_in_log +=
+            check_seed_nvram(seed, 0x4E56, 1500, ArrayShape::MLC_ONE_CHIP, config, Some(nvram_bytes));
     }
     let shape = ArrayShape::sized(Profile::Tlc, 2);
     for seed in replay::test_seeds(4) {
-        check_seed_nvram(seed, 0x4E57, 1500, shape, default, Some(16 * 1024));
+        small_writes_in_log += check_seed_nvram(seed, 0x4E57, 1500, shape, default, Some(16 * 1024));
     }
+    println!("small writes that rode in the NVRAM log: {small_writes_in_log}");
+    assert!(small_writes_in_log > 0, "no small write rode in the NVRAM log: the test misses the pending pages");
 }

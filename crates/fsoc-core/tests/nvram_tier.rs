@@ -316,3 +316,94 @@ fn mount_with_a_full_log_reads_the_same_flash_pages_and_at_most_the_nvram() {
     assert!(report.records > 10, "records: {}", report.records);
     assert!(fs.stat(format!("/f{}", index - 1).as_bytes()).is_ok(), "the newest file is there");
 }
+
+/// Small writes ride in the log (issue 10 point 2): 512-byte appends to a file kept in extents,
+/// each fsync'd, program no flash page; reads, SEEK_DATA/SEEK_HOLE and stat see them; a power
+/// cut replays them; a destage programs each page once; truncate and delete over them work.
+#[test]
+fn small_writes_ride_in_the_log_and_survive_a_power_cut() {
+    let nvram = nvram(128 * 1024, 13);
+    let mut fs = format(sim(Profile::Mlc, 1, 64, 13), &nvram);
+    let fd = fs.open(b"/log", CREATE, 0o644).expect("create");
+    let mut expected = vec![7u8; 5000]; // three pages (2 KiB each), in extents
+    fs.pwrite(fd, 0, &expected).expect("write");
+    fs.fsync_fd(fd).expect("fsync");
+    let mut programs_per_append = Vec::new();
+    for round in 0..40u8 {
+        let unit = vec![round; 512];
+        let before = programs(&fs);
+        fs.pwrite(fd, expected.len() as u64, &unit).expect("append");
+        fs.fsync_fd(fd).expect("fsync");
+        programs_per_append.push(programs(&fs) - before);
+        expected.extend_from_slice(&unit);
+    }
+    assert!(
+        programs_per_append.iter().all(|&count| count == 0),
+        "programs per append + fsync: {programs_per_append:?}"
+    );
+    assert!(fs.pending_page_count() > 0);
+    let (inode, record) = fs.stat(b"/log").expect("stat");
+    assert_eq!(record.size, expected.len() as u64);
+    assert_eq!(fs.read(inode, 0, expected.len()).expect("read"), expected);
+    assert_eq!(fs.seek_hole(inode, 0).expect("SEEK_HOLE"), expected.len() as u64, "no hole: pending pages are data");
+    assert_eq!(fs.seek_data(inode, 6000).expect("SEEK_DATA"), 6000);
+    // A power cut: the records bring the pending pages back.
+    let flash = fs.into_flash_without_commit();
+    let nvram = reopened(&nvram);
+    let mut fs = mount(flash, &nvram);
+    let (inode, _) = fs.stat(b"/log").expect("stat");
+    assert_eq!(fs.read(inode, 0, expected.len()).expect("read after the cut"), expected);
+    assert!(fs.pending_page_count() > 0, "replayed as pending pages");
+    assert!(fs.fsck(true).expect("fsck").is_clean());
+    // Truncate into a pending page, write again, then a destage (transact after a full commit).
+    fs.truncate(inode, 20_000).expect("truncate");
+    expected.truncate(20_000);
+    let fd = fs.open(b"/log", fsoc_core::OpenFlags { write: true, ..Default::default() }, 0).expect("open");
+    fs.pwrite(fd, 20_000, b"tail").expect("write");
+    expected.extend_from_slice(b"tail");
+    fs.fsync_fd(fd).expect("fsync");
+    fs.close(fd).expect("close");
+    fs.commit().expect("full commit");
+    assert_eq!(fs.pending_page_count(), 0, "a flash commit programs every pending page");
+    assert_eq!(fs.read(inode, 0, expected.len() + 10).expect("read"), expected);
+    let flash = fs.unmount().expect("unmount");
+    let mut fs = mount(flash, &nvram);
+    assert_eq!(fs.read(inode, 0, expected.len()).expect("read after remount"), expected);
+    let report = fs.fsck(true).expect("fsck");
+    assert!(report.is_clean(), "{:?}", report.violations);
+    // Deleting a file with pending pages forgets them.
+    let fd = fs.open(b"/log", fsoc_core::OpenFlags { write: true, ..Default::default() }, 0).expect("open");
+    fs.pwrite(fd, 100, b"pending").expect("write");
+    fs.close(fd).expect("close");
+    assert!(fs.pending_page_count() > 0);
+    fs.unlink(b"/log").expect("unlink");
+    assert_eq!(fs.pending_page_count(), 0);
+    fs.transact().expect("transact");
+    let flash = fs.into_flash_without_commit();
+    let mut fs = mount(flash, &reopened(&nvram));
+    assert!(fs.stat(b"/log").is_err());
+    assert!(fs.fsck(true).expect("fsck").is_clean());
+}
+
+/// More pending pages than `nvram_pending_pages_max`: they are programmed, RAM stays bounded.
+#[test]
+fn pending_pages_are_bounded() {
+    let nvram = nvram(128 * 1024, 14);
+    let config = FsConfig { nvram_pending_pages_max: 8, ..FsConfig::default() };
+    let mut fs =
+        FileSystem::format_with_nvram(sim(Profile::Mlc, 1, 64, 14), Some(Box::new(nvram.clone())), config, 14, 0)
+            .expect("format");
+    let fd = fs.open(b"/big", CREATE, 0o644).expect("create");
+    fs.pwrite(fd, 0, &vec![1u8; 100 * 2048]).expect("write");
+    for page in 0..100u64 {
+        fs.pwrite(fd, page * 2048 + 10, b"small").expect("small write");
+        assert!(fs.pending_page_count() <= 8, "{} pending", fs.pending_page_count());
+    }
+    fs.fsync_fd(fd).expect("fsync");
+    let flash = fs.into_flash_without_commit();
+    let fs = FileSystem::mount_with_nvram(flash, Some(Box::new(reopened(&nvram))), config).expect("mount");
+    let (inode, _) = fs.stat(b"/big").expect("stat");
+    for page in 0..100u64 {
+        assert_eq!(fs.read(inode, page * 2048 + 8, 9).expect("read"), b"\x01\x01small\x01\x01", "page {page}");
+    }
+}

@@ -221,8 +221,24 @@ impl<F: Flash> FileSystem<F> {
         self.read_record_into(inode, &record, offset, buffer)
     }
 
-    /// `read_into` of a file whose (checked) inode record the caller has just read.
+    /// `read_into` of a file whose (checked) inode record the caller has just read: what the
+    /// extents hold, with the file's pending pages (small writes in the NVRAM log) over it.
     fn read_record_into(
+        &self,
+        inode: u64,
+        record: &InodeRecord,
+        offset: u64,
+        buffer: &mut [u8],
+    ) -> Result<usize, FsError> {
+        let read = self.read_stored_into(inode, record, offset, buffer)?;
+        if !record.is_inline() {
+            self.overlay_pending(inode, offset, buffer.get_mut(..read).unwrap_or_default());
+        }
+        Ok(read)
+    }
+
+    /// `read_record_into` without the pending pages: the file as its records say.
+    fn read_stored_into(
         &self,
         inode: u64,
         record: &InodeRecord,
@@ -367,6 +383,13 @@ impl<F: Flash> FileSystem<F> {
         let pages_needed = u32::try_from(data.len().div_ceil(page_size_bytes)).map_err(|_| FsError::FileTooBig)?;
         self.ensure_space(pages_needed.saturating_add(2), SpaceUse::Data)?;
         let (written, synchronous) = self.mutate(|fs| {
+            if fs.rides_in_nvram(data.len()) {
+                if let Some(written) = fs.write_pending(inode, offset, data, set_times)? {
+                    return Ok(written);
+                }
+            }
+            // Any other write programs the file's pending pages first, then its own.
+            fs.materialize_inode(inode)?;
             let mut record = fs.getattr(inode)?;
             match record.kind {
                 FileKind::Directory => return Err(FsError::IsDirectory),
@@ -418,6 +441,63 @@ impl<F: Flash> FileSystem<F> {
         Ok(written)
     }
 
+    /// Whether a write of `length` bytes at `offset` is a small write that rides in the NVRAM
+    /// log (`fs::pending`): the volume has an NVRAM, and the write is small and shorter than a
+    /// page (so it touches one page, or two across a page boundary, covering neither).
+    fn rides_in_nvram(&self, length: usize) -> bool {
+        self.volume.has_nvram()
+            && !self.config.volume.read_only
+            && length <= self.config.nvram_small_write_bytes
+            && (length as u64) < self.page_size()
+    }
+
+    /// A small write into a pending page (`rides_in_nvram`): the page's content is updated in
+    /// RAM and recorded for the next transaction point; nothing is programmed. `None` when the
+    /// file is not one this applies to (inline, or refused: the caller's ordinary path then
+    /// decides and answers).
+    fn write_pending(
+        &mut self,
+        inode: u64,
+        offset: u64,
+        data: &[u8],
+        set_times: bool,
+    ) -> Result<Option<(usize, bool)>, FsError> {
+        let mut record = self.getattr(inode)?;
+        if record.kind != FileKind::File || record.is_inline() || record.flags & INODE_FLAG_APPEND != 0 {
+            return Ok(None);
+        }
+        attributes::refuse_if_immutable(&record)?;
+        let end = offset + data.len() as u64;
+        let page_size = self.page_size();
+        let old_size = record.size;
+        record.size = record.size.max(end);
+        // One page, or two when the write crosses a page boundary.
+        for page in offset / page_size..end.div_ceil(page_size) {
+            let page_start = page * page_size;
+            let mut content = match self.pending.get(&(inode, page)) {
+                Some(content) => content.clone(),
+                None if page_start < old_size => self.page_content(inode, page)?,
+                None => vec![0u8; self.volume.layout().page_size_bytes()],
+            };
+            let (from, to) = (offset.max(page_start), end.min(page_start + page_size));
+            byte_range_mut(&mut content, from - page_start, to - page_start)
+                .ok_or_else(|| range_error(inode))?
+                .copy_from_slice(byte_range(data, from - offset, to - offset).ok_or_else(|| range_error(inode))?);
+            let valid = usize_from_u64(record.size.saturating_sub(page_start).min(page_size));
+            self.pending_put(inode, page, content, valid);
+        }
+        if set_times {
+            record.mtime_ns = self.now_ns;
+            record.ctime_ns = self.now_ns;
+        }
+        self.put_inode(inode, &record)?;
+        self.stats.small_writes_in_log += 1;
+        if self.pending.len() > self.config.nvram_pending_pages_max {
+            self.materialize_all_inner()?;
+        }
+        Ok(Some((data.len(), attributes::is_synchronous(&record))))
+    }
+
     /// An append-only file takes only writes that leave its bytes as they are: at its end, or
     /// starting before it with the same bytes up to the end (what a write-back cache sends when
     /// it writes back the page an append ended in). Anything else is EPERM, as on ext4.
@@ -445,7 +525,13 @@ impl<F: Flash> FileSystem<F> {
 
     /// Copy-on-write of the pages covering [offset, offset + data.len()) of an extent file;
     /// says how the file's mapped page count changed.
-    fn write_pages(&mut self, inode: u64, offset: u64, data: &[u8], old_size: u64) -> Result<PageChange, FsError> {
+    pub(super) fn write_pages(
+        &mut self,
+        inode: u64,
+        offset: u64,
+        data: &[u8],
+        old_size: u64,
+    ) -> Result<PageChange, FsError> {
         let page_size = self.page_size();
         let end = offset + data.len() as u64;
         let first_page = offset / page_size;
@@ -629,6 +715,7 @@ impl<F: Flash> FileSystem<F> {
         // page (the zeroed tail, or an inline file moving out) is written.
         self.ensure_space(2, SpaceUse::Metadata)?;
         let synchronous = self.mutate(|fs| {
+            fs.materialize_inode(inode)?;
             let mut record = fs.getattr(inode)?;
             match record.kind {
                 FileKind::Directory => return Err(FsError::IsDirectory),
@@ -745,7 +832,7 @@ impl<F: Flash> FileSystem<F> {
 
 /// How a write changed the count of a file's mapped data pages (`InodeRecord::pages`).
 #[derive(Clone, Copy, Debug, Default)]
-struct PageChange {
+pub(super) struct PageChange {
     mapped: u64,
     unmapped: u64,
 }
@@ -753,7 +840,7 @@ struct PageChange {
 impl PageChange {
     /// `pages` after the change. The count cannot go below zero on a consistent volume (fsck
     /// checks it against the extents); a corrupt count saturates rather than wraps.
-    fn apply(self, pages: u64) -> u64 {
+    pub(super) fn apply(self, pages: u64) -> u64 {
         pages.saturating_add(self.mapped).saturating_sub(self.unmapped)
     }
 }

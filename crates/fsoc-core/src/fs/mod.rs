@@ -24,6 +24,7 @@ mod inodes;
 mod inspect;
 mod mount;
 mod namespace;
+pub mod pending;
 mod rename;
 pub use crate::fs::namespace::NewInode;
 pub mod records;
@@ -77,6 +78,14 @@ pub struct FsConfig {
     /// On a volume with NVRAM: once the log's records fill this percentage of it, the next
     /// transaction point is a full flash commit (the destage), which empties the log.
     pub nvram_high_water_percent: u8,
+    /// On a volume with NVRAM: a write of at most this many bytes inside one page (and less
+    /// than a page) rides in the NVRAM log instead of programming the page (`fs::pending`);
+    /// 0 turns this off.
+    pub nvram_small_write_bytes: usize,
+    /// Pending pages (small writes not yet programmed) kept in RAM before they are all
+    /// programmed: bounds the memory they take (this many pages, twice: the page and its copy
+    /// in the delta).
+    pub nvram_pending_pages_max: usize,
 }
 
 impl Default for FsConfig {
@@ -88,6 +97,8 @@ impl Default for FsConfig {
             io_batch_pages: 64,
             delta_commits: true,
             nvram_high_water_percent: 75,
+            nvram_small_write_bytes: 2048,
+            nvram_pending_pages_max: 64,
         }
     }
 }
@@ -149,6 +160,8 @@ pub struct FsStats {
     /// Full commits made because the NVRAM log passed its high-water mark or could not take
     /// the changes (destages).
     pub nvram_destages: u64,
+    /// Small writes that rode in the NVRAM log (`fs::pending`) instead of programming a page.
+    pub small_writes_in_log: u64,
     pub cleaner_runs: u64,
     pub pages_relocated: u64,
     /// Measured pages a cleaned victim costs beyond its own live pages (rewritten tree nodes,
@@ -172,6 +185,9 @@ pub struct FileSystem<F: Flash> {
     tree_changes: u64,
     /// Logical changes since the last full commit (for delta commits).
     pub(crate) delta: delta::DeltaLog,
+    /// Small writes waiting in RAM and in the NVRAM log: (inode, page) to a page of content
+    /// (`fs::pending`).
+    pub(crate) pending: BTreeMap<(u64, u64), Vec<u8>>,
 }
 
 impl<F: Flash> FileSystem<F> {

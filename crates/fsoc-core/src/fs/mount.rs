@@ -89,6 +89,7 @@ impl<F: Flash> FileSystem<F> {
             generation: 0,
             open_counts: BTreeMap::new(),
             descriptors: BTreeMap::new(),
+            pending: BTreeMap::new(),
             stats: FsStats::default(),
             tree_changes: 0,
         }
@@ -131,7 +132,7 @@ impl<F: Flash> FileSystem<F> {
                 // Orphans are files open in this session (a crash's were removed at mount),
                 // and every descriptor is closed now.
                 fs.volume.may_have_orphans = false;
-                Ok(())
+                fs.materialize_all_inner()
             })?;
             self.volume.commit(true)?;
             self.delta.clear();
@@ -170,6 +171,8 @@ impl<F: Flash> FileSystem<F> {
         if self.config.volume.read_only {
             return Ok(FlushWait::done());
         }
+        // Pending pages live only in the NVRAM log, which this commit makes redundant.
+        self.materialize_all()?;
         let flush = self.volume.begin_commit(false)?;
         self.delta.clear();
         self.stats.commits += 1;
@@ -231,6 +234,9 @@ impl<F: Flash> FileSystem<F> {
         let delta_room = self.volume.delta_bytes_max();
         let tiny_log = capacity <= 2 * delta_room as u64;
         if self.config.delta_commits && tiny_log && self.delta.fits_within(delta_room) {
+            self.materialize_all()?;
+        }
+        if self.config.delta_commits && tiny_log && self.delta.fits_within(delta_room) {
             let flush = self.volume.begin_commit_delta(self.delta.encode())?;
             self.delta.mark_point();
             self.stats.delta_commits += 1;
@@ -287,6 +293,10 @@ impl<F: Flash> FileSystem<F> {
             let which = match tree_id {
                 crate::txn::volume::DIRECTORY_TREE_ID => TreeId::Directory,
                 crate::txn::volume::ALLOCATION_TREE_ID => TreeId::Allocation,
+                crate::fs::pending::PENDING_TREE_ID if self.volume.has_nvram() => {
+                    self.replay_pending(&key, value.as_deref())?;
+                    continue;
+                }
                 _ => return Err(FsError::Corrupt("delta names an unknown tree")),
             };
             match value {

@@ -102,7 +102,9 @@ impl<F: Flash> FileSystem<F> {
             + u64::from(log.open_segment_room(LogHead::Data))
             + dead.cleanable;
         let logical = capacity_pages.saturating_sub(valid_pages).saturating_sub(dead.stranded);
-        SpaceAccount { capacity_pages, valid_pages, writable_pages: logical.min(physical) }
+        // Pending pages (small writes in the NVRAM log) will take a page each when programmed.
+        let pending = self.pending.len() as u64;
+        SpaceAccount { capacity_pages, valid_pages, writable_pages: logical.min(physical).saturating_sub(pending) }
     }
 
     /// Pages a full commit made now would append to the metadata head: every dirty node, every
@@ -141,7 +143,9 @@ impl<F: Flash> FileSystem<F> {
     /// accounting before any cleaning starts, when that cannot help.
     pub(crate) fn ensure_space(&mut self, pages_needed: u32, space_use: SpaceUse) -> Result<(), FsError> {
         self.volume.prepare_write()?;
-        let pages_needed = u64::from(pages_needed);
+        // Pending pages are programmed before the next commit: count them as this operation's
+        // own (they were counted when their writes were checked, and must stay room since).
+        let pages_needed = u64::from(pages_needed) + self.pending.len() as u64;
         let floor_segments = match space_use {
             SpaceUse::Data => {
                 let (capacity, used) = self.capacity_pages();

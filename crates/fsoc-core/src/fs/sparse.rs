@@ -33,10 +33,13 @@ impl<F: Flash> FileSystem<F> {
             return Ok(offset);
         }
         let page_size = self.page_size();
-        let Some(extent) = self.extents_in_at_most(inode, offset / page_size, u64::MAX, 1)?.into_iter().next() else {
+        let mapped = self.extents_in_at_most(inode, offset / page_size, u64::MAX, 1)?.into_iter().next();
+        // A pending page (a small write in the NVRAM log) is data too.
+        let pending = self.pending_pages_in(inode, offset / page_size, u64::MAX).next().map(|(page, _)| page);
+        let Some(first_page) = [mapped.map(|extent| extent.first_page), pending].into_iter().flatten().min() else {
             return Err(FsError::NoSuchOffset);
         };
-        let data = offset.max(extent.first_page.saturating_mul(page_size));
+        let data = offset.max(first_page.saturating_mul(page_size));
         if data >= size {
             return Err(FsError::NoSuchOffset);
         }
@@ -59,6 +62,7 @@ impl<F: Flash> FileSystem<F> {
         while page.saturating_mul(page_size) < size {
             match self.extent_at(inode, page)? {
                 Some(extent) => page = extent.end_page(),
+                None if self.pending.contains_key(&(inode, page)) => page += 1,
                 None => break,
             }
         }
@@ -86,6 +90,7 @@ impl<F: Flash> FileSystem<F> {
             }
             self.ensure_space(2, crate::fs::space::SpaceUse::Metadata)?;
             let synchronous = self.mutate(|fs| {
+                fs.materialize_inode(inode)?;
                 let unmapped = fs.punch(inode, first_whole, end_whole)?;
                 let mut record = fs.getattr(inode)?;
                 record.pages = record.pages.saturating_sub(unmapped);
