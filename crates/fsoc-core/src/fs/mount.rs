@@ -211,7 +211,8 @@ impl<F: Flash> FileSystem<F> {
     /// A log smaller than two metaroot pages' delta room (1 or 2 KiB beside 2 KiB pages) fills
     /// every few records; it destages by a flash delta commit (one metaroot page) while the
     /// changes since the last full commit fit one. Measured on seed 004's Sync-PostMark
-    /// (`fsoc bench postmark`): 1 KiB took 162.1 s with full-commit destages, more than no
+    /// (`fsoc bench postmark`, before small writes rode in the log): 1 KiB took 162.1 s with
+    /// full-commit destages, more than no
     /// NVRAM (159.2 s), and 151.7 s this way; for 4 KiB and more, delta destages cost more than
     /// they save (a delta commit frees nothing, so dropped pages wait for the next full
     /// commit): 144.1 s against 143.4 s at 4 KiB, 121.7 s against 121.0 s at 128 KiB.
