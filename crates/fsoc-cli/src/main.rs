@@ -640,7 +640,7 @@ mod tests {
         for workload in fsoc_sim::workloads::Workload::ALL {
             assert!(help.contains(workload.name()), "crashtest --help omits {}:\n{help}", workload.name());
         }
-        assert_eq!(fsoc_sim::workloads::Workload::ALL.len(), 7, "the help says \"all seven\"");
-        assert!(help.contains("all seven"), "{help}");
+        assert_eq!(fsoc_sim::workloads::Workload::ALL.len(), 8, "the help says \"all eight\"");
+        assert!(help.contains("all eight"), "{help}");
     }
 }
