@@ -1166,11 +1166,23 @@ fn excerpts(want: &str, got: &str) -> (String, String) {
 
 #[test]
 fn system_calls_behave_as_on_ext4() {
+    check_against_ext4("system_calls_behave_as_on_ext4", &[]);
+}
+
+/// The same sequence on a volume with an NVRAM (`mkfs --nvram 64K`): fsync and the periodic
+/// commit append NVRAM records, and small writes ride in the log as pending pages that reads
+/// overlay, so the write and read paths differ from a plain volume's.
+#[test]
+fn system_calls_behave_as_on_ext4_with_nvram() {
+    check_against_ext4("system_calls_behave_as_on_ext4_with_nvram", &["--nvram", "64K"]);
+}
+
+fn check_against_ext4(test_name: &str, mkfs_arguments: &[&str]) {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         println!(
-            "SKIPPED system_calls_behave_as_on_ext4: it needs root (a loop device, mount, \
-             children that setuid to other users); run it as root (CI does)"
+            "SKIPPED {test_name}: it needs root (a loop device, mount, children that setuid to other \
+             users); run it as root (CI does)"
         );
         return;
     }
@@ -1181,7 +1193,7 @@ fn system_calls_behave_as_on_ext4() {
     let ext4 = Ext4::new();
     let (expected, ext4_seconds) = run_script(&ext4.mount_point);
     drop(ext4);
-    let volume = Volume::new("64M");
+    let volume = Volume::with_mkfs_arguments("64M", mkfs_arguments);
     let mounted = volume.mount();
     let (found, fsoc_seconds) = run_script(mounted.root());
     mounted.unmount();
