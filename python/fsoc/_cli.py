@@ -97,6 +97,8 @@ def _shown(path: bytes) -> str:
 def mkfs(arguments: argparse.Namespace) -> None:
     if arguments.blocks is not None and arguments.size is not None:
         raise CommandError("give --blocks or --size, not both")
+    if arguments.source is not None and arguments.nvram is not None:
+        raise CommandError("--nvram cannot be given with --from")
     if arguments.source is not None:
         image = Image.from_dir(
             arguments.source,
@@ -115,6 +117,8 @@ def mkfs(arguments: argparse.Namespace) -> None:
             blocks=arguments.blocks,
             seed=arguments.seed,
             volume_id=arguments.volume_id,
+            nvram=arguments.nvram,
+            nvram_technology=arguments.nvram_technology,
             force=arguments.force,
         )
     space = image.statvfs()
@@ -307,6 +311,14 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--seed", type=int, default=1, help="simulator seed (bit errors, factory bad blocks)")
     sub.add_argument("--volume-id", type=lambda text: int(text, 0), help="volume id (default random)")
     sub.add_argument("--force", action="store_true", help="replace an existing image")
+    sub.add_argument(
+        "--nvram",
+        metavar="SIZE",
+        help="keep transaction points in an NVRAM of this size (1K to 16M), the file IMAGE.nvram",
+    )
+    sub.add_argument(
+        "--nvram-technology", default="feram", help="the NVRAM's technology: feram, mram or pcm (default feram)"
+    )
     sub.add_argument(
         "--from", dest="source", metavar="DIR", help="copy this directory tree in (sized from it unless --size)"
     )

@@ -26,6 +26,8 @@ class Volume:
         seed: int,
         volume_id: Optional[int],
         force: bool,
+        nvram: Optional[int] = None,
+        nvram_technology: Optional[str] = None,
     ) -> Volume: ...
     @staticmethod
     def open(path: str, read_only: bool) -> Volume: ...

@@ -265,6 +265,8 @@ class Image:
         seed: int = 1,
         volume_id: Optional[int] = None,
         force: bool = False,
+        nvram: Union[int, str, None] = None,
+        nvram_technology: str = "feram",
     ) -> "Image":
         """Formats a new image file as `fsoc mkfs` does and returns it open for writing.
 
@@ -275,12 +277,25 @@ class Image:
         simulated device (bit errors, factory bad blocks); `volume_id` defaults to a random
         one, or one derived from SOURCE_DATE_EPOCH and `seed` when that variable is set.
         An existing file is replaced only with `force=True`, and never while it is in use.
+        `nvram` (bytes, or text such as "128K") keeps the volume's transaction points in an
+        NVRAM of that size (`nvram_technology`: feram, mram or pcm), as `fsoc mkfs --nvram`
+        does: the file `PATH.nvram` beside the image, which the volume needs at every open.
         The new, empty volume is on flash when this returns.
         """
         size_bytes = None if size is None else parse_size(size)
+        nvram_bytes = None if nvram is None else parse_size(nvram)
         return cls(
             _fsoc.Volume.create(
-                os.fsdecode(path), profile, chips, blocks, size_bytes, seed, volume_id, force
+                os.fsdecode(path),
+                profile,
+                chips,
+                blocks,
+                size_bytes,
+                seed,
+                volume_id,
+                force,
+                nvram_bytes,
+                nvram_technology,
             )
         )
 

@@ -182,6 +182,9 @@ pub struct CreateOptions {
     pub seed: u64,
     pub volume_id: Option<u64>,
     pub force: bool,
+    /// Bytes of NVRAM (FeRAM, MRAM or PCM, by name) for the commit tier, kept in IMAGE.nvram as
+    /// `fsoc mkfs --nvram` does.
+    pub nvram: Option<(u64, String)>,
 }
 
 /// Erase blocks per chip a volume of this profile and chip count may have: (smallest,
@@ -301,6 +304,28 @@ pub fn create(path: &Path, options: &CreateOptions) -> Result<OpenImage, OpenErr
     // An NVRAM file beside the path (`fsoc mkfs --nvram`) belongs to the volume being replaced:
     // left there, it would be given to the new volume, which has none, and refused.
     let nvram_file = fsoc_media::nvram::sidecar_path(path);
+    let nvram = match &options.nvram {
+        Some((size_bytes, technology)) => {
+            let technology =
+                fsoc_media::NvramTechnology::from_name(&technology.to_ascii_lowercase()).ok_or_else(|| {
+                    OpenError::new(
+                        libc::EINVAL,
+                        format!("{technology} is not an NVRAM technology: give feram, mram or pcm"),
+                    )
+                })?;
+            let valid = (fsoc_media::nvram::NVRAM_SIZE_BYTES_MIN..=fsoc_media::nvram::NVRAM_SIZE_BYTES_MAX)
+                .contains(size_bytes)
+                && size_bytes.is_multiple_of(8);
+            if !valid {
+                return Err(OpenError::new(
+                    libc::EINVAL,
+                    format!("an NVRAM of {size_bytes} bytes: an NVRAM holds 1 KiB to 16 MiB, in whole 8-byte words"),
+                ));
+            }
+            Some((*size_bytes, technology))
+        }
+        None => None,
+    };
     if nvram_file.exists() && !options.force {
         return Err(OpenError::new(
             libc::EEXIST,
@@ -316,17 +341,36 @@ pub fn create(path: &Path, options: &CreateOptions) -> Result<OpenImage, OpenErr
         path.file_name().ok_or_else(|| OpenError::new(libc::EINVAL, format!("{}: not a file name", path.display())))?;
     let temporary: PathBuf =
         path.with_file_name(format!(".{}.mkfs-{}", file_name.to_string_lossy(), std::process::id()));
+    let nvram_temporary: PathBuf =
+        path.with_file_name(format!(".{}.mkfs-{}.nvram", file_name.to_string_lossy(), std::process::id()));
     let result = (|| {
         let config = SimConfig::new(profile, options.chip_count, blocks, options.seed);
         let flash = SimFlash::create_image(&temporary, config).map_err(|error| describe_image_error(path, &error))?;
         // Locked before anyone can see it under `path`; the lock follows the file's rename.
         let lock = lock_image(&temporary, true)?;
-        let mut fs = FileSystem::format_at(flash, volume_config(false), volume_id, now_ns)
+        let device: Option<Box<dyn fsoc_media::NvramDevice>> = match nvram {
+            Some((size_bytes, technology)) => {
+                let _ = std::fs::remove_file(&nvram_temporary);
+                let nvram_error = |error: fsoc_media::NvramError| {
+                    OpenError::new(libc::EIO, format!("{}: {error}", nvram_file.display()))
+                };
+                let section = fsoc_media::FileSection::create(&nvram_temporary, 0, size_bytes).map_err(nvram_error)?;
+                let config = fsoc_media::NvramConfig::new(size_bytes, technology, options.seed);
+                Some(Box::new(fsoc_media::Nvram::new(config, section).map_err(nvram_error)?))
+            }
+            None => None,
+        };
+        let mut fs = FileSystem::format_with_nvram(flash, device, volume_config(false), volume_id, now_ns)
             .map_err(|error| OpenError::new(error.errno(), format!("{}: format: {error}", path.display())))?;
         fs.flash_mut()
             .flush()
             .map_err(|error| OpenError::new(libc::EIO, format!("{}: flush: {error}", path.display())))?;
-        if nvram_file.exists() {
+        // The NVRAM first: an image without its NVRAM file refuses to mount, while a stale one
+        // beside the old image would be another volume's.
+        if nvram.is_some() {
+            std::fs::rename(&nvram_temporary, &nvram_file)
+                .map_err(|error| OpenError::io(&error, &nvram_file.display().to_string()))?;
+        } else if nvram_file.exists() {
             std::fs::remove_file(&nvram_file)
                 .map_err(|error| OpenError::io(&error, &nvram_file.display().to_string()))?;
         }
@@ -336,6 +380,7 @@ pub fn create(path: &Path, options: &CreateOptions) -> Result<OpenImage, OpenErr
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&temporary);
+        let _ = std::fs::remove_file(&nvram_temporary);
     }
     result
 }

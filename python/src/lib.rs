@@ -129,7 +129,7 @@ impl Volume {
 impl Volume {
     /// Formats a new image file as `fsoc mkfs` does and returns it open for writing.
     #[staticmethod]
-    #[pyo3(signature = (path, profile, chips, blocks, size, seed, volume_id, force))]
+    #[pyo3(signature = (path, profile, chips, blocks, size, seed, volume_id, force, nvram=None, nvram_technology=None))]
     #[allow(clippy::too_many_arguments)]
     fn create(
         py: Python<'_>,
@@ -141,9 +141,20 @@ impl Volume {
         seed: u64,
         volume_id: Option<u64>,
         force: bool,
+        nvram: Option<u64>,
+        nvram_technology: Option<String>,
     ) -> PyResult<Volume> {
-        let options =
-            CreateOptions { profile, chip_count: chips, block_count: blocks, size_bytes: size, seed, volume_id, force };
+        let nvram = nvram.map(|bytes| (bytes, nvram_technology.unwrap_or_else(|| "feram".to_string())));
+        let options = CreateOptions {
+            profile,
+            chip_count: chips,
+            block_count: blocks,
+            size_bytes: size,
+            seed,
+            volume_id,
+            force,
+            nvram,
+        };
         let image =
             py.allow_threads(|| image_file::create(&path, &options)).map_err(|error| open_error(error, &path))?;
         Ok(Volume::new(path, image))

@@ -73,6 +73,18 @@ def test_an_image_with_nvram_opens_in_python_with_its_nvram_file(tmp_path: Path,
         assert image.read_bytes("/new") == b"no NVRAM"
 
 
+def test_python_makes_an_image_with_nvram_as_the_command_does(tmp_path: Path, fsoc_bin: str) -> None:
+    image_path = tmp_path / "made-by-python.img"
+    with fsoc.Image.create(image_path, "mlc", 1, "64M", nvram="8K", nvram_technology="mram") as image:
+        image.write_bytes("/f", b"through the NVRAM tier")
+    assert (tmp_path / "made-by-python.img.nvram").stat().st_size == 8192
+    info = run(fsoc_bin, "info", str(image_path)).stdout
+    assert "NVRAM             8 KiB mram" in info, info
+    assert run(fsoc_bin, "cat", f"{image_path}:/f").stdout == "through the NVRAM tier"
+    with pytest.raises(OSError, match="NVRAM"):
+        fsoc.Image.create(tmp_path / "bad.img", "mlc", 1, "64M", nvram=100)
+
+
 def test_python_m_fsoc_mirrors_the_command(tmp_path: Path, fsoc_bin: str) -> None:
     source = tmp_path / "source"
     source.mkdir()
