@@ -407,3 +407,109 @@ fn pending_pages_are_bounded() {
         assert_eq!(fs.read(inode, page * 2048 + 8, 9).expect("read"), b"\x01\x01small\x01\x01", "page {page}");
     }
 }
+
+/// Damaged NVRAM logs, seeded (a failure prints its seed): bit flips, random words, records
+/// whose body was changed and whose commit word was then made to match again ("valid checksum,
+/// wrong meaning"), absurd lengths, a damaged header. Mount answers with a typed error or
+/// mounts; fsck and a listing of what it mounted never panic.
+#[test]
+fn damaged_nvram_logs_are_refused_or_ignored_never_a_panic() {
+    use fsoc_flash::codec::{crc32c, crc32c_append};
+    use fsoc_media::rng::SeededRng;
+    let size_bytes = 8192u64;
+    let nvram = nvram(size_bytes, 21);
+    let mut fs = format(sim(Profile::Mlc, 1, 64, 21), &nvram);
+    let fd = fs.open(b"/big", CREATE, 0o644).expect("create");
+    fs.pwrite(fd, 0, &vec![3u8; 6000]).expect("write");
+    fs.fsync_fd(fd).expect("fsync");
+    for index in 0..12u64 {
+        fs.pwrite(fd, 6000 + index * 300, &[index as u8; 300]).expect("small write");
+        fs.fsync_fd(fd).expect("fsync");
+        let file = fs.open(format!("/f{index}").as_bytes(), CREATE, 0o644).expect("create");
+        fs.close(file).expect("close");
+        fs.transact().expect("transact");
+    }
+    let flash = fs.into_flash_without_commit();
+    let (config, pristine) = nvram.with(|device| (*device.config(), device.backing().bytes().to_vec()));
+    // Record boundaries: (offset, total length) from offset 32, as the reader walks them.
+    let mut records = Vec::new();
+    let mut offset = 32usize;
+    while offset + 32 <= pristine.len() {
+        let payload = u32::from_le_bytes(pristine[offset + 20..offset + 24].try_into().expect("4 bytes")) as usize;
+        let total = 24 + payload.div_ceil(8) * 8 + 8;
+        if offset + total > pristine.len() || pristine[offset + total - 4..offset + total] != *b"NVRC" {
+            break;
+        }
+        records.push((offset, total));
+        offset += total;
+    }
+    assert!(records.len() >= 5, "only {} records", records.len());
+    let volume_id = 7u64;
+    let base = u64::from_le_bytes(pristine[16..24].try_into().expect("8 bytes"));
+    let mut outcomes = [0u32; 2]; // mounted, refused
+    for seed in 0..400u64 {
+        let mut rng = SeededRng::new(seed);
+        let mut bytes = pristine.clone();
+        let (record_offset, record_total) = records[rng.below(records.len() as u64) as usize];
+        match seed % 5 {
+            0 => {
+                let bit = rng.below((offset * 8) as u64) as usize;
+                bytes[bit / 8] ^= 1 << (bit % 8);
+            }
+            1 => {
+                let word = rng.below((offset / 8) as u64) as usize * 8;
+                bytes[word..word + 8].copy_from_slice(&rng.next_u64().to_le_bytes());
+            }
+            2 | 3 => {
+                // Change the body, then make the commit word match again.
+                let body_end = record_offset + record_total - 8;
+                let at = record_offset + rng.below((record_total - 8) as u64) as usize;
+                bytes[at] ^= 1 + rng.below(255) as u8;
+                if seed % 5 == 3 {
+                    // An absurd payload length too.
+                    bytes[record_offset + 20..record_offset + 24].copy_from_slice(&u32::MAX.to_le_bytes());
+                }
+                let mut head = [0u8; 16];
+                head[..8].copy_from_slice(&volume_id.to_le_bytes());
+                head[8..].copy_from_slice(&base.to_le_bytes());
+                let crc = crc32c_append(crc32c(&head), &bytes[record_offset..body_end]);
+                let word = (u64::from(u32::from_le_bytes(*b"NVRC")) << 32) | u64::from(crc);
+                bytes[body_end..body_end + 8].copy_from_slice(&word.to_le_bytes());
+            }
+            _ => {
+                let at = rng.below(32) as usize;
+                bytes[at] ^= 1 + rng.below(255) as u8;
+            }
+        }
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut backing = fsoc_media::RamBacking::new(size_bytes).expect("backing");
+            fsoc_media::NvramBacking::write_at(&mut backing, 0, &bytes).expect("copy");
+            let device = SharedNvram::new(Nvram::new(config, backing).expect("nvram"));
+            match FileSystem::mount_with_nvram(flash.clone(), Some(Box::new(device)), FsConfig::default()) {
+                Ok(mut fs) => {
+                    let _ = fs.fsck(true);
+                    if let Ok(entries) = fs.readdir_path(b"/") {
+                        for entry in entries {
+                            if let Ok((inode, record)) =
+                                fs.stat(format!("/{}", String::from_utf8_lossy(&entry.name)).as_bytes())
+                            {
+                                let _ = fs.read(inode, 0, usize::try_from(record.size.min(1 << 20)).unwrap_or(0));
+                            }
+                        }
+                    }
+                    0
+                }
+                Err(_) => 1,
+            }
+        }));
+        match run {
+            Ok(outcome) => outcomes[outcome] += 1,
+            Err(panic) => {
+                eprintln!("damaged NVRAM log, seed {seed} (kind {}): panicked", seed % 5);
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+    println!("400 damaged logs: {} mounted, {} refused", outcomes[0], outcomes[1]);
+    assert!(outcomes[1] > 0, "a damaged header must be refused");
+}
