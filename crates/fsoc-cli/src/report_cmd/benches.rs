@@ -78,7 +78,7 @@ pub(crate) fn all() -> Vec<Benchmark> {
             seeds: &["001", "003"],
             what: "Page reads and simulated time of one mount after N empty files (1,000 per directory, a commit per directory), on one 512 MiB MLC chip; littlefs up to 10,000 files (populating it takes too long above).",
             peers: "littlefs (littlefs2 crate, its fastest configuration) on the same simulated chip",
-            command: |_, seed| format!("fsoc bench mount --files 10,1000,100000 --seed {seed} --json mount.json"),
+            command: |_, seed| format!("fsoc bench mount --files 10,1000,10000,100000 --seed {seed} --json mount.json"),
             unavailable: available,
             run: run_mount,
             committed: None,
@@ -435,7 +435,7 @@ fn scaling_rows(report: &Value) -> Vec<Row> {
 
 // --------------------------------------------------------------- fsoc bench mount (seed 001)
 
-const MOUNT_FILES: [u64; 3] = [10, 1000, 100_000];
+const MOUNT_FILES: [u64; 4] = [10, 1000, 10_000, 100_000];
 
 fn run_mount(context: &Context) -> Result<Outcome, String> {
     let progress = context.progress;
