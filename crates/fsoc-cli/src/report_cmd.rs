@@ -32,9 +32,9 @@ pub struct ReportArgs {
     /// missing; files of an earlier report there are replaced).
     #[arg(long, default_value = "fsoc-report", value_name = "DIR")]
     out: PathBuf,
-    /// Run every benchmark at the size of the committed figures (several minutes; with
-    /// `bench fuse` as root about five more) instead of the quick runs (well under a minute,
-    /// `bench fuse --quick` about 20 s more).
+    /// Run every benchmark at the size of the committed figures (about 3 minutes; `bench
+    /// fuse` as root a few more) instead of the quick runs (about 10 s; `bench fuse --quick`
+    /// about 20 s more).
     #[arg(long)]
     full: bool,
     /// Comma-separated benchmarks to leave out: crashtest, scaling, mount, readers, fsio,
