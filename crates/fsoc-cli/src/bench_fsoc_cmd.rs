@@ -55,16 +55,29 @@ fn number(value: &Value) -> f64 {
     value.as_f64().unwrap_or(f64::NAN)
 }
 
-pub fn run(json: Option<&Path>, quick: bool, seed: u64, options: &SettingOptions) -> Result<(), String> {
+/// Runs the benchmark (in a temporary directory it removes) and returns its configuration and
+/// JSON report; `progress` receives one line per step.
+pub(crate) fn measure(
+    quick: bool,
+    seed: u64,
+    options: &SettingOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(FsocBenchConfig, Value), String> {
     let mut config = if quick { FsocBenchConfig::quick(seed) } else { FsocBenchConfig::full(seed) };
     options.apply(&mut config);
     let directory = std::env::temp_dir().join(format!("fsoc-bench-fsoc-{}", std::process::id()));
     std::fs::create_dir(&directory).map_err(|error| format!("{}: {error}", directory.display()))?;
-    let bar = spinner();
-    let report = fsoc_bench::on_chip::run_all(&config, &directory, &mut |line| bar.set_message(line.to_string()));
-    bar.finish_and_clear();
+    let report = fsoc_bench::on_chip::run_all(&config, &directory, progress);
     let _ = std::fs::remove_dir_all(&directory);
     let report = report.map_err(|error| format!("fsoc bench fsoc: {error}"))?;
+    Ok((config, report))
+}
+
+pub fn run(json: Option<&Path>, quick: bool, seed: u64, options: &SettingOptions) -> Result<(), String> {
+    let bar = spinner();
+    let measured = measure(quick, seed, options, &mut |line| bar.set_message(line.to_string()));
+    bar.finish_and_clear();
+    let (config, report) = measured?;
     print_fig15(&report["fig15"], &config);
     print_table2(&report["table2"]);
     print_model(&report["model"]);

@@ -85,7 +85,7 @@ const LITTLEFS_COLOR: &str = "#d62728";
 /// Three panels (time, erases, energy) against NVRAM size, as seed 004's Figures 4, 7 and 8:
 /// the sizes evenly spaced (they double, as the seed's axis), values on a log scale; fsoc sync
 /// and async as lines over the sizes, the runs without NVRAM and littlefs as dashed lines.
-fn chart_svg(report: &Value) -> String {
+pub(crate) fn chart_svg(report: &Value) -> String {
     const PANEL_WIDTH: f64 = 300.0;
     const PANEL_HEIGHT: f64 = 260.0;
     const LEFT: f64 = 70.0;

@@ -209,6 +209,13 @@ fn free_bytes(path: &Path) -> Option<u64> {
     Some(u64::from(stats.f_bavail).saturating_mul(u64::from(stats.f_frsize)))
 }
 
+/// What stops `bench fuse` with volumes of `size_bytes` from running on this host, in words
+/// (nothing when it can run): `fsoc report` asks before starting it.
+#[cfg_attr(not(feature = "lab"), allow(dead_code))]
+pub(crate) fn problems_here(size_bytes: u64) -> Vec<String> {
+    host_problems(&Host::probe(), size_bytes)
+}
+
 /// Everything that stops the benchmark from running here, in words, or nothing.
 fn host_problems(host: &Host, size_bytes: u64) -> Vec<String> {
     let mut problems = Vec::new();

@@ -22,6 +22,8 @@ mod mtd_bench_kernel;
 mod mtd_bench_report;
 mod names;
 mod remote_mount;
+#[cfg(feature = "lab")]
+mod report_cmd;
 mod scaling_cmd;
 mod serve_cmd;
 // Only the lab's benchmarks draw every kind of chart; without the lab some parts are unused.
@@ -227,6 +229,11 @@ enum Command {
         #[command(subcommand)]
         command: ArrayCommand,
     },
+    #[cfg(feature = "lab")]
+    /// Runs every benchmark (quick by default, --full for the committed sizes) and writes one
+    /// self-contained report: DIR/index.html (charts inline) and DIR/report.json, each
+    /// experiment beside its seed's published figure and its peer in the same harness.
+    Report(report_cmd::ReportArgs),
     #[command(flatten)]
     Mount(fuse_cmd::MountCommand),
     /// Serves a volume image over 9P2000.L (TCP or a Unix socket) to any number of clients,
@@ -597,6 +604,8 @@ fn main() -> ExitCode {
         Command::Array { command: ArrayCommand::Info { base, chip_files } } => {
             array_cmd::info(base.as_deref(), &chip_files)
         }
+        #[cfg(feature = "lab")]
+        Command::Report(arguments) => report_cmd::run(arguments),
         Command::Mount(command) => fuse_cmd::run(command),
         Command::Serve(arguments) => serve_cmd::run(arguments),
         Command::Tool(command) => tools_cmd::run(command),

@@ -528,6 +528,18 @@ fn cannot_run(problems: &[String]) -> String {
     )
 }
 
+/// What stops `bench mtd` from measuring on this host, in words (nothing when it can):
+/// `fsoc report` asks before starting it.
+#[cfg_attr(not(feature = "lab"), allow(dead_code))]
+pub(crate) fn problems_here() -> Vec<String> {
+    let kernel = Kernel { module_loader: "modprobe".into(), scratch: std::env::temp_dir() };
+    let mut problems = kernel.problems();
+    if !Command::new("modprobe").args(["-n", "nandsim"]).output().is_ok_and(|output| output.status.success()) {
+        problems.push("the nandsim module (modprobe -n nandsim fails)".into());
+    }
+    problems
+}
+
 pub fn run(args: MtdBenchArgs) -> Result<(), String> {
     if let Some(path) = &args.render {
         return render(path);

@@ -110,7 +110,7 @@ impl SweepConfig {
         record_bytes.max(self.file_bytes_min)
     }
 
-    fn cell_count(&self) -> u64 {
+    pub fn cell_count(&self) -> u64 {
         (self.profiles.len() * self.chip_counts.len() * self.record_sizes_bytes.len()) as u64
     }
 }
@@ -474,15 +474,40 @@ pub fn size_label(bytes: u64) -> String {
     }
 }
 
-/// `fsoc bench scaling`.
-/// `fsoc bench scaling`; `paired_page_guard` false turns the core's paired-page guard off
-/// (to measure what it costs small synced writes on wide arrays).
-pub fn run(json: &Path, quick: bool, seed: u64, paired_page_guard: bool) -> Result<(), String> {
+/// The sweep `bench scaling` runs: quick or full, with the paired-page guard on or off.
+pub fn sweep_config(quick: bool, seed: u64, paired_page_guard: bool) -> SweepConfig {
     let mut sweep = if quick { SweepConfig::quick(seed) } else { SweepConfig::full(seed) };
     if !paired_page_guard {
         sweep.fs.volume.paired_page_distance = Some(0);
     }
+    sweep
+}
+
+/// Runs `sweep` and checks the targets: the report `bench scaling` writes as JSON
+/// (`progress` is called after each cell, `SweepConfig::cell_count` times).
+pub fn measure(sweep: &SweepConfig, quick: bool, progress: &mut dyn FnMut(&str)) -> Result<Report, String> {
     let started = Instant::now();
+    let (rows, mount) = run_sweep(sweep, progress)?;
+    let targets = check_targets(sweep, &rows, &mount);
+    Ok(Report {
+        benchmark: "scaling",
+        seed: sweep.seed,
+        quick,
+        paired_page_guard: sweep.fs.volume.paired_page_distance != Some(0),
+        time_base: "simulated device time (file-system virtual clock)",
+        file_bytes_min: sweep.file_bytes_min,
+        device_bytes_min: sweep.device_bytes_min,
+        rows,
+        mount,
+        targets,
+        wall_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// `fsoc bench scaling`; `paired_page_guard` false turns the core's paired-page guard off
+/// (to measure what it costs small synced writes on wide arrays).
+pub fn run(json: &Path, quick: bool, seed: u64, paired_page_guard: bool) -> Result<(), String> {
+    let sweep = sweep_config(quick, seed, paired_page_guard);
     let bar = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::new(sweep.cell_count());
         bar.set_style(
@@ -494,25 +519,12 @@ pub fn run(json: &Path, quick: bool, seed: u64, paired_page_guard: bool) -> Resu
     } else {
         ProgressBar::hidden()
     };
-    let (rows, mount) = run_sweep(&sweep, &mut |label| {
+    let report = measure(&sweep, quick, &mut |label| {
         bar.set_message(label.to_string());
         bar.inc(1);
-    })?;
+    });
     bar.finish_and_clear();
-    let targets = check_targets(&sweep, &rows, &mount);
-    let report = Report {
-        benchmark: "scaling",
-        seed,
-        quick,
-        paired_page_guard,
-        time_base: "simulated device time (file-system virtual clock)",
-        file_bytes_min: sweep.file_bytes_min,
-        device_bytes_min: sweep.device_bytes_min,
-        rows,
-        mount,
-        targets,
-        wall_seconds: started.elapsed().as_secs_f64(),
-    };
+    let report = report?;
     if let Some(parent) = json.parent().filter(|parent| !parent.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|error| format!("{}: {error}", parent.display()))?;
     }

@@ -1,0 +1,411 @@
+//! index.html: one self-contained page (inline CSS, the charts' SVG inline), every text put
+//! into it escaped.
+
+use std::fmt::Write as _;
+
+use super::seeds::SEEDS;
+use super::{Header, Row, Section, Status};
+
+const STYLE: &str = "
+body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 0 auto; max-width: 1180px; padding: 0 1.2em 3em; color: #222; line-height: 1.45; }
+h1 { font-size: 1.7em; margin: 1em 0 0.3em; }
+h2 { font-size: 1.35em; margin-top: 2em; border-bottom: 2px solid #ddd; padding-bottom: 0.2em; }
+h3 { font-size: 1.12em; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: 0.6em 0 1em; font-size: 0.9em; width: 100%; }
+th, td { border: 1px solid #ddd; padding: 0.3em 0.5em; vertical-align: top; text-align: left; }
+th { background: #f4f4f4; }
+td.number { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+code, .command { font-family: ui-monospace, 'SFMono-Regular', Menlo, monospace; font-size: 0.92em; }
+.command { background: #f6f8fa; border: 1px solid #e1e4e8; padding: 0.4em 0.6em; display: block; white-space: pre-wrap; }
+.status { display: inline-block; padding: 0.05em 0.5em; border-radius: 0.8em; font-size: 0.85em; font-weight: 600; }
+.measured { background: #dff5e1; color: #17602a; }
+.committed { background: #fff3d6; color: #7a5200; }
+.skipped { background: #eee; color: #555; }
+.failed { background: #fde2e1; color: #9c1c1c; }
+.better { color: #17602a; }
+.worse { color: #9c1c1c; }
+.from-file { color: #7a5200; font-size: 0.85em; }
+.chart { overflow-x: auto; margin: 0.8em 0; border: 1px solid #eee; }
+.chart svg { display: block; max-width: none; }
+.caption { font-size: 0.85em; color: #555; }
+.note { font-size: 0.9em; color: #444; }
+nav ul { columns: 2; }
+";
+
+/// Escapes text for an HTML text node or a quoted attribute.
+pub(crate) fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for character in text.chars() {
+        match character {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// A figure for reading: thousands grouped, about three significant digits.
+pub(crate) fn number(value: f64) -> String {
+    if !value.is_finite() {
+        return "–".into();
+    }
+    let magnitude = value.abs();
+    if value.fract() == 0.0 && magnitude < 1e15 {
+        let grouped = super::benches::group(magnitude as u64);
+        return if value < 0.0 { format!("-{grouped}") } else { grouped };
+    }
+    if magnitude >= 1000.0 {
+        let grouped = super::benches::group(magnitude.round() as u64);
+        return if value < 0.0 { format!("-{grouped}") } else { grouped };
+    }
+    let decimals = if magnitude >= 100.0 {
+        1
+    } else if magnitude >= 10.0 {
+        2
+    } else if magnitude >= 0.1 || magnitude == 0.0 {
+        3
+    } else {
+        // Three significant digits below 0.1.
+        (2 - magnitude.log10().floor() as i32).clamp(3, 9) as usize
+    };
+    format!("{value:.decimals$}")
+}
+
+/// A ratio: 2.56×, 0.037×.
+pub(crate) fn times(ratio: f64) -> String {
+    if ratio >= 100.0 {
+        format!("{ratio:.0}×")
+    } else if ratio >= 0.1 {
+        format!("{ratio:.2}×")
+    } else {
+        format!("{}×", number(ratio))
+    }
+}
+
+/// A ratio as a share: 3.41%, 91.2%.
+pub(crate) fn percent(ratio: f64) -> String {
+    let value = ratio * 100.0;
+    if value >= 10.0 {
+        format!("{value:.1}%")
+    } else {
+        format!("{value:.2}%")
+    }
+}
+
+fn status_badge(status: Status) -> String {
+    let (class, text) = match status {
+        Status::Measured => ("measured", "measured in this run"),
+        Status::Committed => ("committed", "committed figures, not run now"),
+        Status::Skipped => ("skipped", "skipped"),
+        Status::Failed => ("failed", "failed"),
+    };
+    format!(r#"<span class="status {class}">{text}</span>"#)
+}
+
+fn anchor(name: &str) -> String {
+    format!("bench-{name}")
+}
+
+/// The whole page.
+pub(crate) fn page(header: &Header, sections: &[Section]) -> String {
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>fsoc report ({})</title>\n<style>{STYLE}</style>\n</head>\n<body>\n",
+        escape(header.mode)
+    );
+    write_header(&mut html, header, sections);
+    write_summary(&mut html, sections);
+    write_seeds(&mut html, sections);
+    let _ = writeln!(html, "<h2 id=\"benchmarks\">Benchmarks</h2>");
+    for section in sections {
+        write_section(&mut html, section);
+    }
+    let _ = writeln!(
+        html,
+        "<p class=\"note\">Generated by <code>{}</code>; the same figures are in <code>report.json</code> beside this page, and each benchmark's own JSON and SVG files are in the same directory.</p>\n</body>\n</html>",
+        escape(&header.command)
+    );
+    html
+}
+
+fn write_header(html: &mut String, header: &Header, sections: &[Section]) {
+    let _ = writeln!(html, "<h1>fsoc: every experiment in one report</h1>");
+    let mode = if header.mode == "full" {
+        "<strong>Full mode</strong>: every benchmark at the size of the figures committed in the repository."
+    } else {
+        "<strong>Quick mode</strong>: the benchmarks that have a quick form run reduced (scaling, fsoc, postmark, readers, crashtest, fuse); mount and fsio run in full (seconds). Run <code>fsoc report --full</code> for the committed sizes."
+    };
+    let measured: Vec<&str> =
+        sections.iter().filter(|section| section.status == Status::Measured).map(|section| section.name).collect();
+    let committed: Vec<String> = sections
+        .iter()
+        .filter(|section| section.status == Status::Committed)
+        .map(|section| format!("{} (from {})", section.name, section.committed_files.join(", ")))
+        .collect();
+    let mixed: Vec<String> = sections
+        .iter()
+        .filter(|section| section.status == Status::Measured && !section.committed_files.is_empty())
+        .map(|section| format!("{} (rows marked, from {})", section.name, section.committed_files.join(", ")))
+        .collect();
+    let not_run: Vec<&str> = sections
+        .iter()
+        .filter(|section| matches!(section.status, Status::Skipped | Status::Failed))
+        .map(|section| section.name)
+        .collect();
+    let _ = writeln!(html, "<p>{mode}</p>");
+    let _ = writeln!(html, "<table>");
+    let rows = [
+        ("Generated", header.generated_utc.clone()),
+        ("Command", header.command.clone()),
+        ("Code", format!("{} (fsoc {})", header.code, header.version)),
+        ("Machine", header.machine.clone()),
+        ("Load average", format!("{} at the start, {} at the end", header.load_average_start, header.load_average_end)),
+        ("Wall time", format!("{:.0} s", header.wall_seconds)),
+        ("Seed of the simulated runs", header.seed.to_string()),
+        ("Measured in this run", if measured.is_empty() { "none".into() } else { measured.join(", ") }),
+        (
+            "Read from committed files (not measured in this run)",
+            if committed.is_empty() && mixed.is_empty() {
+                "none".into()
+            } else {
+                committed.into_iter().chain(mixed).collect::<Vec<_>>().join("; ")
+            },
+        ),
+        ("Skipped or failed", if not_run.is_empty() { "none".into() } else { not_run.join(", ") }),
+    ];
+    for (name, value) in rows {
+        let _ = writeln!(html, "<tr><th>{}</th><td>{}</td></tr>", escape(name), escape(&value));
+    }
+    let _ = writeln!(html, "</table>");
+    let _ = writeln!(
+        html,
+        "<p class=\"note\">Every ratio is fsoc ÷ the peer's figure in the same harness; the reading says which way is better for fsoc. Simulated benchmarks count device time on the simulator (deterministic for a seed); <em>fuse</em>, <em>readers</em> and <em>mtd</em> are wall-clock time. The seeds' figures come from other systems and devices: compare ratios and shapes, not absolute times.</p>"
+    );
+    let _ = writeln!(html, "<nav><ul>");
+    let _ = writeln!(html, "<li><a href=\"#summary\">Summary</a></li>");
+    for seed in &SEEDS {
+        let _ = writeln!(html, "<li><a href=\"#seed-{}\">Seed {}: {}</a></li>", seed.id, seed.id, escape(seed.title));
+    }
+    for section in sections {
+        let _ = writeln!(html, "<li><a href=\"#{}\">{}</a></li>", anchor(section.name), escape(section.title));
+    }
+    let _ = writeln!(html, "</ul></nav>");
+}
+
+/// The headline of a section: the one its benchmark wrote, or why it has none.
+fn headline(section: &Section) -> String {
+    match section.status {
+        Status::Skipped | Status::Failed => section.reason.clone().unwrap_or_default(),
+        Status::Measured | Status::Committed => section.headline.clone(),
+    }
+}
+
+fn write_summary(html: &mut String, sections: &[Section]) {
+    let _ = writeln!(html, "<h2 id=\"summary\">Summary</h2>");
+    let _ = writeln!(
+        html,
+        "<table><tr><th>benchmark</th><th>seeds</th><th>status</th><th>headline</th><th>wall time</th></tr>"
+    );
+    for section in sections {
+        let _ = writeln!(
+            html,
+            "<tr><td><a href=\"#{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td class=\"number\">{}</td></tr>",
+            anchor(section.name),
+            escape(section.name),
+            escape(&section.seeds.join(", ")),
+            status_badge(section.status),
+            escape(&headline(section)),
+            if section.status == Status::Measured { format!("{:.1} s", section.wall_seconds) } else { "–".into() }
+        );
+    }
+    let _ = writeln!(html, "</table>");
+}
+
+fn write_seeds(html: &mut String, sections: &[Section]) {
+    for seed in &SEEDS {
+        let _ = writeln!(html, "<h2 id=\"seed-{}\">Seed {}: {}</h2>", seed.id, seed.id, escape(seed.title));
+        let _ = writeln!(
+            html,
+            "<p class=\"note\"><code>{}</code>. What fsoc takes from it: {}.</p>",
+            escape(seed.file),
+            escape(seed.takes)
+        );
+        let rows: Vec<(&Section, &Row)> = sections
+            .iter()
+            .flat_map(|section| {
+                section.rows.iter().filter(|row| row.seed == Some(seed.id)).map(move |row| (section, row))
+            })
+            .collect();
+        let not_run: Vec<&Section> = sections
+            .iter()
+            .filter(|section| {
+                section.seeds.contains(&seed.id) && matches!(section.status, Status::Skipped | Status::Failed)
+            })
+            .collect();
+        if rows.is_empty() && not_run.is_empty() {
+            let _ = writeln!(html, "<p>No experiment of this seed in this report.</p>");
+            continue;
+        }
+        if !rows.is_empty() {
+            write_rows(html, &rows, true);
+        }
+        for section in not_run {
+            let _ = writeln!(
+                html,
+                "<p>{} <a href=\"#{}\">{}</a>: {}</p>",
+                status_badge(section.status),
+                anchor(section.name),
+                escape(section.name),
+                escape(section.reason.as_deref().unwrap_or(""))
+            );
+        }
+    }
+}
+
+/// A table of rows (with the benchmark's name when `with_benchmark`).
+fn write_rows(html: &mut String, rows: &[(&Section, &Row)], with_benchmark: bool) {
+    let _ = write!(html, "<table><tr>");
+    if with_benchmark {
+        let _ = write!(html, "<th>benchmark</th>");
+    }
+    let _ = writeln!(
+        html,
+        "<th>experiment</th><th>unit</th><th>fsoc</th><th>peer (same harness)</th><th>peer's figure</th><th>fsoc ÷ peer</th><th>seed's published figure</th></tr>"
+    );
+    for (section, row) in rows {
+        let _ = write!(html, "<tr>");
+        if with_benchmark {
+            // Measured is the rule; anything else is said.
+            let badge = if section.status == Status::Measured {
+                String::new()
+            } else {
+                format!("<br>{}", status_badge(section.status))
+            };
+            let _ = write!(html, "<td><a href=\"#{}\">{}</a>{badge}</td>", anchor(section.name), escape(section.name));
+        }
+        let from_file = row.committed_file.as_deref().map_or(String::new(), |file| {
+            format!("<br><span class=\"from-file\">read from {} (not measured in this run)</span>", escape(file))
+        });
+        let reading = match (&row.reading, row.ratio) {
+            (Some(reading), Some(ratio)) => {
+                let class = if reading.ends_with("better") {
+                    "better"
+                } else if reading.ends_with("worse") {
+                    "worse"
+                } else {
+                    ""
+                };
+                let ratio = if row.ratio_as_percent { percent(ratio) } else { times(ratio) };
+                format!("{}<br><span class=\"{class}\">{}</span>", escape(&ratio), escape(reading))
+            }
+            _ => "–".into(),
+        };
+        let _ = writeln!(
+            html,
+            "<td>{}{from_file}</td><td>{}</td><td class=\"number\">{}</td><td>{}</td><td class=\"number\">{}</td><td class=\"number\">{reading}</td><td>{}</td></tr>",
+            escape(&row.experiment),
+            escape(&row.unit),
+            row.fsoc.map_or("–".into(), number),
+            escape(row.peer_name.as_deref().unwrap_or("–")),
+            row.peer.map_or("–".into(), number),
+            escape(row.seed_figure.as_deref().unwrap_or(if row.seed.is_some() { "none published" } else { "–" }))
+        );
+    }
+    let _ = writeln!(html, "</table>");
+}
+
+fn write_section(html: &mut String, section: &Section) {
+    let _ = writeln!(html, "<h3 id=\"{}\">{}</h3>", anchor(section.name), escape(section.title));
+    let mut status = status_badge(section.status);
+    match section.status {
+        Status::Measured => {
+            let _ = write!(status, " {} mode, {:.1} s", escape(section.mode.unwrap_or("?")), section.wall_seconds);
+        }
+        Status::Committed => {
+            let _ = write!(
+                status,
+                " Not run now: {}. The figures below are read from {} in the repository.",
+                escape(section.reason.as_deref().unwrap_or("")),
+                escape(&section.committed_files.join(", "))
+            );
+        }
+        Status::Skipped | Status::Failed => {
+            let _ = write!(status, " {}", escape(section.reason.as_deref().unwrap_or("")));
+        }
+    }
+    let _ = writeln!(html, "<p>{status}</p>");
+    let _ = writeln!(
+        html,
+        "<p><strong>Seeds:</strong> {}. <strong>What is measured:</strong> {}</p>",
+        escape(&section.seeds.join(", ")),
+        escape(section.what)
+    );
+    let _ = writeln!(html, "<p><strong>Peer in the same harness:</strong> {}</p>", escape(section.peers));
+    let _ =
+        writeln!(html, "<p><strong>Reproduce:</strong></p><code class=\"command\">{}</code>", escape(&section.command));
+    if !section.rows.is_empty() {
+        let rows: Vec<(&Section, &Row)> = section.rows.iter().map(|row| (section, row)).collect();
+        write_rows(html, &rows, false);
+    }
+    if !section.targets.is_empty() {
+        let _ = writeln!(html, "<table><tr><th>target</th><th>measured</th><th></th></tr>");
+        for target in &section.targets {
+            let verdict = match target.met {
+                Some(true) => "<span class=\"better\">met</span>",
+                Some(false) => "<span class=\"worse\">missed</span>",
+                None => "–",
+            };
+            let _ = writeln!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td>{verdict}</td></tr>",
+                escape(&target.target),
+                escape(&target.measured)
+            );
+        }
+        let _ = writeln!(html, "</table>");
+    }
+    for chart in &section.charts {
+        let _ = writeln!(
+            html,
+            "<div class=\"chart\">\n{}</div>\n<p class=\"caption\">{}</p>",
+            chart.svg.trim(),
+            escape(&chart.file)
+        );
+    }
+    for note in &section.notes {
+        let _ = writeln!(html, "<p class=\"note\">{}</p>", escape(note));
+    }
+    if !section.files.is_empty() {
+        let _ = writeln!(html, "<p class=\"note\">Files written: {}</p>", escape(&section.files.join(", ")));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(
+            escape("<a href=\"x\">Tom & Jerry's</a>"),
+            "&lt;a href=&quot;x&quot;&gt;Tom &amp; Jerry&#39;s&lt;/a&gt;"
+        );
+    }
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(number(9636.0), "9,636");
+        assert_eq!(number(159.2174), "159.2");
+        assert_eq!(number(2.5598), "2.560");
+        assert_eq!(number(0.0371), "0.0371");
+        assert_eq!(number(12345.6), "12,346");
+        assert_eq!(number(f64::NAN), "–");
+        assert_eq!(times(0.0385), "0.0385×");
+        assert_eq!(times(2.56), "2.56×");
+    }
+}
