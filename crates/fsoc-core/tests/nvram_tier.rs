@@ -451,7 +451,7 @@ fn damaged_nvram_logs_are_refused_or_ignored_never_a_panic() {
         let mut rng = SeededRng::new(seed);
         let mut bytes = pristine.clone();
         let (record_offset, record_total) = records[rng.below(records.len() as u64) as usize];
-        match seed % 5 {
+        match seed % 6 {
             0 => {
                 let bit = rng.below((offset * 8) as u64) as usize;
                 bytes[bit / 8] ^= 1 << (bit % 8);
@@ -460,14 +460,18 @@ fn damaged_nvram_logs_are_refused_or_ignored_never_a_panic() {
                 let word = rng.below((offset / 8) as u64) as usize * 8;
                 bytes[word..word + 8].copy_from_slice(&rng.next_u64().to_le_bytes());
             }
-            2 | 3 => {
+            2 | 3 | 5 => {
                 // Change the body, then make the commit word match again.
                 let body_end = record_offset + record_total - 8;
                 let at = record_offset + rng.below((record_total - 8) as u64) as usize;
                 bytes[at] ^= 1 + rng.below(255) as u8;
-                if seed % 5 == 3 {
+                if seed % 6 == 3 {
                     // An absurd payload length too.
                     bytes[record_offset + 20..record_offset + 24].copy_from_slice(&u32::MAX.to_le_bytes());
+                }
+                if seed % 6 == 5 {
+                    // The largest counter: the next commit's counter would not fit.
+                    bytes[record_offset..record_offset + 8].copy_from_slice(&u64::MAX.to_le_bytes());
                 }
                 let mut head = [0u8; 16];
                 head[..8].copy_from_slice(&volume_id.to_le_bytes());
@@ -505,7 +509,7 @@ fn damaged_nvram_logs_are_refused_or_ignored_never_a_panic() {
         match run {
             Ok(outcome) => outcomes[outcome] += 1,
             Err(panic) => {
-                eprintln!("damaged NVRAM log, seed {seed} (kind {}): panicked", seed % 5);
+                eprintln!("damaged NVRAM log, seed {seed} (kind {}): panicked", seed % 6);
                 std::panic::resume_unwind(panic);
             }
         }

@@ -233,15 +233,16 @@ impl<F: Flash> FileSystem<F> {
         }
         self.stats.nvram_destages += 1;
         let delta_room = self.volume.delta_bytes_max();
-        let tiny_log = capacity <= 2 * delta_room as u64;
-        if self.config.delta_commits && tiny_log && self.delta.fits_within(delta_room) {
+        let tiny_log = self.config.delta_commits && capacity <= 2 * delta_room as u64;
+        if tiny_log && self.delta.fits_within(delta_room) {
+            // Pending pages are programmed before any flash commit; that may grow the delta.
             self.materialize_all()?;
-        }
-        if self.config.delta_commits && tiny_log && self.delta.fits_within(delta_room) {
-            let flush = self.volume.begin_commit_delta(self.delta.encode())?;
-            self.delta.mark_point();
-            self.stats.delta_commits += 1;
-            return Ok(flush);
+            if self.delta.fits_within(delta_room) {
+                let flush = self.volume.begin_commit_delta(self.delta.encode())?;
+                self.delta.mark_point();
+                self.stats.delta_commits += 1;
+                return Ok(flush);
+            }
         }
         self.begin_commit()
     }

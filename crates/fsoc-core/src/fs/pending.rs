@@ -106,20 +106,25 @@ impl<F: Flash> FileSystem<F> {
     /// them. Inside a `mutate`; the caller reads the inode record after this.
     pub(crate) fn materialize_inode(&mut self, inode: u64) -> Result<(), FsError> {
         let pages: Vec<u64> = self.pending_pages_in(inode, 0, u64::MAX).map(|(page, _)| page).collect();
+        if pages.is_empty() {
+            return Ok(());
+        }
+        let mut record = self.getattr(inode)?;
+        let pages_before = record.pages;
         for page in pages {
             let Some(content) = self.pending.get(&(inode, page)).cloned() else { continue };
-            let mut record = self.getattr(inode)?;
             let page_start = page * self.page_size();
             // Only the bytes inside the file: a page past the end (a later truncate dropped it)
             // is forgotten.
             let valid = record.size.saturating_sub(page_start).min(self.page_size());
             if valid > 0 && !record.is_inline() {
                 let bytes = content.get(..to_usize(valid)).ok_or(FsError::Corrupt("pending page"))?;
-                let change = self.write_pages(inode, page_start, bytes, record.size)?;
-                record.pages = change.apply(record.pages);
-                self.put_inode(inode, &record)?;
+                record.pages = self.write_pages(inode, page_start, bytes, record.size)?.apply(record.pages);
             }
             self.pending_remove(inode, page);
+        }
+        if record.pages != pages_before {
+            self.put_inode(inode, &record)?;
         }
         Ok(())
     }

@@ -889,9 +889,18 @@ impl<F: Flash> Volume<F> {
         let lag = self.committed.nvram_lag.checked_add(1).ok_or(TxnError::Nvram {
             reason: "too many commits since the last full commit (a full commit is needed)",
         })?;
-        self.committed.commit_counter += 1;
+        self.committed.commit_counter = self.next_counter()?;
         self.committed.nvram_lag = lag;
         Ok(())
+    }
+
+    /// The committed counter plus one. A counter read from flash or NVRAM may be anything:
+    /// the end of the range is a refusal, never a wrap.
+    fn next_counter(&self) -> Result<u64, TxnError> {
+        self.committed.commit_counter.checked_add(1).ok_or(TxnError::Decode {
+            structure: "metaroot",
+            source: DecodeError::InvalidField { structure: "metaroot", field: "commit_counter", value: u64::MAX },
+        })
     }
 
     /// Whether transaction points go to an NVRAM log.
@@ -951,7 +960,7 @@ impl<F: Flash> Volume<F> {
             self.log.device_mut().flash_mut().begin_flush()?.wait()?;
             let base = self.committed.nvram_base();
             let record = NvramRecord {
-                commit_counter: self.committed.commit_counter + 1,
+                commit_counter: self.next_counter()?,
                 next_inode: self.next_inode,
                 flags: if self.may_have_orphans { FLAG_ORPHANS } else { 0 },
                 payload,
