@@ -5,7 +5,8 @@
 #                      4-chip RAM NAND array (ram_flash.c);
 #   powercut 1 1200    a power cut at every program and erase of a seeded 1,200-step workload;
 #   --measure          also the code size and RAM of the library beside littlefs's (size/),
-#                      same compiler, same flags, same workload, same RAM NAND.
+#                      same compiler, same flags, same workload, same RAM NAND; and the heap
+#                      fsoc needs on a full 1 GiB volume (size/fill.c, 1 GiB of RAM NAND).
 # scripts/test.sh runs it (with --measure); it needs cargo, gcc and binutils' size.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -58,3 +59,5 @@ for name in fsoc littlefs; do
 done
 echo "  (code, data, bss: the probe's \`size\` minus the same program without a file system; stack: the"
 echo "   deepest point of a painted stack; state: structs and caches littlefs takes from its caller)"
+gcc "${cflags[@]}" examples/c/size/fill.c examples/c/ram_flash.c "$library" "${ldflags[@]}" -o "$out/fill"
+"$out/fill"
