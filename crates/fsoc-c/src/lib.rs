@@ -303,6 +303,11 @@ fn code(error: &FsError) -> c_int {
     -error.errno()
 }
 
+/// A call's answer: 0, or the negative errno it failed with.
+fn status(result: Result<(), c_int>) -> c_int {
+    result.err().unwrap_or(0)
+}
+
 /// The flash adapter and configuration of a format or mount.
 ///
 /// # Safety
@@ -435,10 +440,7 @@ unsafe fn with_path(
     // SAFETY: forwarded from the caller.
     let Some(volume) = (unsafe { volume.as_mut() }) else { return -errno::EFAULT };
     // SAFETY: forwarded from the caller.
-    match unsafe { path_bytes(path) }.and_then(|path| operation(volume, path)) {
-        Ok(()) => 0,
-        Err(code) => code,
-    }
+    status(unsafe { path_bytes(path) }.and_then(|path| operation(volume, path)))
 }
 
 /// Makes a directory with permission bits `mode`.
@@ -556,10 +558,7 @@ pub unsafe extern "C" fn fsoc_volume_usage(volume: *mut FsocVolume, out: *mut Fs
 pub unsafe extern "C" fn fsoc_volume_transact(volume: *mut FsocVolume) -> c_int {
     // SAFETY: the caller passes NULL or a mounted volume.
     let Some(volume) = (unsafe { volume.as_mut() }) else { return -errno::EFAULT };
-    match volume.fs.transact() {
-        Ok(()) => 0,
-        Err(error) => code(&error),
-    }
+    status(volume.fs.transact().map_err(|e| code(&e)))
 }
 
 /// Checks every structure of the volume (trees, allocation, link counts). Answers 0 when the
@@ -743,10 +742,7 @@ pub unsafe extern "C" fn fsoc_file_seek(volume: *mut FsocVolume, file: FsocFile,
 #[no_mangle]
 pub unsafe extern "C" fn fsoc_file_truncate(volume: *mut FsocVolume, file: FsocFile, size: u64) -> c_int {
     // SAFETY: forwarded from the caller.
-    match unsafe { with_file(volume, file, |fs, handle| fs.ftruncate(handle, size)) } {
-        Ok(()) => 0,
-        Err(code) => code,
-    }
+    status(unsafe { with_file(volume, file, |fs, handle| fs.ftruncate(handle, size)) })
 }
 
 /// Makes the file's data and attributes durable (and every other change made before it).
@@ -756,10 +752,7 @@ pub unsafe extern "C" fn fsoc_file_truncate(volume: *mut FsocVolume, file: FsocF
 #[no_mangle]
 pub unsafe extern "C" fn fsoc_file_sync(volume: *mut FsocVolume, file: FsocFile) -> c_int {
     // SAFETY: forwarded from the caller.
-    match unsafe { with_file(volume, file, |fs, handle| fs.fsync_fd(handle)) } {
-        Ok(()) => 0,
-        Err(code) => code,
-    }
+    status(unsafe { with_file(volume, file, |fs, handle| fs.fsync_fd(handle)) })
 }
 
 /// The open file's attributes.
@@ -788,10 +781,7 @@ pub unsafe extern "C" fn fsoc_file_stat(volume: *mut FsocVolume, file: FsocFile,
 #[no_mangle]
 pub unsafe extern "C" fn fsoc_file_close(volume: *mut FsocVolume, file: FsocFile) -> c_int {
     // SAFETY: forwarded from the caller.
-    match unsafe { with_file(volume, file, |fs, handle| fs.close(handle)) } {
-        Ok(()) => 0,
-        Err(code) => code,
-    }
+    status(unsafe { with_file(volume, file, |fs, handle| fs.close(handle)) })
 }
 
 /// Opens a directory listing.
