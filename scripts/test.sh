@@ -27,9 +27,9 @@ cargo clippy --quiet --release --workspace --all-targets -- -D warnings
 echo "== fsoc for firmware: the no_std core behind a C ABI (crates/fsoc-c, its own workspace: panic = abort)"
 # no_std with its own panic handler, so a dependency that pulled in std would fail to link.
 cargo fmt --check --manifest-path crates/fsoc-c/Cargo.toml
-cargo clippy --quiet --release --manifest-path crates/fsoc-c/Cargo.toml --target-dir crates/fsoc-c/target -- -D warnings
+cargo clippy --quiet --release --manifest-path crates/fsoc-c/Cargo.toml --target-dir target/fsoc-c -- -D warnings
 # ... its header is what cbindgen generates (include/fsoc.h) ...
-cargo test --quiet --release --manifest-path crates/fsoc-c/Cargo.toml --target-dir crates/fsoc-c/target
+cargo test --quiet --release --manifest-path crates/fsoc-c/Cargo.toml --target-dir target/fsoc-c
 # ... and C drives it (gcc -Os -Wall -Wextra -Werror): the example on a 1 GiB 4-chip RAM NAND,
 # a power cut at every program and erase of a seeded workload, and code size and RAM beside
 # littlefs's (same compiler, flags and workload).

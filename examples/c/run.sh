@@ -13,7 +13,8 @@ cd "$(dirname "$0")/../.."
 measure=0
 [ "${1:-}" = --measure ] && measure=1
 
-target=crates/fsoc-c/target
+# Beside the workspace's own build output, never under crates/ (the FUSE tests copy that tree).
+target=target/fsoc-c
 out=$target/c
 mkdir -p "$out"
 cargo build --quiet --release --manifest-path crates/fsoc-c/Cargo.toml --target-dir "$target"
