@@ -9,6 +9,9 @@
 //!   without an NVRAM commit tier (sync and async) and on littlefs (sync), shape
 //!   `{"runs": [{"target", "variant", "nvram_bytes", "elapsed_us", "flash_programs", ..}],
 //!   "targets": {..}, "seed_004": {..}, "config": {..}, "workload": {..}}`.
+//! - `scaling::run(&ScalingOptions { quick, seed, paired_page_guard }, ..)`: seed 001's
+//!   IOzone record sweep on 1, 2, 4 and 8 chips, SLC/MLC/TLC (fsoc alone, beside the
+//!   array's physical limit); `Report::to_json` and `Report::svg` give the file and its chart.
 //! - `run_mount(files, seed)`: mount cost against file count, shape
 //!   `{"mounts": [{"files", "page_reads", "sim_us", ..}], "littlefs": [..],
 //!   "littlefs_skipped_above": N, "config": {..}}`.
@@ -28,6 +31,8 @@ pub mod mount;
 pub mod on_chip;
 pub mod postmark;
 pub mod readers;
+pub mod scaling;
+pub mod svg_chart;
 pub mod target;
 
 pub use crate::fsoc::FsocTarget;

@@ -1,13 +1,14 @@
-//! `fsoc bench fsio` and `fsoc bench mount`: fsoc and littlefs on the same simulated chips
-//! (fsoc-bench), results as JSON plus a printed summary.
+//! `fsoc bench scaling`, `fsoc bench fsio` and `fsoc bench mount`: fsoc-bench's runs (fsoc and
+//! littlefs on the same simulated chips), results as JSON plus a printed summary.
 
 use std::fmt::Write as _;
+use std::io::IsTerminal;
 use std::path::Path;
 
-use indicatif::ProgressBar;
+use fsoc_bench::scaling::{self, Operation, ScalingOptions};
+use fsoc_bench::svg_chart::{self, LogScale};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
-
-use crate::svg_chart::{self, LogScale};
 
 pub(crate) fn write_json(path: &Path, value: &Value) -> Result<(), String> {
     let text = serde_json::to_string_pretty(value).map_err(|error| error.to_string())?;
@@ -18,6 +19,64 @@ pub(crate) fn spinner() -> ProgressBar {
     let bar = ProgressBar::new_spinner();
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     bar
+}
+
+/// `fsoc bench scaling`: the sweep with a progress bar, its JSON and chart (beside it, .svg),
+/// and a summary.
+pub fn scaling(json: &Path, options: &ScalingOptions) -> Result<(), String> {
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(options.sweep().cell_count());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} scaling sweep [{bar:30}] {pos}/{len} {msg} ({elapsed})")
+                .map_err(|error| format!("progress bar: {error}"))?
+                .progress_chars("=> "),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let report = scaling::run(options, &mut |label| {
+        bar.set_message(label.to_string());
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    let report = report?;
+    if let Some(parent) = json.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|error| format!("{}: {error}", parent.display()))?;
+    }
+    std::fs::write(json, report.to_json()).map_err(|error| format!("{}: {error}", json.display()))?;
+    let svg_path = json.with_extension("svg");
+    std::fs::write(&svg_path, report.svg()).map_err(|error| format!("{}: {error}", svg_path.display()))?;
+    print_scaling_summary(&report);
+    println!("wrote {} and {}", json.display(), svg_path.display());
+    Ok(())
+}
+
+fn print_scaling_summary(report: &scaling::Report) {
+    let sweep = &report.sweep;
+    for &profile in &sweep.profiles {
+        println!("{} (MiB/s in simulated time; efficiency = measured / physical limit)", profile.name());
+        for operation in Operation::ALL {
+            let mut line = format!("  {:<13}", operation.name());
+            for &chips in &sweep.chip_counts {
+                let largest = sweep.record_sizes_bytes.iter().copied().max().unwrap_or(0);
+                let smallest = sweep.record_sizes_bytes.iter().copied().min().unwrap_or(0);
+                let small = report.row(profile.name(), chips, operation.name(), smallest);
+                let large = report.row(profile.name(), chips, operation.name(), largest);
+                if let (Some(small), Some(large)) = (small, large) {
+                    let _ = write!(
+                        line,
+                        " ×{chips}: {:>7.2} | {:>7.2} ({:.2})",
+                        small.mib_per_s, large.mib_per_s, large.efficiency
+                    );
+                }
+            }
+            println!("{line}");
+        }
+    }
+    for check in &report.targets {
+        println!("[{}] {} — {}", if check.met { "met" } else { "SHORT" }, check.target, check.measured);
+    }
 }
 
 fn sum(report: &Value, fs: &str, op: &str, field: &str) -> f64 {

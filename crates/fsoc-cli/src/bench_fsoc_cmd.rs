@@ -8,7 +8,7 @@ use fsoc_bench::on_chip::{FsocBenchConfig, Setting, OPERATIONS};
 use serde_json::Value;
 
 use crate::bench_cmd::{spinner, write_json};
-use crate::svg_chart::{self, LinearScale, LogScale};
+use fsoc_bench::svg_chart::{self, LinearScale, LogScale};
 
 /// What the command line may change in the settings.
 #[derive(Clone, Copy, Debug, Default)]

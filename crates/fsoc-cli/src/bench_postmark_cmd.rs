@@ -9,7 +9,7 @@ use fsoc_bench::postmark::{self, PostmarkConfig};
 use serde_json::Value;
 
 use crate::bench_cmd::{spinner, write_json};
-use crate::svg_chart::{self, LogScale};
+use fsoc_bench::svg_chart::{self, LogScale};
 
 pub fn run(json: Option<&Path>, quick: bool, seed: u64) -> Result<(), String> {
     let config = if quick { PostmarkConfig::quick(seed) } else { PostmarkConfig::full(seed) };

@@ -19,7 +19,7 @@ use indicatif::ProgressBar;
 
 use crate::fuse_bench_mounts::{self as mounts, Ext4Mount, FsocMount, ScratchDirectory, ServerUsage};
 use crate::fuse_bench_workloads::{self as workloads, Better, Scale, Tools, Workload};
-use crate::svg_chart::{self, LogScale};
+use fsoc_bench::svg_chart::{self, LogScale};
 
 /// Where the images go: memory, so the figures are the file systems', not a disk's.
 const IMAGE_DIRECTORY: &str = "/dev/shm";
@@ -533,7 +533,7 @@ pub fn run(options: &FuseBenchOptions) -> Result<(), String> {
     }
     let fsoc = std::env::current_exe().map_err(|error| format!("cannot find the fsoc executable: {error}"))?;
 
-    mounts::catch_interrupts();
+    crate::interrupts::catch_interrupts();
     let scratch = ScratchDirectory::create(Path::new(IMAGE_DIRECTORY))?;
     let context = Context {
         fsoc: &fsoc,

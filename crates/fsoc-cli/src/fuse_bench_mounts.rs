@@ -11,35 +11,15 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::interrupts::interrupted;
 
 /// How long a mount may take to appear and an unmount to finish.
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long an unmount refused as busy is retried (a program that just exited may still be
 /// dropping its last references to the mount).
 const BUSY_RETRY: Duration = Duration::from_secs(10);
-
-/// Set by SIGINT, SIGTERM or SIGHUP: the run stops at the next check and cleans up.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn note_interrupt(_signal: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-/// Makes Ctrl-C (and SIGTERM, SIGHUP) stop the benchmark through its guards instead of killing
-/// it with volumes still mounted. The child programs in the foreground get SIGINT themselves.
-pub fn catch_interrupts() {
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: installs a handler that only stores to an atomic (async-signal-safe).
-        unsafe { libc::signal(signal, note_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t) };
-    }
-}
-
-/// Whether the user asked the run to stop.
-pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
 
 /// Fails with "interrupted" once the user asked the run to stop.
 pub fn check_interrupted() -> Result<(), String> {

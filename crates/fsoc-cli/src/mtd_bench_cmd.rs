@@ -564,7 +564,7 @@ pub fn run(args: MtdBenchArgs) -> Result<(), String> {
         fs::create_dir_all(parent).map_err(io_error(parent))?;
     }
     let fsoc = std::env::current_exe().map_err(|error| format!("cannot find the fsoc executable: {error}"))?;
-    mounts::catch_interrupts();
+    crate::interrupts::catch_interrupts();
     let started = Instant::now();
     let delays = NandDelays::K9F2G08U0B;
 

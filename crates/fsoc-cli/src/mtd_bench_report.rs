@@ -1,6 +1,6 @@
 //! The results of `fsoc bench mtd` as they are written to JSON and read back: the figures, the
 //! issue's targets checked against them, the Markdown tables of the README and docs/RAW-NAND.md,
-//! and the SVG chart (through svg_chart.rs). Knows nothing of how the figures were measured.
+//! and the SVG chart (through fsoc-bench's svg_chart). Knows nothing of how the figures were measured.
 //!
 //! Invariant: every figure here comes from the run the JSON records; what was not measured is
 //! `None` (shown as "not measured") and never estimated.
@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::svg_chart::{self, LogScale};
+use fsoc_bench::svg_chart::{self, LogScale};
 
 /// Page reads, page programs and block erases of the raw-NAND layer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

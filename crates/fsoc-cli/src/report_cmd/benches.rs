@@ -335,18 +335,19 @@ fn size_text(bytes: f64) -> String {
 // ------------------------------------------------------------- fsoc bench scaling (seed 001)
 
 fn run_scaling(context: &Context) -> Result<Outcome, String> {
-    let sweep = crate::scaling_cmd::sweep_config(!context.full, context.seed, true);
-    let total = sweep.cell_count();
+    let options =
+        fsoc_bench::scaling::ScalingOptions { quick: !context.full, seed: context.seed, paired_page_guard: true };
+    let total = options.sweep().cell_count();
     let mut done = 0;
     let progress = context.progress;
-    let report = crate::scaling_cmd::measure(&sweep, !context.full, &mut |label| {
+    let report = fsoc_bench::scaling::run(&options, &mut |label| {
         done += 1;
         progress.counts(done, total, label);
     })?;
-    let value = serde_json::to_value(&report).map_err(error_text)?;
+    let value = report.to_value();
     let mut outcome = Outcome::default();
     context.write_json(&mut outcome, "scaling.json", &value)?;
-    context.chart(&mut outcome, "scaling.svg", crate::scaling_cmd::render_svg(&sweep, &report.rows))?;
+    context.chart(&mut outcome, "scaling.svg", report.svg())?;
     outcome.rows = scaling_rows(&value);
     outcome.targets = targets_of(&value["targets"]);
     let speedups: Vec<String> = outcome
@@ -572,7 +573,7 @@ fn run_readers(context: &Context) -> Result<Outcome, String> {
 /// Read latency idle and with the writer (flush outside the lock, and holding it), median and
 /// p99, as bars.
 fn readers_chart(report: &Value) -> String {
-    use crate::svg_chart::{self, LinearScale};
+    use fsoc_bench::svg_chart::{self, LinearScale};
     let latency = &report["latency"];
     let paced = &latency["paced"];
     let (outside, held) = if paced.is_object() {
@@ -876,7 +877,7 @@ struct CrashChartRun {
 
 /// Cut points per workload and run (log scale), failures written above their bar in red.
 fn crash_chart(runs: &[CrashChartRun]) -> String {
-    use crate::svg_chart::{self, LogScale};
+    use fsoc_bench::svg_chart::{self, LogScale};
     const LEFT: f64 = 70.0;
     const TOP: f64 = 50.0;
     const WIDTH: f64 = 720.0;
