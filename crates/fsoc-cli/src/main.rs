@@ -576,7 +576,7 @@ fn main() -> ExitCode {
                     cycles_per_message,
                 },
         } => {
-            let options = bench_fsoc_cmd::SettingOptions {
+            let options = fsoc_bench::on_chip::SettingOptions {
                 bus_mb_s,
                 bus_latency_us,
                 host_mhz,

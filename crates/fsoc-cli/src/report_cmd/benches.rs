@@ -5,13 +5,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use fsoc_bench::on_chip::{self, SettingOptions};
 use fsoc_media::Profile;
 use fsoc_sim::{crash_test, CrashConfig, Workload};
 use serde_json::{json, Value};
 
 use super::seeds::published;
 use super::{html, Better, Chart, Context, Outcome, Row, Target};
-use crate::bench_fsoc_cmd::SettingOptions;
 
 /// Runs a benchmark (or reads its committed results) into its outcome.
 type Runner = fn(&Context) -> Result<Outcome, String>;
@@ -198,12 +198,11 @@ const CONVENTIONAL: &str = "conventional device (raw pages)";
 fn run_fsoc(context: &Context) -> Result<Outcome, String> {
     let progress = context.progress;
     let (_, report) =
-        crate::bench_fsoc_cmd::measure(!context.full, context.seed, &SettingOptions::default(), &mut |line| {
-            progress.message(line)
-        })?;
+        on_chip::measure(!context.full, context.seed, &SettingOptions::default(), &mut |line| progress.message(line))
+            .map_err(|error| format!("fsoc bench fsoc: {error}"))?;
     let mut outcome = Outcome::default();
     context.write_json(&mut outcome, "fsoc.json", &report)?;
-    for (path, svg) in crate::bench_fsoc_cmd::charts(Path::new("fsoc.json"), &report) {
+    for (path, svg) in on_chip::charts::charts(Path::new("fsoc.json"), &report) {
         context.chart(&mut outcome, &path.to_string_lossy(), svg)?;
     }
     outcome.rows = fsoc_rows(&report);
@@ -941,7 +940,7 @@ fn run_postmark(context: &Context) -> Result<Outcome, String> {
         .map_err(|error| format!("postmark benchmark: {error}"))?;
     let mut outcome = Outcome::default();
     context.write_json(&mut outcome, "postmark.json", &report)?;
-    context.chart(&mut outcome, "postmark.svg", crate::bench_postmark_cmd::chart_svg(&report))?;
+    context.chart(&mut outcome, "postmark.svg", fsoc_bench::postmark::chart::chart_svg(&report))?;
     let runs: Vec<&Value> = report["runs"].as_array().into_iter().flatten().collect();
     let find = |target: &str, variant: &str, nvram: u64| {
         runs.iter().copied().find(|run| {
