@@ -231,6 +231,19 @@ fn microseconds(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e6
 }
 
+/// Runs the parallel-readers benchmark on chip files in /dev/shm (else the temporary
+/// directory), removed afterwards, and returns its JSON report.
+pub fn run_in_scratch(quick: bool, seed: u64, progress: &mut dyn FnMut(&str)) -> Result<Value, BenchError> {
+    let config = if quick { ReadersConfig::quick(seed) } else { ReadersConfig::full(seed) };
+    let shm = Path::new("/dev/shm");
+    let directory = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() }
+        .join(format!("fsoc-readers-{}", std::process::id()));
+    std::fs::create_dir(&directory).map_err(|error| BenchError::Setup(format!("{}: {error}", directory.display())))?;
+    let report = run(&config, &directory, progress);
+    let _ = std::fs::remove_dir_all(&directory);
+    report
+}
+
 /// Runs both measurements on chip files created under `directory` (removed afterwards).
 pub fn run(config: &ReadersConfig, directory: &Path, progress: &mut dyn FnMut(&str)) -> Result<Value, BenchError> {
     let base = directory.join("readers-array");

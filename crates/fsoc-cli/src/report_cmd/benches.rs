@@ -443,7 +443,7 @@ fn run_mount(context: &Context) -> Result<Outcome, String> {
         .map_err(|error| format!("mount benchmark: {error}"))?;
     let mut outcome = Outcome::default();
     context.write_json(&mut outcome, "mount.json", &report)?;
-    context.chart(&mut outcome, "mount.svg", crate::bench_cmd::mount_svg(&report))?;
+    context.chart(&mut outcome, "mount.svg", fsoc_bench::mount::svg(&report))?;
     let littlefs: Vec<&Value> = report["littlefs"].as_array().into_iter().flatten().collect();
     for row in report["mounts"].as_array().into_iter().flatten() {
         let files = row["files"].as_u64().unwrap_or(0);
@@ -512,7 +512,8 @@ pub(crate) fn group(value: u64) -> String {
 
 fn run_readers(context: &Context) -> Result<Outcome, String> {
     let progress = context.progress;
-    let report = crate::bench_cmd::readers_report(!context.full, context.seed, &mut |line| progress.message(line))?;
+    let report = fsoc_bench::readers::run_in_scratch(!context.full, context.seed, &mut |line| progress.message(line))
+        .map_err(|error| format!("readers benchmark: {error}"))?;
     let mut outcome = Outcome::default();
     context.write_json(&mut outcome, "readers.json", &report)?;
     context.chart(&mut outcome, "readers.svg", readers_chart(&report))?;
@@ -635,7 +636,7 @@ fn run_fsio(context: &Context) -> Result<Outcome, String> {
         .map_err(|error| format!("fsio benchmark: {error}"))?;
     let mut outcome = Outcome::default();
     context.write_json(&mut outcome, "fsio.json", &report)?;
-    context.chart(&mut outcome, "fsio.svg", crate::bench_cmd::fsio_chart(&report))?;
+    context.chart(&mut outcome, "fsio.svg", fsoc_bench::fsio::chart(&report))?;
     let totals = &report["summary"]["totals"];
     let files = f64::from(config.sample_count * config.files_per_sample);
     for (operation, figure) in
