@@ -12,6 +12,8 @@
 //! - `scaling::run(&ScalingOptions { quick, seed, paired_page_guard }, ..)`: seed 001's
 //!   IOzone record sweep on 1, 2, 4 and 8 chips, SLC/MLC/TLC (fsoc alone, beside the
 //!   array's physical limit); `Report::to_json` and `Report::svg` give the file and its chart.
+//! - `fuse::run(&FuseOptions, ..)`: fsoc through FUSE (the `fsoc` executable's `mount`) against
+//!   ext4 on a loop device, wall time on this machine (root, /dev/fuse, a loop device).
 //! - `run_mount(files, seed)`: mount cost against file count, shape
 //!   `{"mounts": [{"files", "page_reads", "sim_us", ..}], "littlefs": [..],
 //!   "littlefs_skipped_above": N, "config": {..}}`.
@@ -26,6 +28,7 @@
 
 pub mod fsio;
 pub mod fsoc;
+pub mod fuse;
 pub mod littlefs;
 pub mod mount;
 pub mod on_chip;

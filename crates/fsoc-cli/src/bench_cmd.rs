@@ -1,11 +1,13 @@
-//! `fsoc bench scaling`, `fsoc bench fsio` and `fsoc bench mount`: fsoc-bench's runs (fsoc and
-//! littlefs on the same simulated chips), results as JSON plus a printed summary.
+//! `fsoc bench scaling`, `fsio`, `mount`, `readers` and `fuse`: fsoc-bench's runs with a
+//! progress bar, their results as JSON (and charts) plus a printed summary.
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use fsoc_bench::fuse::{self, FuseOptions, Progress};
 use fsoc_bench::scaling::{self, Operation, ScalingOptions};
+use fsoc_media::Profile;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 
@@ -186,6 +188,54 @@ pub fn readers(json: Option<&Path>, quick: bool, seed: u64) -> Result<(), String
     if let Some(json) = json {
         write_json(json, &report)?;
         println!("wrote {}", json.display());
+    }
+    Ok(())
+}
+
+/// `fsoc bench fuse`: the run with a spinner and each sample's line, its JSON and chart
+/// (beside it, .svg), and the summary; an error when a sample failed.
+pub fn fuse(
+    json: &Path,
+    reps: Option<u32>,
+    quick: bool,
+    size: String,
+    profile: Profile,
+    workloads: Vec<String>,
+) -> Result<(), String> {
+    let size_bytes = crate::volume_cmd::parse_size(&size)?;
+    if json.extension().is_some_and(|extension| extension == "svg") {
+        return Err(format!("{}: give the JSON file's name; the chart goes beside it as .svg", json.display()));
+    }
+    if let Some(parent) = json.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|error| format!("{}: {error}", parent.display()))?;
+    }
+    let fsoc: PathBuf = std::env::current_exe().map_err(|error| format!("cannot find the fsoc executable: {error}"))?;
+    crate::interrupts::catch_interrupts();
+    fuse::mounts::stop_when(crate::interrupts::flag());
+    let options = FuseOptions { fsoc, reps, quick, size, size_bytes, profile: profile.name().to_string(), workloads };
+    let mut bar: Option<ProgressBar> = None;
+    let report = fuse::run(&options, &mut |progress| match progress {
+        Progress::Skipped { workload, reason } => println!("skipping {workload}: {reason}"),
+        Progress::Started(message) => {
+            bar.get_or_insert_with(spinner).set_message(message.to_string());
+        }
+        Progress::Finished(line) => match &bar {
+            Some(bar) => bar.suspend(|| println!("{line}")),
+            None => println!("{line}"),
+        },
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let report = report?;
+    std::fs::write(json, report.to_json()).map_err(|error| format!("{}: {error}", json.display()))?;
+    let chart = json.with_extension("svg");
+    std::fs::write(&chart, report.svg()).map_err(|error| format!("{}: {error}", chart.display()))?;
+    print!("{}", report.summary());
+    println!("wrote {} and {}", json.display(), chart.display());
+    let (failed_samples, samples) = report.failed_samples();
+    if failed_samples > 0 {
+        return Err(format!("{failed_samples} of {samples} runs failed (see FAILED above, and \"error\" in the JSON)"));
     }
     Ok(())
 }

@@ -20,6 +20,12 @@ pub fn catch_interrupts() {
     }
 }
 
+/// The flag a signal sets, for a benchmark that checks it itself (`fsoc_bench::fuse::mounts::stop_when`).
+#[cfg(feature = "lab")]
+pub fn flag() -> &'static AtomicBool {
+    &INTERRUPTED
+}
+
 /// Whether the user asked the run to stop.
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)

@@ -9,12 +9,6 @@ mod bench_fsoc_cmd;
 #[cfg(feature = "lab")]
 mod bench_postmark_cmd;
 mod flash_cmd;
-#[cfg(feature = "lab")]
-mod fuse_bench_cmd;
-#[cfg(feature = "lab")]
-mod fuse_bench_mounts;
-#[cfg(feature = "lab")]
-mod fuse_bench_workloads;
 mod fuse_cmd;
 mod image_build;
 mod image_target;
@@ -597,8 +591,7 @@ fn main() -> ExitCode {
         }
         #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Fuse { json, reps, quick, size, profile, workloads } } => {
-            let profile = profile.name().to_string();
-            fuse_bench_cmd::run(&fuse_bench_cmd::FuseBenchOptions { json, reps, quick, size, profile, workloads })
+            bench_cmd::fuse(&json, reps, quick, size, profile, workloads)
         }
         #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Mtd(arguments) } => mtd_bench_cmd::run(arguments),

@@ -19,13 +19,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::fuse_bench_mounts::{self as mounts, run_program_ok};
-use crate::fuse_bench_workloads::{drop_caches, Scale};
 use crate::mtd_bench_kernel::{FsocVolume, Kernel, Kprobes, UbiVolume, Volume};
 use crate::mtd_bench_report::{
     self as report, Counted, DelaysReport, MountFigures, MountRow, NandDelays, Postmark, Report, Sequential,
     SequentialFigures, SmallFiles, SmallFilesFigures,
 };
+use fsoc_bench::fuse::mounts::{self as mounts, run_program_ok};
+use fsoc_bench::fuse::workloads::{drop_caches, Scale};
 
 /// nandsim's ID bytes: Samsung K9F2G08, 2 KiB pages + 64 spare bytes, 128 KiB blocks, 256 MiB.
 const ID_BYTES: &str = "0xec,0xda,0x10,0x95,0x44";
@@ -565,6 +565,7 @@ pub fn run(args: MtdBenchArgs) -> Result<(), String> {
     }
     let fsoc = std::env::current_exe().map_err(|error| format!("cannot find the fsoc executable: {error}"))?;
     crate::interrupts::catch_interrupts();
+    mounts::stop_when(crate::interrupts::flag());
     let started = Instant::now();
     let delays = NandDelays::K9F2G08U0B;
 

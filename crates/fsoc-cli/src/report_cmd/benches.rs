@@ -137,7 +137,7 @@ pub(crate) fn all() -> Vec<Benchmark> {
             peers: "ext4 on a loop device, the same size, through the kernel",
             command: |full, _| format!("sudo fsoc bench fuse{} --json fuse.json", quick_flag(full)),
             unavailable: |_| {
-                let problems = crate::fuse_bench_cmd::problems_here(1 << 30);
+                let problems = fsoc_bench::fuse::problems_here(1 << 30);
                 (!problems.is_empty()).then(|| format!("needs {}", problems.join("; ")))
             },
             run: run_fuse,
