@@ -14,6 +14,8 @@
 //!   array's physical limit); `Report::to_json` and `Report::svg` give the file and its chart.
 //! - `fuse::run(&FuseOptions, ..)`: fsoc through FUSE (the `fsoc` executable's `mount`) against
 //!   ext4 on a loop device, wall time on this machine (root, /dev/fuse, a loop device).
+//! - `mtd::run(&MtdOptions, ..)`: fsoc against UBI + UBIFS on the kernel's nandsim, counted by
+//!   kprobes (root, a kernel with nandsim: scripts/bench-mtd.sh boots one under QEMU).
 //! - `run_mount(files, seed)`: mount cost against file count, shape
 //!   `{"mounts": [{"files", "page_reads", "sim_us", ..}], "littlefs": [..],
 //!   "littlefs_skipped_above": N, "config": {..}}`.
@@ -31,6 +33,7 @@ pub mod fsoc;
 pub mod fuse;
 pub mod littlefs;
 pub mod mount;
+pub mod mtd;
 pub mod on_chip;
 pub mod postmark;
 pub mod readers;

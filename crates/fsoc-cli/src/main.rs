@@ -17,10 +17,6 @@ mod interrupts;
 mod mount_options;
 #[cfg(feature = "lab")]
 mod mtd_bench_cmd;
-#[cfg(feature = "lab")]
-mod mtd_bench_kernel;
-#[cfg(feature = "lab")]
-mod mtd_bench_report;
 mod names;
 mod remote_mount;
 #[cfg(feature = "lab")]

@@ -156,7 +156,7 @@ pub(crate) fn all() -> Vec<Benchmark> {
                 )
             },
             unavailable: |_| {
-                let problems = crate::mtd_bench_cmd::problems_here();
+                let problems = fsoc_bench::mtd::problems_here();
                 (!problems.is_empty()).then(|| {
                     format!(
                         "needs a Linux kernel with nandsim, UBI, UBIFS and kprobe events, as root; here it lacks {}; on a build machine scripts/bench-mtd.sh runs it under QEMU",

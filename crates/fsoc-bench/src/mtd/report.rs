@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use fsoc_bench::svg_chart::{self, LogScale};
+use crate::svg_chart::{self, LogScale};
 
 /// Page reads, page programs and block erases of the raw-NAND layer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -270,6 +270,21 @@ pub struct Report {
     pub not_measured: Vec<String>,
     pub notes: Vec<String>,
     pub wall_seconds: f64,
+}
+
+impl Report {
+    /// The JSON a run writes: pretty, ending in a newline.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("an mtd report has only numbers, strings and lists") + "\n"
+    }
+
+    /// Reads a finished run's JSON back, its targets checked again so the tables follow the
+    /// targets as this version states them.
+    pub fn from_json(text: &str) -> Result<Report, serde_json::Error> {
+        let mut report: Report = serde_json::from_str(text)?;
+        report.targets = check_targets(&report);
+        Ok(report)
+    }
 }
 
 /// The largest size issue 17 asks for: 8 GiB.
