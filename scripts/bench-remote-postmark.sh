@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # PostMark through `fsoc mount --remote` (fsoc serve over a Unix socket and over loopback TCP)
 # and through the local `fsoc mount`, on equal fresh images, in the configuration `fsoc bench
-# fuse` uses (crates/fsoc-cli/src/fuse_bench_workloads.rs, Scale::full: 10 subdirectories,
+# fuse` uses (crates/fsoc-bench/src/fuse/workloads.rs, Scale::full: 10 subdirectories,
 # 1,000 files of 512 B-16 KiB, 10,000 transactions, 512 B reads and writes, unbuffered,
 # seed 4; a 1 GiB mlc image; default mount options). Repetitions alternate local, unix, tcp and
 # unix-wb (a Unix socket with -o writeback_cache).

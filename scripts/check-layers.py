@@ -17,8 +17,9 @@ LAYERS = {
     "fsoc-core": 3,    # segment log, B+trees, transactions, file system (one no_std crate)
     "fsoc-model": 3,   # lab: the POSIX model (uses only fsoc-media's seeded generator)
     "fsoc-sim": 4,     # lab: crash workloads over fsoc-core, compared as fsoc-model listings
-    "fsoc-bench": 8,   # lab: peer benchmarks over fsoc-core and fsoc-array, and seed 000's
-                       # comparison over fsoc-serve and fsoc-client (the service against raw pages)
+    "fsoc-bench": 8,   # lab: peer benchmarks over fsoc-core and fsoc-array, seed 000's
+                       # comparison over fsoc-serve and fsoc-client (the service against raw pages),
+                       # and the FUSE benchmark (fsoc-fuse's mount-point check; it drives `fsoc mount`)
     "fsoc-engine": 6,  # one volume shared by request threads (lock, panics, clock, commits)
     "fsoc-fuse": 7,    # FUSE mount over fsoc-engine
     "fsoc-serve": 7,   # 9P2000.L server over fsoc-engine and fsoc-9p

@@ -14,11 +14,13 @@ use std::time::Instant;
 
 use fsoc_media::rng::SeededRng;
 use serde_json::{json, Map, Value};
+use std::fmt::Write as _;
 
 use fsoc_core::FsConfig;
 
 use crate::fsoc::FsocTarget;
 use crate::littlefs::{LittlefsConfig, LittlefsTarget};
+use crate::svg_chart::{self, LogScale};
 use crate::target::{BenchDevice, BenchError, BenchTarget, Durability, Measurement, Snapshot};
 
 pub const SAMPLE_COUNT: u32 = 15;
@@ -292,4 +294,93 @@ pub fn markdown_table(report: &Value) -> String {
         );
     }
     table
+}
+
+/// Seed 003's three graphs: simulated time of each sample of 133 files (create, open, delete)
+/// for fsoc and littlefs, on a log scale (the directory grows over the create samples and
+/// shrinks over the delete samples).
+pub fn chart(report: &Value) -> String {
+    const PANEL_WIDTH: f64 = 260.0;
+    const PANEL_HEIGHT: f64 = 220.0;
+    const LEFT: f64 = 60.0;
+    const GAP: f64 = 70.0;
+    const TOP: f64 = 50.0;
+    let samples = |fs: &str, op: &str| -> Vec<f64> {
+        report["fs"][fs][op]
+            .as_array()
+            .map(|samples| samples.iter().map(|sample| sample["sim_us"].as_f64().unwrap_or(0.0) / 1e3).collect())
+            .unwrap_or_default()
+    };
+    let width = LEFT + 3.0 * (PANEL_WIDTH + GAP);
+    let mut svg = String::new();
+    svg_chart::begin(&mut svg, width, TOP + PANEL_HEIGHT + 70.0);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{LEFT}" y="22" font-size="15">fsio (seed 003): simulated time per sample of {} files, fsoc and littlefs (log scale)</text>"#,
+        report["config"]["workload"]["files_per_sample"].as_u64().unwrap_or(133)
+    );
+    for (index, op) in ["create", "open", "delete"].into_iter().enumerate() {
+        let left = LEFT + index as f64 * (PANEL_WIDTH + GAP);
+        let series = [("fsoc", "#1f77b4", samples("fsoc", op)), ("littlefs", "#d62728", samples("littlefs", op))];
+        let positive = series.iter().flat_map(|(_, _, values)| values.iter().copied()).filter(|value| *value > 0.0);
+        let (low, high) =
+            positive.fold((f64::INFINITY, 0.0f64), |(low, high), value| (low.min(value), high.max(value)));
+        let (low, high) = if high > 0.0 { (low, high * 1.3) } else { (0.01, 10.0) };
+        let axis = LogScale::new(low, high, TOP, PANEL_HEIGHT);
+        let count = series.iter().map(|(_, _, values)| values.len()).max().unwrap_or(1).max(2);
+        let x_of = |sample: usize| left + PANEL_WIDTH * sample as f64 / (count - 1) as f64;
+        svg_chart::frame(&mut svg, left, TOP, PANEL_WIDTH, PANEL_HEIGHT);
+        axis.grid(&mut svg, left, PANEL_WIDTH);
+        svg_chart::label(&mut svg, left + PANEL_WIDTH / 2.0, TOP - 8.0, "middle", &format!("{op} (ms per sample)"));
+        svg_chart::label(&mut svg, left + PANEL_WIDTH / 2.0, TOP + PANEL_HEIGHT + 16.0, "middle", "sample");
+        for (name, color, values) in &series {
+            // A sample that cost no simulated time (served from RAM) sits on the axis floor.
+            let points: Vec<(f64, f64)> =
+                values.iter().enumerate().map(|(sample, ms)| (x_of(sample), axis.y(ms.max(low)))).collect();
+            svg_chart::series(&mut svg, &points, color, 2.0);
+            if let Some(&(x, y)) = points.last() {
+                let _ = writeln!(
+                    svg,
+                    r#"<text x="{:.1}" y="{:.1}" fill="{color}" text-anchor="end">{name}</text>"#,
+                    x - 2.0,
+                    y - 6.0
+                );
+            }
+        }
+    }
+    svg_chart::label(
+        &mut svg,
+        LEFT,
+        TOP + PANEL_HEIGHT + 50.0,
+        "start",
+        "each create and delete committed before the next (fsoc: fsync / transact; littlefs: its close and remove)",
+    );
+    svg_chart::end(&mut svg);
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Three panels (create, open, delete), each with fsoc's and littlefs's samples; a sample
+    // that cost no simulated time sits on the floor instead of breaking the log scale.
+    #[test]
+    fn fsio_chart_draws_three_panels_of_both_file_systems() {
+        let samples = |values: &[f64]| -> Value { values.iter().map(|us| serde_json::json!({"sim_us": us})).collect() };
+        let target = |create: &[f64], open: &[f64], delete: &[f64]| serde_json::json!({"create": samples(create), "open": samples(open), "delete": samples(delete)});
+        let report = serde_json::json!({
+            "config": {"workload": {"files_per_sample": 133}},
+            "fs": {
+                "fsoc": target(&[250e3, 260e3, 270e3], &[1e3, 0.0, 1.2e3], &[120e3, 110e3, 115e3]),
+                "littlefs": target(&[5e6, 6e6, 7e6], &[150e3, 400e3, 900e3], &[1.2e6, 1.3e6, 1.2e6]),
+            },
+        });
+        let svg = chart(&report);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{svg}");
+        assert_eq!(svg.matches("<polyline").count(), 6, "{svg}");
+        assert_eq!(svg.matches("<circle").count(), 18, "{svg}");
+        assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+        assert!(svg.contains("open (ms per sample)") && svg.contains(">littlefs<"), "{svg}");
+    }
 }

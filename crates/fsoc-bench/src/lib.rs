@@ -9,6 +9,13 @@
 //!   without an NVRAM commit tier (sync and async) and on littlefs (sync), shape
 //!   `{"runs": [{"target", "variant", "nvram_bytes", "elapsed_us", "flash_programs", ..}],
 //!   "targets": {..}, "seed_004": {..}, "config": {..}, "workload": {..}}`.
+//! - `scaling::run(&ScalingOptions { quick, seed, paired_page_guard }, ..)`: seed 001's
+//!   IOzone record sweep on 1, 2, 4 and 8 chips, SLC/MLC/TLC (fsoc alone, beside the
+//!   array's physical limit); `Report::to_json` and `Report::svg` give the file and its chart.
+//! - `fuse::run(&FuseOptions, ..)`: fsoc through FUSE (the `fsoc` executable's `mount`) against
+//!   ext4 on a loop device, wall time on this machine (root, /dev/fuse, a loop device).
+//! - `mtd::run(&MtdOptions, ..)`: fsoc against UBI + UBIFS on the kernel's nandsim, counted by
+//!   kprobes (root, a kernel with nandsim: scripts/bench-mtd.sh boots one under QEMU).
 //! - `run_mount(files, seed)`: mount cost against file count, shape
 //!   `{"mounts": [{"files", "page_reads", "sim_us", ..}], "littlefs": [..],
 //!   "littlefs_skipped_above": N, "config": {..}}`.
@@ -23,11 +30,15 @@
 
 pub mod fsio;
 pub mod fsoc;
+pub mod fuse;
 pub mod littlefs;
 pub mod mount;
+pub mod mtd;
 pub mod on_chip;
 pub mod postmark;
 pub mod readers;
+pub mod scaling;
+pub mod svg_chart;
 pub mod target;
 
 pub use crate::fsoc::FsocTarget;

@@ -5,6 +5,7 @@
 //! reset the counters, mount, and record the page reads and simulated time of the mount.
 
 use fsoc_media::FlashStats;
+use std::fmt::Write as _;
 use std::time::Instant;
 
 use fsoc_media::{Flash, SimFlash};
@@ -14,6 +15,7 @@ use fsoc_core::FsConfig;
 
 use crate::fsoc::FsocTarget;
 use crate::littlefs::{LittlefsConfig, LittlefsTarget};
+use crate::svg_chart::{self, LogScale};
 use crate::target::{BenchDevice, BenchError, BenchTarget, Durability, Snapshot};
 
 pub const FILES_PER_DIRECTORY: u64 = 1000;
@@ -141,4 +143,114 @@ pub fn run(config: &MountConfig, progress: &mut dyn FnMut(&str)) -> Result<Value
         },
         "wall_ms": wall_ms,
     }))
+}
+
+/// The chart `bench mount` writes beside its JSON, from that JSON.
+pub fn svg(report: &Value) -> String {
+    chart(&rows(report))
+}
+
+/// One file count: fsoc's (page reads, simulated ms) and littlefs's, if it was run.
+pub struct MountRow {
+    pub files: u64,
+    pub fsoc: (u64, f64),
+    pub littlefs: Option<(u64, f64)>,
+}
+
+/// The rows of a report: one per file count, littlefs beside fsoc where it ran.
+pub fn rows(report: &Value) -> Vec<MountRow> {
+    let measurement =
+        |value: &Value| (value["page_reads"].as_u64().unwrap_or(0), value["sim_us"].as_f64().unwrap_or(0.0) / 1e3);
+    let littlefs: Vec<&Value> = report["littlefs"].as_array().map(|rows| rows.iter().collect()).unwrap_or_default();
+    report["mounts"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|row| {
+                    let files = row["files"].as_u64().unwrap_or(0);
+                    let peer = littlefs
+                        .iter()
+                        .find(|peer| peer["files"].as_u64() == Some(files))
+                        .map(|peer| measurement(peer));
+                    MountRow { files, fsoc: measurement(row), littlefs: peer }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Page reads per mount against file count (both log scale), fsoc and littlefs, drawn with
+/// svg_chart.rs like every benchmark chart.
+pub fn chart(rows: &[MountRow]) -> String {
+    const WIDTH: f64 = 640.0;
+    const HEIGHT: f64 = 400.0;
+    const LEFT: f64 = 70.0;
+    const TOP: f64 = 50.0;
+    const PANEL_WIDTH: f64 = 520.0;
+    const PANEL_HEIGHT: f64 = 290.0;
+    let files_max = rows.iter().map(|row| row.files).max().unwrap_or(10).max(10) as f64;
+    let files_min = rows.iter().map(|row| row.files).min().unwrap_or(1).max(1) as f64;
+    let reads = rows.iter().flat_map(|row| [Some(row.fsoc.0), row.littlefs.map(|(reads, _)| reads)]).flatten();
+    let (reads_min, reads_max) = reads.fold((u64::MAX, 1), |(low, high), reads| (low.min(reads), high.max(reads)));
+    let files_axis = LogScale::new(files_min, files_max, LEFT, PANEL_WIDTH);
+    let reads_axis = LogScale::new(reads_min.clamp(1, reads_max) as f64, reads_max as f64 * 1.2, TOP, PANEL_HEIGHT);
+    let mut svg = String::new();
+    svg_chart::begin(&mut svg, WIDTH, HEIGHT);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{LEFT}" y="25" font-size="15">Mount cost: page reads against file count (log-log)</text>"#
+    );
+    svg_chart::frame(&mut svg, LEFT, TOP, PANEL_WIDTH, PANEL_HEIGHT);
+    reads_axis.grid(&mut svg, LEFT, PANEL_WIDTH);
+    files_axis.grid_vertical(&mut svg, TOP, PANEL_HEIGHT);
+    let fsoc: Vec<(u64, u64)> = rows.iter().map(|row| (row.files, row.fsoc.0)).collect();
+    let littlefs: Vec<(u64, u64)> =
+        rows.iter().filter_map(|row| row.littlefs.map(|(reads, _)| (row.files, reads))).collect();
+    for (index, (name, color, points)) in
+        [("fsoc", "#1f77b4", fsoc), ("littlefs", "#d62728", littlefs)].into_iter().enumerate()
+    {
+        let coordinates: Vec<(f64, f64)> =
+            points.iter().map(|&(files, reads)| (files_axis.x(files as f64), reads_axis.y(reads as f64))).collect();
+        svg_chart::series(&mut svg, &coordinates, color, 3.0);
+        for (&(_, reads), (x, y)) in points.iter().zip(&coordinates) {
+            let _ = writeln!(svg, r#"<text x="{:.1}" y="{:.1}">{reads}</text>"#, x + 5.0, y - 5.0);
+        }
+        let legend_y = TOP + 18.0 + 18.0 * index as f64;
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{legend_y}" fill="{color}" font-size="13">{name}</text>"#,
+            LEFT + PANEL_WIDTH - 80.0
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r##"<text x="{:.1}" y="{:.1}" font-size="12" text-anchor="middle" fill="#555">files</text><text x="15" y="{:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 15 {:.1})" fill="#555">page reads per mount</text>"##,
+        LEFT + PANEL_WIDTH / 2.0,
+        TOP + PANEL_HEIGHT + 34.0,
+        TOP + PANEL_HEIGHT / 2.0,
+        TOP + PANEL_HEIGHT / 2.0
+    );
+    svg_chart::end(&mut svg);
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The chart has both series, a value label per point and the decades of both axes.
+    #[test]
+    fn mount_chart_draws_both_file_systems() {
+        let rows = vec![
+            MountRow { files: 10, fsoc: (14, 1.0), littlefs: Some((12, 1.0)) },
+            MountRow { files: 1000, fsoc: (14, 1.0), littlefs: Some((61, 2.0)) },
+            MountRow { files: 100_000, fsoc: (14, 1.0), littlefs: None },
+        ];
+        let svg = chart(&rows);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{svg}");
+        assert_eq!(svg.matches("<polyline").count(), 2, "{svg}");
+        assert_eq!(svg.matches("<circle").count(), 5, "{svg}");
+        assert!(svg.contains(">61<") && svg.contains(">fsoc<") && svg.contains(">littlefs<"), "{svg}");
+        assert!(svg.contains(">100000<") && svg.contains(">100<"), "decade labels of both axes: {svg}");
+    }
 }

@@ -26,6 +26,7 @@ use fsoc_media::rng::SeededRng;
 use fsoc_media::{Profile, SimConfig};
 use serde_json::{json, Value};
 
+use crate::svg_chart::{self, LinearScale};
 use crate::target::BenchError;
 
 /// What to run.
@@ -231,6 +232,19 @@ fn microseconds(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e6
 }
 
+/// Runs the parallel-readers benchmark on chip files in /dev/shm (else the temporary
+/// directory), removed afterwards, and returns its JSON report.
+pub fn run_in_scratch(quick: bool, seed: u64, progress: &mut dyn FnMut(&str)) -> Result<Value, BenchError> {
+    let config = if quick { ReadersConfig::quick(seed) } else { ReadersConfig::full(seed) };
+    let shm = Path::new("/dev/shm");
+    let directory = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() }
+        .join(format!("fsoc-readers-{}", std::process::id()));
+    std::fs::create_dir(&directory).map_err(|error| BenchError::Setup(format!("{}: {error}", directory.display())))?;
+    let report = run(&config, &directory, progress);
+    let _ = std::fs::remove_dir_all(&directory);
+    report
+}
+
 /// Runs both measurements on chip files created under `directory` (removed afterwards).
 pub fn run(config: &ReadersConfig, directory: &Path, progress: &mut dyn FnMut(&str)) -> Result<Value, BenchError> {
     let base = directory.join("readers-array");
@@ -349,4 +363,61 @@ fn latency_row(idle_median: Duration, idle_p99: Duration, loaded: &[Duration], h
         "writer_locked_median_us": microseconds(percentile(held, 0.5)),
         "writer_locked_p99_us": microseconds(percentile(held, 0.99)),
     })
+}
+
+/// The chart `fsoc report` shows: read latency idle and with the writer (flush outside the
+/// lock, and holding it), median and p99, as bars.
+pub fn chart(report: &Value) -> String {
+    let number = |value: &Value| value.as_f64().filter(|value| value.is_finite());
+    let latency = &report["latency"];
+    let paced = &latency["paced"];
+    let (outside, held) = if paced.is_object() {
+        (&paced["flush_outside_lock"], &paced["flush_inside_lock"])
+    } else {
+        (latency, &latency["flush_inside_lock"])
+    };
+    let groups = [
+        ("idle", number(&latency["idle_median_us"]), number(&latency["idle_p99_us"])),
+        (
+            "writer, flush outside the lock",
+            number(&outside["with_writer_median_us"]),
+            number(&outside["with_writer_p99_us"]),
+        ),
+        ("writer holding the lock", number(&held["with_writer_median_us"]), number(&held["with_writer_p99_us"])),
+    ];
+    const LEFT: f64 = 70.0;
+    const TOP: f64 = 50.0;
+    const WIDTH: f64 = 480.0;
+    const HEIGHT: f64 = 220.0;
+    let high = groups.iter().flat_map(|(_, median, p99)| [*median, *p99]).flatten().fold(1.0, f64::max);
+    let axis = LinearScale::new(0.0, high * 1.1, TOP, HEIGHT);
+    let mut svg = String::new();
+    svg_chart::begin(&mut svg, LEFT + WIDTH + 30.0, TOP + HEIGHT + 60.0);
+    svg_chart::label(
+        &mut svg,
+        LEFT,
+        22.0,
+        "start",
+        "4 KiB read latency, 4-chip array of chip files (µs, wall clock; paced writer)",
+    );
+    svg_chart::frame(&mut svg, LEFT, TOP, WIDTH, HEIGHT);
+    axis.grid(&mut svg, LEFT, WIDTH);
+    let slot = WIDTH / groups.len() as f64;
+    for (index, (name, median, p99)) in groups.iter().enumerate() {
+        let left = LEFT + slot * index as f64 + slot * 0.15;
+        for (offset, value, color) in [(0.0, median, "#1f77b4"), (slot * 0.35, p99, "#ff7f0e")] {
+            if let Some(value) = value {
+                let top = axis.y(*value);
+                svg_chart::bar(&mut svg, left + offset, top, slot * 0.3, axis.y(0.0) - top, color);
+                svg_chart::label(&mut svg, left + offset + slot * 0.15, top - 3.0, "middle", &format!("{value:.0}"));
+            }
+        }
+        svg_chart::label(&mut svg, left + slot * 0.35, TOP + HEIGHT + 16.0, "middle", name);
+    }
+    svg_chart::bar(&mut svg, LEFT, TOP + HEIGHT + 32.0, 10.0, 10.0, "#1f77b4");
+    svg_chart::label(&mut svg, LEFT + 14.0, TOP + HEIGHT + 41.0, "start", "median");
+    svg_chart::bar(&mut svg, LEFT + 80.0, TOP + HEIGHT + 32.0, 10.0, 10.0, "#ff7f0e");
+    svg_chart::label(&mut svg, LEFT + 94.0, TOP + HEIGHT + 41.0, "start", "p99");
+    svg_chart::end(&mut svg);
+    svg
 }

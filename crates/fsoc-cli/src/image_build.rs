@@ -175,7 +175,7 @@ pub fn build(plan: &Plan<'_>, from: &BuildOptions, blocks: Option<u32>) -> Resul
     let page_bytes = u64::from(plan.options.profile.geometry(1).page_data_bytes);
     let source = from.source()?;
     let tree = scan(&source, page_bytes)?;
-    crate::fuse_bench_mounts::catch_interrupts();
+    crate::interrupts::catch_interrupts();
     let (built, blocks, auto_builds) = match blocks {
         Some(blocks) => match build_once(plan, from, &source, blocks, &tree, "building") {
             Ok(built) => (built, blocks, None),

@@ -9,26 +9,19 @@ mod bench_fsoc_cmd;
 #[cfg(feature = "lab")]
 mod bench_postmark_cmd;
 mod flash_cmd;
-mod fuse_bench_cmd;
-mod fuse_bench_mounts;
-mod fuse_bench_workloads;
 mod fuse_cmd;
 mod image_build;
 mod image_target;
 mod image_walk;
+mod interrupts;
 mod mount_options;
+#[cfg(feature = "lab")]
 mod mtd_bench_cmd;
-mod mtd_bench_kernel;
-mod mtd_bench_report;
 mod names;
 mod remote_mount;
 #[cfg(feature = "lab")]
 mod report_cmd;
-mod scaling_cmd;
 mod serve_cmd;
-// Only the lab's benchmarks draw every kind of chart; without the lab some parts are unused.
-#[cfg_attr(not(feature = "lab"), allow(dead_code))]
-mod svg_chart;
 mod tools_cmd;
 mod tools_get;
 mod tools_ls;
@@ -218,6 +211,7 @@ enum Command {
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
         scale: u32,
     },
+    #[cfg(feature = "lab")]
     /// Benchmarks (simulated device time, except `bench fuse`: wall time on this machine;
     /// results as JSON plus an SVG chart beside it).
     Bench {
@@ -280,6 +274,7 @@ enum ArrayCommand {
     },
 }
 
+#[cfg(feature = "lab")]
 #[derive(Subcommand)]
 enum BenchCommand {
     /// IOzone-style record sweep (seed 001) on 1, 2, 4 and 8 chips, SLC/MLC/TLC.
@@ -297,7 +292,6 @@ enum BenchCommand {
         #[arg(long)]
         no_paired_page_guard: bool,
     },
-    #[cfg(feature = "lab")]
     /// Parallel readers (wall-clock time): on a 4-chip array of chip files, four threads reading
     /// four files against one, and 4 KiB read latency idle and while a writer streams fsync'd
     /// writes. Chip files go to /dev/shm when it exists, else the temporary directory.
@@ -312,7 +306,6 @@ enum BenchCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    #[cfg(feature = "lab")]
     /// Seed 000's section 5, file system on the chip (fsoc serve over 9P2000.L) against on the
     /// host (raw pages: fsoc serve --raw), on the same simulated chips, every figure computed
     /// from counted frames, chip time and CPU work: Fig. 15 (bytes on the bus per operation),
@@ -352,7 +345,6 @@ enum BenchCommand {
         #[arg(long)]
         cycles_per_message: Option<f64>,
     },
-    #[cfg(feature = "lab")]
     /// Seed 003's file benchmark (15 samples × 133 files: create, open, delete) for fsoc and
     /// littlefs on the same simulated MLC chip.
     Fsio {
@@ -395,7 +387,6 @@ enum BenchCommand {
     /// page reads and time from 256 MiB to 8 GiB, durable small files, sequential I/O, PostMark;
     /// counted by kprobes. Needs root and nandsim: elsewhere run scripts/bench-mtd.sh.
     Mtd(mtd_bench_cmd::MtdBenchArgs),
-    #[cfg(feature = "lab")]
     /// Seed 004's PostMark (10 directories, 1,000 files of 512 B-16 KiB, 10,000 transactions,
     /// 512-byte units) on the engine in simulated time: sync and async, NVRAM none, 1 KiB to
     /// 128 KiB and 1 MiB (FeRAM), and littlefs (sync) on the same MLC chip. Deterministic.
@@ -410,7 +401,6 @@ enum BenchCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    #[cfg(feature = "lab")]
     /// Mount cost (page reads, simulated time) against the number of files, fsoc beside
     /// littlefs; prints both and their ratio.
     Mount {
@@ -549,8 +539,10 @@ fn main() -> ExitCode {
                 Err(error) => Err(error),
             }
         }
+        #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Scaling { json, quick, seed, no_paired_page_guard } } => {
-            scaling_cmd::run(&json, quick, seed, !no_paired_page_guard)
+            let options = fsoc_bench::scaling::ScalingOptions { quick, seed, paired_page_guard: !no_paired_page_guard };
+            bench_cmd::scaling(&json, &options)
         }
         #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Fsio { json, seed } } => bench_cmd::fsio(&json, seed),
@@ -574,7 +566,7 @@ fn main() -> ExitCode {
                     cycles_per_message,
                 },
         } => {
-            let options = bench_fsoc_cmd::SettingOptions {
+            let options = fsoc_bench::on_chip::SettingOptions {
                 bus_mb_s,
                 bus_latency_us,
                 host_mhz,
@@ -593,10 +585,11 @@ fn main() -> ExitCode {
         Command::Bench { command: BenchCommand::Mount { files, json, seed } } => {
             bench_cmd::mount(&files, json.as_deref(), seed)
         }
+        #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Fuse { json, reps, quick, size, profile, workloads } } => {
-            let profile = profile.name().to_string();
-            fuse_bench_cmd::run(&fuse_bench_cmd::FuseBenchOptions { json, reps, quick, size, profile, workloads })
+            bench_cmd::fuse(&json, reps, quick, size, profile, workloads)
         }
+        #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Mtd(arguments) } => mtd_bench_cmd::run(arguments),
         Command::Array { command: ArrayCommand::Mkfs { base, profile, chips, blocks, seed, volume_id, force } } => {
             array_cmd::mkfs(&base, profile, chips, blocks, seed, volume_id, force)

@@ -233,7 +233,7 @@ impl<'b> TreeCopy<'b> {
     pub fn copy_tree(&mut self, session: &mut Session, source: &Path, target: &[u8]) -> Result<(), String> {
         let mut pending = vec![PutWork::Copy { source: source.to_path_buf(), target: target.to_vec() }];
         while let Some(work) = pending.pop() {
-            if self.rules.interruptible && crate::fuse_bench_mounts::interrupted() {
+            if self.rules.interruptible && crate::interrupts::interrupted() {
                 return Err("interrupted".into());
             }
             match work {

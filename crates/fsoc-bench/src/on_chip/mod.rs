@@ -9,7 +9,10 @@
 //! - `cost`: the bus and CPU model that turns counts into time.
 //! - `harness`: the two devices, each with its chips behind a meter.
 //!
-//! `run_all` runs them all into one report (`fsoc bench fsoc`).
+//! - `charts`: the two SVG charts of a report (the model; Table 2 and the queue depth).
+//!
+//! `run_all` runs them all into one report; `measure` runs it as `fsoc bench fsoc` and
+//! `fsoc report` do, with a caller's `SettingOptions`, in a temporary directory.
 
 use std::path::Path;
 
@@ -17,6 +20,7 @@ use serde_json::{json, Value};
 
 use crate::target::BenchError;
 
+pub mod charts;
 pub mod cost;
 pub mod harness;
 pub mod model;
@@ -61,6 +65,64 @@ impl FsocBenchConfig {
             ..FsocBenchConfig::full(seed)
         }
     }
+}
+
+/// What a caller (`fsoc bench fsoc`'s options) may change in the settings.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SettingOptions {
+    pub bus_mb_s: Option<f64>,
+    pub bus_latency_us: Option<f64>,
+    pub host_mhz: Option<f64>,
+    pub device_mhz: Option<f64>,
+    pub cycles_per_call: Option<f64>,
+    pub cycles_per_page: Option<f64>,
+    pub cycles_per_message: Option<f64>,
+}
+
+impl SettingOptions {
+    /// The CPU costs apply to every setting; a bus or clock option adds a `custom` setting
+    /// (the modern one with those values changed).
+    fn apply(&self, config: &mut FsocBenchConfig) {
+        let cpu_of = |setting: &mut Setting| {
+            setting.cpu.cycles_per_call = self.cycles_per_call.unwrap_or(setting.cpu.cycles_per_call);
+            setting.cpu.cycles_per_page = self.cycles_per_page.unwrap_or(setting.cpu.cycles_per_page);
+            setting.cpu.cycles_per_message = self.cycles_per_message.unwrap_or(setting.cpu.cycles_per_message);
+        };
+        config.settings.iter_mut().for_each(cpu_of);
+        cpu_of(&mut config.queue_setting);
+        if self.bus_mb_s.is_some()
+            || self.bus_latency_us.is_some()
+            || self.host_mhz.is_some()
+            || self.device_mhz.is_some()
+        {
+            let mut custom =
+                Setting { name: "custom", ..config.settings.last().copied().unwrap_or_else(Setting::modern) };
+            custom.bus.bandwidth_bytes_per_s = self.bus_mb_s.map_or(custom.bus.bandwidth_bytes_per_s, |mb| mb * 1e6);
+            custom.bus.latency_per_message_ns =
+                self.bus_latency_us.map_or(custom.bus.latency_per_message_ns, |us| us * 1e3);
+            custom.host_clock_hz = self.host_mhz.map_or(custom.host_clock_hz, |mhz| mhz * 1e6);
+            custom.device_clock_hz = self.device_mhz.map_or(custom.device_clock_hz, |mhz| mhz * 1e6);
+            config.settings.push(custom);
+            config.queue_setting = custom;
+        }
+    }
+}
+
+/// Runs the benchmark (in a temporary directory it removes) and returns its configuration and
+/// JSON report; `progress` receives one line per step.
+pub fn measure(
+    quick: bool,
+    seed: u64,
+    options: &SettingOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(FsocBenchConfig, Value), BenchError> {
+    let mut config = if quick { FsocBenchConfig::quick(seed) } else { FsocBenchConfig::full(seed) };
+    options.apply(&mut config);
+    let directory = std::env::temp_dir().join(format!("fsoc-bench-fsoc-{}", std::process::id()));
+    std::fs::create_dir(&directory).map_err(|error| BenchError::Setup(format!("{}: {error}", directory.display())))?;
+    let report = run_all(&config, &directory, progress);
+    let _ = std::fs::remove_dir_all(&directory);
+    Ok((config, report?))
 }
 
 /// Fig. 15, Table 2, the performance model and the queue-depth sweep, one report.

@@ -5,13 +5,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use fsoc_bench::on_chip::{self, SettingOptions};
 use fsoc_media::Profile;
 use fsoc_sim::{crash_test, CrashConfig, Workload};
 use serde_json::{json, Value};
 
 use super::seeds::published;
 use super::{html, Better, Chart, Context, Outcome, Row, Target};
-use crate::bench_fsoc_cmd::SettingOptions;
 
 /// Runs a benchmark (or reads its committed results) into its outcome.
 type Runner = fn(&Context) -> Result<Outcome, String>;
@@ -137,7 +137,7 @@ pub(crate) fn all() -> Vec<Benchmark> {
             peers: "ext4 on a loop device, the same size, through the kernel",
             command: |full, _| format!("sudo fsoc bench fuse{} --json fuse.json", quick_flag(full)),
             unavailable: |_| {
-                let problems = crate::fuse_bench_cmd::problems_here(1 << 30);
+                let problems = fsoc_bench::fuse::problems_here(1 << 30);
                 (!problems.is_empty()).then(|| format!("needs {}", problems.join("; ")))
             },
             run: run_fuse,
@@ -156,7 +156,7 @@ pub(crate) fn all() -> Vec<Benchmark> {
                 )
             },
             unavailable: |_| {
-                let problems = crate::mtd_bench_cmd::problems_here();
+                let problems = fsoc_bench::mtd::problems_here();
                 (!problems.is_empty()).then(|| {
                     format!(
                         "needs a Linux kernel with nandsim, UBI, UBIFS and kprobe events, as root; here it lacks {}; on a build machine scripts/bench-mtd.sh runs it under QEMU",
@@ -198,12 +198,11 @@ const CONVENTIONAL: &str = "conventional device (raw pages)";
 fn run_fsoc(context: &Context) -> Result<Outcome, String> {
     let progress = context.progress;
     let (_, report) =
-        crate::bench_fsoc_cmd::measure(!context.full, context.seed, &SettingOptions::default(), &mut |line| {
-            progress.message(line)
-        })?;
+        on_chip::measure(!context.full, context.seed, &SettingOptions::default(), &mut |line| progress.message(line))
+            .map_err(|error| format!("fsoc bench fsoc: {error}"))?;
     let mut outcome = Outcome::default();
     context.write_json(&mut outcome, "fsoc.json", &report)?;
-    for (path, svg) in crate::bench_fsoc_cmd::charts(Path::new("fsoc.json"), &report) {
+    for (path, svg) in on_chip::charts::charts(Path::new("fsoc.json"), &report) {
         context.chart(&mut outcome, &path.to_string_lossy(), svg)?;
     }
     outcome.rows = fsoc_rows(&report);
@@ -335,18 +334,19 @@ fn size_text(bytes: f64) -> String {
 // ------------------------------------------------------------- fsoc bench scaling (seed 001)
 
 fn run_scaling(context: &Context) -> Result<Outcome, String> {
-    let sweep = crate::scaling_cmd::sweep_config(!context.full, context.seed, true);
-    let total = sweep.cell_count();
+    let options =
+        fsoc_bench::scaling::ScalingOptions { quick: !context.full, seed: context.seed, paired_page_guard: true };
+    let total = options.sweep().cell_count();
     let mut done = 0;
     let progress = context.progress;
-    let report = crate::scaling_cmd::measure(&sweep, !context.full, &mut |label| {
+    let report = fsoc_bench::scaling::run(&options, &mut |label| {
         done += 1;
         progress.counts(done, total, label);
     })?;
-    let value = serde_json::to_value(&report).map_err(error_text)?;
+    let value = report.to_value();
     let mut outcome = Outcome::default();
     context.write_json(&mut outcome, "scaling.json", &value)?;
-    context.chart(&mut outcome, "scaling.svg", crate::scaling_cmd::render_svg(&sweep, &report.rows))?;
+    context.chart(&mut outcome, "scaling.svg", report.svg())?;
     outcome.rows = scaling_rows(&value);
     outcome.targets = targets_of(&value["targets"]);
     let speedups: Vec<String> = outcome
@@ -443,7 +443,7 @@ fn run_mount(context: &Context) -> Result<Outcome, String> {
         .map_err(|error| format!("mount benchmark: {error}"))?;
     let mut outcome = Outcome::default();
     context.write_json(&mut outcome, "mount.json", &report)?;
-    context.chart(&mut outcome, "mount.svg", crate::bench_cmd::mount_svg(&report))?;
+    context.chart(&mut outcome, "mount.svg", fsoc_bench::mount::svg(&report))?;
     let littlefs: Vec<&Value> = report["littlefs"].as_array().into_iter().flatten().collect();
     for row in report["mounts"].as_array().into_iter().flatten() {
         let files = row["files"].as_u64().unwrap_or(0);
@@ -512,10 +512,11 @@ pub(crate) fn group(value: u64) -> String {
 
 fn run_readers(context: &Context) -> Result<Outcome, String> {
     let progress = context.progress;
-    let report = crate::bench_cmd::readers_report(!context.full, context.seed, &mut |line| progress.message(line))?;
+    let report = fsoc_bench::readers::run_in_scratch(!context.full, context.seed, &mut |line| progress.message(line))
+        .map_err(|error| format!("readers benchmark: {error}"))?;
     let mut outcome = Outcome::default();
     context.write_json(&mut outcome, "readers.json", &report)?;
-    context.chart(&mut outcome, "readers.svg", readers_chart(&report))?;
+    context.chart(&mut outcome, "readers.svg", fsoc_bench::readers::chart(&report))?;
     let throughput = &report["throughput"];
     let latency = &report["latency"];
     // The paced writer (one fsync'd write per period in both locking modes) compares them at
@@ -569,63 +570,6 @@ fn run_readers(context: &Context) -> Result<Outcome, String> {
     Ok(outcome)
 }
 
-/// Read latency idle and with the writer (flush outside the lock, and holding it), median and
-/// p99, as bars.
-fn readers_chart(report: &Value) -> String {
-    use crate::svg_chart::{self, LinearScale};
-    let latency = &report["latency"];
-    let paced = &latency["paced"];
-    let (outside, held) = if paced.is_object() {
-        (&paced["flush_outside_lock"], &paced["flush_inside_lock"])
-    } else {
-        (latency, &latency["flush_inside_lock"])
-    };
-    let groups = [
-        ("idle", number(&latency["idle_median_us"]), number(&latency["idle_p99_us"])),
-        (
-            "writer, flush outside the lock",
-            number(&outside["with_writer_median_us"]),
-            number(&outside["with_writer_p99_us"]),
-        ),
-        ("writer holding the lock", number(&held["with_writer_median_us"]), number(&held["with_writer_p99_us"])),
-    ];
-    const LEFT: f64 = 70.0;
-    const TOP: f64 = 50.0;
-    const WIDTH: f64 = 480.0;
-    const HEIGHT: f64 = 220.0;
-    let high = groups.iter().flat_map(|(_, median, p99)| [*median, *p99]).flatten().fold(1.0, f64::max);
-    let axis = LinearScale::new(0.0, high * 1.1, TOP, HEIGHT);
-    let mut svg = String::new();
-    svg_chart::begin(&mut svg, LEFT + WIDTH + 30.0, TOP + HEIGHT + 60.0);
-    svg_chart::label(
-        &mut svg,
-        LEFT,
-        22.0,
-        "start",
-        "4 KiB read latency, 4-chip array of chip files (µs, wall clock; paced writer)",
-    );
-    svg_chart::frame(&mut svg, LEFT, TOP, WIDTH, HEIGHT);
-    axis.grid(&mut svg, LEFT, WIDTH);
-    let slot = WIDTH / groups.len() as f64;
-    for (index, (name, median, p99)) in groups.iter().enumerate() {
-        let left = LEFT + slot * index as f64 + slot * 0.15;
-        for (offset, value, color) in [(0.0, median, "#1f77b4"), (slot * 0.35, p99, "#ff7f0e")] {
-            if let Some(value) = value {
-                let top = axis.y(*value);
-                svg_chart::bar(&mut svg, left + offset, top, slot * 0.3, axis.y(0.0) - top, color);
-                svg_chart::label(&mut svg, left + offset + slot * 0.15, top - 3.0, "middle", &format!("{value:.0}"));
-            }
-        }
-        svg_chart::label(&mut svg, left + slot * 0.35, TOP + HEIGHT + 16.0, "middle", name);
-    }
-    svg_chart::bar(&mut svg, LEFT, TOP + HEIGHT + 32.0, 10.0, 10.0, "#1f77b4");
-    svg_chart::label(&mut svg, LEFT + 14.0, TOP + HEIGHT + 41.0, "start", "median");
-    svg_chart::bar(&mut svg, LEFT + 80.0, TOP + HEIGHT + 32.0, 10.0, 10.0, "#ff7f0e");
-    svg_chart::label(&mut svg, LEFT + 94.0, TOP + HEIGHT + 41.0, "start", "p99");
-    svg_chart::end(&mut svg);
-    svg
-}
-
 // ---------------------------------------------------------------- fsoc bench fsio (seed 003)
 
 fn run_fsio(context: &Context) -> Result<Outcome, String> {
@@ -635,7 +579,7 @@ fn run_fsio(context: &Context) -> Result<Outcome, String> {
         .map_err(|error| format!("fsio benchmark: {error}"))?;
     let mut outcome = Outcome::default();
     context.write_json(&mut outcome, "fsio.json", &report)?;
-    context.chart(&mut outcome, "fsio.svg", crate::bench_cmd::fsio_chart(&report))?;
+    context.chart(&mut outcome, "fsio.svg", fsoc_bench::fsio::chart(&report))?;
     let totals = &report["summary"]["totals"];
     let files = f64::from(config.sample_count * config.files_per_sample);
     for (operation, figure) in
@@ -876,7 +820,7 @@ struct CrashChartRun {
 
 /// Cut points per workload and run (log scale), failures written above their bar in red.
 fn crash_chart(runs: &[CrashChartRun]) -> String {
-    use crate::svg_chart::{self, LogScale};
+    use fsoc_bench::svg_chart::{self, LogScale};
     const LEFT: f64 = 70.0;
     const TOP: f64 = 50.0;
     const WIDTH: f64 = 720.0;
@@ -940,7 +884,7 @@ fn run_postmark(context: &Context) -> Result<Outcome, String> {
         .map_err(|error| format!("postmark benchmark: {error}"))?;
     let mut outcome = Outcome::default();
     context.write_json(&mut outcome, "postmark.json", &report)?;
-    context.chart(&mut outcome, "postmark.svg", crate::bench_postmark_cmd::chart_svg(&report))?;
+    context.chart(&mut outcome, "postmark.svg", fsoc_bench::postmark::chart::chart_svg(&report))?;
     let runs: Vec<&Value> = report["runs"].as_array().into_iter().flatten().collect();
     let find = |target: &str, variant: &str, nvram: u64| {
         runs.iter().copied().find(|run| {

@@ -33,6 +33,8 @@
 //! used a 32 MB partition; with 16 times the room fsoc's cleaner barely runs, so its erase
 //! counts are mostly the log's own segment openings.
 
+pub mod chart;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;

@@ -1,4 +1,4 @@
-//! The volumes `fsoc bench fuse` measures: a fresh fsoc image mounted with `fsoc mount
+//! The volumes the FUSE benchmark measures: a fresh fsoc image mounted with `fsoc mount
 //! --daemon`, or a fresh ext4 image on a loop device, each in a scratch directory in /dev/shm;
 //! and the child programs run on them, each under a time limit.
 //!
@@ -12,6 +12,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// How long a mount may take to appear and an unmount to finish.
@@ -20,28 +21,23 @@ const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
 /// dropping its last references to the mount).
 const BUSY_RETRY: Duration = Duration::from_secs(10);
 
-/// Set by SIGINT, SIGTERM or SIGHUP: the run stops at the next check and cleans up.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The caller's stop flag (the command's Ctrl-C flag), set once by `stop_when`.
+static STOP: OnceLock<&'static AtomicBool> = OnceLock::new();
 
-extern "C" fn note_interrupt(_signal: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
+/// Makes `flag` the request to stop: once it is set, the run stops at its next check and a
+/// child program running is killed, so the guards clean up. The caller owns the signal
+/// handling (the `fsoc` command sets its flag on Ctrl-C, SIGTERM and SIGHUP). A second call
+/// keeps the first flag.
+pub fn stop_when(flag: &'static AtomicBool) {
+    let _ = STOP.set(flag);
 }
 
-/// Makes Ctrl-C (and SIGTERM, SIGHUP) stop the benchmark through its guards instead of killing
-/// it with volumes still mounted. The child programs in the foreground get SIGINT themselves.
-pub fn catch_interrupts() {
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: installs a handler that only stores to an atomic (async-signal-safe).
-        unsafe { libc::signal(signal, note_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t) };
-    }
-}
-
-/// Whether the user asked the run to stop.
+/// Whether the caller asked the run to stop.
 pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
+    STOP.get().is_some_and(|flag| flag.load(Ordering::SeqCst))
 }
 
-/// Fails with "interrupted" once the user asked the run to stop.
+/// Fails with "interrupted" once the caller asked the run to stop.
 pub fn check_interrupted() -> Result<(), String> {
     if interrupted() {
         Err("interrupted".into())

@@ -1,4 +1,5 @@
-//! `fsoc bench scaling`: seed 001's IOzone record sweep on p = 1, 2, 4, 8 simulated chips.
+//! Seed 001's IOzone record sweep on p = 1, 2, 4, 8 simulated chips (`fsoc bench scaling`
+//! and `fsoc report` run it through `run`).
 //!
 //! For every profile, chip count and record size, a fresh RAM-simulated array is formatted
 //! and one file is written, rewritten, read, read in random order and written in random
@@ -11,14 +12,11 @@
 
 use fsoc_media::FlashStats;
 use std::fmt::Write as _;
-use std::io::IsTerminal;
-use std::path::Path;
 use std::time::Instant;
 
 use fsoc_core::{FileSystem, FsConfig, OpenFlags};
 use fsoc_media::rng::SeededRng;
 use fsoc_media::{Profile, SimConfig, SimFlash};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::svg_chart::{self, LogScale};
 
@@ -168,6 +166,9 @@ pub struct Report {
     pub mount: Vec<MountRow>,
     pub targets: Vec<TargetCheck>,
     pub wall_seconds: f64,
+    /// The sweep that was run (not written: the fields above describe it).
+    #[serde(skip)]
+    pub sweep: SweepConfig,
 }
 
 type Fs = FileSystem<SimFlash>;
@@ -474,25 +475,39 @@ pub fn size_label(bytes: u64) -> String {
     }
 }
 
-/// The sweep `bench scaling` runs: quick or full, with the paired-page guard on or off.
-pub fn sweep_config(quick: bool, seed: u64, paired_page_guard: bool) -> SweepConfig {
-    let mut sweep = if quick { SweepConfig::quick(seed) } else { SweepConfig::full(seed) };
-    if !paired_page_guard {
-        sweep.fs.volume.paired_page_distance = Some(0);
-    }
-    sweep
+/// What a caller of the sweep chooses (`fsoc bench scaling`'s flags, `fsoc report`'s run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScalingOptions {
+    /// The reduced sweep (`SweepConfig::quick`) instead of the full one.
+    pub quick: bool,
+    pub seed: u64,
+    /// False turns the core's paired-page guard off (to measure what it costs small synced
+    /// writes on wide arrays).
+    pub paired_page_guard: bool,
 }
 
-/// Runs `sweep` and checks the targets: the report `bench scaling` writes as JSON
-/// (`progress` is called after each cell, `SweepConfig::cell_count` times).
-pub fn measure(sweep: &SweepConfig, quick: bool, progress: &mut dyn FnMut(&str)) -> Result<Report, String> {
+impl ScalingOptions {
+    /// The sweep these options run: quick or full, with the paired-page guard on or off.
+    pub fn sweep(&self) -> SweepConfig {
+        let mut sweep = if self.quick { SweepConfig::quick(self.seed) } else { SweepConfig::full(self.seed) };
+        if !self.paired_page_guard {
+            sweep.fs.volume.paired_page_distance = Some(0);
+        }
+        sweep
+    }
+}
+
+/// Runs the sweep `options` choose and checks the targets (`progress` is called after each
+/// cell with its label, `SweepConfig::cell_count` times).
+pub fn run(options: &ScalingOptions, progress: &mut dyn FnMut(&str)) -> Result<Report, String> {
     let started = Instant::now();
-    let (rows, mount) = run_sweep(sweep, progress)?;
-    let targets = check_targets(sweep, &rows, &mount);
+    let sweep = options.sweep();
+    let (rows, mount) = run_sweep(&sweep, progress)?;
+    let targets = check_targets(&sweep, &rows, &mount);
     Ok(Report {
         benchmark: "scaling",
         seed: sweep.seed,
-        quick,
+        quick: options.quick,
         paired_page_guard: sweep.fs.volume.paired_page_distance != Some(0),
         time_base: "simulated device time (file-system virtual clock)",
         file_bytes_min: sweep.file_bytes_min,
@@ -501,66 +516,30 @@ pub fn measure(sweep: &SweepConfig, quick: bool, progress: &mut dyn FnMut(&str))
         mount,
         targets,
         wall_seconds: started.elapsed().as_secs_f64(),
+        sweep,
     })
 }
 
-/// `fsoc bench scaling`; `paired_page_guard` false turns the core's paired-page guard off
-/// (to measure what it costs small synced writes on wide arrays).
-pub fn run(json: &Path, quick: bool, seed: u64, paired_page_guard: bool) -> Result<(), String> {
-    let sweep = sweep_config(quick, seed, paired_page_guard);
-    let bar = if std::io::stderr().is_terminal() {
-        let bar = ProgressBar::new(sweep.cell_count());
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} scaling sweep [{bar:30}] {pos}/{len} {msg} ({elapsed})")
-                .map_err(|error| format!("progress bar: {error}"))?
-                .progress_chars("=> "),
-        );
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
-    let report = measure(&sweep, quick, &mut |label| {
-        bar.set_message(label.to_string());
-        bar.inc(1);
-    });
-    bar.finish_and_clear();
-    let report = report?;
-    if let Some(parent) = json.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|error| format!("{}: {error}", parent.display()))?;
+impl Report {
+    /// The report as `fsoc bench scaling` writes it: pretty JSON, fields in declaration order,
+    /// ending in a newline.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a scaling report has only numbers, strings and lists") + "\n"
     }
-    let text = serde_json::to_string_pretty(&report).map_err(|error| format!("json: {error}"))?;
-    std::fs::write(json, text + "\n").map_err(|error| format!("{}: {error}", json.display()))?;
-    let svg_path = json.with_extension("svg");
-    std::fs::write(&svg_path, render_svg(&sweep, &report.rows))
-        .map_err(|error| format!("{}: {error}", svg_path.display()))?;
-    print_summary(&sweep, &report);
-    println!("wrote {} and {}", json.display(), svg_path.display());
-    Ok(())
-}
 
-fn print_summary(sweep: &SweepConfig, report: &Report) {
-    for &profile in &sweep.profiles {
-        println!("{} (MiB/s in simulated time; efficiency = measured / physical limit)", profile.name());
-        for operation in Operation::ALL {
-            let mut line = format!("  {:<13}", operation.name());
-            for &chips in &sweep.chip_counts {
-                let largest = sweep.record_sizes_bytes.iter().copied().max().unwrap_or(0);
-                let smallest = sweep.record_sizes_bytes.iter().copied().min().unwrap_or(0);
-                let small = find(&report.rows, profile.name(), chips, operation.name(), smallest);
-                let large = find(&report.rows, profile.name(), chips, operation.name(), largest);
-                if let (Some(small), Some(large)) = (small, large) {
-                    let _ = write!(
-                        line,
-                        " ×{chips}: {:>7.2} | {:>7.2} ({:.2})",
-                        small.mib_per_s, large.mib_per_s, large.efficiency
-                    );
-                }
-            }
-            println!("{line}");
-        }
+    /// The report as a JSON value (for a caller that embeds or reads it).
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("a scaling report has only numbers, strings and lists")
     }
-    for check in &report.targets {
-        println!("[{}] {} — {}", if check.met { "met" } else { "SHORT" }, check.target, check.measured);
+
+    /// The chart of the rows (`render_svg`).
+    pub fn svg(&self) -> String {
+        render_svg(&self.sweep, &self.rows)
+    }
+
+    /// The row of one figure, if the sweep measured it.
+    pub fn row(&self, profile: &str, chips: u32, op: &str, record_bytes: u64) -> Option<&Row> {
+        find(&self.rows, profile, chips, op, record_bytes)
     }
 }
 

@@ -1,5 +1,5 @@
-//! `fsoc bench fuse`: fsoc through FUSE against ext4 on a loop device, on this machine, in one
-//! run. For each repetition and workload, a fresh fsoc image is made and mounted (`fsoc mkfs`,
+//! fsoc through FUSE against ext4 on a loop device, on this machine, in one run (`fsoc bench
+//! fuse`; `fsoc report` runs that command). For each repetition and workload, a fresh fsoc image is made and mounted (`fsoc mkfs`,
 //! `fsoc mount --daemon`), the workload runs, it is unmounted; then the same on a fresh ext4
 //! image of the same size; so the two file systems alternate and share whatever the machine is
 //! doing. Both images live in /dev/shm, so neither pays for a disk. Results: every sample, the
@@ -10,29 +10,52 @@
 //! Wall-clock figures, unlike the simulator benchmarks: they vary from run to run and machine
 //! to machine, which is why both file systems run in the same session, interleaved.
 
+pub mod mounts;
+pub mod workloads;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use indicatif::ProgressBar;
-
-use crate::fuse_bench_mounts::{self as mounts, Ext4Mount, FsocMount, ScratchDirectory, ServerUsage};
-use crate::fuse_bench_workloads::{self as workloads, Better, Scale, Tools, Workload};
 use crate::svg_chart::{self, LogScale};
+use mounts::{Ext4Mount, FsocMount, ScratchDirectory, ServerUsage};
+use workloads::{Better, Scale, Tools, Workload};
 
 /// Where the images go: memory, so the figures are the file systems', not a disk's.
 const IMAGE_DIRECTORY: &str = "/dev/shm";
 
-/// What `fsoc bench fuse` was asked to do.
-pub struct FuseBenchOptions {
-    pub json: PathBuf,
+/// What a run measures (`fsoc bench fuse`'s options).
+pub struct FuseOptions {
+    /// The fsoc executable that makes and mounts the fsoc volumes.
+    pub fsoc: PathBuf,
+    /// Repetitions of every workload on each file system (default 3; 1 with `quick`).
     pub reps: Option<u32>,
+    /// Scaled-down workloads (`Scale::quick`).
     pub quick: bool,
+    /// Size of each volume as `fsoc mkfs --size` takes it, and in bytes.
     pub size: String,
+    pub size_bytes: u64,
+    /// NAND profile of the fsoc image.
     pub profile: String,
     /// Names of the workloads to run; empty runs all.
     pub workloads: Vec<String>,
+}
+
+/// What `run` reports as it goes, for the caller to show.
+pub enum Progress<'a> {
+    /// A workload cannot run here (a program is missing) and is left out, before anything runs.
+    Skipped { workload: &'static str, reason: &'a str },
+    /// A sample starts: "repetition R/N: WORKLOAD on FS".
+    Started(&'a str),
+    /// A sample ended: its figures (or FAILED and why) on one line.
+    Finished(&'a str),
+}
+
+/// A finished run: the report written as JSON, and the workloads that ran.
+pub struct FuseReport {
+    report: Report,
+    runnable: Vec<Workload>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,8 +234,7 @@ fn free_bytes(path: &Path) -> Option<u64> {
 
 /// What stops `bench fuse` with volumes of `size_bytes` from running on this host, in words
 /// (nothing when it can run): `fsoc report` asks before starting it.
-#[cfg_attr(not(feature = "lab"), allow(dead_code))]
-pub(crate) fn problems_here(size_bytes: u64) -> Vec<String> {
+pub fn problems_here(size_bytes: u64) -> Vec<String> {
     host_problems(&Host::probe(), size_bytes)
 }
 
@@ -490,12 +512,15 @@ fn selected_workloads(names: &[String]) -> Result<Vec<Workload>, String> {
     Ok(Workload::ALL.into_iter().filter(|workload| selected.contains(workload)).collect())
 }
 
-/// `fsoc bench fuse`.
-pub fn run(options: &FuseBenchOptions) -> Result<(), String> {
+/// Runs every selected workload `reps` times on a fresh fsoc volume and a fresh ext4 volume in
+/// turn, in a scratch directory of /dev/shm removed afterwards. Fails before anything runs when
+/// the host cannot run it (`problems_here`), and at the next check once `mounts::interrupted`
+/// (the caller's stop flag); a failed sample is recorded in the report, not an error.
+pub fn run(options: &FuseOptions, progress: &mut dyn FnMut(Progress<'_>)) -> Result<FuseReport, String> {
     let scale = if options.quick { Scale::quick() } else { Scale::full() };
     let repetitions = options.reps.unwrap_or(if options.quick { 1 } else { 3 });
     let selected = selected_workloads(&options.workloads)?;
-    let size_bytes = crate::volume_cmd::parse_size(&options.size)?;
+    let size_bytes = options.size_bytes;
     // The volume must hold fio's file with room to spare (and PostMark's ~61 MB).
     let size_min_bytes = (2 * scale.fio_sequential_bytes).max(64 << 20);
     if size_bytes < size_min_bytes {
@@ -504,9 +529,6 @@ pub fn run(options: &FuseBenchOptions) -> Result<(), String> {
             options.size,
             size_min_bytes >> 20
         ));
-    }
-    if options.json.extension().is_some_and(|extension| extension == "svg") {
-        return Err(format!("{}: give the JSON file's name; the chart goes beside it as .svg", options.json.display()));
     }
     let problems = host_problems(&Host::probe(), size_bytes);
     if !problems.is_empty() {
@@ -519,7 +541,7 @@ pub fn run(options: &FuseBenchOptions) -> Result<(), String> {
     for workload in selected {
         match workloads::missing_tool(workload, &tools) {
             Some(reason) => {
-                println!("skipping {}: {reason}", workload.name());
+                progress(Progress::Skipped { workload: workload.name(), reason: &reason });
                 skipped.push(Skipped { workload: workload.name(), reason });
             }
             None => runnable.push(workload),
@@ -528,15 +550,9 @@ pub fn run(options: &FuseBenchOptions) -> Result<(), String> {
     if runnable.is_empty() {
         return Err("no workload can run here (see the reasons above)".into());
     }
-    if let Some(parent) = options.json.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|error| format!("{}: {error}", parent.display()))?;
-    }
-    let fsoc = std::env::current_exe().map_err(|error| format!("cannot find the fsoc executable: {error}"))?;
-
-    mounts::catch_interrupts();
     let scratch = ScratchDirectory::create(Path::new(IMAGE_DIRECTORY))?;
     let context = Context {
-        fsoc: &fsoc,
+        fsoc: &options.fsoc,
         scratch: scratch.path(),
         size: &options.size,
         size_bytes,
@@ -546,14 +562,16 @@ pub fn run(options: &FuseBenchOptions) -> Result<(), String> {
     };
     let started = Instant::now();
     let load_average_start = load_average();
-    let bar = ProgressBar::new_spinner();
-    bar.enable_steady_tick(std::time::Duration::from_millis(120));
     let mut samples = Vec::new();
     for repetition in 1..=repetitions {
         for &workload in &runnable {
             for fs in FsKind::ALL {
                 mounts::check_interrupted()?;
-                bar.set_message(format!("repetition {repetition}/{repetitions}: {} on {}", workload.name(), fs.name()));
+                progress(Progress::Started(&format!(
+                    "repetition {repetition}/{repetitions}: {} on {}",
+                    workload.name(),
+                    fs.name()
+                )));
                 let sample_started = Instant::now();
                 let result = measure(fs, workload, &context);
                 let mut sample = Sample {
@@ -575,12 +593,11 @@ pub fn run(options: &FuseBenchOptions) -> Result<(), String> {
                 sample.sample_wall_s = sample_started.elapsed().as_secs_f64();
                 // A Ctrl-C also fails the sample that was running: stop here, cleaned up.
                 mounts::check_interrupted()?;
-                bar.suspend(|| println!("{}", sample_line(&sample, workload)));
+                progress(Progress::Finished(&sample_line(&sample, workload)));
                 samples.push(sample);
             }
         }
     }
-    bar.finish_and_clear();
     drop(scratch);
 
     let summaries: BTreeMap<&'static str, WorkloadSummary> =
@@ -611,24 +628,37 @@ pub fn run(options: &FuseBenchOptions) -> Result<(), String> {
         samples,
         wall_seconds: started.elapsed().as_secs_f64(),
     };
-    let text = serde_json::to_string_pretty(&report).map_err(|error| format!("json: {error}"))?;
-    std::fs::write(&options.json, text + "\n").map_err(|error| format!("{}: {error}", options.json.display()))?;
-    let chart = options.json.with_extension("svg");
-    std::fs::write(&chart, render_chart(&report, &runnable))
-        .map_err(|error| format!("{}: {error}", chart.display()))?;
-    print_summary(&report, &runnable);
-    println!("wrote {} and {}", options.json.display(), chart.display());
-    if failed_samples > 0 {
-        return Err(format!(
-            "{failed_samples} of {} runs failed (see FAILED above, and \"error\" in the JSON)",
-            report.samples.len()
-        ));
-    }
-    Ok(())
+    Ok(FuseReport { report, runnable })
 }
 
-fn print_summary(report: &Report, runnable: &[Workload]) {
-    println!(
+impl FuseReport {
+    /// The JSON `fsoc bench fuse` writes: pretty, ending in a newline.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(&self.report).expect("a fuse report has only numbers, strings, lists and maps")
+            + "\n"
+    }
+
+    /// The chart beside the JSON (`render_chart`).
+    pub fn svg(&self) -> String {
+        render_chart(&self.report, &self.runnable)
+    }
+
+    /// The printed summary: medians and ratios, the mount server's usage, the targets and the
+    /// README's table.
+    pub fn summary(&self) -> String {
+        summary(&self.report, &self.runnable)
+    }
+
+    /// Samples that failed, and all samples.
+    pub fn failed_samples(&self) -> (usize, usize) {
+        (self.report.failed_samples, self.report.samples.len())
+    }
+}
+
+fn summary(report: &Report, runnable: &[Workload]) -> String {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
         "\nfsoc (FUSE, {} profile) vs ext4 (loop device), {} MiB volumes in {IMAGE_DIRECTORY}; medians of {} repetition{}{}; \
          load average {:.1} at the start, {:.1} at the end ({} CPUs)",
         report.config.fsoc_profile,
@@ -640,7 +670,8 @@ fn print_summary(report: &Report, runnable: &[Workload]) {
         report.machine.load_average_end,
         report.machine.cpu_count
     );
-    println!(
+    let _ = writeln!(
+        text,
         "{:<15} {:<24} {:>6} {:>10} {:>10} {:>10}  {:<7} reading",
         "workload", "metric", "unit", "fsoc", "ext4", "fsoc/ext4", "better"
     );
@@ -648,7 +679,8 @@ fn print_summary(report: &Report, runnable: &[Workload]) {
         let Some(summary) = report.workloads.get(workload.name()) else { continue };
         for metric in workload.metrics() {
             let Some(row) = summary.metrics.get(metric.name) else { continue };
-            println!(
+            let _ = writeln!(
+                text,
                 "{:<15} {:<24} {:>6} {:>10} {:>10} {:>10}  {:<7} {}",
                 workload.name(),
                 metric.label,
@@ -661,10 +693,11 @@ fn print_summary(report: &Report, runnable: &[Workload]) {
             );
         }
     }
-    println!("\nfsoc mount server, read just before unmount (median CPU seconds, peak RSS)");
+    let _ = writeln!(text, "\nfsoc mount server, read just before unmount (median CPU seconds, peak RSS)");
     for &workload in runnable {
         if let Some(server) = report.workloads.get(workload.name()).and_then(|summary| summary.fsoc_server.as_ref()) {
-            println!(
+            let _ = writeln!(
+                text,
                 "{:<15} {:>8.2} CPU s  {:>7.1} MiB peak (max of runs {:.1} MiB)",
                 workload.name(),
                 server.cpu_seconds_median,
@@ -673,16 +706,17 @@ fn print_summary(report: &Report, runnable: &[Workload]) {
             );
         }
     }
-    println!("\ntargets (fsoc/ext4)");
+    let _ = writeln!(text, "\ntargets (fsoc/ext4)");
     for check in &report.targets {
         let status = match check.met {
             Some(true) => "met",
             Some(false) => "SHORT",
             None => "not run",
         };
-        println!("[{status}] {} — {}", check.target, check.measured);
+        let _ = writeln!(text, "[{status}] {} — {}", check.target, check.measured);
     }
-    println!("\n{}", markdown_table(report, runnable));
+    let _ = writeln!(text, "\n{}", markdown_table(report, runnable));
+    text
 }
 
 /// The README's table: one row per metric, with the server's CPU time and memory per workload.

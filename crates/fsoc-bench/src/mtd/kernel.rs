@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::fuse_bench_mounts::{run_program, run_program_ok};
-use crate::mtd_bench_report::{Counted, FlashOps, Geometry, NandDelays};
+use super::report::{Counted, FlashOps, Geometry, NandDelays};
+use crate::fuse::mounts::{run_program, run_program_ok};
 
 /// Limit for a set-up step (format, attach, mount); ubiformat of 8 GiB with delays on takes
 /// about three minutes of erases alone.
@@ -78,7 +78,7 @@ impl Kernel {
             problems.push("/dev/fuse (the fuse module) for fsoc's mount".into());
         }
         for program in ["ubiformat", "ubiattach", "ubidetach", "ubimkvol", "fusermount3", "postmark"] {
-            if crate::fuse_bench_workloads::find_program(program).is_none() {
+            if crate::fuse::workloads::find_program(program).is_none() {
                 let package = match program {
                     "fusermount3" => "fuse3",
                     "postmark" => "postmark",
@@ -87,7 +87,7 @@ impl Kernel {
                 problems.push(format!("the program {program} (package {package})"));
             }
         }
-        if crate::fuse_bench_workloads::find_program(&self.module_loader).is_none() {
+        if crate::fuse::workloads::find_program(&self.module_loader).is_none() {
             problems.push(format!("the module loader {} on PATH", self.module_loader));
         }
         problems

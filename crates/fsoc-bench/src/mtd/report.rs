@@ -1,6 +1,6 @@
 //! The results of `fsoc bench mtd` as they are written to JSON and read back: the figures, the
 //! issue's targets checked against them, the Markdown tables of the README and docs/RAW-NAND.md,
-//! and the SVG chart (through svg_chart.rs). Knows nothing of how the figures were measured.
+//! and the SVG chart (through fsoc-bench's svg_chart). Knows nothing of how the figures were measured.
 //!
 //! Invariant: every figure here comes from the run the JSON records; what was not measured is
 //! `None` (shown as "not measured") and never estimated.
@@ -270,6 +270,21 @@ pub struct Report {
     pub not_measured: Vec<String>,
     pub notes: Vec<String>,
     pub wall_seconds: f64,
+}
+
+impl Report {
+    /// The JSON a run writes: pretty, ending in a newline.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("an mtd report has only numbers, strings and lists") + "\n"
+    }
+
+    /// Reads a finished run's JSON back, its targets checked again so the tables follow the
+    /// targets as this version states them.
+    pub fn from_json(text: &str) -> Result<Report, serde_json::Error> {
+        let mut report: Report = serde_json::from_str(text)?;
+        report.targets = check_targets(&report);
+        Ok(report)
+    }
 }
 
 /// The largest size issue 17 asks for: 8 GiB.

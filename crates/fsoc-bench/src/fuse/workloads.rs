@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::fuse_bench_mounts::{check_interrupted, run_program, run_program_ok};
+use super::mounts::{check_interrupted, run_program, run_program_ok};
 
 const MIB: u64 = 1 << 20;
 
