@@ -272,6 +272,30 @@ fn s3_extent_address_outside_the_volume_is_an_error_for_that_file_only() {
     assert!(report.violations.iter().any(|violation| violation.contains("outside the log")), "{:?}", report.violations);
 }
 
+/// An extent inside the log that points at a segment counting no valid page (a free one): the
+/// page cannot be released. The unlink that would release it fails at once with EIO, the error
+/// coming back through the call (not through a field read at the next commit); nothing is
+/// committed after it, and the volume mounts again as it was last committed.
+#[test]
+fn releasing_a_page_its_segment_does_not_count_fails_the_operation() {
+    let (mut fs, files) = volume();
+    let layout = fs.craft().layout();
+    let free_segment = layout.segment_count() - 1;
+    assert_eq!(fs.craft().log.table().entry(free_segment).valid_pages, 0, "the last segment is free");
+    let wild = layout.address(free_segment, 0);
+    let key = allocation_key(files.extent_file, RecordKind::Extent, 0);
+    put_raw(&mut fs, Tree::Allocation, &key, Some(&extent_value(wild.0, 1)));
+    let mut fs = seal(fs);
+    let error = fs.unlink(b"/big").expect_err("the unlink releases a page no segment counts");
+    assert_eq!(error.errno(), 5, "EIO: {error:?}");
+    assert!(format!("{error}").contains("not counted valid"), "{error}");
+    assert!(fs.commit().is_err(), "a commit after an unaccountable release");
+    let flash = fs.into_flash_without_commit();
+    let mut fs = FileSystem::mount(flash, FsConfig::default()).expect("the volume mounts as last committed");
+    assert!(fs.stat(b"/big").is_ok(), "the refused unlink left /big in place");
+    assert_eq!(read_file(&mut fs, "/healthy").expect("healthy file"), HEALTHY);
+}
+
 /// S4: an inline file whose size says 8,320,145,642,257,040,101 bytes aborted the process on
 /// the allocation. Now: EIO for that file, no allocation.
 #[test]
@@ -575,7 +599,7 @@ fn reshape(mut fs: FileSystem<SimFlash>, tree: Tree, shape: Shape) -> FileSystem
     let encoded = node.encode(node_size);
     let address =
         store.append_node(&encoded.bytes, NodeTag { tree_id: node.tree_id, level: node.level }).expect("append");
-    store.release(root.pointer.address);
+    store.release(root.pointer.address).expect("the old root is live");
     target.reset_to(TreeRoot { pointer: PagePointer { address, checksum: encoded.checksum }, height: root.height });
     fs
 }

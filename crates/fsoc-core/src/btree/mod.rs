@@ -62,7 +62,9 @@ pub trait NodeStore: NodeReader {
     /// area so the cleaner can tell what the page is.
     fn append_node(&mut self, bytes: &[u8], tag: NodeTag) -> Result<LogAddress, Self::Error>;
     /// The working state no longer references this page (the committed state may still).
-    fn release(&mut self, address: LogAddress);
+    /// An error means the page was not the store's to release (a record on flash pointed at
+    /// it wrongly): nothing changed, and the operation must fail.
+    fn release(&mut self, address: LogAddress) -> Result<(), Self::Error>;
 }
 
 /// What a node page is, as recorded in the page's spare area for the cleaner.

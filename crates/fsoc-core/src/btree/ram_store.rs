@@ -122,9 +122,10 @@ impl NodeStore for RamNodeStore {
         Ok(LogAddress(address))
     }
 
-    fn release(&mut self, address: LogAddress) {
+    fn release(&mut self, address: LogAddress) -> Result<(), RamStoreError> {
         self.release_count += 1;
         // Each page leaves the working state once: a second release is a bookkeeping bug.
         assert!(self.live.remove(&address.0), "release of {address:?}, which is not live (released twice?)");
+        Ok(())
     }
 }

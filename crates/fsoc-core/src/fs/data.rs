@@ -669,7 +669,7 @@ impl<F: Flash> FileSystem<F> {
             unmapped += cut_end.saturating_sub(cut_first);
             for page in cut_first..cut_end {
                 let address = extent.address_of(page);
-                self.volume.log.release(address);
+                self.volume.log.release(address)?;
                 self.delta.data_page_released(self.volume.layout().segment_of(address));
             }
             if extent.first_page < cut_first {

@@ -9,7 +9,8 @@ use alloc::vec::Vec;
 use fsoc_flash::Flash;
 
 use crate::fs::{FileSystem, FsError, TreeId};
-use crate::segment::{LogHead, PageTag, SegmentError, VictimPage};
+use crate::segment::cleaner::{self, PageOwner};
+use crate::segment::{LogHead, PageTag, SegmentError, SegmentLog, VictimPage};
 use crate::txn::TxnError;
 
 /// What an operation will add to the volume, for `ensure_space`.
@@ -259,76 +260,16 @@ impl<F: Flash> FileSystem<F> {
         valid * (1 + height)
     }
 
-    /// Relocates every live page of `victim`; after the next commit it holds none.
+    /// Relocates every live page of `victim` (the segment layer's `evacuate`, with this file
+    /// system as the pages' owner); after the next commit it holds none.
     pub(crate) fn clean_segment(&mut self, victim: u32) -> Result<(), FsError> {
         self.stats.cleaner_runs += 1;
         let mut skipped_unreadable = 0u32;
         self.mutate(|fs| {
-            let pages_per_segment = fs.volume.layout().pages_per_segment();
-            let batch = u32::try_from(fs.config.io_batch_pages).unwrap_or(u32::MAX).clamp(1, pages_per_segment);
-            let mut pages = Vec::new();
-            // Live data pages that continue one another (one file, consecutive pages and
-            // addresses), moved together: one punch and one extent for the run, not one a page.
-            let mut run: Vec<VictimPage> = Vec::new();
-            let mut first_page = 0;
-            while first_page < pages_per_segment && fs.volume.log.table().entry(victim).valid_pages > 0 {
-                pages.clear();
-                fs.volume.log.read_victim_pages(victim, first_page, batch, &mut pages).map_err(TxnError::from)?;
-                first_page += batch;
-                for page in pages.drain(..) {
-                    if fs.volume.log.table().entry(victim).valid_pages == 0 {
-                        break;
-                    }
-                    let continues_run = match (run.last(), page.tag) {
-                        (
-                            Some(VictimPage { tag: PageTag::Data { inode, page_index }, address, .. }),
-                            PageTag::Data { inode: next_inode, page_index: next_index },
-                        ) => {
-                            *inode == next_inode
-                                && u64::from(*page_index) + 1 == u64::from(next_index)
-                                && u64::from(address.0) + 1 == u64::from(page.address.0)
-                        }
-                        _ => false,
-                    };
-                    if !continues_run {
-                        fs.relocate_data_run(&mut run)?;
-                    }
-                    let moved = match page.tag {
-                        PageTag::Node { tree_id, .. } => {
-                            let which = if tree_id == crate::txn::volume::DIRECTORY_TREE_ID {
-                                TreeId::Directory
-                            } else {
-                                TreeId::Allocation
-                            };
-                            match fs.with_tree(which, |tree, store| tree.relocate_if_live(store, page.address)) {
-                                // A page torn by a power cut may read back once and not again
-                                // (unstable bits); it was never committed, so it is not live. A
-                                // live page that is unreadable shows up below as a count that
-                                // stays > 0.
-                                Err(FsError::Io(TxnError::Segment(SegmentError::Unreadable { .. }))) => {
-                                    skipped_unreadable += 1;
-                                    false
-                                }
-                                other => other?,
-                            }
-                        }
-                        PageTag::Data { inode, page_index }
-                            if fs.data_page_is_live(inode, u64::from(page_index), page.address)? =>
-                        {
-                            run.push(page);
-                            true
-                        }
-                        PageTag::SegmentTable { page_index } => {
-                            fs.volume.log.mark_table_page_dirty_if_at(page_index, page.address)
-                        }
-                        _ => false,
-                    };
-                    if moved {
-                        fs.stats.pages_relocated += 1;
-                    }
-                }
-                fs.relocate_data_run(&mut run)?;
-            }
+            let batch = u32::try_from(fs.config.io_batch_pages).unwrap_or(u32::MAX);
+            let mut owner = Evacuation { fs, run: Vec::new(), skipped_unreadable: 0 };
+            cleaner::evacuate(&mut owner, victim, batch)?;
+            skipped_unreadable = owner.skipped_unreadable;
             Ok(())
         })
         .map_err(|error| match error {
@@ -351,5 +292,79 @@ impl<F: Flash> FileSystem<F> {
         }
         assert_eq!(remaining, 0, "segment {victim} still has {remaining} valid pages after cleaning");
         Ok(())
+    }
+}
+
+/// The file system as the owner of a victim's pages: a tree node moves through its tree, a
+/// file's data page through its file (consecutive pages of one file at consecutive addresses
+/// gathered into a run and moved together: one punch and one extent for the run, not one a
+/// page), a segment-table page by marking its table page to be written again.
+struct Evacuation<'a, F: Flash> {
+    fs: &'a mut FileSystem<F>,
+    /// Live data pages that continue one another, not yet moved.
+    run: Vec<VictimPage>,
+    /// Tree pages that could not be read back (see `relocate_if_live`).
+    skipped_unreadable: u32,
+}
+
+impl<F: Flash> PageOwner<F> for Evacuation<'_, F> {
+    type Error = FsError;
+
+    fn log(&self) -> &SegmentLog<F> {
+        &self.fs.volume.log
+    }
+
+    fn relocate_if_live(&mut self, page: VictimPage) -> Result<bool, FsError> {
+        let continues_run = match (self.run.last(), page.tag) {
+            (
+                Some(VictimPage { tag: PageTag::Data { inode, page_index }, address, .. }),
+                PageTag::Data { inode: next_inode, page_index: next_index },
+            ) => {
+                *inode == next_inode
+                    && u64::from(*page_index) + 1 == u64::from(next_index)
+                    && u64::from(address.0) + 1 == u64::from(page.address.0)
+            }
+            _ => false,
+        };
+        if !continues_run {
+            self.fs.relocate_data_run(&mut self.run)?;
+        }
+        let live = match page.tag {
+            PageTag::Node { tree_id, .. } => {
+                let which = if tree_id == crate::txn::volume::DIRECTORY_TREE_ID {
+                    TreeId::Directory
+                } else {
+                    TreeId::Allocation
+                };
+                match self.fs.with_tree(which, |tree, store| tree.relocate_if_live(store, page.address)) {
+                    // A page torn by a power cut may read back once and not again (unstable
+                    // bits); it was never committed, so it is not live. A live page that is
+                    // unreadable shows up as a valid count that stays > 0 (`clean_segment`).
+                    Err(FsError::Io(TxnError::Segment(SegmentError::Unreadable { .. }))) => {
+                        self.skipped_unreadable += 1;
+                        false
+                    }
+                    other => other?,
+                }
+            }
+            PageTag::Data { inode, page_index }
+                if self.fs.data_page_is_live(inode, u64::from(page_index), page.address)? =>
+            {
+                self.run.push(page);
+                true
+            }
+            PageTag::SegmentTable { page_index } => {
+                self.fs.volume.log.mark_table_page_dirty_if_at(page_index, page.address)
+            }
+            _ => false,
+        };
+        if live {
+            self.fs.stats.pages_relocated += 1;
+        }
+        Ok(live)
+    }
+
+    fn end_batch(&mut self) -> Result<(), FsError> {
+        self.fs.relocate_data_run(&mut self.run)
     }
 }

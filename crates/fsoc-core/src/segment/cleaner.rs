@@ -1,8 +1,10 @@
-//! The cleaner's segment-level half: which segment to clean next, what a commit would make free,
-//! which dead pages are worth recovering, and reading a victim's pages with the owner tags in
-//! their spare areas. Nothing here knows what owns a page: relocating a live page is its
-//! owner's job (the trees and the files, dispatched by tag in `fs/space.rs`), after which the
-//! victim holds no valid page and the next commit frees it.
+//! The cleaner: which segment to clean next, what a commit would make free, which dead pages
+//! are worth recovering, and the evacuation of a victim (`evacuate`): its pages read in
+//! batches with the owner tags in their spare areas, each handed to the layer above through
+//! one narrow trait, `PageOwner`, which says whether the page is live and moves it. Nothing
+//! here knows what a page holds (the file system's owner is in `fs/space.rs`: tree nodes,
+//! file data, segment-table pages); once the owner has moved every live page, the victim holds
+//! no valid page and the next commit frees it.
 //!
 //! Policy: the victim is the used segment with the fewest valid pages, if cleaning it gains at
 //! least `gain_min` pages (the caller's measure of what cleaning costs); but when erase counts
@@ -27,6 +29,44 @@ pub struct VictimPage {
     pub address: LogAddress,
     pub tag: PageTag,
     pub data: Vec<u8>,
+}
+
+/// The layer that owns the log's pages, as the cleaner sees it.
+pub trait PageOwner<F: Flash> {
+    type Error: From<SegmentError>;
+    /// The log the victim is in (the owner holds it).
+    fn log(&self) -> &SegmentLog<F>;
+    /// Moves `page` out of its segment if it is still live, and answers whether it was. An
+    /// owner may gather live pages and move them together at `end_batch`.
+    fn relocate_if_live(&mut self, page: VictimPage) -> Result<bool, Self::Error>;
+    /// The pages read together so far are all handed over: whatever was gathered moves now.
+    fn end_batch(&mut self) -> Result<(), Self::Error>;
+}
+
+/// Moves every live page out of segment `victim` through `owner`: the victim's pages are read
+/// `batch` at a time (consecutive stripe pages overlap on different chips), and reading stops
+/// once the segment table counts no valid page left. Answers how many pages were live.
+pub fn evacuate<F: Flash, O: PageOwner<F>>(owner: &mut O, victim: u32, batch: u32) -> Result<u64, O::Error> {
+    let pages_per_segment = owner.log().layout().pages_per_segment();
+    let batch = batch.clamp(1, pages_per_segment);
+    let mut pages = Vec::new();
+    let mut live = 0;
+    let mut first_page = 0;
+    while first_page < pages_per_segment && owner.log().table().entry(victim).valid_pages > 0 {
+        pages.clear();
+        owner.log().read_victim_pages(victim, first_page, batch, &mut pages)?;
+        first_page += batch;
+        for page in pages.drain(..) {
+            if owner.log().table().entry(victim).valid_pages == 0 {
+                break;
+            }
+            if owner.relocate_if_live(page)? {
+                live += 1;
+            }
+        }
+        owner.end_batch()?;
+    }
+    Ok(live)
 }
 
 /// Dead pages of the used segments, by whether cleaning recovers them at a profit.

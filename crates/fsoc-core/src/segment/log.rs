@@ -401,18 +401,21 @@ impl<F: Flash> SegmentLog<F> {
 
     /// The working state no longer references `address`. A release the table cannot account
     /// for (outside the log, or in a segment with no valid page) means a record on flash
-    /// pointed somewhere it should not: it changes nothing and is latched for
-    /// `accounting_error`, so the volume stops before committing a wrong count.
-    pub fn release(&mut self, address: LogAddress) {
+    /// pointed somewhere it should not: it changes nothing and answers
+    /// `SegmentError::Accounting`, which fails the operation. It is also latched for
+    /// `accounting_error`, so the volume never commits after it, even if a caller dropped the
+    /// error.
+    pub fn release(&mut self, address: LogAddress) -> Result<(), SegmentError> {
         let layout = self.layout();
         let accountable = layout.contains(address)
             && layout.segment_of(address) >= FIRST_LOG_SEGMENT
             && self.table().entry(layout.segment_of(address)).valid_pages > 0;
         if !accountable {
             self.accounting_error.get_or_insert(address);
-            return;
+            return Err(SegmentError::Accounting { address });
         }
         self.table_mut().remove_valid(layout.segment_of(address));
+        Ok(())
     }
 
     /// The first unaccountable release since this log was opened, if any.
@@ -514,7 +517,7 @@ impl<F: Flash> SegmentLog<F> {
                 }
             };
             if !old.address.is_null() {
-                self.release(old.address);
+                self.release(old.address)?;
             }
             reserved.push((page, address));
         }

@@ -61,7 +61,7 @@ impl<F: Flash> NodeStore for LogNodeStore<'_, F> {
         self.log.append(bytes, page_tag)
     }
 
-    fn release(&mut self, address: LogAddress) {
-        self.log.release(address);
+    fn release(&mut self, address: LogAddress) -> Result<(), SegmentError> {
+        self.log.release(address)
     }
 }

@@ -16,20 +16,20 @@ use super::*;
 impl Tree {
     /// Makes a dirty copy of the clean node at `address`. The working state stops referring to
     /// the page here, so this is where it is released, once; the committed state may still
-    /// use it, which is the store's business.
+    /// use it, which is the store's business. A release the store refuses changes nothing.
     pub(super) fn adopt<E>(
         &mut self,
         store: &mut dyn NodeStore<Error = E>,
         address: LogAddress,
         page: &NodePage,
-    ) -> DirtyId {
+    ) -> Result<DirtyId, TreeError<E>> {
         assert!(!address.is_null(), "adopting a node without an address");
+        store.release(address).map_err(|error| TreeError::Store { address, error })?;
         let id = self.dirty.insert(page.to_node());
         self.counters.nodes_copied += 1;
         // The page may be erased and rewritten once released; never serve it from the cache.
         self.cache.get_mut().remove(address);
-        store.release(address);
-        id
+        Ok(id)
     }
 
     /// Makes child `child_index` of the dirty node `parent` dirty and returns it. `range` is
@@ -67,7 +67,7 @@ impl Tree {
             let reason = "keys outside the parent's separators";
             return Err(TreeError::Corrupt { address: pointer.address, reason });
         }
-        let id = self.adopt(store, pointer.address, page);
+        let id = self.adopt(store, pointer.address, page)?;
         self.set_child(parent, child_index, Child::Dirty(id));
         Ok(id)
     }
@@ -79,7 +79,7 @@ impl Tree {
             RootRef::Clean(pointer) => {
                 let level = self.root_level()?;
                 let page = self.load(store, pointer, level)?;
-                let id = self.adopt(store, pointer.address, &page);
+                let id = self.adopt(store, pointer.address, &page)?;
                 self.root = RootRef::Dirty(id);
                 Ok(id)
             }
@@ -133,7 +133,7 @@ impl Tree {
                     id
                 }
                 (Child::OnFlash(pointer), NodeHandle::Clean(page), None) => {
-                    let id = self.adopt(store, pointer.address, page);
+                    let id = self.adopt(store, pointer.address, page)?;
                     self.root = RootRef::Dirty(id);
                     id
                 }
