@@ -5,6 +5,7 @@ pub mod cleaner;
 pub mod device;
 pub mod layout;
 pub mod log;
+mod pair_set;
 pub mod segment_table;
 
 pub use cleaner::{DeadPages, VictimPage, WEAR_SPREAD_MAX};

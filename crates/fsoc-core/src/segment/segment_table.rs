@@ -22,6 +22,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use crate::address::PagePointer;
 use crate::address::{ReadPointer, WritePointer};
 use crate::segment::layout::FIRST_LOG_SEGMENT;
+use crate::segment::pair_set::PairSet;
 use fsoc_flash::codec::{DecodeError, Reader, Writer};
 use fsoc_flash::convert::u32_from_usize;
 
@@ -36,6 +37,30 @@ pub struct SegmentEntry {
     pub erase_count: u32,
     /// Never allocated from again (a block of the stripe went bad).
     pub retired: bool,
+}
+
+/// A segment's entry as the table keeps it in RAM: 8 bytes, the retired flag beside the erase
+/// count as on flash (the count never exceeds `ERASE_COUNT_MASK`), not 12.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct PackedEntry {
+    valid_pages: u32,
+    word: u32,
+}
+
+impl PackedEntry {
+    fn pack(entry: SegmentEntry) -> PackedEntry {
+        debug_assert!(entry.erase_count <= ERASE_COUNT_MASK, "erase count {} past the mask", entry.erase_count);
+        let flags = if entry.retired { RETIRED_FLAG } else { 0 };
+        PackedEntry { valid_pages: entry.valid_pages, word: entry.erase_count & ERASE_COUNT_MASK | flags }
+    }
+
+    fn unpack(self) -> SegmentEntry {
+        SegmentEntry {
+            valid_pages: self.valid_pages,
+            erase_count: self.word & ERASE_COUNT_MASK,
+            retired: self.word & RETIRED_FLAG != 0,
+        }
+    }
 }
 
 /// Counts segment entries looked at (every accessor call, every element a search passes, every
@@ -103,9 +128,9 @@ struct Indexes {
     retired_segment_count: u32,
     total_valid_pages: u64,
     reclaimable_segment_count: u32,
-    free_by_wear: BTreeSet<(u32, u32)>,
-    used_by_valid: BTreeSet<(u32, u32)>,
-    used_by_wear: BTreeSet<(u32, u32)>,
+    free_by_wear: PairSet,
+    used_by_valid: PairSet,
+    used_by_wear: PairSet,
     erase_counts: BTreeMap<u32, u32>,
     /// Used segments per valid count.
     histogram: Vec<u64>,
@@ -179,8 +204,10 @@ pub struct DeadPages {
 
 #[derive(Clone, Debug)]
 pub struct SegmentTable {
-    entries: Vec<SegmentEntry>,
-    freed_this_transaction: Vec<u32>,
+    entries: Vec<PackedEntry>,
+    /// Per segment that dropped pages this transaction, how many (absent: none): kept sparse,
+    /// as a transaction touches few segments and a per-segment array cost 4 bytes a segment.
+    freed_this_transaction: BTreeMap<u32, u32>,
     /// Segments whose `freed_this_transaction` is non-zero, so the end of a transaction resets
     /// only those.
     freed_segments: Vec<u32>,
@@ -203,11 +230,11 @@ pub struct SegmentTable {
     total_valid_pages: u64,
     reclaimable_segment_count: u32,
     /// Free segments by (erase count, index): the allocator takes the first.
-    free_by_wear: BTreeSet<(u32, u32)>,
+    free_by_wear: PairSet,
     /// Used segments by (valid pages, index): the cleaner's victims, emptiest first.
-    used_by_valid: BTreeSet<(u32, u32)>,
+    used_by_valid: PairSet,
     /// Used segments by (erase count, index): static wear levelling takes the coldest.
-    used_by_wear: BTreeSet<(u32, u32)>,
+    used_by_wear: PairSet,
     /// Log segments not retired, per erase count: the wear spread.
     erase_counts: BTreeMap<u32, u32>,
     /// Used segments per valid count (`histogram_segments`) and their valid pages
@@ -234,8 +261,8 @@ impl SegmentTable {
         let entries_per_page = Self::entries_per_page(page_size_bytes);
         let page_count = Self::page_count_for(segment_count, page_size_bytes);
         let mut table = SegmentTable {
-            entries: vec![SegmentEntry::default(); segment_count as usize],
-            freed_this_transaction: vec![0; segment_count as usize],
+            entries: vec![PackedEntry::default(); segment_count as usize],
+            freed_this_transaction: BTreeMap::new(),
             freed_segments: Vec::new(),
             dirty_pages: (0..page_count).collect(),
             directory: vec![PagePointer::NULL; page_count as usize],
@@ -247,9 +274,9 @@ impl SegmentTable {
             retired_segment_count: 0,
             total_valid_pages: 0,
             reclaimable_segment_count: 0,
-            free_by_wear: BTreeSet::new(),
-            used_by_valid: BTreeSet::new(),
-            used_by_wear: BTreeSet::new(),
+            free_by_wear: PairSet::new(),
+            used_by_valid: PairSet::new(),
+            used_by_wear: PairSet::new(),
             erase_counts: BTreeMap::new(),
             histogram_segments: PrefixSums::new(pages_per_segment),
             histogram_valid_pages: PrefixSums::new(pages_per_segment),
@@ -352,23 +379,9 @@ impl SegmentTable {
     #[track_caller]
     #[allow(clippy::panic)]
     fn slot(&self, segment_index: u32) -> (SegmentEntry, u32) {
-        let index = segment_index as usize;
-        match (self.entries.get(index), self.freed_this_transaction.get(index)) {
-            (Some(&entry), Some(&freed)) => (entry, freed),
-            _ => panic!("segment {segment_index} outside a table of {} segments", self.entries.len()),
-        }
-    }
-
-    /// `slot`, to change.
-    // Invariant: as for `slot`.
-    #[track_caller]
-    #[allow(clippy::panic)]
-    fn slot_mut(&mut self, segment_index: u32) -> (&mut SegmentEntry, &mut u32) {
-        let index = segment_index as usize;
-        let segment_count = self.entries.len();
-        match (self.entries.get_mut(index), self.freed_this_transaction.get_mut(index)) {
-            (Some(entry), Some(freed)) => (entry, freed),
-            _ => panic!("segment {segment_index} outside a table of {segment_count} segments"),
+        match self.entries.get(segment_index as usize) {
+            Some(&entry) => (entry.unpack(), self.freed_this_transaction.get(&segment_index).copied().unwrap_or(0)),
+            None => panic!("segment {segment_index} outside a table of {} segments", self.entries.len()),
         }
     }
 
@@ -431,18 +444,19 @@ impl SegmentTable {
         self.install(Self::empty_indexes(0));
         let mut fresh = Self::empty_indexes(self.pages_per_segment);
         self.entries_visited.add(u64::from(self.segment_count()));
-        for (segment_index, (&entry, &freed)) in (0u32..).zip(self.entries.iter().zip(&self.freed_this_transaction)) {
+        for (segment_index, entry) in (0u32..).zip(self.entries.iter().map(|packed| packed.unpack())) {
+            let freed = self.freed_this_transaction.get(&segment_index).copied().unwrap_or(0);
             fresh.add(segment_index, membership_of(segment_index, entry, freed));
         }
-        fresh.retired_segment_count = self.entries.iter().map(|entry| u32::from(entry.retired)).sum();
-        fresh.total_valid_pages = self.entries.iter().map(|entry| u64::from(entry.valid_pages)).sum();
+        fresh.retired_segment_count = self.entries.iter().map(|packed| u32::from(packed.unpack().retired)).sum();
+        fresh.total_valid_pages = self.entries.iter().map(|packed| u64::from(packed.valid_pages)).sum();
         self.install(fresh);
         self.freed_segments = self.segments_with_dropped_pages();
     }
 
-    /// Segments whose `freed_this_transaction` is non-zero, ascending (a pass over the table).
+    /// Segments whose `freed_this_transaction` is non-zero, ascending (a pass over those only).
     fn segments_with_dropped_pages(&self) -> Vec<u32> {
-        (0u32..).zip(&self.freed_this_transaction).filter(|&(_, &freed)| freed > 0).map(|(s, _)| s).collect()
+        self.freed_this_transaction.iter().filter(|&(_, &freed)| freed > 0).map(|(&s, _)| s).collect()
     }
 
     fn empty_indexes(pages_per_segment: u32) -> Indexes {
@@ -451,9 +465,9 @@ impl SegmentTable {
             retired_segment_count: 0,
             total_valid_pages: 0,
             reclaimable_segment_count: 0,
-            free_by_wear: BTreeSet::new(),
-            used_by_valid: BTreeSet::new(),
-            used_by_wear: BTreeSet::new(),
+            free_by_wear: PairSet::new(),
+            used_by_valid: PairSet::new(),
+            used_by_wear: PairSet::new(),
             erase_counts: BTreeMap::new(),
             histogram: vec![0; pages_per_segment as usize + 1],
         }
@@ -483,11 +497,12 @@ impl SegmentTable {
     /// counted in `entries_visited`.
     pub fn index_mismatch(&self) -> Option<String> {
         let mut fresh = Self::empty_indexes(self.pages_per_segment);
-        for (segment_index, (&entry, &freed)) in (0u32..).zip(self.entries.iter().zip(&self.freed_this_transaction)) {
+        for (segment_index, entry) in (0u32..).zip(self.entries.iter().map(|packed| packed.unpack())) {
+            let freed = self.freed_this_transaction.get(&segment_index).copied().unwrap_or(0);
             fresh.add(segment_index, membership_of(segment_index, entry, freed));
         }
-        let retired: u32 = self.entries.iter().map(|entry| u32::from(entry.retired)).sum();
-        let valid: u64 = self.entries.iter().map(|entry| u64::from(entry.valid_pages)).sum();
+        let retired: u32 = self.entries.iter().map(|packed| u32::from(packed.unpack().retired)).sum();
+        let valid: u64 = self.entries.iter().map(|packed| u64::from(packed.valid_pages)).sum();
         let freed = self.segments_with_dropped_pages();
         let mut listed = self.freed_segments.clone();
         listed.sort_unstable();
@@ -576,9 +591,16 @@ impl SegmentTable {
         self.entries_visited.add(1);
         let (before_entry, before_freed) = self.slot(segment_index);
         let before = membership_of(segment_index, before_entry, before_freed);
-        let (entry, freed) = self.slot_mut(segment_index);
-        change(entry, freed);
-        let (after_entry, after_freed) = self.slot(segment_index);
+        let (mut after_entry, mut after_freed) = (before_entry, before_freed);
+        change(&mut after_entry, &mut after_freed);
+        if let Some(slot) = self.entries.get_mut(segment_index as usize) {
+            *slot = PackedEntry::pack(after_entry);
+        }
+        if after_freed == 0 {
+            self.freed_this_transaction.remove(&segment_index);
+        } else {
+            self.freed_this_transaction.insert(segment_index, after_freed);
+        }
         let after = membership_of(segment_index, after_entry, after_freed);
         if before != after {
             self.reindex(segment_index, before, after);
@@ -645,11 +667,10 @@ impl SegmentTable {
     /// commit it follows. Untrusted input: refuses counts the segment cannot hold.
     pub fn apply_delta(&mut self, segment_index: u32, allocated: u32, released: u32) -> Result<(), &'static str> {
         let pages_per_segment = self.pages_per_segment;
-        let index = segment_index as usize;
-        let (Some(entry), Some(&freed_before)) = (self.entries.get(index), self.freed_this_transaction.get(index))
-        else {
+        let Some(entry) = self.entries.get(segment_index as usize).map(|packed| packed.unpack()) else {
             return Err("delta names a segment outside the volume");
         };
+        let freed_before = self.freed_this_transaction.get(&segment_index).copied().unwrap_or(0);
         if segment_index < FIRST_LOG_SEGMENT {
             return Err("delta names a reserved segment");
         }
@@ -721,7 +742,7 @@ impl SegmentTable {
         let last = (first + self.entries_per_page as usize).min(self.entries.len());
         let mut writer = Writer::with_capacity(page_size_bytes);
         // A page past the table holds no entry: all of it reads as erased.
-        for entry in self.entries.get(first..last).unwrap_or_default() {
+        for entry in self.entries.get(first..last).unwrap_or_default().iter().map(|packed| packed.unpack()) {
             writer.u32_le(entry.valid_pages);
             let flags = if entry.retired { RETIRED_FLAG } else { 0 };
             writer.u32_le(entry.erase_count & ERASE_COUNT_MASK | flags);
@@ -745,8 +766,7 @@ impl SegmentTable {
             if word & !(ERASE_COUNT_MASK | RETIRED_FLAG) != 0 {
                 return Err(reader.invalid("flags", u64::from(word)));
             }
-            *slot =
-                SegmentEntry { valid_pages, erase_count: word & ERASE_COUNT_MASK, retired: word & RETIRED_FLAG != 0 };
+            *slot = PackedEntry { valid_pages, word };
         }
         Ok(())
     }
@@ -798,8 +818,8 @@ impl SegmentTable {
         self.first_accepted(&self.used_by_wear, accept)
     }
 
-    fn first_accepted(&self, ordered: &BTreeSet<(u32, u32)>, accept: impl Fn(u32) -> bool) -> Option<u32> {
-        for &(_, segment_index) in ordered {
+    fn first_accepted(&self, ordered: &PairSet, accept: impl Fn(u32) -> bool) -> Option<u32> {
+        for (_, segment_index) in ordered.iter() {
             self.entries_visited.add(1);
             if accept(segment_index) {
                 return Some(segment_index);
@@ -865,7 +885,7 @@ mod tests {
     /// The queries, answered by brute force over the entries.
     fn brute_force(table: &SegmentTable, dead_min: u32) -> (Option<u32>, Option<u32>, Option<u32>, DeadPages, u32) {
         let log = FIRST_LOG_SEGMENT..table.segment_count();
-        let entry = |s: u32| table.entries[s as usize];
+        let entry = |s: u32| table.entries[s as usize].unpack();
         let used = |s: &u32| !entry(*s).retired && entry(*s).valid_pages > 0;
         let free = log.clone().filter(|&s| table.is_free(s)).min_by_key(|&s| (entry(s).erase_count, s));
         let emptiest = log.clone().filter(used).min_by_key(|&s| (entry(s).valid_pages, s));
@@ -882,7 +902,7 @@ mod tests {
             }
         }
         let reclaimable = log
-            .filter(|&s| !entry(s).retired && entry(s).valid_pages == 0 && table.freed_this_transaction[s as usize] > 0)
+            .filter(|&s| !entry(s).retired && entry(s).valid_pages == 0 && table.freed_this_transaction(s) > 0)
             .count() as u32;
         (free, emptiest, coldest, dead, reclaimable)
     }
@@ -897,7 +917,7 @@ mod tests {
         let mut table = SegmentTable::new(40, pages_per_segment, 2048);
         for step in 0..20_000 {
             let segment = FIRST_LOG_SEGMENT + rng.below(36) as u32;
-            let entry = table.entries[segment as usize];
+            let entry = table.entries[segment as usize].unpack();
             match rng.below(100) {
                 0..=44 if !entry.retired && entry.valid_pages < pages_per_segment => table.add_valid(segment),
                 45..=79 if entry.valid_pages > 0 => table.remove_valid(segment),
