@@ -6,9 +6,12 @@
 //! Pairs are grouped by key (the keys are few: erase counts cluster, valid-page counts are at
 //! most a segment's page count), and each key's segments are one sorted list cut into chunks of
 //! at most `CHUNK_MAX`, so an insert or a remove moves at most `CHUNK_MAX` entries of a chunk
-//! (and one chunk header per `CHUNK_MAX` pairs of the key), never the whole set. Iteration is
-//! in (key, segment) order, exactly as the `BTreeSet` it replaces.
+//! (and one chunk header per `CHUNK_MAX` pairs of the key), never the whole set. A key with one
+//! segment holds it inline: the open segment, alone at its valid count as each page is
+//! programmed, moves from key to key without an allocation. Iteration is in (key, segment)
+//! order, exactly as the `BTreeSet` it replaces.
 
+use alloc::collections::btree_map::Entry;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
@@ -17,10 +20,41 @@ const CHUNK_MAX: usize = 128;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PairSet {
-    /// Per key: its segments in ascending order, as non-empty chunks, every segment of a chunk
-    /// below every segment of the next.
-    groups: BTreeMap<u32, Vec<Vec<u32>>>,
+    groups: BTreeMap<u32, Group>,
     len: usize,
+}
+
+/// One key's segments.
+#[derive(Clone, Debug)]
+enum Group {
+    One(u32),
+    /// Two or more, ascending, as non-empty chunks, every segment of a chunk below every
+    /// segment of the next.
+    Chunks(Vec<Vec<u32>>),
+}
+
+impl Group {
+    fn iter(&self) -> GroupIter<'_> {
+        match self {
+            Group::One(segment) => GroupIter::One(Some(*segment)),
+            Group::Chunks(chunks) => GroupIter::Chunks(chunks.iter().flatten()),
+        }
+    }
+}
+
+enum GroupIter<'a> {
+    One(Option<u32>),
+    Chunks(core::iter::Flatten<core::slice::Iter<'a, Vec<u32>>>),
+}
+
+impl Iterator for GroupIter<'_> {
+    type Item = u32;
+    fn next(&mut self) -> Option<u32> {
+        match self {
+            GroupIter::One(segment) => segment.take(),
+            GroupIter::Chunks(segments) => segments.next().copied(),
+        }
+    }
 }
 
 impl PairSet {
@@ -39,7 +73,23 @@ impl PairSet {
 
     /// Adds `(key, segment)`; false if it was there already.
     pub(crate) fn insert(&mut self, (key, segment): (u32, u32)) -> bool {
-        let chunks = self.groups.entry(key).or_default();
+        let group = match self.groups.entry(key) {
+            Entry::Vacant(vacant) => {
+                vacant.insert(Group::One(segment));
+                self.len += 1;
+                return true;
+            }
+            Entry::Occupied(occupied) => occupied.into_mut(),
+        };
+        if let Group::One(first) = *group {
+            if first == segment {
+                return false;
+            }
+            *group = Group::Chunks(alloc::vec![alloc::vec![first.min(segment), first.max(segment)]]);
+            self.len += 1;
+            return true;
+        }
+        let Group::Chunks(chunks) = group else { return false };
         // The first chunk whose last segment is not below `segment`, or the last chunk.
         let at = chunks.partition_point(|chunk| chunk.last().is_some_and(|&last| last < segment));
         let at = at.min(chunks.len().saturating_sub(1));
@@ -61,7 +111,16 @@ impl PairSet {
 
     /// Removes `(key, segment)`; false if it was not there.
     pub(crate) fn remove(&mut self, &(key, segment): &(u32, u32)) -> bool {
-        let Some(chunks) = self.groups.get_mut(&key) else { return false };
+        let Some(group) = self.groups.get_mut(&key) else { return false };
+        let chunks = match group {
+            Group::One(only) if *only == segment => {
+                self.groups.remove(&key);
+                self.len -= 1;
+                return true;
+            }
+            Group::One(_) => return false,
+            Group::Chunks(chunks) => chunks,
+        };
         let at = chunks.partition_point(|chunk| chunk.last().is_some_and(|&last| last < segment));
         let Some(chunk) = chunks.get_mut(at) else { return false };
         let Ok(position) = chunk.binary_search(&segment) else { return false };
@@ -71,8 +130,11 @@ impl PairSet {
         } else if chunk.len() < chunk.capacity() / 4 {
             chunk.shrink_to_fit();
         }
-        if chunks.is_empty() {
-            self.groups.remove(&key);
+        // Down to one segment: inline again, the chunks freed.
+        if let [chunk] = chunks.as_slice() {
+            if let [only] = chunk.as_slice() {
+                *group = Group::One(*only);
+            }
         }
         self.len -= 1;
         true
@@ -80,7 +142,7 @@ impl PairSet {
 
     /// Every pair, in (key, segment) order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.groups.iter().flat_map(|(&key, chunks)| chunks.iter().flatten().map(move |&segment| (key, segment)))
+        self.groups.iter().flat_map(|(&key, group)| group.iter().map(move |segment| (key, segment)))
     }
 }
 
@@ -103,7 +165,14 @@ mod tests {
         /// Any sequence of inserts and removes leaves the same pairs, in the same order, and
         /// answers the same, as a `BTreeSet` given the same sequence.
         #[test]
-        fn behaves_as_a_btreeset(operations in proptest::collection::vec((any::<bool>(), 0u32..4, 0u32..600), 0..3000)) {
+        fn behaves_as_a_btreeset(
+            operations in prop_oneof![
+                // Big groups: chunks split and empty.
+                proptest::collection::vec((any::<bool>(), 0u32..4, 0u32..600), 0..3000),
+                // Small groups: keys go between one inline segment and chunks all the time.
+                proptest::collection::vec((any::<bool>(), 0u32..6, 0u32..4), 0..400),
+            ]
+        ) {
             let mut set = PairSet::new();
             let mut reference = BTreeSet::new();
             for (insert, key, segment) in operations {
@@ -115,8 +184,11 @@ mod tests {
                 prop_assert_eq!(set.len(), reference.len());
             }
             prop_assert!(set.iter().eq(reference.iter().copied()));
-            for chunks in set.groups.values() {
-                prop_assert!(chunks.iter().all(|chunk| !chunk.is_empty() && chunk.len() <= CHUNK_MAX));
+            for group in set.groups.values() {
+                if let Group::Chunks(chunks) = group {
+                    prop_assert!(chunks.iter().all(|chunk| !chunk.is_empty() && chunk.len() <= CHUNK_MAX));
+                    prop_assert!(chunks.iter().map(Vec::len).sum::<usize>() >= 2, "a lone segment is kept inline");
+                }
             }
         }
     }
@@ -130,7 +202,7 @@ mod tests {
         assert!(!set.insert((7, 5_000)));
         assert_eq!(set.len(), 10_000);
         assert!(set.iter().map(|(_, segment)| segment).eq(0..10_000));
-        let chunks = set.groups.get(&7).expect("key 7");
+        let Some(Group::Chunks(chunks)) = set.groups.get(&7) else { panic!("key 7 in chunks") };
         assert!(chunks.iter().all(|chunk| chunk.len() <= CHUNK_MAX));
         for segment in 0..10_000 {
             assert!(set.remove(&(7, segment)));
