@@ -147,6 +147,16 @@ int main(void) {
     CHECK(fsoc_file_stat(volume, scratch, &info));
     if (info.size_bytes != 100 || info.kind != FSOC_TYPE_FILE || info.mode != 0600) return 1;
     CHECK(fsoc_file_close(volume, scratch));
+    /* Access modes hold: no read through a write-only file, no write through a read-only one. */
+    FsocFile write_only, read_only;
+    CHECK(fsoc_file_open(volume, "/scratch", FSOC_O_WRONLY, 0, &write_only));
+    CHECK(fsoc_file_open(volume, "/scratch", FSOC_O_RDONLY, 0, &read_only));
+    if (fsoc_file_read(volume, write_only, buffer, 1) != -EBADF) return 1;
+    if (fsoc_file_write(volume, read_only, buffer, 1) != -EBADF) return 1;
+    if (fsoc_file_seek(volume, read_only, -1, FSOC_SEEK_SET) != -EINVAL) return 1;
+    CHECK(fsoc_file_close(volume, write_only));
+    CHECK(fsoc_file_close(volume, read_only));
+    if (fsoc_file_close(volume, read_only) != -EBADF) return 1;
     CHECK(fsoc_volume_remove(volume, "/scratch"));
     CHECK(fsoc_volume_rename(volume, "/logs", "/archive"));
     CHECK(fsoc_volume_stat(volume, "/archive", &info));
