@@ -86,6 +86,12 @@ int main(void) {
     bad_driver = driver;
     bad_driver.program_page = NULL;
     if (fsoc_volume_format(&bad_driver, NULL, 1) != -EINVAL) return 1;
+    bad_driver = driver;
+    bad_driver.chip_count = 1000000000u; /* refused before anything is sized from it */
+    if (fsoc_volume_format(&bad_driver, NULL, 1) != -EINVAL) return 1;
+    bad_driver = driver;
+    bad_driver.page_data_bytes = 1u << 30;
+    if (fsoc_volume_format(&bad_driver, NULL, 1) != -EINVAL) return 1;
     FsocVolumeConfig config;
     CHECK(fsoc_volume_config_default(&config));
 

@@ -117,13 +117,16 @@ typedef struct FsocVolumeConfig {
 // at mount; `context` is handed back to every callback unchanged.
 typedef struct FsocFlashDriver {
   void *context;
+  // 1 to 64 chips.
   uint32_t chip_count;
   uint32_t blocks_per_chip;
+  // 1 to 4096 pages a block (and at most 2^32 - 1 pages in all).
   uint32_t pages_per_block;
-  // Data bytes of a page (a power of two, at least 512).
+  // Data bytes of a page (a power of two from 512 to 64 KiB).
   uint32_t page_data_bytes;
-  // Spare (OOB) bytes of a page the library may use: at least 16 (fsoc keeps a 16-byte page
-  // tag there; give only bytes the controller's ECC leaves free).
+  // Spare (OOB) bytes of a page the library may use: at least 16, at most a quarter of the
+  // page (fsoc keeps a 16-byte page tag there; give only bytes the controller's ECC leaves
+  // free).
   uint32_t spare_bytes;
   // Typical latencies (from the datasheet) for the library's virtual clock; 0 is allowed.
   uint32_t read_latency_ns;

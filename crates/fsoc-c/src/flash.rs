@@ -41,13 +41,16 @@ pub const FSOC_FLASH_DEVICE_ERROR: c_int = -4;
 #[derive(Clone, Copy)]
 pub struct FsocFlashDriver {
     pub context: *mut c_void,
+    /// 1 to 64 chips.
     pub chip_count: u32,
     pub blocks_per_chip: u32,
+    /// 1 to 4096 pages a block (and at most 2^32 - 1 pages in all).
     pub pages_per_block: u32,
-    /// Data bytes of a page (a power of two, at least 512).
+    /// Data bytes of a page (a power of two from 512 to 64 KiB).
     pub page_data_bytes: u32,
-    /// Spare (OOB) bytes of a page the library may use: at least 16 (fsoc keeps a 16-byte page
-    /// tag there; give only bytes the controller's ECC leaves free).
+    /// Spare (OOB) bytes of a page the library may use: at least 16, at most a quarter of the
+    /// page (fsoc keeps a 16-byte page tag there; give only bytes the controller's ECC leaves
+    /// free).
     pub spare_bytes: u32,
     /// Typical latencies (from the datasheet) for the library's virtual clock; 0 is allowed.
     pub read_latency_ns: u32,
@@ -108,6 +111,13 @@ type ProgramPage = unsafe extern "C" fn(
 ) -> c_int;
 type BlockCall = unsafe extern "C" fn(context: *mut c_void, chip: u32, block: u32) -> c_int;
 
+/// The most chips a volume stripes over (the superblock's limit).
+const CHIP_COUNT_MAX: u32 = fsoc_core::txn::superblock::CHIP_COUNT_MAX;
+/// The largest page and block this adapter accepts (NAND today: pages of 16 KiB, blocks of
+/// at most a few thousand pages), so buffers sized from them stay bounded.
+const PAGE_DATA_BYTES_MAX: u32 = 64 * 1024;
+const PAGES_PER_BLOCK_MAX: u32 = 4096;
+
 /// The smallest spare area: the core's page tag.
 const SPARE_BYTES_MIN: usize = fsoc_core::segment::device::SPARE_TAG_BYTES;
 
@@ -132,14 +142,24 @@ impl CallbackFlash {
         else {
             return Err("read_page, program_page, erase_block and is_bad_block are required");
         };
-        if driver.chip_count == 0 || driver.blocks_per_chip == 0 || driver.pages_per_block == 0 {
-            return Err("chip_count, blocks_per_chip and pages_per_block must be positive");
+        // Caller input, checked before anything is sized from it (a wrong field must be an
+        // error, not an allocation that aborts).
+        if driver.chip_count == 0 || driver.chip_count > CHIP_COUNT_MAX {
+            return Err("chip_count must be 1 to 64");
         }
-        if driver.page_data_bytes < 512 || !driver.page_data_bytes.is_power_of_two() {
-            return Err("page_data_bytes must be a power of two of at least 512");
+        if driver.blocks_per_chip == 0 || driver.pages_per_block == 0 || driver.pages_per_block > PAGES_PER_BLOCK_MAX {
+            return Err("blocks_per_chip must be positive and pages_per_block 1 to 4096");
         }
-        if (driver.spare_bytes as usize) < SPARE_BYTES_MIN {
-            return Err("spare_bytes must be at least 16");
+        let pages =
+            u64::from(driver.chip_count) * u64::from(driver.blocks_per_chip) * u64::from(driver.pages_per_block);
+        if pages > u64::from(u32::MAX) {
+            return Err("more than 2^32 - 1 pages in all");
+        }
+        if !(512..=PAGE_DATA_BYTES_MAX).contains(&driver.page_data_bytes) || !driver.page_data_bytes.is_power_of_two() {
+            return Err("page_data_bytes must be a power of two from 512 to 64 KiB");
+        }
+        if (driver.spare_bytes as usize) < SPARE_BYTES_MIN || driver.spare_bytes > driver.page_data_bytes / 4 {
+            return Err("spare_bytes must be at least 16 and at most a quarter of the page");
         }
         let geometry = Geometry {
             page_data_bytes: driver.page_data_bytes,

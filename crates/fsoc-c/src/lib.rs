@@ -463,8 +463,11 @@ pub unsafe extern "C" fn fsoc_volume_remove(volume: *mut FsocVolume, path: *cons
     // SAFETY: forwarded from the caller.
     unsafe {
         with_path(volume, path, |volume, path| {
-            let (_, kind) = volume.fs.resolve(path).map_err(|e| code(&e))?;
-            let removed = if kind == FileKind::Directory { volume.fs.rmdir(path) } else { volume.fs.unlink(path) };
+            // One lookup for a file; a directory answers IsDirectory and goes to rmdir.
+            let removed = match volume.fs.unlink(path) {
+                Err(FsError::IsDirectory) => volume.fs.rmdir(path),
+                other => other,
+            };
             removed.map_err(|e| code(&e))
         })
     }
@@ -626,7 +629,7 @@ pub unsafe extern "C" fn fsoc_file_open(
     unsafe {
         with_path(volume, path, |volume, path| {
             let handle = volume.fs.open(path, open_flags(flags)?, mode).map_err(|e| code(&e))?;
-            if volume.fs.resolve(path).map(|(_, kind)| kind) == Ok(FileKind::Directory) {
+            if volume.fs.fstat(handle).map(|(_, record)| record.kind) == Ok(FileKind::Directory) {
                 let _ = volume.fs.close(handle);
                 return Err(-errno::EISDIR);
             }

@@ -81,15 +81,16 @@ impl PairSet {
             }
             Entry::Occupied(occupied) => occupied.into_mut(),
         };
-        if let Group::One(first) = *group {
-            if first == segment {
-                return false;
+        let chunks = match group {
+            Group::One(first) if *first == segment => return false,
+            Group::One(first) => {
+                let pair = alloc::vec![(*first).min(segment), (*first).max(segment)];
+                *group = Group::Chunks(alloc::vec![pair]);
+                self.len += 1;
+                return true;
             }
-            *group = Group::Chunks(alloc::vec![alloc::vec![first.min(segment), first.max(segment)]]);
-            self.len += 1;
-            return true;
-        }
-        let Group::Chunks(chunks) = group else { return false };
+            Group::Chunks(chunks) => chunks,
+        };
         // The first chunk whose last segment is not below `segment`, or the last chunk.
         let at = chunks.partition_point(|chunk| chunk.last().is_some_and(|&last| last < segment));
         let at = at.min(chunks.len().saturating_sub(1));
