@@ -211,6 +211,10 @@ impl Flash for ThreadedFlash {
         self.sim.paired_page_distance()
     }
 
+    fn ecc_correctable_bits_per_512(&self) -> Option<u32> {
+        self.sim.ecc_correctable_bits_per_512()
+    }
+
     fn flush(&mut self) -> Result<(), NandError> {
         self.sim.flush()
     }

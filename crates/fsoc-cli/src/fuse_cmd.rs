@@ -101,7 +101,8 @@ pub struct MountArgs {
     /// the flags above, later ones win): ro, rw, suid, nosuid, dev, nodev, exec, noexec, atime,
     /// noatime, relatime, strictatime, allow_other, no_allow_other, default_permissions,
     /// commit=SECONDS, threads=N, writeback_cache, no_writeback_cache, xattr, noxattr (no
-    /// extended attributes), acl, noacl (no POSIX ACLs), log=PATH, and remount
+    /// extended attributes), acl, noacl (no POSIX ACLs), scrub=PAGES_PER_SECOND (the
+    /// background scrub's rate, default 128; 0 turns it off), log=PATH, and remount
     /// (change ro/rw and the flags of the live mount on MOUNTPOINT). Defaults as for a kernel
     /// file system: rw, exec, relatime, and suid and dev when root mounts (docs/MOUNT.md).
     #[arg(long = "options", short = 'o', value_name = "LIST", value_parser = mount_options::parse_strict)]
@@ -690,6 +691,7 @@ fn remount(mount_point: &Path, options: &MountOptions, list: RemountList) -> Res
     let fixed = [
         options.commit_interval_seconds.map(|_| "commit"),
         options.thread_count.map(|_| "threads"),
+        options.scrub_pages_per_second.map(|_| "scrub"),
         options.writeback_cache.map(|_| "writeback_cache"),
         options.xattrs.map(|_| "xattr"),
         options.posix_acl.map(|_| "acl"),

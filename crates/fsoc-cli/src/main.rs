@@ -165,6 +165,18 @@ enum Command {
         #[arg(long, conflicts_with = "metadata_only")]
         data: bool,
     },
+    /// Reads every live page of a volume (tree nodes and file data, each against its
+    /// checksum) and moves the data of blocks whose reads came near the ECC's limit (retention
+    /// loss, read disturb) before it is lost; then commits. Exit status 1 if damage was found
+    /// (a page unreadable or failing its checksum), 2 if the volume cannot be scrubbed.
+    Scrub {
+        /// The image file, an array volume (BASE or any chip file BASE.chipN) or MTD raw NAND
+        /// (refused while it is mounted: a mount scrubs in the background, `-o scrub=N`).
+        image: PathBuf,
+        /// Read and report only; move nothing (opens the volume read-only).
+        #[arg(long)]
+        check_only: bool,
+    },
     /// Power-cut test: cut power at every flash operation of a workload and check recovery.
     Crashtest {
         /// small-files, overwrite, rename-storm, deep-tree, fill-delete, cleaner, churn,
@@ -500,6 +512,11 @@ fn main() -> ExitCode {
         Command::Label { image, new } => volume_cmd::label(&image, new.as_deref()),
         Command::Info { image } => volume_cmd::info(&image),
         Command::Fsck { image, metadata_only, data: _ } => match volume_cmd::fsck(&image, !metadata_only) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(1),
+            Err(error) => Err(error),
+        },
+        Command::Scrub { image, check_only } => match volume_cmd::scrub(&image, !check_only) {
             Ok(true) => Ok(()),
             Ok(false) => return ExitCode::from(1),
             Err(error) => Err(error),

@@ -31,6 +31,8 @@ pub struct MountOptions {
     /// Seconds between periodic transaction points; 0: only on fsync and unmount.
     pub commit_interval_seconds: Option<u64>,
     pub thread_count: Option<u16>,
+    /// Pages a second the background scrub reads; 0: no background scrub.
+    pub scrub_pages_per_second: Option<u32>,
     pub writeback_cache: Option<bool>,
     /// Extended attributes served (`xattr`/`noxattr`, as ext4's `user_xattr`).
     pub xattrs: Option<bool>,
@@ -55,7 +57,7 @@ const FUSE_KERNEL_PREFIXES: [&str; 5] = ["user_id=", "group_id=", "rootmode=", "
 /// Every option name fsoc knows, for messages.
 pub const KNOWN_OPTIONS: &str = "ro, rw, suid, nosuid, dev, nodev, exec, noexec, atime, noatime, relatime, \
      strictatime, allow_other, no_allow_other, default_permissions, commit=SECONDS, threads=N, writeback_cache, \
-     no_writeback_cache, xattr, noxattr, acl, noacl, log=PATH, remount";
+     no_writeback_cache, xattr, noxattr, acl, noacl, scrub=PAGES_PER_SECOND, log=PATH, remount";
 
 /// Parses a comma-separated option list. With `sloppy` (mount -s), unknown options are
 /// returned as warnings instead of refused.
@@ -152,6 +154,12 @@ impl MountOptions {
                 }
                 self.commit_interval_seconds = Some(seconds);
             }
+            "scrub" => {
+                let rate = number(value, "PAGES_PER_SECOND")?;
+                self.scrub_pages_per_second = Some(u32::try_from(rate).map_err(|_| {
+                    Refusal::BadValue(format!("{rate} pages a second is more than the flash can read"))
+                })?);
+            }
             "threads" => {
                 let count = number(value, "N")?;
                 if !(1..=u64::from(THREAD_COUNT_MAX)).contains(&count) {
@@ -182,6 +190,7 @@ impl MountOptions {
             allow_other: later.allow_other.or(self.allow_other),
             commit_interval_seconds: later.commit_interval_seconds.or(self.commit_interval_seconds),
             thread_count: later.thread_count.or(self.thread_count),
+            scrub_pages_per_second: later.scrub_pages_per_second.or(self.scrub_pages_per_second),
             writeback_cache: later.writeback_cache.or(self.writeback_cache),
             xattrs: later.xattrs.or(self.xattrs),
             posix_acl: later.posix_acl.or(self.posix_acl),
@@ -215,6 +224,9 @@ impl MountOptions {
         }
         if let Some(thread_count) = self.thread_count {
             config.thread_count = usize::from(thread_count);
+        }
+        if let Some(rate) = self.scrub_pages_per_second {
+            config.scrub_pages_per_second = rate;
         }
         if let Some(writeback_cache) = self.writeback_cache {
             config.writeback_cache = writeback_cache;
@@ -253,6 +265,9 @@ impl MountOptions {
         }
         if let Some(count) = self.thread_count {
             names.push(format!("threads={count}"));
+        }
+        if let Some(rate) = self.scrub_pages_per_second {
+            names.push(format!("scrub={rate}"));
         }
         if let Some(log) = &self.log {
             let log = log.to_str()?;
@@ -327,6 +342,10 @@ mod tests {
     fn valued_options_check_their_values() {
         assert_eq!(parsed("commit=0").commit_interval_seconds, Some(0));
         assert_eq!(parsed("commit=30").commit_interval_seconds, Some(30));
+        assert_eq!(parsed("scrub=0").scrub_pages_per_second, Some(0));
+        assert_eq!(parsed("scrub=512").scrub_pages_per_second, Some(512));
+        assert!(parse("scrub=many", false).is_err());
+        assert!(parse("scrub=99999999999", false).is_err());
         assert!(refused("commit").contains("needs a value"));
         assert!(refused("commit=soon").contains("not a whole number"));
         assert!(refused("commit=-1").contains("not a whole number"));
@@ -375,7 +394,7 @@ mod tests {
     #[test]
     fn options_survive_a_round_trip_through_a_list() {
         let options = parsed(
-            "ro,nosuid,dev,noexec,strictatime,no_allow_other,no_writeback_cache,noxattr,acl,commit=7,threads=3,log=/tmp/fsoc.log",
+            "ro,nosuid,dev,noexec,strictatime,no_allow_other,no_writeback_cache,noxattr,acl,commit=7,threads=3,scrub=9,log=/tmp/fsoc.log",
         );
         let list = options.to_list().expect("representable");
         assert_eq!(parsed(&list), options, "{list}");

@@ -35,6 +35,10 @@ pub struct ServeArgs {
     /// fsync and at exit.
     #[arg(long, default_value_t = 5, value_name = "SECONDS")]
     commit_interval: u64,
+    /// Read the whole volume this many pages a second in the background, moving data that
+    /// reads find near the ECC's limit before it is lost; 0 turns the background scrub off.
+    #[arg(long, default_value_t = fsoc_engine::SCRUB_PAGES_PER_SECOND_DEFAULT, value_name = "PAGES_PER_SECOND")]
+    scrub_rate: u32,
     /// Requests one connection may have in flight (queued or running), 1 to 1024; fewer when
     /// large messages would pass 16 MiB of buffers per connection.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -157,6 +161,7 @@ pub fn run(arguments: ServeArgs) -> Result<(), String> {
         requests_in_flight_max: usize::from(arguments.requests_in_flight),
         secret,
         commit_interval: (arguments.commit_interval > 0).then(|| Duration::from_secs(arguments.commit_interval)),
+        scrub_pages_per_second: arguments.scrub_rate,
         trace: arguments.trace,
         ..ServeConfig::default()
     };

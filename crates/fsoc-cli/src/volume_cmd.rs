@@ -537,6 +537,61 @@ pub fn fsck(image: &Path, read_data: bool) -> Result<bool, String> {
     }
 }
 
+/// `fsoc scrub`: reads everything live, refreshes weak blocks (unless `refresh` is off), and
+/// reports; answers whether the volume is free of damage.
+pub fn scrub(image: &Path, refresh: bool) -> Result<bool, String> {
+    let crate::volume_files::OpenVolume { files, mut fs, locks: _locks } =
+        crate::volume_files::open(image, !refresh, refresh)?;
+    let name = files.name().display().to_string();
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} scrubbing: {pos} data pages read")
+            .unwrap_or(ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    let report = fs.scrub(&mut |pages| bar.set_position(pages)).map_err(|error| format!("{name}: scrub: {error}"))?;
+    bar.finish_and_clear();
+    let bad_blocks = bad_block_summary(fs.flash())?;
+    crate::volume_files::close(fs, files.name())?;
+    println!(
+        "{name}: {} pages read ({} tree nodes, {} data pages), {} corrected by the ECC, {} near its limit",
+        report.pages_read,
+        report.structure.directory_nodes + report.structure.allocation_nodes,
+        report.data.pages,
+        report.corrected_reads,
+        report.weak_reads
+    );
+    let refresh_line = &report.refresh;
+    if refresh {
+        println!(
+            "{name}: refreshed {} segments ({} pages moved); {} weak segments left for later, {} keep lost pages (retired), {} in the superblock and metaroot areas",
+            refresh_line.segments_refreshed,
+            refresh_line.pages_moved,
+            refresh_line.segments_deferred,
+            refresh_line.segments_with_lost_pages,
+            refresh_line.reserved_area_segments
+        );
+    } else {
+        println!("{name}: --check-only: nothing moved");
+    }
+    println!("{name}: bad blocks: {bad_blocks}");
+    if report.is_clean() {
+        println!("clean: every live page read back and matched its checksum");
+        return Ok(true);
+    }
+    for violation in report.structure.violations.iter().chain(report.data.violations.iter()) {
+        println!("damage: {violation}");
+    }
+    println!(
+        "damaged: {} structure violations, {} data pages unreadable, {} failing their checksum, {} not tagged as their file's; run `fsoc fsck` for the whole list",
+        report.structure.violation_count,
+        report.data.unreadable_pages,
+        report.data.checksum_failed_pages,
+        report.data.misplaced_pages
+    );
+    Ok(false)
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn crashtest(
     workloads: &[Workload],

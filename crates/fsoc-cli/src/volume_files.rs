@@ -446,6 +446,10 @@ impl Flash for VolumeFlash {
         forward!(self, flash => flash.paired_page_distance())
     }
 
+    fn ecc_correctable_bits_per_512(&self) -> Option<u32> {
+        forward!(self, flash => flash.ecc_correctable_bits_per_512())
+    }
+
     fn flush(&mut self) -> Result<(), NandError> {
         forward!(self, flash => flash.flush())
     }

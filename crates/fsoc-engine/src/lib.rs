@@ -7,6 +7,8 @@
 //!   poisons the volume: every later request gets `EngineError::Failed` (EIO), so nothing is
 //!   built on a half-applied change and the flash keeps the last committed state.
 //! - `PeriodicCommitter`: a transaction point every few seconds while anything changed.
+//! - `BackgroundScrubber`: the whole log read a few pages at a time, and data that reads found
+//!   near the ECC's limit moved before it is lost.
 //! - `DirectoryCursor`: fsoc's name-ordered listing as the numeric offsets (cookies) that
 //!   FUSE and 9P hand back.
 //! - `wall_clock_ns`: the one clock the servers read (fsoc-core reads none).
@@ -27,11 +29,13 @@
     )
 )]
 
+mod background_scrub;
 mod clock;
 mod directory_cursor;
 mod periodic_commit;
 mod shared_volume;
 
+pub use background_scrub::{BackgroundScrubber, ScrubStatus, SCRUB_PAGES_PER_SECOND_DEFAULT, SCRUB_STEP_PAGES};
 pub use clock::{system_time, time_ns, wall_clock_ns};
 pub use directory_cursor::{CursorEntry, DirectoryCursor, COOKIE_AFTER_DOT, COOKIE_AFTER_DOT_DOT};
 pub use periodic_commit::{PeriodicCommitter, COMMIT_INTERVAL_DEFAULT};

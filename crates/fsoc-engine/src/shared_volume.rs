@@ -97,6 +97,12 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "(no message)".into())
 }
 
+impl<S> AsRef<SharedVolume<S>> for SharedVolume<S> {
+    fn as_ref(&self) -> &SharedVolume<S> {
+        self
+    }
+}
+
 /// A volume served to many threads: readers in parallel, changes alone, panics contained.
 pub struct SharedVolume<S> {
     state: RwLock<S>,

@@ -241,6 +241,14 @@ pub trait Flash {
     /// Erase count of a block (physical wear; never reset).
     fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError>;
 
+    /// Bits the ECC corrects in each 512 bytes of page data (its strength), when the backend
+    /// knows it. The file system refreshes a block whose reads come close to this (a read that
+    /// needed most of the ECC's strength warns of retention loss or read disturb), so `None`
+    /// only turns that early refresh off.
+    fn ecc_correctable_bits_per_512(&self) -> Option<u32> {
+        None
+    }
+
     /// Pages between an MLC/TLC upper page and the lower page that shares its cells (0: none,
     /// as on SLC). A program cut by power loss may corrupt that lower page.
     fn paired_page_distance(&self) -> u32 {

@@ -63,6 +63,10 @@ pub struct MountConfig {
     pub xattrs: bool,
     /// Enforce POSIX ACLs (`acl`, the default as on ext4; off: `noacl`).
     pub posix_acl: bool,
+    /// Pages a second the background scrub reads (`scrub=N`; 0 turns it off): the whole log,
+    /// a few pages at a time, with data found near the ECC's limit moved before it is lost
+    /// (fsoc-engine's `BackgroundScrubber`).
+    pub scrub_pages_per_second: u32,
 }
 
 /// Default periodic transaction point of a mount.
@@ -83,6 +87,7 @@ impl Default for MountConfig {
             access_time: "relatime",
             xattrs: true,
             posix_acl: true,
+            scrub_pages_per_second: fsoc_engine::SCRUB_PAGES_PER_SECOND_DEFAULT,
         }
     }
 }
@@ -348,6 +353,7 @@ pub struct Mount<F: Flash + Send + Sync + 'static> {
     mount_point: PathBuf,
     commit_interval: Option<Duration>,
     read_only: bool,
+    scrub_pages_per_second: u32,
     /// Commit requests (`CommitHandle`) wait here until `run` starts the committer thread.
     commit_requests: Arc<CommitRequests>,
 }
@@ -387,6 +393,7 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
             mount_point,
             commit_interval: config.commit_interval,
             read_only: config.read_only,
+            scrub_pages_per_second: config.scrub_pages_per_second,
             commit_requests: Arc::new(CommitRequests::default()),
         })
     }
@@ -409,7 +416,7 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
     /// Serves requests until the volume is unmounted (`fusermount3 -u`, `umount`, or an
     /// `Unmounter`), then returns the file system for the caller's clean unmount.
     pub fn run(self) -> Result<Served<F>, MountError> {
-        let Mount { session, lock, commit_interval, read_only, commit_requests, .. } = self;
+        let Mount { session, lock, commit_interval, read_only, scrub_pages_per_second, commit_requests, .. } = self;
         // Read-only: nothing to commit, and `CommitHandle` answers without asking the thread.
         let committer = if read_only {
             None
@@ -420,9 +427,25 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
                     .map_err(|source| MountError::Io { path: PathBuf::from("(commit thread)"), source })?,
             )
         };
+        // Scrubbing is upkeep, not service: a mount without its thread still serves.
+        let scrubber = (scrub_pages_per_second > 0)
+            .then(|| fsoc_engine::BackgroundScrubber::start(Arc::downgrade(&lock), scrub_pages_per_second, !read_only))
+            .and_then(|started| {
+                started.inspect_err(|error| log::warn!("no background scrub: its thread did not start: {error}")).ok()
+            });
         let session_error = session.run().err();
         if let Some(error) = &session_error {
             log::error!("FUSE session ended with an error: {error}");
+        }
+        if let Some(scrubber) = scrubber {
+            let status = scrubber.stop();
+            log::info!(
+                "background scrub: {} pages read, {} segments refreshed, {} pages unreadable, {} failing their checksum",
+                status.pages_read,
+                status.segments_refreshed,
+                status.unreadable_pages,
+                status.checksum_failed_pages
+            );
         }
         // The committer holds the volume only while it commits: stop it before taking the
         // volume back for the final commit.

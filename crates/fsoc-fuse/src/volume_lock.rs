@@ -107,6 +107,12 @@ pub struct VolumeLock<F: Flash> {
     volume: SharedVolume<MountState<F>>,
 }
 
+impl<F: Flash> AsRef<SharedVolume<MountState<F>>> for VolumeLock<F> {
+    fn as_ref(&self) -> &SharedVolume<MountState<F>> {
+        &self.volume
+    }
+}
+
 impl<F: Flash> VolumeLock<F> {
     pub fn new(fs: FileSystem<F>) -> Self {
         VolumeLock { volume: SharedVolume::with_clock(MountState::new(fs), now_ns) }

@@ -1059,6 +1059,10 @@ impl<S: PageStore> Flash for SimFlash<S> {
         self.config.paired_page_distance
     }
 
+    fn ecc_correctable_bits_per_512(&self) -> Option<u32> {
+        Some(self.config.ecc_correctable_bits_per_512)
+    }
+
     fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError> {
         self.state.lock().erase_count(block)
     }

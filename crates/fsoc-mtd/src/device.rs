@@ -107,6 +107,12 @@ impl MtdDevice {
                 write_size_bytes: info.write_size,
                 oob_size_bytes: info.oob_size,
                 oob_available_bytes: 0,
+                ecc_strength_bits: sysfs_number(&sysfs.join("ecc_strength"))
+                    .and_then(|bits| u32::try_from(bits).ok())
+                    .unwrap_or(0),
+                ecc_step_bytes: sysfs_number(&sysfs.join("ecc_step_size"))
+                    .and_then(|bytes| u32::try_from(bytes).ok())
+                    .unwrap_or(0),
             },
         };
         device.description.oob_available_bytes = match sysfs_number(&sysfs.join("oobavail")) {

@@ -386,6 +386,11 @@ impl Flash for MtdFlash {
         self.chips.get(chip.0 as usize).map_or(0, |state| state.busy_until_ns.load(Ordering::Acquire))
     }
 
+    fn ecc_correctable_bits_per_512(&self) -> Option<u32> {
+        // The weakest chip's code decides (chips of one array normally share it).
+        self.devices.iter().map(|device| device.description().ecc_correctable_bits_per_512()).min().flatten()
+    }
+
     fn erase_count(&self, block: BlockAddress) -> Result<u32, NandError> {
         self.check_block(block)?;
         // MTD keeps no erase counts; report none rather than invent them.

@@ -111,6 +111,24 @@ pub struct DeviceDescription {
     pub oob_size_bytes: u32,
     /// Free OOB bytes per page in MTD_OPS_AUTO_OOB mode (the ECC layout's free regions).
     pub oob_available_bytes: u32,
+    /// Bits the kernel's ECC corrects per `ecc_step_bytes` of data (sysfs `ecc_strength`,
+    /// `ecc_step_size`); 0 when sysfs does not say.
+    pub ecc_strength_bits: u32,
+    pub ecc_step_bytes: u32,
+}
+
+impl DeviceDescription {
+    /// The ECC's strength per 512 bytes of data, if sysfs gave it (a code over 1,024-byte
+    /// steps correcting 8 bits counts as 4 per 512: what the file system compares a read's
+    /// worst sector against is a fraction of the code's margin, so the scaling is a fair
+    /// summary, not an exact one).
+    pub fn ecc_correctable_bits_per_512(&self) -> Option<u32> {
+        if self.ecc_strength_bits == 0 || self.ecc_step_bytes == 0 {
+            return None;
+        }
+        Some((u64::from(self.ecc_strength_bits) * 512).div_ceil(u64::from(self.ecc_step_bytes)).max(1))
+            .and_then(|bits| u32::try_from(bits).ok())
+    }
 }
 
 /// The chip geometry a device gives fsoc, or why fsoc cannot use it. `writable` says whether
@@ -272,7 +290,20 @@ mod tests {
             write_size_bytes: 2048,
             oob_size_bytes: 64,
             oob_available_bytes: 38,
+            ecc_strength_bits: 1,
+            ecc_step_bytes: 512,
         }
+    }
+
+    #[test]
+    fn ecc_strength_is_scaled_to_512_bytes_and_absent_when_unknown() {
+        assert_eq!(nandsim_2k().ecc_correctable_bits_per_512(), Some(1));
+        let bch8 = DeviceDescription { ecc_strength_bits: 8, ecc_step_bytes: 1024, ..nandsim_2k() };
+        assert_eq!(bch8.ecc_correctable_bits_per_512(), Some(4));
+        let hamming_256 = DeviceDescription { ecc_strength_bits: 1, ecc_step_bytes: 256, ..nandsim_2k() };
+        assert_eq!(hamming_256.ecc_correctable_bits_per_512(), Some(2));
+        assert_eq!(DeviceDescription { ecc_strength_bits: 0, ..nandsim_2k() }.ecc_correctable_bits_per_512(), None);
+        assert_eq!(DeviceDescription { ecc_step_bytes: 0, ..nandsim_2k() }.ecc_correctable_bits_per_512(), None);
     }
 
     #[test]

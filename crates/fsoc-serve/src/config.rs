@@ -38,6 +38,8 @@ pub struct ServeConfig {
     /// A transaction point this often while anything changed; `None` commits only on fsync
     /// and at the end.
     pub commit_interval: Option<Duration>,
+    /// Pages a second the background scrub reads (0: none; fsoc-engine's `BackgroundScrubber`).
+    pub scrub_pages_per_second: u32,
     /// How long one reply may wait for a client that does not read before the connection is
     /// closed.
     pub reply_timeout: Duration,
@@ -59,6 +61,7 @@ impl Default for ServeConfig {
             msize_max_bytes: 1 << 20,
             secret: None,
             commit_interval: Some(fsoc_engine::COMMIT_INTERVAL_DEFAULT),
+            scrub_pages_per_second: fsoc_engine::SCRUB_PAGES_PER_SECOND_DEFAULT,
             reply_timeout: Duration::from_secs(60),
             attach_failures_max: 3,
             trace: false,

@@ -117,6 +117,18 @@ impl<F: Flash + Send + Sync + 'static> Server<F> {
             }
             None => None,
         };
+        // Scrubbing is upkeep, not service: a server without its thread still serves.
+        let scrubber = (shared.config.scrub_pages_per_second > 0)
+            .then(|| {
+                fsoc_engine::BackgroundScrubber::start(
+                    Arc::downgrade(&shared.volume),
+                    shared.config.scrub_pages_per_second,
+                    !shared.read_only,
+                )
+            })
+            .and_then(|started| {
+                started.inspect_err(|error| log::warn!("no background scrub: its thread did not start: {error}")).ok()
+            });
         let served = AtomicU64::new(0);
         let mut running: Vec<Running> = Vec::new();
         let accepted = loop {
@@ -150,6 +162,16 @@ impl<F: Flash + Send + Sync + 'static> Server<F> {
         }
         for connection in running {
             let _ = connection.thread.join();
+        }
+        if let Some(scrubber) = scrubber {
+            let status = scrubber.stop();
+            log::info!(
+                "background scrub: {} pages read, {} segments refreshed, {} pages unreadable, {} failing their checksum",
+                status.pages_read,
+                status.segments_refreshed,
+                status.unreadable_pages,
+                status.checksum_failed_pages
+            );
         }
         if let Some(committer) = committer {
             committer.stop();

@@ -189,6 +189,9 @@ impl<F: Flash> Flash for MeteredFlash<F> {
     fn paired_page_distance(&self) -> u32 {
         self.inner.paired_page_distance()
     }
+    fn ecc_correctable_bits_per_512(&self) -> Option<u32> {
+        self.inner.ecc_correctable_bits_per_512()
+    }
     fn flush(&mut self) -> Result<(), NandError> {
         self.inner.flush()
     }

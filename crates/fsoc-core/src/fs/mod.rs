@@ -28,6 +28,7 @@ pub mod pending;
 mod rename;
 pub use crate::fs::namespace::NewInode;
 pub mod records;
+pub mod scrub;
 mod space;
 mod sparse;
 pub mod xattrs;
@@ -42,6 +43,7 @@ pub use crate::fs::data::READ_BYTES_MAX;
 pub use crate::fs::error::{errno, FsError};
 use crate::fs::records::NAME_BYTES_MAX;
 pub use crate::fs::records::{FileKind, InodeRecord};
+pub use crate::fs::scrub::{RefreshReport, ScrubCursor, ScrubReport, ScrubStep};
 pub use crate::fs::space::SpaceAccount;
 use crate::segment::SegmentError;
 use crate::txn::store::{LogNodeReader, LogNodeStore};
@@ -164,6 +166,11 @@ pub struct FsStats {
     pub small_writes_in_log: u64,
     pub cleaner_runs: u64,
     pub pages_relocated: u64,
+    /// Segments refreshed (their data moved because reads came near the ECC's limit).
+    pub segments_refreshed: u64,
+    /// Segments retired because a live page in them could not be read back when the cleaner
+    /// or a refresh emptied them (the lost pages answer EIO).
+    pub segments_with_lost_pages: u64,
     /// Measured pages a cleaned victim costs beyond its own live pages (rewritten tree nodes,
     /// its share of the closing commit and paired-page guard), in 1/16 pages, as a moving
     /// average; 0 until the cleaner has run (then an estimate from the tree heights is used).

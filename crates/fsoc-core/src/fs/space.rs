@@ -111,7 +111,7 @@ impl<F: Flash> FileSystem<F> {
     /// Pages a full commit made now would append to the metadata head: every dirty node, every
     /// segment-table page and index page (the fixpoint writes each at most once), and what the
     /// paired-page guard then skips in both heads.
-    fn commit_cost_pages(&self) -> u64 {
+    pub(crate) fn commit_cost_pages(&self) -> u64 {
         let table = self.volume.log.table();
         let table_pages = u64::from(table.page_count()) + u64::from(table.index_page_count());
         self.volume.dirty_node_count() as u64 + table_pages + self.guard_pages()
@@ -126,7 +126,7 @@ impl<F: Flash> FileSystem<F> {
 
     /// Whether `metadata_pages` more on the metadata head and `data_pages` more on the data
     /// head fit in the open segments' room plus the free segments above `floor_segments`.
-    fn fits(&self, metadata_pages: u64, data_pages: u64, floor_segments: u64) -> bool {
+    pub(crate) fn fits(&self, metadata_pages: u64, data_pages: u64, floor_segments: u64) -> bool {
         let log = &self.volume.log;
         let pages_per_segment = u64::from(self.volume.layout().pages_per_segment());
         let segments_for = |pages: u64, room: u32| pages.saturating_sub(u64::from(room)).div_ceil(pages_per_segment);
@@ -144,6 +144,11 @@ impl<F: Flash> FileSystem<F> {
     /// accounting before any cleaning starts, when that cannot help.
     pub(crate) fn ensure_space(&mut self, pages_needed: u32, space_use: SpaceUse) -> Result<(), FsError> {
         self.volume.prepare_write()?;
+        // Data that reads have found near the ECC's limit moves first, a segment per change
+        // (fs/scrub.rs).
+        if self.volume.log.device().has_weak_segments() {
+            self.refresh_weak_segments(1)?;
+        }
         // Pending pages are programmed before the next commit: count them as this operation's
         // own (they were counted when their writes were checked, and must stay room since).
         let pages_needed = u64::from(pages_needed) + self.pending.len() as u64;
@@ -254,22 +259,47 @@ impl<F: Flash> FileSystem<F> {
     /// Pages relocating `victim` may append: its live pages, and for each a rewritten path of
     /// the tree that points at it (bounded by the trees' node count in practice; this is the
     /// worst case the check must allow for).
-    fn cleaning_cost_pages(&self, victim: u32) -> u64 {
+    pub(crate) fn cleaning_cost_pages(&self, victim: u32) -> u64 {
         let valid = u64::from(self.volume.log.table().entry(victim).valid_pages);
         let height = u64::from(self.volume.directory.height().max(self.volume.allocation.height()));
         valid * (1 + height)
     }
 
     /// Relocates every live page of `victim` (the segment layer's `evacuate`, with this file
-    /// system as the pages' owner); after the next commit it holds none.
+    /// system as the pages' owner); after the next commit it holds none. A live page the flash
+    /// can no longer return stays behind: the victim is retired so no cleaner picks it again
+    /// (`Leftover::settle`), and reads of that page answer EIO as before.
     pub(crate) fn clean_segment(&mut self, victim: u32) -> Result<(), FsError> {
         self.stats.cleaner_runs += 1;
-        let mut skipped_unreadable = 0u32;
+        let left = self.evacuate_segment(victim)?;
+        self.settle(victim, left)
+    }
+
+    /// What to do about pages evacuation left in `segment`: nothing if none; retire the
+    /// segment if the flash could not return some (a media failure: the data on them is lost
+    /// and stays reported, not hidden); a corrupt volume (live pages nobody owns) poisons.
+    pub(crate) fn settle(&mut self, segment: u32, left: Leftover) -> Result<(), FsError> {
+        if left.valid_pages == 0 {
+            return Ok(());
+        }
+        if left.unreadable > 0 {
+            self.volume.log.retire_with_lost_pages(segment);
+            self.stats.segments_with_lost_pages += 1;
+            return Ok(());
+        }
+        self.volume.poison();
+        Err(FsError::Corrupt("a segment holds valid pages that no file or tree owns"))
+    }
+
+    /// Moves every live page of `victim` that can be read elsewhere, and answers what stayed:
+    /// live pages the flash could not return, or (on a corrupt volume) pages no owner claims.
+    pub(crate) fn evacuate_segment(&mut self, victim: u32) -> Result<Leftover, FsError> {
+        let mut unreadable = 0u32;
         self.mutate(|fs| {
             let batch = u32::try_from(fs.config.io_batch_pages).unwrap_or(u32::MAX);
             let mut owner = Evacuation { fs, run: Vec::new(), skipped_unreadable: 0 };
-            cleaner::evacuate(&mut owner, victim, batch)?;
-            skipped_unreadable = owner.skipped_unreadable;
+            let evacuated = cleaner::evacuate(&mut owner, victim, batch)?;
+            unreadable = evacuated.unreadable.saturating_add(owner.skipped_unreadable);
             Ok(())
         })
         .map_err(|error| match error {
@@ -282,17 +312,18 @@ impl<F: Flash> FileSystem<F> {
         // the victim's last references.
         self.volume.flush_trees()?;
         self.volume.log.write_table()?;
-        let remaining = self.volume.log.table().entry(victim).valid_pages;
-        if remaining > 0 && skipped_unreadable > 0 {
-            // Live data on an unreadable page: a media failure, reported rather than hidden.
-            self.volume.poison();
-            return Err(FsError::Io(TxnError::Segment(SegmentError::Unreadable {
-                address: self.volume.layout().address(victim, 0),
-            })));
-        }
-        assert_eq!(remaining, 0, "segment {victim} still has {remaining} valid pages after cleaning");
-        Ok(())
+        Ok(Leftover { valid_pages: self.volume.log.table().entry(victim).valid_pages, unreadable })
     }
+}
+
+/// What evacuating a segment could not move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Leftover {
+    /// Pages the segment table still counts valid in the segment.
+    pub valid_pages: u32,
+    /// Pages of the segment the flash could not return (tree pages whose read failed
+    /// included).
+    pub unreadable: u32,
 }
 
 /// The file system as the owner of a victim's pages: a tree node moves through its tree, a

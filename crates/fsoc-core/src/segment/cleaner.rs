@@ -43,18 +43,29 @@ pub trait PageOwner<F: Flash> {
     fn end_batch(&mut self) -> Result<(), Self::Error>;
 }
 
+/// What `evacuate` did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Evacuated {
+    /// Pages moved out (live).
+    pub live: u64,
+    /// Pages the flash could not return (uncorrectable): whether any was live shows as valid
+    /// pages left in the victim.
+    pub unreadable: u32,
+}
+
 /// Moves every live page out of segment `victim` through `owner`: the victim's pages are read
 /// `batch` at a time (consecutive stripe pages overlap on different chips), and reading stops
-/// once the segment table counts no valid page left. Answers how many pages were live.
-pub fn evacuate<F: Flash, O: PageOwner<F>>(owner: &mut O, victim: u32, batch: u32) -> Result<u64, O::Error> {
+/// once the segment table counts no valid page left.
+pub fn evacuate<F: Flash, O: PageOwner<F>>(owner: &mut O, victim: u32, batch: u32) -> Result<Evacuated, O::Error> {
     let pages_per_segment = owner.log().layout().pages_per_segment();
     let batch = batch.clamp(1, pages_per_segment);
     let mut pages = Vec::new();
     let mut live = 0;
+    let mut unreadable = 0;
     let mut first_page = 0;
     while first_page < pages_per_segment && owner.log().table().entry(victim).valid_pages > 0 {
         pages.clear();
-        owner.log().read_victim_pages(victim, first_page, batch, &mut pages)?;
+        unreadable += owner.log().read_victim_pages(victim, first_page, batch, &mut pages)?;
         first_page += batch;
         for page in pages.drain(..) {
             if owner.log().table().entry(victim).valid_pages == 0 {
@@ -66,7 +77,7 @@ pub fn evacuate<F: Flash, O: PageOwner<F>>(owner: &mut O, victim: u32, batch: u3
         }
         owner.end_batch()?;
     }
-    Ok(live)
+    Ok(Evacuated { live, unreadable })
 }
 
 /// Dead pages of the used segments, by whether cleaning recovers them at a profit.
@@ -153,16 +164,16 @@ impl<F: Flash> SegmentLog<F> {
 
     /// Reads pages `first_page..first_page + count` of segment `victim` together (consecutive
     /// stripe pages sit on different chips, so the reads overlap) and appends to `out` those
-    /// that may be live: readable, with an owner tag. An erased or torn page was never part of
-    /// any state and is skipped; an unreadable one that was live shows up to the caller as a
-    /// valid count that does not reach zero.
+    /// that may be live: readable, with an owner tag, and answers how many were unreadable. An
+    /// erased or torn page was never part of any state and is skipped; an unreadable one that
+    /// was live shows up to the caller as a valid count that does not reach zero.
     pub fn read_victim_pages(
         &self,
         victim: u32,
         first_page: u32,
         count: u32,
         out: &mut Vec<VictimPage>,
-    ) -> Result<(), SegmentError> {
+    ) -> Result<u32, SegmentError> {
         let layout = self.layout();
         let end = first_page.saturating_add(count).min(layout.pages_per_segment());
         let addresses: Vec<LogAddress> = (first_page..end).map(|page| layout.address(victim, page)).collect();
@@ -170,14 +181,20 @@ impl<F: Flash> SegmentLog<F> {
         buffers.resize(addresses.len(), Vec::new());
         let (mut statuses, mut tags) = (Vec::new(), Vec::new());
         self.read_many_with_tags(&addresses, &mut buffers, &mut statuses, &mut tags)?;
+        let mut unreadable = 0;
         for (((address, status), tag), data) in addresses.into_iter().zip(statuses).zip(tags).zip(buffers) {
-            if matches!(status, ReadStatus::Erased | ReadStatus::Uncorrectable) {
-                continue;
+            match status {
+                ReadStatus::Erased => continue,
+                ReadStatus::Uncorrectable => {
+                    unreadable += 1;
+                    continue;
+                }
+                ReadStatus::Clean | ReadStatus::Corrected { .. } => {}
             }
             if let Some(tag) = tag {
                 out.push(VictimPage { address, tag, data });
             }
         }
-        Ok(())
+        Ok(unreadable)
     }
 }

@@ -4,9 +4,11 @@
 //! appended to consecutive chips overlap; reads wait for their data. `barrier` waits for
 //! everything issued, which the commit protocol uses before and after writing a metaroot.
 
+use alloc::collections::BTreeSet;
 use alloc::vec;
 use alloc::vec::Vec;
 
+use fsoc_flash::sync::Mutex;
 use fsoc_flash::{Flash, NandError, Nanos, ReadStatus};
 use portable_atomic::{AtomicU64, Ordering};
 
@@ -85,6 +87,29 @@ impl PageTag {
     }
 }
 
+/// Segments a refresh will rewrite, at most this many at once; past it, further weak segments
+/// are only counted (`WeakSegments::overflowed`) and a scrub's next pass finds them again.
+pub const WEAK_SEGMENTS_MAX: usize = 256;
+
+/// Segments whose reads came close to the ECC's limit: their blocks are losing charge
+/// (retention) or have been read too often (read disturb), and the data in them should be
+/// rewritten elsewhere before a read fails (`fs/scrub.rs` refreshes them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WeakSegments {
+    /// Segments to refresh (bounded by `WEAK_SEGMENTS_MAX`).
+    pub segments: BTreeSet<u32>,
+    /// A weak segment was met while the set was full.
+    pub overflowed: bool,
+    /// Reads whose worst ECC sector reached the refresh threshold, since the device opened.
+    pub weak_reads: u64,
+}
+
+/// The refresh threshold for an ECC of `correctable_bits` per 512 bytes: three quarters of its
+/// strength, rounded up (a 4-bit code: 3 bits in one sector; a 1-bit code: any correction).
+pub fn refresh_threshold_bits(correctable_bits: u32) -> u32 {
+    (correctable_bits.saturating_mul(3)).div_ceil(4).max(1)
+}
+
 /// Log-address I/O on the array with a virtual clock.
 ///
 /// Reads take `&self` and may run on several threads at once: each is issued at the clock's
@@ -101,12 +126,19 @@ pub struct Device<F: Flash> {
     /// simulation can tell at which flash operation a commit became durable.
     operations_issued: u64,
     spare_buffer: Vec<u8>,
+    /// A read whose worst ECC sector needed at least this many corrected bits marks its
+    /// segment weak; 0 turns it off (a flash that does not know its ECC's strength).
+    refresh_bits: u32,
+    /// Reads that needed any correction, since the device opened.
+    corrected_reads: AtomicU64,
+    weak: Mutex<WeakSegments>,
 }
 
 impl<F: Flash> Device<F> {
     pub fn new(flash: F) -> Self {
         let layout = Layout::new(flash.geometry(), flash.chip_count());
         let spare_buffer = vec![0u8; layout.spare_size_bytes()];
+        let refresh_bits = flash.ecc_correctable_bits_per_512().map_or(0, refresh_threshold_bits);
         Device {
             flash,
             layout,
@@ -114,6 +146,68 @@ impl<F: Flash> Device<F> {
             pages_read: AtomicU64::new(0),
             operations_issued: 0,
             spare_buffer,
+            refresh_bits,
+            corrected_reads: AtomicU64::new(0),
+            weak: Mutex::new(WeakSegments::default()),
+        }
+    }
+
+    /// The corrected bits in one ECC sector at which a read marks its segment weak (0: off).
+    pub fn refresh_bits(&self) -> u32 {
+        self.refresh_bits
+    }
+
+    /// Sets the refresh threshold (0 turns early refresh off).
+    pub fn set_refresh_bits(&mut self, bits: u32) {
+        self.refresh_bits = bits;
+    }
+
+    /// Reads that needed any ECC correction since the device opened.
+    pub fn corrected_reads(&self) -> u64 {
+        self.corrected_reads.load(Ordering::Relaxed)
+    }
+
+    /// The weak segments noted so far (a copy: readers may add to it meanwhile).
+    pub fn weak_segments(&self) -> WeakSegments {
+        self.weak.lock().clone()
+    }
+
+    /// Whether any segment waits to be refreshed (cheap: one lock, no copy).
+    pub fn has_weak_segments(&self) -> bool {
+        !self.weak.lock().segments.is_empty()
+    }
+
+    /// The lowest weak segment, if any.
+    pub fn first_weak_segment(&self) -> Option<u32> {
+        self.weak.lock().segments.first().copied()
+    }
+
+    /// Forgets `segment` (refreshed, or found not worth refreshing).
+    pub fn forget_weak_segment(&mut self, segment: u32) {
+        self.weak.get_mut().segments.remove(&segment);
+    }
+
+    /// Clears the overflow mark (a scrub pass that will find what the full set dropped).
+    pub fn clear_weak_overflow(&mut self) -> bool {
+        core::mem::take(&mut self.weak.get_mut().overflowed)
+    }
+
+    /// Notes a read's ECC outcome: a correction near the code's limit marks the segment weak.
+    fn note_status(&self, address: LogAddress, status: ReadStatus) {
+        let ReadStatus::Corrected { max_per_sector, .. } = status else {
+            return;
+        };
+        self.corrected_reads.fetch_add(1, Ordering::Relaxed);
+        if self.refresh_bits == 0 || max_per_sector < self.refresh_bits || !self.layout.contains(address) {
+            return;
+        }
+        let segment = self.layout.segment_of(address);
+        let mut weak = self.weak.lock();
+        weak.weak_reads += 1;
+        if weak.segments.len() < WEAK_SEGMENTS_MAX || weak.segments.contains(&segment) {
+            weak.segments.insert(segment);
+        } else {
+            weak.overflowed = true;
         }
     }
 
@@ -167,6 +261,7 @@ impl<F: Flash> Device<F> {
         let page = self.layout.physical(address);
         self.pages_read.fetch_add(1, Ordering::Relaxed);
         let done = self.flash.read_page(issue_ns, page, data, spare)?;
+        self.note_status(address, done.value);
         Ok((done.value, done.done_ns))
     }
 
@@ -254,6 +349,9 @@ impl<F: Flash> Device<F> {
         self.flash.read_pages(issue_ns, &pages, &mut targets, &mut spares, &mut completions)?;
         let done_ns = completions.iter().map(|completed| completed.done_ns).fold(issue_ns, Nanos::max);
         statuses.extend(completions.iter().map(|completed| completed.value));
+        for (&address, &status) in addresses.iter().zip(statuses.iter()) {
+            self.note_status(address, status);
+        }
         if let Some(tags) = tags {
             tags.extend(spares.chunks_exact(spare_bytes.max(1)).map(PageTag::decode));
         }

@@ -336,6 +336,13 @@ impl<F: Flash> SegmentLog<F> {
         }
     }
 
+    /// Retires a segment that keeps a live page the flash can no longer return, after its
+    /// readable pages moved out: the cleaner must not pick it again (it cannot be emptied),
+    /// and the lost page stays where reads of it answer EIO until its file lets it go.
+    pub fn retire_with_lost_pages(&mut self, segment_index: u32) {
+        self.retire(segment_index, None);
+    }
+
     /// Takes the next log address of `head` and counts it valid, without programming it yet.
     pub fn reserve_address(&mut self, head: LogHead) -> Result<LogAddress, SegmentError> {
         let chip_count = self.device.layout().chip_count;

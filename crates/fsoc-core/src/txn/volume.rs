@@ -678,6 +678,13 @@ impl<F: Flash> Volume<F> {
         self.committed.commit_counter
     }
 
+    /// Drops the clean nodes both trees' caches hold, so the next reads come from flash (a
+    /// scrub checks what is on flash, not what is in RAM).
+    pub fn drop_node_caches(&mut self) {
+        self.directory.clear_cache();
+        self.allocation.clear_cache();
+    }
+
     /// Marks the volume unusable after a failure mid-update.
     pub fn poison(&mut self) {
         self.poisoned = true;

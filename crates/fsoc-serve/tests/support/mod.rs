@@ -554,6 +554,9 @@ impl Flash for GateFlash {
     fn paired_page_distance(&self) -> u32 {
         self.inner.paired_page_distance()
     }
+    fn ecc_correctable_bits_per_512(&self) -> Option<u32> {
+        self.inner.ecc_correctable_bits_per_512()
+    }
     fn flush(&mut self) -> Result<(), NandError> {
         self.inner.flush()
     }

@@ -317,6 +317,12 @@ impl Tree {
         }
     }
 
+    /// Drops the clean nodes the cache holds (they are read again from flash when next
+    /// needed); dirty nodes stay.
+    pub fn clear_cache(&mut self) {
+        self.cache.get_mut().clear();
+    }
+
     /// Drops all dirty state and the cache and returns to `root` (after a failed commit). The
     /// store's own accounting of released pages is the caller's to roll back.
     pub fn reset_to(&mut self, root: TreeRoot) {
