@@ -250,6 +250,8 @@ fn a_mounted_image_is_refused_by_every_command() {
     fs::write(mounted.path("kept"), b"kept").expect("write");
     for command in [
         vec!["fsck", volume.image_arg()],
+        vec!["scrub", volume.image_arg()],
+        vec!["scrub", "--check-only", volume.image_arg()],
         vec!["info", volume.image_arg()],
         vec!["flash", "info", volume.image_arg()],
         vec!["ls", &format!("{}:/", volume.image_arg())],
