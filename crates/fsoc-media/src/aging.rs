@@ -81,7 +81,7 @@
 //! chosen to reproduce the specifications above with the default wear model, rber ≈ 5e-6 at
 //! rated endurance, and t = 4 per 512-byte sector, about 4,100 bits with its spare share):
 //! - `retention_rber_per_year` = 2.5e-4 at rated endurance: one year adds about 1 error per
-//!   sector (9 % of sectors with 3 or more, 0.4 % uncorrectable: data still readable, heavily
+//!   sector (9 % of sectors with 3 or more, 0.5 % uncorrectable: data still readable, heavily
 //!   corrected, at the 1-year spec), three years about 3 per sector (a fifth of the sectors,
 //!   most 2 KiB pages, uncorrectable).
 //! - RBER linear in retention time. Published models fit a power of time instead (the public
