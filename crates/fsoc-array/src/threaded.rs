@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use fsoc_media::{
-    BlockAddress, ChipIndex, Completed, Flash, FlashCounters, FlushWait, Geometry, NandError, Nanos, PageAddress,
-    ReadStatus, SimConfig, SimFlash, Timing,
+    AgingModel, BlockAddress, ChipIndex, Completed, Flash, FlashCounters, FlushWait, Geometry, NandError, Nanos,
+    PageAddress, ReadStatus, SimConfig, SimFlash, Timing,
 };
 
 use crate::chip_files::{
@@ -123,6 +123,19 @@ impl ThreadedFlash {
 
     pub fn config(&self) -> &SimConfig {
         self.sim.config()
+    }
+
+    /// Ages the array by `ns` of shelf or idle time (`SimFlash::advance_retention_time`): the
+    /// retention clock only, no chip clock or file moves. The clock is not kept in the chip
+    /// files, so an array reopened from them starts it afresh.
+    pub fn advance_retention_time(&mut self, ns: Nanos) {
+        self.sim.advance_retention_time(ns);
+    }
+
+    /// Replaces the retention and read-disturb model (`SimFlash::set_aging_model`), e.g. to
+    /// turn it on for an array opened from chip files, whose headers hold no such setting.
+    pub fn set_aging_model(&mut self, aging: AgingModel) {
+        self.sim.set_aging_model(aging);
     }
 
     /// The chip files, in chip order.

@@ -13,6 +13,11 @@
 //! - erase works on whole blocks and sets every bit to 1;
 //! - after a power cut every operation fails with `NandError::PowerLost` until
 //!   `restore_power`.
+//!
+//! Bit errors of programmed pages are sampled per read from a raw bit error rate that grows
+//! with wear (`ecc::BitErrorModel`) and, when `SimConfig::aging` is on, with retention age and
+//! reads of the block since its erase (`aging::AgingModel`; `SimFlash::advance_retention_time`
+//! ages a device by shelf time).
 #![cfg_attr(not(feature = "std"), no_std)]
 // The storage crates' lint set (see fsoc-flash): each remaining allowance says why at its item.
 #![cfg_attr(
@@ -28,6 +33,7 @@
 
 extern crate alloc;
 
+pub mod aging;
 pub mod ecc;
 pub mod energy;
 pub mod faults;
@@ -40,6 +46,7 @@ pub mod sim;
 pub mod stats;
 pub mod store;
 
+pub use aging::{AgingModel, BlockAging};
 pub use ecc::BitErrorModel;
 pub use energy::EnergyModel;
 pub use faults::FactoryBadBlocks;

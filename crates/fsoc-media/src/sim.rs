@@ -8,8 +8,9 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use fsoc_flash::convert::u32_from_u64;
+use fsoc_flash::convert::{self, u32_from_u64};
 
+use crate::aging::{AgingModel, BlockAging, BlockAgingState};
 use crate::ecc::{self, BitErrorModel};
 use crate::energy::EnergyModel;
 use crate::faults::{FactoryBadBlocks, FaultConfig, FaultState, OperationFate};
@@ -45,12 +46,16 @@ pub struct SimConfig {
     /// Pages between an MLC/TLC upper page and its paired lower page (0 = no pairing).
     pub paired_page_distance: u32,
     pub bit_errors: BitErrorModel,
+    /// Retention loss and read disturb (`aging`); off by default, so seeded outcomes stay as
+    /// they were before it existed.
+    pub aging: AgingModel,
     pub energy: EnergyModel,
 }
 
 impl SimConfig {
     /// The profile's geometry (with `block_count` blocks per chip), timing, endurance and page
-    /// pairing, 4-bit ECC, default energy model and default faults (wear-out only).
+    /// pairing, 4-bit ECC, default energy model and default faults (wear-out only); wear bit
+    /// errors on, retention and read disturb off (`AgingModel::published()` turns them on).
     pub fn new(profile: Profile, chip_count: u32, block_count: u32, seed: u64) -> Self {
         SimConfig {
             profile,
@@ -63,6 +68,7 @@ impl SimConfig {
             endurance_cycles: profile.endurance_cycles(),
             paired_page_distance: profile.paired_page_distance(),
             bit_errors: BitErrorModel::default(),
+            aging: AgingModel::disabled(),
             energy: EnergyModel::default(),
         }
     }
@@ -112,6 +118,12 @@ struct SimState<S: PageStore> {
     counters: FlashCounters,
     rng: SeededRng,
     fault_state: FaultState,
+    /// Per block (chip-major): when its contents were programmed and how often it was read
+    /// since its erase. RAM only: a reopened store starts afresh (`aging`).
+    block_aging: Vec<BlockAgingState>,
+    /// Shelf time added by `advance_retention_time`: the retention clock is the virtual time
+    /// plus this.
+    retention_offset_ns: Nanos,
 }
 
 impl<S: PageStore> SimState<S> {
@@ -123,8 +135,13 @@ impl<S: PageStore> SimState<S> {
             return Err(NandError::InvalidConfig { reason: "store geometry or chip count differs from config" });
         }
         let chip_count = config.chip_count;
+        let block_total = u64::from(chip_count) * u64::from(config.geometry.block_count);
+        let block_total = usize::try_from(block_total)
+            .map_err(|_| NandError::InvalidConfig { reason: "chip_count x block_count exceeds the address space" })?;
         Ok(SimState {
             busy_until_ns: vec![0; chip_count as usize],
+            block_aging: vec![BlockAgingState::AT_START; block_total],
+            retention_offset_ns: 0,
             counters: FlashCounters::new(chip_count, config.geometry.block_count),
             rng: SeededRng::new(config.seed ^ RNG_STREAM_SALT),
             fault_state: FaultState::new(chip_count, &config.faults),
@@ -283,6 +300,77 @@ impl<S: PageStore> SimState<S> {
         self.store.block_meta(block)
     }
 
+    // ---- retention and read disturb ---------------------------------------------------------
+
+    /// Ages the device by `ns` of shelf or idle time: adds to the retention clock only.
+    pub fn advance_retention_time(&mut self, ns: Nanos) {
+        self.retention_offset_ns = self.retention_offset_ns.saturating_add(ns);
+    }
+
+    pub fn retention_offset_ns(&self) -> Nanos {
+        self.retention_offset_ns
+    }
+
+    /// Replaces the retention and read-disturb model (the ages and read counts carry on).
+    pub fn set_aging_model(&mut self, aging: AgingModel) {
+        self.config.aging = aging;
+    }
+
+    /// The retention clock for an operation issued at `issue_ns`.
+    fn retention_now(&self, issue_ns: Nanos) -> Nanos {
+        issue_ns.saturating_add(self.retention_offset_ns)
+    }
+
+    fn aging_slot(&self, block: BlockAddress) -> usize {
+        // Below chip_count x block_count (the address was checked), which fits a usize (checked
+        // at construction).
+        convert::usize_from_u64(
+            u64::from(block.chip.0) * u64::from(self.config.geometry.block_count) + u64::from(block.block.0),
+        )
+    }
+
+    fn aging_state(&self, block: BlockAddress) -> Result<BlockAgingState, NandError> {
+        let limit = self.block_aging.len() as u64;
+        let slot = self.aging_slot(block);
+        self.block_aging.get(slot).copied().ok_or(NandError::OutOfRange { what: "block", value: slot as u64, limit })
+    }
+
+    fn aging_state_mut(&mut self, block: BlockAddress) -> Result<&mut BlockAgingState, NandError> {
+        let limit = self.block_aging.len() as u64;
+        let slot = self.aging_slot(block);
+        self.block_aging.get_mut(slot).ok_or(NandError::OutOfRange { what: "block", value: slot as u64, limit })
+    }
+
+    /// The RBER a read issued at `issue_ns` samples for a programmed page of `block` with
+    /// `erase_count` erases: wear plus, when the aging model is on, retention and disturb.
+    fn read_rber(
+        &self,
+        block: BlockAddress,
+        erase_count: u32,
+        issue_ns: Nanos,
+    ) -> Result<(f64, BlockAging), NandError> {
+        let endurance = self.config.endurance_cycles;
+        let state = self.aging_state(block)?;
+        let retention_age_ns = state.retention_age_ns(self.retention_now(issue_ns));
+        let wear = self.config.bit_errors.rber(erase_count, endurance);
+        let added = self.config.aging.added_rber(erase_count, endurance, retention_age_ns, state.reads_since_erase);
+        // Adding nothing leaves the wear RBER exactly as it was (no rounding of a sum).
+        let rber = if added > 0.0 { wear + added } else { wear };
+        Ok((rber, BlockAging { retention_age_ns, reads_since_erase: state.reads_since_erase, rber }))
+    }
+
+    /// What a read of `block` issued at `issue_ns` would see (for tests and diagnostics). A
+    /// block without programmed pages has retention age 0.
+    pub fn block_aging(&self, block: BlockAddress, issue_ns: Nanos) -> Result<BlockAging, NandError> {
+        self.check_block(block)?;
+        let meta = self.store.block_meta(block)?;
+        let (_, mut aging) = self.read_rber(block, meta.erase_count, issue_ns)?;
+        if meta.last_programmed_page_index.is_none() {
+            aging.retention_age_ns = 0;
+        }
+        Ok(aging)
+    }
+
     // ---- validation -------------------------------------------------------------------------
 
     fn check_chip(&self, chip: ChipIndex) -> Result<(), NandError> {
@@ -382,7 +470,7 @@ impl<S: PageStore> SimState<S> {
 
     /// Decides what a read of `page` finds (state, error positions, the one-shot drift of an
     /// unstable tear), without its contents: the part of a read that needs the lock.
-    fn plan_read(&mut self, page: PageAddress) -> Result<ReadPlan, NandError> {
+    fn plan_read(&mut self, issue_ns: Nanos, page: PageAddress) -> Result<ReadPlan, NandError> {
         let geometry = self.config.geometry;
         let correctable = self.config.ecc_correctable_bits_per_512;
         let meta = self.store.page_meta(page)?;
@@ -391,7 +479,7 @@ impl<S: PageStore> SimState<S> {
         positions.extend_from_slice(meta.flips());
         match meta.state {
             PageState::Programmed => {
-                let rber = self.config.bit_errors.rber(erase_count, self.config.endurance_cycles);
+                let (rber, _) = self.read_rber(page.block_address(), erase_count, issue_ns)?;
                 self.config.bit_errors.sample_errors(&mut self.rng, &geometry, rber, correctable, &mut positions);
                 positions.sort_unstable();
                 positions.dedup();
@@ -422,8 +510,10 @@ impl<S: PageStore> SimState<S> {
         self.check_page(page)?;
         self.check_buffers(data_bytes, spare_bytes)?;
         self.check_power_and_chip(page.chip)?;
-        let plan = self.plan_read(page)?;
+        let plan = self.plan_read(issue_ns, page)?;
         let done_ns = self.run_on_chip(issue_ns, OperationKind::Read, page.block_address())?;
+        // After the plan: a read disturbs the block's other pages, not its own sample.
+        self.aging_state_mut(page.block_address())?.note_read();
         Ok((plan, done_ns))
     }
 
@@ -460,6 +550,7 @@ impl<S: PageStore> SimState<S> {
             return Err(NandError::PowerLost);
         }
         let done_ns = self.run_on_chip(issue_ns, OperationKind::Program, block)?;
+        let first_in_block = block_meta.last_programmed_page_index.is_none();
         block_meta.last_programmed_page_index = Some(page.page_index);
         self.store.write_contents(page, data, spare)?;
         if self.rng.chance_ppm(self.config.faults.program_failure_ppm) {
@@ -474,6 +565,8 @@ impl<S: PageStore> SimState<S> {
         let programmed = PageMeta { state: PageState::Programmed, ..meta };
         self.store.set_page_meta(page, &programmed)?;
         self.store.set_block_meta(block, &block_meta)?;
+        let programmed_at = self.retention_now(done_ns);
+        self.aging_state_mut(block)?.note_program(programmed_at, first_in_block);
         Ok(Completed { value: (), done_ns })
     }
 
@@ -543,6 +636,7 @@ impl<S: PageStore> SimState<S> {
         block_meta.last_programmed_page_index = None;
         block_meta.erase_incomplete = false;
         self.store.set_block_meta(block, &block_meta)?;
+        self.aging_state_mut(block)?.note_erase();
         Ok(Completed { value: (), done_ns })
     }
 
@@ -568,6 +662,8 @@ impl<S: PageStore> SimState<S> {
             };
             self.store.set_page_meta(page, &next)?;
         }
+        // No page keeps programmed contents: the block's age and disturb start over.
+        self.aging_state_mut(block)?.note_erase();
         self.store.set_block_meta(block, block_meta)
     }
 }
@@ -796,7 +892,8 @@ impl<S: PageStore> SimState<S> {
 /// clocks and sampled bit errors) follows the threads' timing.
 pub struct SimFlash<S: PageStore = RamStore> {
     /// A copy of the state's configuration, so `config()` and the geometry need no lock
-    /// (kept equal to the state's by `set_fault_config`, the only change).
+    /// (kept equal to the state's by `set_fault_config` and `set_aging_model`, the only
+    /// changes).
     config: SimConfig,
     state: Mutex<SimState<S>>,
 }
@@ -923,6 +1020,34 @@ impl<S: PageStore> SimFlash<S> {
     /// Persistent metadata of a block (for tests, diagnostics and wear reports).
     pub fn block_meta(&self, block: BlockAddress) -> Result<BlockMeta, NandError> {
         self.state.lock().block_meta(block)
+    }
+
+    /// Ages the device by `ns` as if it had lain unpowered (or idle) that long: every block's
+    /// retention age grows by `ns`. Only the retention clock moves: chip clocks, counters and
+    /// the seeded stream are untouched, so later operations keep their timing. Errors follow
+    /// only with an enabled `SimConfig::aging` model (see `aging`).
+    pub fn advance_retention_time(&mut self, ns: Nanos) {
+        self.state.get_mut().advance_retention_time(ns);
+    }
+
+    /// Total time added by `advance_retention_time` since the simulator was created or opened
+    /// (the retention clock restarts with every `SimFlash`: it is not kept in a store).
+    pub fn retention_offset_ns(&self) -> Nanos {
+        self.state.lock().retention_offset_ns()
+    }
+
+    /// Replaces the retention and read-disturb model, e.g. to turn it on for a device opened
+    /// from an image (whose header holds no such setting). Ages and read counts carry on.
+    pub fn set_aging_model(&mut self, aging: AgingModel) {
+        self.config.aging = aging;
+        self.state.get_mut().set_aging_model(aging);
+    }
+
+    /// What a read of `block` issued at `issue_ns` would see: retention age, reads since the
+    /// erase and the RBER it would sample with (for tests, diagnostics and scrub experiments;
+    /// a real controller cannot see it).
+    pub fn block_aging(&self, block: BlockAddress, issue_ns: Nanos) -> Result<BlockAging, NandError> {
+        self.state.lock().block_aging(block, issue_ns)
     }
 }
 
