@@ -191,3 +191,117 @@ fn the_background_step_goes_round_the_log_and_notes_what_it_reads() {
     assert_eq!(fs.refresh_weak_segments(8).expect("refresh").segments_refreshed, 1);
     check_files(&mut fs, &files, "after the background refresh");
 }
+
+/// The experiment behind scrubbing, on the simulator's retention model (fsoc-media `aging.rs`,
+/// `AgingModel::published()`): a volume whose log blocks are at their rated endurance keeps
+/// its files for two years when it is scrubbed once a month, and loses many of them (every
+/// loss an EIO, never other bytes) when it is not. The superblock and metaroot blocks are
+/// left young, as on a real device, where they are erased far less than the log.
+#[test]
+fn a_monthly_scrub_keeps_files_that_two_years_of_retention_would_lose() {
+    use fsoc_media::aging::NANOS_PER_DAY;
+    use fsoc_media::{AgingModel, BlockAddress};
+
+    let seed = 21;
+    let blocks = 64;
+    let mut flash = sim(Profile::Mlc, 1, blocks, seed);
+    let endurance = Profile::Mlc.endurance_cycles();
+    let first_log_block = fsoc_core::segment::layout::FIRST_LOG_SEGMENT;
+    for block in first_log_block..blocks {
+        flash.set_erase_count(BlockAddress::new(0, block), endurance).expect("age the block");
+    }
+    flash.set_aging_model(AgingModel::published());
+    let mut fs = FileSystem::format(flash, FsConfig::default(), seed).expect("format");
+    let mut files = Vec::new();
+    for index in 0..24u32 {
+        let path = format!("/file{index}");
+        let data = pattern(60_000 + 3_000 * index as usize, index as u8);
+        write_file(&mut fs, &path, &data).expect("write");
+        files.push((path, data));
+    }
+    fs.transact().expect("commit");
+    let flash = fs.into_flash_without_commit();
+    let mut unscrubbed = FileSystem::mount(flash.clone(), FsConfig::default()).expect("mount");
+    let mut scrubbed = FileSystem::mount(flash, FsConfig::default()).expect("mount");
+
+    let month = 30 * NANOS_PER_DAY;
+    let (mut refreshed, mut moved) = (0, 0);
+    for _month in 0..24 {
+        unscrubbed.flash_mut().advance_retention_time(month);
+        scrubbed.flash_mut().advance_retention_time(month);
+        let report = scrubbed.scrub(&mut |_| {}).expect("scrub");
+        assert!(report.is_clean(), "seed {seed}: a monthly scrub found damage: {report:?}");
+        refreshed += report.refresh.segments_refreshed;
+        moved += report.refresh.pages_moved;
+    }
+
+    let outcome = |fs: &mut FileSystem<SimFlash>| {
+        let mut lost = 0;
+        for (path, data) in &files {
+            match read_file(fs, path) {
+                Ok(back) => assert!(&back == data, "seed {seed}: {path} read back other bytes"),
+                Err(error) => {
+                    assert_eq!(error.errno(), errno::EIO, "seed {seed}: {path}: {error}");
+                    lost += 1;
+                }
+            }
+        }
+        lost
+    };
+    let lost_unscrubbed = outcome(&mut unscrubbed);
+    let lost_scrubbed = outcome(&mut scrubbed);
+    println!(
+        "two years at rated endurance: {lost_unscrubbed} of {} files lost without scrubbing, {lost_scrubbed} with a monthly \
+         scrub ({refreshed} segment refreshes, {moved} pages moved)",
+        files.len()
+    );
+    assert_eq!(lost_scrubbed, 0, "seed {seed}");
+    assert!(lost_unscrubbed >= files.len() / 4, "seed {seed}: only {lost_unscrubbed} files lost without a scrub");
+    assert!(refreshed > 0);
+    let mut remounted = FileSystem::mount(scrubbed.into_flash_without_commit(), FsConfig::default()).expect("remount");
+    assert_eq!(outcome(&mut remounted), 0, "seed {seed}: after a remount");
+    assert_clean(&mut remounted, "the scrubbed volume after two years");
+}
+
+/// Read disturb on the simulator's model: a file read over and over wears the charge of its
+/// block's other cells; the read that first comes near the ECC's limit marks the segment weak,
+/// every read before it returned the file exactly, and the next change moves the data to a
+/// block whose read count starts again.
+#[test]
+fn reads_that_disturb_a_block_get_its_data_moved() {
+    use fsoc_media::{AgingModel, BlockAddress};
+
+    let seed = 5;
+    let blocks = 48;
+    let mut flash = sim(Profile::Mlc, 1, blocks, seed);
+    for block in fsoc_core::segment::layout::FIRST_LOG_SEGMENT..blocks {
+        // Half the rated endurance: wear alone would seldom come near the limit.
+        flash.set_erase_count(BlockAddress::new(0, block), Profile::Mlc.endurance_cycles() / 2).expect("age the block");
+    }
+    flash.set_aging_model(AgingModel::published());
+    let mut fs = FileSystem::format(flash, FsConfig::default(), seed).expect("format");
+    let data = pattern(2048, 9);
+    write_file(&mut fs, "/hot", &data).expect("write");
+    fs.transact().expect("commit");
+    let (_, _, page) = pages_of(&mut fs, "/hot")[0];
+    let (inode, _) = fs.resolve(b"/hot").expect("resolve");
+    let mut buffer = vec![0u8; data.len()];
+    let mut reads = 0u64;
+    while fs.weak_segment_count() == 0 {
+        assert_eq!(fs.read_into(inode, 0, &mut buffer).expect("read"), data.len());
+        assert!(buffer == data, "seed {seed}: read {reads} returned other bytes");
+        reads += 1;
+        assert!(reads < 2_000_000, "seed {seed}: no read came near the ECC's limit");
+    }
+    let disturbed = fs.flash().block_aging(page.block_address(), fs.device_now_ns()).expect("aging");
+    assert!(disturbed.reads_since_erase >= reads, "{disturbed:?}");
+    assert!(reads > 20_000, "seed {seed}: weak after only {reads} reads: that is wear, not disturb");
+    println!("{reads} reads of one page before its block read near the ECC's limit ({disturbed:?})");
+    write_file(&mut fs, "/other", b"a change").expect("write");
+    assert_eq!(fs.stats.segments_refreshed, 1);
+    let (_, _, moved) = pages_of(&mut fs, "/hot")[0];
+    assert_ne!(moved.block, page.block, "the data left the disturbed block");
+    let fresh = fs.flash().block_aging(moved.block_address(), fs.device_now_ns()).expect("aging");
+    assert!(fresh.reads_since_erase < 100, "{fresh:?}");
+    assert_eq!(read_file(&mut fs, "/hot").expect("read"), data);
+}

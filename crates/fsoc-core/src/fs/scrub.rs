@@ -18,9 +18,10 @@
 //!
 //! What is not refreshed, and why: the superblock and metaroot areas (segments below the log;
 //! the metaroot areas are erased and rewritten as commits rotate through them, the superblock
-//! never: it is reported), the segment a log head is appending to (it waits until it is
-//! closed), and a segment whose live pages include one the flash can no longer return (its
-//! readable pages move; the lost one stays, reported, and reads of it answer EIO).
+//! never: it is reported), and a segment whose live pages include one the flash can no longer
+//! return (its readable pages move; the lost one stays, reported, reads of it answer EIO, and
+//! the segment is retired so no cleaner tries to empty it again). A segment a log head is
+//! still appending to is closed first (its unwritten pages wait for the cleaner).
 //!
 //! Invariant: a refresh never changes what any read returns: it is the cleaner's evacuation,
 //! which moves each page with the checksum its extent recorded (tests/scrub.rs).
@@ -52,7 +53,7 @@ pub struct RefreshReport {
     pub segments_with_lost_pages: u32,
     /// Weak pages in the superblock or metaroot areas, which are not refreshed here.
     pub reserved_area_segments: u32,
-    /// Weak segments left for later: a log head is appending to them, or there was no room.
+    /// Weak segments left for later: there was no room, or the call's limit was reached.
     pub segments_deferred: u32,
 }
 
@@ -147,11 +148,14 @@ impl<F: Flash> FileSystem<F> {
                 self.volume.log.device_mut().forget_weak_segment(segment);
                 continue;
             }
-            if self.volume.log.is_open(segment) || !self.refresh_fits(segment) {
+            if !self.refresh_fits(segment) {
                 report.segments_deferred += 1;
                 continue;
             }
             attempted += 1;
+            // A segment a head still appends to is closed first, so the pages moved out of it
+            // go elsewhere.
+            self.volume.log.close_if_open(segment);
             let moved_before = self.stats.pages_relocated;
             let left = self.evacuate_segment(segment)?;
             self.volume.log.device_mut().forget_weak_segment(segment);

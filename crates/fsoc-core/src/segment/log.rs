@@ -336,6 +336,17 @@ impl<F: Flash> SegmentLog<F> {
         }
     }
 
+    /// Stops appending to `segment` if a head is (its unwritten pages stay erased and unused
+    /// until it is cleaned): a segment being refreshed must not receive the pages moved out
+    /// of it. The head opens a fresh segment at its next append.
+    pub fn close_if_open(&mut self, segment_index: u32) {
+        for open in &mut self.open {
+            if open.as_ref().is_some_and(|open| open.segment_index == segment_index) {
+                *open = None;
+            }
+        }
+    }
+
     /// Retires a segment that keeps a live page the flash can no longer return, after its
     /// readable pages moved out: the cleaner must not pick it again (it cannot be emptied),
     /// and the lost page stays where reads of it answer EIO until its file lets it go.
