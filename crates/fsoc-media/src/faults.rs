@@ -96,6 +96,9 @@ pub struct FaultState {
     operations_count: u64,
     /// Absolute operation count after which power is cut (operation `cut + 1` is in flight).
     cut_after_operations: Option<u64>,
+    /// Absolute operation count after which the next operation reports status fail (a grown
+    /// bad block), once.
+    fail_after_operations: Option<u64>,
     power_lost: bool,
     failed_chips: Vec<bool>,
 }
@@ -114,6 +117,7 @@ impl FaultState {
         FaultState {
             operations_count: 0,
             cut_after_operations: config.power_cut_after_operations,
+            fail_after_operations: None,
             power_lost: false,
             failed_chips: vec![false; chip_count as usize],
         }
@@ -130,6 +134,24 @@ impl FaultState {
     /// Schedules a cut `after_operations` state-changing operations from now.
     pub fn schedule_power_cut(&mut self, after_operations: u64) {
         self.cut_after_operations = Some(self.operations_count + after_operations);
+    }
+
+    /// Makes the state-changing operation `after_operations + 1` from now report status fail
+    /// (once): a block that goes bad under that program or erase.
+    pub fn schedule_failure(&mut self, after_operations: u64) {
+        self.fail_after_operations = Some(self.operations_count + after_operations);
+    }
+
+    /// Whether the operation just begun (`begin_operation`) is the scheduled failure; consumes
+    /// it.
+    pub fn take_scheduled_failure(&mut self) -> bool {
+        match self.fail_after_operations {
+            Some(after) if self.operations_count == after + 1 => {
+                self.fail_after_operations = None;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Cancels a scheduled cut.

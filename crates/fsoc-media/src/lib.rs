@@ -59,7 +59,7 @@ pub use nvram::{FileSection, SharedNvram};
 pub use nvram::{
     Nvram, NvramBacking, NvramConfig, NvramError, NvramTechnology, NvramTiming, RamBacking, TearPattern, TornWrite,
 };
-pub use sim::{SimConfig, SimFlash};
+pub use sim::{FailureHit, SimConfig, SimFlash};
 pub use stats::{BlockCounters, ChipCounters, DeviceTotals, FlashCounters, NvramCounters};
 pub use store::{PageStore, RamStore};
 

@@ -124,6 +124,17 @@ struct SimState<S: PageStore> {
     /// Shelf time added by `advance_retention_time`: the retention clock is the virtual time
     /// plus this.
     retention_offset_ns: Nanos,
+    /// Where the scheduled failure struck (`schedule_operation_failure`), once it has.
+    scheduled_failure_hit: Option<FailureHit>,
+}
+
+/// The operation a scheduled failure (`SimFlash::schedule_operation_failure`) struck.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FailureHit {
+    pub kind: OperationKind,
+    pub block: BlockAddress,
+    /// The page, for a program.
+    pub page: Option<PageAddress>,
 }
 
 impl<S: PageStore> SimState<S> {
@@ -142,6 +153,7 @@ impl<S: PageStore> SimState<S> {
             busy_until_ns: vec![0; chip_count as usize],
             block_aging: vec![BlockAgingState::AT_START; block_total],
             retention_offset_ns: 0,
+            scheduled_failure_hit: None,
             counters: FlashCounters::new(chip_count, config.geometry.block_count),
             rng: SeededRng::new(config.seed ^ RNG_STREAM_SALT),
             fault_state: FaultState::new(chip_count, &config.faults),
@@ -220,6 +232,18 @@ impl<S: PageStore> SimState<S> {
     /// next one is interrupted.
     pub fn schedule_power_cut(&mut self, after_operations: u64) {
         self.fault_state.schedule_power_cut(after_operations);
+    }
+
+    /// Where the scheduled failure struck, once it has.
+    pub fn scheduled_failure_hit(&self) -> Option<FailureHit> {
+        self.scheduled_failure_hit
+    }
+
+    /// Makes state-changing operation `after_operations + 1` from now (a program or an erase)
+    /// report status fail, once: a block going bad under it (`NandError::OperationFailed`; a
+    /// program leaves the page torn, an erase leaves the block unerased).
+    pub fn schedule_operation_failure(&mut self, after_operations: u64) {
+        self.fault_state.schedule_failure(after_operations);
     }
 
     /// Cuts power now, between operations: nothing is torn.
@@ -553,7 +577,11 @@ impl<S: PageStore> SimState<S> {
         let first_in_block = block_meta.last_programmed_page_index.is_none();
         block_meta.last_programmed_page_index = Some(page.page_index);
         self.store.write_contents(page, data, spare)?;
-        if self.rng.chance_ppm(self.config.faults.program_failure_ppm) {
+        let scheduled = self.fault_state.take_scheduled_failure();
+        if scheduled {
+            self.scheduled_failure_hit = Some(FailureHit { kind: OperationKind::Program, block, page: Some(page) });
+        }
+        if scheduled || self.rng.chance_ppm(self.config.faults.program_failure_ppm) {
             // Status fail: the cells are in an unknown state, modelled as a torn program. The
             // caller should retire the block.
             let failed = PageMeta { state: PageState::Torn, ..PageMeta::default() };
@@ -619,7 +647,10 @@ impl<S: PageStore> SimState<S> {
         let prior_erase_count = block_meta.erase_count;
         block_meta.erase_count = prior_erase_count.saturating_add(1);
         let wear_out_ppm = self.config.faults.wear_out_ppm(prior_erase_count, self.config.endurance_cycles);
-        let failure = if self.rng.chance_ppm(wear_out_ppm) {
+        let failure = if self.fault_state.take_scheduled_failure() {
+            self.scheduled_failure_hit = Some(FailureHit { kind: OperationKind::Erase, block, page: None });
+            Some(NandError::OperationFailed { kind: OperationKind::Erase, block })
+        } else if self.rng.chance_ppm(wear_out_ppm) {
             Some(NandError::WornOut { block, erase_count: block_meta.erase_count })
         } else if self.rng.chance_ppm(self.config.faults.erase_failure_ppm) {
             Some(NandError::OperationFailed { kind: OperationKind::Erase, block })
@@ -976,6 +1007,17 @@ impl<S: PageStore> SimFlash<S> {
     /// next one is interrupted.
     pub fn schedule_power_cut(&mut self, after_operations: u64) {
         self.state.get_mut().schedule_power_cut(after_operations);
+    }
+
+    /// Where the scheduled failure struck, once it has.
+    pub fn scheduled_failure_hit(&self) -> Option<FailureHit> {
+        self.state.lock().scheduled_failure_hit()
+    }
+
+    /// Makes state-changing operation `after_operations + 1` from now fail with status fail,
+    /// once (see `SimState::schedule_operation_failure`): grown bad-block injection.
+    pub fn schedule_operation_failure(&mut self, after_operations: u64) {
+        self.state.get_mut().schedule_operation_failure(after_operations);
     }
 
     /// Cuts power now, between operations: nothing is torn.

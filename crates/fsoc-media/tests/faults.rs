@@ -196,3 +196,23 @@ fn erase_failure_status_is_operation_failed() {
     let page = PageAddress::new(0, 2, 0);
     assert_eq!(program(&mut flash, page, 1), Err(NandError::NotErased { page }));
 }
+
+// Checks grown bad-block injection: the scheduled operation (the third here) reports status
+// fail once, as a program (page left torn) and then as an erase (block left unerased); the
+// operations around it succeed.
+#[test]
+fn a_scheduled_failure_fails_exactly_one_operation() {
+    let mut flash = sim_with(Profile::Slc, |_| {});
+    let page = |index| PageAddress::new(0, 1, index);
+    flash.schedule_operation_failure(2);
+    program(&mut flash, page(0), 0).expect("op 1");
+    program(&mut flash, page(1), 1).expect("op 2");
+    assert!(matches!(program(&mut flash, page(2), 2), Err(NandError::OperationFailed { .. })));
+    assert_eq!(flash.page_state(page(2)), Ok(PageState::Torn));
+    program(&mut flash, page(3), 3).expect("op 4: the failure happens once");
+    flash.schedule_operation_failure(0);
+    assert!(matches!(erase(&mut flash, BlockAddress::new(0, 1)), Err(NandError::OperationFailed { .. })));
+    assert!(matches!(program(&mut flash, page(4), 4), Err(NandError::NotErased { .. })), "left unerased");
+    erase(&mut flash, BlockAddress::new(0, 1)).expect("a later erase succeeds");
+    program(&mut flash, page(0), 0).expect("and the block programs again");
+}

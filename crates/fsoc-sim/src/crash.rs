@@ -188,6 +188,23 @@ fn mount(flash: SimFlash, nvram: Option<&SharedNvram>, config: &CrashConfig) -> 
 /// The reference run: every commit's durable operation index and visible state, and the flash
 /// operations and NVRAM writes it made.
 fn reference_run(device: &Devices, steps: &[Step], config: &CrashConfig) -> Result<(Vec<Snapshot>, u64, u64), String> {
+    reference_run_to_the_end(device, steps, config)
+        .map(|(snapshots, operations, writes, _, _)| (snapshots, operations, writes))
+}
+
+/// What a step answered: `None` for success, else the refusal's errno.
+type StepOutcome = Option<i32>;
+
+/// A reference run: every commit's snapshot, the flash operations and NVRAM writes made, the
+/// visible state after the last step, and what each step answered.
+type ReferenceRun = (Vec<Snapshot>, u64, u64, Listing, Vec<StepOutcome>);
+
+/// `reference_run`, the visible state after its last step and what each step answered.
+fn reference_run_to_the_end(
+    device: &Devices,
+    steps: &[Step],
+    config: &CrashConfig,
+) -> Result<ReferenceRun, String> {
     let (flash, nvram) = device.copy();
     let nvram = nvram.as_ref();
     let mut fs = mount(flash, nvram, config).map_err(|error| format!("mount: {error}"))?;
@@ -196,6 +213,7 @@ fn reference_run(device: &Devices, steps: &[Step], config: &CrashConfig) -> Resu
     let mut snapshots =
         vec![Snapshot { durable_after_operations: 0, durable_after_nvram_writes: 0, listing: current.clone() }];
     let mut counter = fs.commit_counter();
+    let mut outcomes = Vec::with_capacity(steps.len());
     for (index, step) in steps.iter().enumerate() {
         let mut observer = |fs: &mut FileSystem<SimFlash>, commits_at_end: bool| -> Result<(), FsError> {
             fs.now_ns += 1;
@@ -213,7 +231,7 @@ fn reference_run(device: &Devices, steps: &[Step], config: &CrashConfig) -> Resu
             Ok(())
         };
         match apply(&mut fs, step, &mut observer) {
-            Ok(_) => {}
+            Ok(outcome) => outcomes.push(outcome.err().map(|refusal| refusal.errno())),
             Err(error) => return Err(format!("reference run failed at step {index} {step:?}: {error}")),
         }
         let report = fs.fsck(false).map_err(|error| format!("fsck: {error}"))?;
@@ -222,7 +240,7 @@ fn reference_run(device: &Devices, steps: &[Step], config: &CrashConfig) -> Resu
         }
     }
     let operations = fs.flash_operations_issued();
-    Ok((snapshots, operations, nvram_writes(nvram)))
+    Ok((snapshots, operations, nvram_writes(nvram), current, outcomes))
 }
 
 /// One cut: replay until the power fails, restore power, remount, check.
@@ -368,4 +386,179 @@ pub fn replay_cut(workload: Workload, config: &CrashConfig, cut: CutPoint) -> Re
     let device = formatted_device(config)?;
     let (snapshots, _, _) = reference_run(&device, &steps, config)?;
     Ok(cut_run(&device, &steps, config, cut, &snapshots))
+}
+
+/// Where the injected grown bad blocks struck (`bad_block_test`): what the failed program was
+/// writing (from the spare tag of the torn page), or which erase failed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FailureSites {
+    pub metaroot_programs: u64,
+    pub metaroot_area_erases: u64,
+    pub segment_table_programs: u64,
+    pub tree_node_programs: u64,
+    pub data_programs: u64,
+    pub log_erases: u64,
+    /// Scheduled past the run's last operation (a run with failures may issue fewer).
+    pub not_reached: u64,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BadBlockReport {
+    pub workload: String,
+    pub steps: usize,
+    pub flash_operations: u64,
+    /// Runs made, each with one program or erase failing as a block going bad under it.
+    pub injections: u64,
+    pub failures: u64,
+    /// Where the failures struck.
+    pub sites: FailureSites,
+    /// Runs in which the retired block's capacity made a later step answer ENOSPC where the
+    /// run without a failure did not (checked for durability and consistency, not against the
+    /// reference state, which had more room).
+    pub runs_short_of_space: u64,
+    pub failure_examples: Vec<String>,
+}
+
+/// Grown bad blocks everywhere: for every `stride`-th flash operation k of the workload's
+/// reference run, the workload runs again with operation k failing (status fail: the block goes
+/// bad under that program or erase; metaroot and segment-table writes included). Every step
+/// must succeed, the visible state must equal the reference run's, and after a clean unmount
+/// the volume must mount, pass fsck and show the same state. (Without NVRAM.)
+pub fn bad_block_test(
+    workload: Workload,
+    config: &CrashConfig,
+    stride: u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<BadBlockReport, String> {
+    let steps = workload.steps(config.seed, config.scale);
+    let config = CrashConfig { nvram_bytes: None, ..config.clone() };
+    let device = formatted_device(&config)?;
+    let (_, operations, _, expected, outcomes) = reference_run_to_the_end(&device, &steps, &config)?;
+    let points: Vec<u64> = (0..operations).step_by(usize::try_from(stride.max(1)).unwrap_or(usize::MAX)).collect();
+    let total = points.len() as u64;
+    let mut report = BadBlockReport {
+        workload: workload.name().to_string(),
+        steps: steps.len(),
+        flash_operations: operations,
+        injections: total,
+        failures: 0,
+        sites: FailureSites::default(),
+        runs_short_of_space: 0,
+        failure_examples: Vec::new(),
+    };
+    for (done, &point) in points.iter().enumerate() {
+        let reference = Reference { listing: &expected, outcomes: &outcomes };
+        if let Err(reason) = bad_block_run(&device, &steps, &config, point, reference, &mut report) {
+            report.failures += 1;
+            if report.failure_examples.len() < 5 {
+                report.failure_examples.push(format!(
+                    "{}: failure at operation {}: {reason}",
+                    workload.name(),
+                    point + 1
+                ));
+            }
+        }
+        progress(done as u64 + 1, total);
+    }
+    Ok(report)
+}
+
+/// What the run without a failure showed.
+#[derive(Clone, Copy)]
+struct Reference<'r> {
+    listing: &'r Listing,
+    outcomes: &'r [StepOutcome],
+}
+
+fn bad_block_run(
+    device: &Devices,
+    steps: &[Step],
+    config: &CrashConfig,
+    point: u64,
+    reference: Reference<'_>,
+    report: &mut BadBlockReport,
+) -> Result<(), String> {
+    let (mut flash, _) = device.copy();
+    flash.schedule_operation_failure(point);
+    let mut short_of_space = false;
+    let mut fs = mount(flash, None, config).map_err(|error| format!("mount: {error}"))?;
+    for (index, step) in steps.iter().enumerate() {
+        let mut observer = |fs: &mut FileSystem<SimFlash>, _: bool| -> Result<(), FsError> {
+            fs.now_ns += 1;
+            Ok(())
+        };
+        let outcome = apply(&mut fs, step, &mut observer).map_err(|error| format!("step {index} {step:?}: {error}"))?;
+        let outcome = outcome.err().map(|refusal| refusal.errno());
+        let expected = reference.outcomes.get(index).copied().flatten();
+        // The one difference a retired block may make is less room: once this run is refused
+        // for space with a segment retired, what fits after differs from the reference run
+        // (a file it could still create may not fit now), so from then on the run is checked
+        // for consistency and durability instead.
+        let retired = fs.segment_table().is_some_and(|table| table.retired_segment_count() > 0);
+        if outcome == Some(fsoc_core::fs::errno::ENOSPC) && retired {
+            short_of_space = true;
+        }
+        if outcome != expected && !short_of_space {
+            return Err(format!("step {index} {step:?} answered {outcome:?}, without the failure {expected:?}"));
+        }
+    }
+    classify(fs.flash(), &mut report.sites);
+    let visible = listing_cached(&fs, &mut DigestCache::new()).map_err(|error| format!("listing: {error}"))?;
+    let expected = if short_of_space {
+        report.runs_short_of_space += 1;
+        &visible
+    } else {
+        reference.listing
+    };
+    if &visible != expected {
+        let difference = Listing::difference(&visible, expected).to_string();
+        let lines: Vec<&str> = difference.lines().take(8).map(str::trim).collect();
+        return Err(format!("the visible state differs from the run without a failure: {}", lines.join("; ")));
+    }
+    let flash = fs.unmount().map_err(|error| format!("unmount: {error}"))?;
+    let mut fs = mount(flash, None, config).map_err(|error| format!("remount: {error}"))?;
+    match fs.fsck(true) {
+        Ok(report) if report.is_clean() => {}
+        Ok(report) => return Err(format!("fsck: {:?}", report.violations)),
+        Err(error) => return Err(format!("fsck: {error}")),
+    }
+    let remounted = listing_cached(&fs, &mut DigestCache::new()).map_err(|error| format!("listing: {error}"))?;
+    if &remounted != expected {
+        return Err(String::from("after a remount the visible state differs from the one before it"));
+    }
+    Ok(())
+}
+
+/// Counts where the scheduled failure struck.
+fn classify(flash: &SimFlash, sites: &mut FailureSites) {
+    use fsoc_core::segment::layout::FIRST_LOG_SEGMENT;
+    use fsoc_core::segment::PageTag;
+    use fsoc_media::store::PageStore;
+    let Some(hit) = flash.scheduled_failure_hit() else {
+        sites.not_reached += 1;
+        return;
+    };
+    let in_log = hit.block.block.0 >= FIRST_LOG_SEGMENT;
+    let Some(page) = hit.page else {
+        if in_log {
+            sites.log_erases += 1;
+        } else {
+            sites.metaroot_area_erases += 1;
+        }
+        return;
+    };
+    let geometry = fsoc_media::Flash::geometry(flash);
+    let mut data = vec![0u8; geometry.page_data_bytes as usize];
+    let mut spare = vec![0u8; geometry.spare_bytes as usize];
+    let tag = flash
+        .inspect_store(|store| store.read_contents(page, &mut data, &mut spare))
+        .ok()
+        .and_then(|()| PageTag::decode(&spare));
+    match tag {
+        Some(PageTag::Metaroot) => sites.metaroot_programs += 1,
+        Some(PageTag::SegmentTable { .. }) => sites.segment_table_programs += 1,
+        Some(PageTag::Node { .. }) => sites.tree_node_programs += 1,
+        Some(PageTag::Data { .. }) => sites.data_programs += 1,
+        Some(PageTag::Superblock) | None => sites.not_reached += 1,
+    }
 }

@@ -6,6 +6,8 @@ pub mod crash;
 pub mod listing;
 pub mod workloads;
 
-pub use crash::{crash_test, CrashConfig, CrashOutcome, CutPoint, WorkloadReport};
+pub use crash::{
+    bad_block_test, crash_test, BadBlockReport, CrashConfig, CrashOutcome, CutPoint, FailureSites, WorkloadReport,
+};
 pub use listing::{listing, Listing};
 pub use workloads::{Step, Workload};

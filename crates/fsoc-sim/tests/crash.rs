@@ -188,3 +188,31 @@ fn nvram_sampled_cuts_on_other_geometries_and_hazards() {
     };
     run(&hazards, &Workload::ALL);
 }
+
+/// Grown bad blocks everywhere (issue 12 point 3): every 10th flash operation of each short
+/// workload, in its own run, fails as a block going bad under it, metaroot and segment-table
+/// writes included. No run may fail a step, lose or change what the run without a failure
+/// shows, or leave a volume that does not remount clean.
+#[test]
+fn grown_bad_blocks_at_every_tenth_operation_of_the_short_workloads() {
+    let config = CrashConfig::small(1);
+    let mut sites = fsoc_sim::FailureSites::default();
+    let (mut injections, mut short_of_space) = (0, 0);
+    for workload in Workload::ALL {
+        let report = fsoc_sim::bad_block_test(workload, &config, 10, &mut |_, _| {}).expect("harness");
+        assert_eq!(report.failures, 0, "{}: {:#?}", workload.name(), report.failure_examples);
+        injections += report.injections;
+        short_of_space += report.runs_short_of_space;
+        sites.metaroot_programs += report.sites.metaroot_programs;
+        sites.metaroot_area_erases += report.sites.metaroot_area_erases;
+        sites.segment_table_programs += report.sites.segment_table_programs;
+        sites.tree_node_programs += report.sites.tree_node_programs;
+        sites.data_programs += report.sites.data_programs;
+        sites.log_erases += report.sites.log_erases;
+        sites.not_reached += report.sites.not_reached;
+    }
+    println!(
+        "{injections} grown bad blocks injected, 0 failures ({short_of_space} runs then short of space): {sites:?}"
+    );
+    assert!(sites.metaroot_programs > 0 && sites.segment_table_programs > 0 && sites.log_erases > 0, "{sites:?}");
+}

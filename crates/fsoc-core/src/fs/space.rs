@@ -13,6 +13,12 @@ use crate::segment::cleaner::{self, PageOwner};
 use crate::segment::{LogHead, PageTag, SegmentError, SegmentLog, VictimPage};
 use crate::txn::TxnError;
 
+/// Free segments every change leaves beyond what it and the commit after it need, so that a
+/// block going bad under one of their programs or erases (its segment is retired, and the
+/// write moves to another) never leaves the commit without room (docs/DESIGN.md, "Grown bad
+/// blocks").
+pub(crate) const FAILURE_SLACK_SEGMENTS: u64 = 1;
+
 /// What an operation will add to the volume, for `ensure_space`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpaceUse {
@@ -44,7 +50,7 @@ impl<F: Flash> FileSystem<F> {
         let pages_per_segment = u64::from(layout.pages_per_segment());
         let usable_segments = u64::from(layout.log_segment_count())
             .saturating_sub(u64::from(table.retired_segment_count()))
-            .saturating_sub(u64::from(self.volume.config.reserve_segments));
+            .saturating_sub(u64::from(self.volume.config.reserve_segments) + FAILURE_SLACK_SEGMENTS);
         (usable_segments * pages_per_segment, table.total_valid_pages())
     }
 
@@ -97,8 +103,9 @@ impl<F: Flash> FileSystem<F> {
             .saturating_sub(u64::from(log.open_segment_room(LogHead::Metadata)))
             .div_ceil(u64::from(pages_per_segment));
         let free_segments = u64::from(log.free_segment_count()) + u64::from(log.reclaimable_segment_count());
-        let spare_segments =
-            free_segments.saturating_sub(u64::from(self.volume.config.reserve_segments) + metadata_segments);
+        let spare_segments = free_segments.saturating_sub(
+            u64::from(self.volume.config.reserve_segments) + metadata_segments + FAILURE_SLACK_SEGMENTS,
+        );
         let physical = spare_segments * u64::from(pages_per_segment)
             + u64::from(log.open_segment_room(LogHead::Data))
             + dead.cleanable;
@@ -158,12 +165,15 @@ impl<F: Flash> FileSystem<F> {
                 if used + pages_needed > capacity {
                     return Err(FsError::NoSpace);
                 }
-                u64::from(self.volume.config.reserve_segments)
+                u64::from(self.volume.config.reserve_segments) + FAILURE_SLACK_SEGMENTS
             }
             // Changes that may use the reserve still clean before it is gone: they keep the
             // room cleaning one whole victim may take (its pages, each with a rewritten path),
             // and use that last room only when cleaning cannot gain (below).
-            SpaceUse::Metadata => 1 + u64::from(self.volume.directory.height().max(self.volume.allocation.height())),
+            SpaceUse::Metadata => {
+                1 + u64::from(self.volume.directory.height().max(self.volume.allocation.height()))
+                    + FAILURE_SLACK_SEGMENTS
+            }
         };
         if self.fits(self.commit_cost_pages() + self.operation_node_pages(), pages_needed, floor_segments) {
             return Ok(()); // the common case: no scan of the segment table
@@ -171,7 +181,7 @@ impl<F: Flash> FileSystem<F> {
         let result = self.make_room(pages_needed, space_use, floor_segments);
         if space_use == SpaceUse::Metadata
             && result == Err(FsError::NoSpace)
-            && self.fits(self.commit_cost_pages() + self.operation_node_pages(), pages_needed, 0)
+            && self.fits(self.commit_cost_pages() + self.operation_node_pages(), pages_needed, FAILURE_SLACK_SEGMENTS)
         {
             return Ok(());
         }
@@ -199,7 +209,9 @@ impl<F: Flash> FileSystem<F> {
                 return Ok(());
             }
             let room_before = self.volume.log.room_pages();
-            if self.volume.log.reclaimable_segment_count() > 0 && self.fits(self.commit_cost_pages(), 0, 0) {
+            if self.volume.log.reclaimable_segment_count() > 0
+                && self.fits(self.commit_cost_pages(), 0, FAILURE_SLACK_SEGMENTS)
+            {
                 self.commit()?;
             } else {
                 // Clean victims while the worst case of the next one and the closing commit
@@ -212,7 +224,11 @@ impl<F: Flash> FileSystem<F> {
                 let mut room_wanted = (self.commit_cost_pages() + self.operation_node_pages() + pages_needed)
                     .saturating_add(floor_segments * u64::from(self.volume.layout().pages_per_segment()));
                 while let Some(victim) = self.volume.log.choose_victim(self.gain_min_pages()) {
-                    if !self.fits(self.cleaning_cost_pages(victim) + self.commit_cost_pages(), 0, 0) {
+                    if !self.fits(
+                        self.cleaning_cost_pages(victim) + self.commit_cost_pages(),
+                        0,
+                        FAILURE_SLACK_SEGMENTS,
+                    ) {
                         break;
                     }
                     let dead = u64::from(
@@ -230,7 +246,9 @@ impl<F: Flash> FileSystem<F> {
                     // No victim fits beside the closing commit of what is dirty now (deletes on
                     // a full volume dirty many leaves): commit alone first, when that fits, so
                     // the next round's victims only need room for themselves.
-                    if self.volume.dirty_node_count() > 0 && self.fits(self.commit_cost_pages(), 0, 0) {
+                    if self.volume.dirty_node_count() > 0
+                        && self.fits(self.commit_cost_pages(), 0, FAILURE_SLACK_SEGMENTS)
+                    {
                         self.commit()?;
                         continue;
                     }

@@ -501,7 +501,23 @@ impl<F: Flash> SegmentLog<F> {
     /// are reserved until a fixpoint (each page at most once), and only then are the final
     /// contents computed — table pages first, whose checksums the index pages hold — and
     /// programmed in address order.
+    ///
+    /// A program that fails (a grown bad block) retires its segment and starts again: every
+    /// page of the attempt is written anew at fresh addresses (the attempt's addresses are
+    /// released as any old location is), so the pages the metaroot will name were all
+    /// programmed in one successful pass. Nothing committed is touched before the metaroot.
     pub fn write_table(&mut self) -> Result<(), SegmentError> {
+        for _attempt in 0..RETRIES_MAX {
+            if self.write_table_once()? {
+                return Ok(());
+            }
+        }
+        Err(SegmentError::NoFreeSegment)
+    }
+
+    /// One pass of `write_table`: answers false when a program failed and the pass must be
+    /// made again (its pages are marked dirty once more).
+    fn write_table_once(&mut self) -> Result<bool, SegmentError> {
         let mut reserved: Vec<(TablePage, LogAddress)> = Vec::new();
         let (mut done, mut done_index) = (BTreeSet::new(), BTreeSet::new());
         loop {
@@ -552,6 +568,7 @@ impl<F: Flash> SegmentLog<F> {
             }
         }
         let table_page_count = self.table().page_count();
+        let all = reserved.clone();
         for (page, address) in reserved {
             let (bytes, tag_index) = match page {
                 TablePage::Table(page_index) => (self.table().encode_page(page_index, page_size_bytes), page_index),
@@ -565,10 +582,24 @@ impl<F: Flash> SegmentLog<F> {
                     (bytes, table_page_count + index_page)
                 }
             };
-            self.program_reserved(address, &bytes, PageTag::SegmentTable { page_index: tag_index })?;
+            match self.device.program(address, &bytes, PageTag::SegmentTable { page_index: tag_index }) {
+                Ok(()) => {}
+                Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. }) => {
+                    let segment_index = self.layout().segment_of(address);
+                    self.retire(segment_index, Some(block));
+                    for &(page, _) in &all {
+                        match page {
+                            TablePage::Table(page_index) => self.table_mut().mark_page_dirty(page_index),
+                            TablePage::Index(index_page) => self.table_mut().mark_index_page_dirty(index_page),
+                        }
+                    }
+                    return Ok(false);
+                }
+                Err(error) => return Err(error.into()),
+            }
         }
         self.table_mut().clear_dirty();
-        Ok(())
+        Ok(true)
     }
 
     /// Cleaner: if table page `page_index` lives at `address`, mark it for rewriting. Index

@@ -90,6 +90,10 @@ pub enum TxnError {
     Nvram { reason: &'static str },
 }
 
+/// Times a metaroot is written again after the flash reported a failed program or erase, each
+/// time in a freshly erased area, before the commit fails.
+const METAROOT_RETRIES_MAX: u32 = 8;
+
 impl From<NandError> for TxnError {
     fn from(error: NandError) -> Self {
         TxnError::Segment(SegmentError::Media(error))
@@ -212,6 +216,8 @@ pub struct Volume<F: Flash> {
     pub(crate) mount_report: MountReport,
     /// `Device::operations_issued` when the latest commit became durable.
     pub(crate) last_commit_operations: u64,
+    /// Metaroot programs or area erases the flash reported failed (each retried elsewhere).
+    pub metaroot_failures: u64,
     /// The orphan list may be non-empty (recorded in the metaroot, so a mount of a volume
     /// without orphans need not read the allocation tree).
     pub(crate) may_have_orphans: bool,
@@ -431,6 +437,7 @@ impl<F: Flash> Volume<F> {
             flush_left_running: false,
             mount_report: MountReport::default(),
             last_commit_operations: 0,
+            metaroot_failures: 0,
             may_have_orphans: false,
             nvram,
             nvram_records: Vec::new(),
@@ -540,6 +547,7 @@ impl<F: Flash> Volume<F> {
             flush_left_running: false,
             mount_report: MountReport::default(),
             last_commit_operations: 0,
+            metaroot_failures: 0,
             may_have_orphans: false,
             nvram,
             nvram_records,
@@ -993,7 +1001,30 @@ impl<F: Flash> Volume<F> {
 
     /// Programs `self.committed` (with a fresh counter when re-anchoring) into the metaroot
     /// areas, switching to the oldest area when the current one is full.
+    ///
+    /// A program or erase the flash reports failed (a grown bad block, or a worn one) does not
+    /// fail the commit: the record is written again, with the counter plus one (as a
+    /// re-anchoring copy is), on page 0 of a freshly erased area, chosen as for a full area, so
+    /// it holds neither the newest record nor its predecessor. The failed page is then the
+    /// last programmed page of its area and older than the retry, which mount's search steps
+    /// back over as over a torn page (docs/DESIGN.md, "Grown bad blocks").
     fn write_metaroot(&mut self, flags: u32) -> Result<(), TxnError> {
+        for _attempt in 0..METAROOT_RETRIES_MAX {
+            match self.write_metaroot_once(flags) {
+                Err(TxnError::Segment(SegmentError::Media(
+                    NandError::OperationFailed { .. } | NandError::WornOut { .. },
+                ))) => {
+                    self.metaroot_failures += 1;
+                    self.cursor.next_page = self.log.layout().pages_per_segment();
+                    self.advance_counter()?;
+                }
+                other => return other,
+            }
+        }
+        Err(TxnError::Segment(SegmentError::NoFreeSegment))
+    }
+
+    fn write_metaroot_once(&mut self, flags: u32) -> Result<(), TxnError> {
         let layout = self.log.layout();
         let pages_per_segment = layout.pages_per_segment();
         if self.cursor.next_page >= pages_per_segment {

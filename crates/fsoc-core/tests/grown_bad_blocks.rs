@@ -1,0 +1,74 @@
+//! Grown bad blocks in the metaroot areas and the segment table (issue 12 point 3): a program or
+//! erase the flash reports failed no longer fails the commit. A metaroot is written again, with
+//! the counter plus one, on page 0 of a freshly erased area; a segment-table page write retires
+//! its segment and writes the table again. Here every flash operation of a run of small commits
+//! that goes round all three metaroot areas fails once, in its own run, and each run must
+//! commit everything, remount to the same files and pass fsck.
+
+mod common;
+
+use common::*;
+use fsoc_core::{FileSystem, FsConfig};
+use fsoc_media::{OperationKind, Profile, SimFlash};
+
+/// Commits made: enough to fill the first metaroot area and switch twice.
+fn workload(fs: &mut FileSystem<SimFlash>, commits: u32) {
+    for index in 0..commits {
+        write_file(fs, &format!("/f{}", index % 7), &pattern(300 + index as usize, index as u8)).expect("write");
+        fs.transact().expect("commit");
+    }
+}
+
+#[test]
+fn a_failure_at_any_operation_of_a_run_of_commits_loses_nothing() {
+    let seed = 9;
+    // SLC: 64 pages a block, so a metaroot area holds 64 records.
+    let formatted = FileSystem::format(sim(Profile::Slc, 1, 40, seed), FsConfig::default(), seed).expect("format");
+    let formatted = formatted.unmount().expect("unmount");
+    let commits = 150;
+    let mut reference = FileSystem::mount(formatted.clone(), FsConfig::default()).expect("mount");
+    workload(&mut reference, commits);
+    let operations = reference.flash_operations_issued();
+    let expected: Vec<(String, Vec<u8>)> = (0..7)
+        .map(|file| format!("/f{file}"))
+        .map(|path| (path.clone(), read_file(&mut reference, &path).expect("read")))
+        .collect();
+    let (mut metaroot_programs, mut metaroot_erases, mut table_programs, mut others) = (0, 0, 0, 0);
+    for point in 0..operations {
+        let mut flash = formatted.clone();
+        flash.schedule_operation_failure(point);
+        let mut fs = FileSystem::mount(flash, FsConfig::default()).expect("mount");
+        workload(&mut fs, commits);
+        let hit = fs.flash().scheduled_failure_hit();
+        match hit {
+            Some(hit) if hit.block.block.0 < fsoc_core::segment::layout::FIRST_LOG_SEGMENT => match hit.kind {
+                OperationKind::Erase => metaroot_erases += 1,
+                _ => metaroot_programs += 1,
+            },
+            Some(hit) if hit.kind == OperationKind::Program && is_table_page(fs.flash(), hit.page) => {
+                table_programs += 1
+            }
+            _ => others += 1,
+        }
+        let mut fs = FileSystem::mount(fs.unmount().expect("unmount"), FsConfig::default()).expect("remount");
+        for (path, data) in &expected {
+            assert_eq!(&read_file(&mut fs, path).expect("read"), data, "failure at operation {}: {path}", point + 1);
+        }
+        assert_clean(&mut fs, &format!("failure at operation {}", point + 1));
+    }
+    println!(
+        "{operations} runs: failures of {metaroot_programs} metaroot programs, {metaroot_erases} metaroot-area erases, \
+         {table_programs} segment-table programs and {others} other operations, none lost anything"
+    );
+    assert!(metaroot_programs > 100 && metaroot_erases >= 2 && table_programs > 0);
+}
+
+fn is_table_page(flash: &SimFlash, page: Option<fsoc_media::PageAddress>) -> bool {
+    use fsoc_media::store::PageStore;
+    let Some(page) = page else { return false };
+    let geometry = fsoc_media::Flash::geometry(flash);
+    let mut data = vec![0u8; geometry.page_data_bytes as usize];
+    let mut spare = vec![0u8; geometry.spare_bytes as usize];
+    flash.inspect_store(|store| store.read_contents(page, &mut data, &mut spare)).is_ok()
+        && matches!(fsoc_core::segment::PageTag::decode(&spare), Some(fsoc_core::segment::PageTag::SegmentTable { .. }))
+}
