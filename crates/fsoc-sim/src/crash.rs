@@ -200,11 +200,7 @@ type StepOutcome = Option<i32>;
 type ReferenceRun = (Vec<Snapshot>, u64, u64, Listing, Vec<StepOutcome>);
 
 /// `reference_run`, the visible state after its last step and what each step answered.
-fn reference_run_to_the_end(
-    device: &Devices,
-    steps: &[Step],
-    config: &CrashConfig,
-) -> Result<ReferenceRun, String> {
+fn reference_run_to_the_end(device: &Devices, steps: &[Step], config: &CrashConfig) -> Result<ReferenceRun, String> {
     let (flash, nvram) = device.copy();
     let nvram = nvram.as_ref();
     let mut fs = mount(flash, nvram, config).map_err(|error| format!("mount: {error}"))?;
