@@ -93,3 +93,32 @@ fn scrub_moves_weak_data_and_reports_damage() {
     assert_eq!(output.status.code(), Some(1), "{}", output.text());
     assert!(output.stdout.contains("1 failing their checksum"), "{}", output.text());
 }
+
+/// The mount's background scrub (`-o scrub=N`) finds a weak page and moves its data while the
+/// volume is served; the unmount's commit makes the move durable.
+#[test]
+fn the_mounts_background_scrub_moves_weak_data() {
+    let volume = support::Volume::new("16M");
+    let image = volume.image.clone();
+    let data: Vec<u8> = (0..300_000u32).map(|byte| (byte % 253) as u8).collect();
+    let mounted = volume.mount_with(&["-o", "scrub=0"]);
+    fs::write(mounted.path("file"), &data).expect("write");
+    mounted.unmount();
+    let pages = data_pages(&image);
+    let weak = pages[pages.len() / 3];
+    with_flash(&image, |flash| flash.inject_bit_flips_at(weak, &[9, 800, 3000]).expect("inject"));
+
+    let mounted = volume.mount_with(&["-o", "scrub=100000"]);
+    // A pass over this volume's few hundred pages takes milliseconds at that rate.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let back = fs::read(mounted.path("file"));
+    if back.is_err() {
+        eprintln!("{}", fs::read_to_string(volume.directory.path().join("mount.log")).unwrap_or_default());
+    }
+    assert!(back.expect("read") == data);
+    mounted.unmount();
+    assert!(!data_pages(&image).contains(&weak), "the background scrub moved the weak page's data");
+    let output = fsoc(&["scrub", "--check-only", volume.image_arg()]);
+    assert!(output.status.success() && output.stdout.contains("0 near its limit"), "{}", output.text());
+    volume.fsck();
+}

@@ -102,6 +102,22 @@ fn scrub_once<S: VolumeState>(
     refresh: bool,
     status: &Mutex<ScrubStatus>,
 ) -> bool {
+    let loaded = volume.read("background scrub", None, |state| state.file_system().segment_table_loaded());
+    match loaded {
+        Err(_) => return false,
+        Ok(true) => {}
+        Ok(false) => {
+            // Mount reads the segment table on demand; the scrub needs it now.
+            match volume.change("background scrub", None, |state| state.file_system_mut().load_segment_table()) {
+                Err(_) => return false,
+                Ok(Err(error)) => {
+                    log::warn!("background scrub: the segment table does not load: {error}; stopping");
+                    return false;
+                }
+                Ok(Ok(())) => {}
+            }
+        }
+    }
     let passes_before = cursor.passes;
     let step = match volume.read("background scrub", None, |state| state.file_system().scrub_step(cursor, step_pages)) {
         Err(_) => return false, // the volume is poisoned: it answers EIO from now on

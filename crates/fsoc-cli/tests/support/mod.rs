@@ -135,9 +135,15 @@ impl Volume {
 
     /// Starts `fsoc mount` in the foreground and waits until the mount is live.
     pub fn mount(&self) -> Mounted<'_> {
+        self.mount_with(&[])
+    }
+
+    /// `mount`, with more `fsoc mount` arguments (for example `-o scrub=1000`).
+    pub fn mount_with(&self, arguments: &[&str]) -> Mounted<'_> {
         let log = self.directory.path().join("mount.log");
         let mut child = Command::new(FSOC)
             .arg("mount")
+            .args(arguments)
             .arg(&self.image)
             .arg(&self.mount_point)
             .stdin(Stdio::null())

@@ -112,6 +112,17 @@ pub struct ScrubStep {
 }
 
 impl<F: Flash> FileSystem<F> {
+    /// Whether the segment table is in RAM (mount reads it on demand), which `scrub_step`
+    /// needs.
+    pub fn segment_table_loaded(&self) -> bool {
+        self.volume.log.is_table_loaded()
+    }
+
+    /// Reads the segment table if mount has not yet (a background scrub's first step).
+    pub fn load_segment_table(&mut self) -> Result<(), FsError> {
+        Ok(self.volume.ensure_table_loaded()?)
+    }
+
     /// Segments whose reads came near the ECC's limit and wait to be refreshed.
     pub fn weak_segment_count(&self) -> usize {
         self.volume.log.device().weak_segments().segments.len()
@@ -217,7 +228,13 @@ impl<F: Flash> FileSystem<F> {
     /// each live file data page is checked against its recorded checksum. Segments holding no
     /// valid page are skipped, at most `pages_max` of them per step too, so a step's work is
     /// bounded whatever the volume's size.
+    ///
+    /// Mount reads the segment table on demand; until something has loaded it
+    /// (`load_segment_table`) a step reads nothing.
     pub fn scrub_step(&self, cursor: &mut ScrubCursor, pages_max: u32) -> Result<ScrubStep, FsError> {
+        if !self.volume.log.is_table_loaded() {
+            return Ok(ScrubStep::default());
+        }
         let layout = self.volume.layout();
         let pages_per_segment = layout.pages_per_segment();
         let segment_count = layout.segment_count();
