@@ -222,6 +222,12 @@ enum Command {
         /// Multiply each workload's amount of work (1: the default size).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
         scale: u32,
+        /// Instead of cutting power: fail every Nth flash operation in turn (one per run), as a
+        /// block going bad under that program or erase, and check that the workload answers as
+        /// without the failure and the volume remounts clean.
+        #[arg(long, value_name = "N", conflicts_with_all = ["cut_after", "nvram", "max_cuts"],
+              value_parser = clap::value_parser!(u64).range(1..))]
+        bad_blocks_every: Option<u64>,
     },
     #[cfg(feature = "lab")]
     /// Benchmarks (simulated device time, except `bench fuse`: wall time on this machine;
@@ -525,6 +531,26 @@ fn main() -> ExitCode {
             workload,
             seed,
             json,
+            profile,
+            chips,
+            blocks,
+            unstable_bits,
+            paired_pages,
+            scale,
+            bad_blocks_every: Some(stride),
+            ..
+        } => {
+            let config = volume_cmd::CrashOptions { seed, profile, chips, blocks, unstable_bits, paired_pages, scale };
+            match volume_cmd::bad_block_crashtest(&workload.0, &config, stride, json.as_deref()) {
+                Ok(0) => Ok(()),
+                Ok(_) => return ExitCode::from(1),
+                Err(error) => Err(error),
+            }
+        }
+        Command::Crashtest {
+            workload,
+            seed,
+            json,
             max_cuts,
             cut_after,
             nvram,
@@ -535,6 +561,7 @@ fn main() -> ExitCode {
             unstable_bits,
             paired_pages,
             scale,
+            bad_blocks_every: None,
         } => {
             let cut = cut_after.map(fsoc_sim::CutPoint::Flash).or(nvram_cut_after.map(fsoc_sim::CutPoint::Nvram));
             match volume_cmd::crashtest(

@@ -592,6 +592,103 @@ pub fn scrub(image: &Path, refresh: bool) -> Result<bool, String> {
     Ok(false)
 }
 
+/// The device and workload size of a crash test.
+pub struct CrashOptions {
+    pub seed: u64,
+    pub profile: Profile,
+    pub chips: u32,
+    pub blocks: u32,
+    pub unstable_bits: bool,
+    pub paired_pages: bool,
+    pub scale: u32,
+}
+
+/// `fsoc crashtest --bad-blocks-every N`: grown bad blocks instead of power cuts
+/// (`fsoc_sim::bad_block_test`); answers the failures.
+pub fn bad_block_crashtest(
+    workloads: &[Workload],
+    options: &CrashOptions,
+    stride: u64,
+    json: Option<&Path>,
+) -> Result<u64, String> {
+    if let Some(refusal) = volume_size_refusal(options.profile, options.chips, options.blocks) {
+        return Err(format!("--blocks {}: {refusal}", options.blocks));
+    }
+    let config = CrashConfig {
+        profile: options.profile,
+        chip_count: options.chips,
+        block_count: options.blocks,
+        unstable_bits: options.unstable_bits,
+        paired_pages: options.paired_pages,
+        scale: options.scale,
+        ..CrashConfig::small(options.seed)
+    };
+    let started = Instant::now();
+    let mut reports = Vec::new();
+    for &workload in workloads {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} failures injected ({eta})")
+                .unwrap_or(ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar.set_message(workload.name());
+        if bar.is_hidden() {
+            eprintln!("{}: failing every {stride}th flash operation in turn…", workload.name());
+        }
+        let report = fsoc_sim::bad_block_test(workload, &config, stride, &mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })?;
+        bar.finish_and_clear();
+        println!(
+            "{:>14}: {} flash operations, {} failures injected ({} metaroot, {} segment-table, {} node, {} data programs; \
+             {} log and {} metaroot-area erases), {} runs then short of space, {} wrong",
+            report.workload,
+            report.flash_operations,
+            report.injections,
+            report.sites.metaroot_programs,
+            report.sites.segment_table_programs,
+            report.sites.tree_node_programs,
+            report.sites.data_programs,
+            report.sites.log_erases,
+            report.sites.metaroot_area_erases,
+            report.runs_short_of_space,
+            report.failures
+        );
+        for example in &report.failure_examples {
+            println!("  {example}");
+        }
+        reports.push(report);
+    }
+    let injections: u64 = reports.iter().map(|report| report.injections).sum();
+    let failures: u64 = reports.iter().map(|report| report.failures).sum();
+    println!("failures injected: {injections}, wrong outcomes: {failures}");
+    println!(
+        "(seed {}, {} {} chip(s) × {} blocks, {:.1} s)",
+        options.seed,
+        options.profile.name(),
+        options.chips,
+        options.blocks,
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(path) = json {
+        let value = serde_json::json!({
+            "injections": injections,
+            "failures": failures,
+            "stride": stride,
+            "seed": options.seed,
+            "profile": options.profile.name(),
+            "chips": options.chips,
+            "blocks": options.blocks,
+            "workloads": reports,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&value).unwrap_or_default())
+            .map_err(|error| format!("{}: {error}", path.display()))?;
+    }
+    Ok(failures)
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn crashtest(
     workloads: &[Workload],

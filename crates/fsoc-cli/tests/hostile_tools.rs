@@ -30,7 +30,7 @@ impl Crafted {
     fn new() -> Crafted {
         let directory = tempfile::tempdir().expect("tempdir");
         let image = directory.path().join("hostile.img");
-        let output = fsoc(&["mkfs", image.to_str().expect("utf-8"), "--size", "8M", "--seed", "3"]);
+        let output = fsoc(&["mkfs", image.to_str().expect("utf-8"), "--size", "12M", "--seed", "3"]);
         assert!(output.status.success(), "mkfs: {}", output.text());
         Crafted { directory, image }
     }
