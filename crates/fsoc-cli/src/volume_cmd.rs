@@ -592,6 +592,21 @@ pub fn scrub(image: &Path, refresh: bool) -> Result<bool, String> {
     Ok(false)
 }
 
+/// A crash test's progress bar for one workload, counting `unit`; without a terminal for it,
+/// `line` is printed instead, so a run still shows it is moving.
+fn workload_bar(workload: Workload, unit: &str, line: &str) -> ProgressBar {
+    let bar = ProgressBar::new(0);
+    let template = format!("{{msg:>14}} [{{bar:40}}] {{pos}}/{{len}} {unit} ({{eta}})");
+    bar.set_style(
+        ProgressStyle::with_template(&template).unwrap_or(ProgressStyle::default_bar()).progress_chars("=> "),
+    );
+    bar.set_message(workload.name());
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    }
+    bar
+}
+
 /// The device and workload size of a crash test.
 pub struct CrashOptions {
     pub seed: u64,
@@ -626,16 +641,11 @@ pub fn bad_block_crashtest(
     let started = Instant::now();
     let mut reports = Vec::new();
     for &workload in workloads {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} failures injected ({eta})")
-                .unwrap_or(ProgressStyle::default_bar())
-                .progress_chars("=> "),
+        let bar = workload_bar(
+            workload,
+            "failures injected",
+            &format!("{}: failing every {stride}th flash operation in turn…", workload.name()),
         );
-        bar.set_message(workload.name());
-        if bar.is_hidden() {
-            eprintln!("{}: failing every {stride}th flash operation in turn…", workload.name());
-        }
         let report = fsoc_sim::bad_block_test(workload, &config, stride, &mut |done, total| {
             bar.set_length(total);
             bar.set_position(done);
@@ -730,17 +740,11 @@ pub fn crashtest(
     let started = Instant::now();
     let mut reports = Vec::new();
     for &workload in workloads {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} cuts ({eta})")
-                .expect("valid template")
-                .progress_chars("=> "),
+        let bar = workload_bar(
+            workload,
+            "cuts",
+            &format!("{}: cutting power at every flash operation and NVRAM write…", workload.name()),
         );
-        bar.set_message(workload.name());
-        if bar.is_hidden() {
-            // No terminal for the bar: a line per workload still shows the run is moving.
-            eprintln!("{}: cutting power at every flash operation and NVRAM write…", workload.name());
-        }
         let report = crash_test(workload, &config, &mut |done, total| {
             bar.set_length(total);
             bar.set_position(done);

@@ -83,13 +83,21 @@ impl BackgroundScrubber {
         *self.status.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Stops the thread and waits for it (a step under way finishes first); answers what it
-    /// did.
+    /// Stops the thread and waits for it (a step under way finishes first); logs and answers
+    /// what it did.
     pub fn stop(self) -> ScrubStatus {
         self.stop.store(true, Ordering::Release);
         self.thread.thread().unpark();
         let _ = self.thread.join();
-        *self.status.lock().unwrap_or_else(PoisonError::into_inner)
+        let status = *self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        log::info!(
+            "background scrub: {} pages read, {} segments refreshed, {} pages unreadable, {} failing their checksum",
+            status.pages_read,
+            status.segments_refreshed,
+            status.unreadable_pages,
+            status.checksum_failed_pages
+        );
+        status
     }
 }
 
@@ -174,15 +182,7 @@ mod tests {
         let flash = SimFlash::create(SimConfig::new(Profile::Slc, 1, 64, 1)).expect("flash");
         let mut fs = FileSystem::format(flash, FsConfig::default(), 1).expect("format");
         let data: Vec<u8> = (0..200_000u32).map(|index| (index % 251) as u8).collect();
-        let flags = fsoc_core::OpenFlags {
-            read: true,
-            write: true,
-            create: true,
-            exclusive: false,
-            truncate: false,
-            append: false,
-            directory: false,
-        };
+        let flags = fsoc_core::OpenFlags { read: true, write: true, create: true, ..Default::default() };
         let fd = fs.open(b"/big", flags, 0o644).expect("open");
         fs.pwrite(fd, 0, &data).expect("write");
         fs.close(fd).expect("close");

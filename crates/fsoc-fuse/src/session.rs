@@ -438,14 +438,7 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
             log::error!("FUSE session ended with an error: {error}");
         }
         if let Some(scrubber) = scrubber {
-            let status = scrubber.stop();
-            log::info!(
-                "background scrub: {} pages read, {} segments refreshed, {} pages unreadable, {} failing their checksum",
-                status.pages_read,
-                status.segments_refreshed,
-                status.unreadable_pages,
-                status.checksum_failed_pages
-            );
+            scrubber.stop();
         }
         // The committer holds the volume only while it commits: stop it before taking the
         // volume back for the final commit.

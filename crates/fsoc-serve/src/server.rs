@@ -164,14 +164,7 @@ impl<F: Flash + Send + Sync + 'static> Server<F> {
             let _ = connection.thread.join();
         }
         if let Some(scrubber) = scrubber {
-            let status = scrubber.stop();
-            log::info!(
-                "background scrub: {} pages read, {} segments refreshed, {} pages unreadable, {} failing their checksum",
-                status.pages_read,
-                status.segments_refreshed,
-                status.unreadable_pages,
-                status.checksum_failed_pages
-            );
+            scrubber.stop();
         }
         if let Some(committer) = committer {
             committer.stop();
