@@ -228,3 +228,17 @@ impl<F: Flash> SegmentLog<F> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spread_allowed_is_a_sixteenth_of_the_highest_count_with_a_floor() {
+        assert_eq!(wear_spread_max(0), WEAR_SPREAD_MAX);
+        assert_eq!(wear_spread_max(150), WEAR_SPREAD_MAX);
+        assert_eq!(wear_spread_max(16 * WEAR_SPREAD_MAX), WEAR_SPREAD_MAX);
+        assert_eq!(wear_spread_max(3_000), 187);
+        assert_eq!(wear_spread_max(100_000), 6_250);
+    }
+}

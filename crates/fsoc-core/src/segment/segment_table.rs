@@ -1014,6 +1014,45 @@ mod tests {
         }
     }
 
+    // A delta's data pages in a segment free at the full commit count its erase, once however
+    // many payloads name it; pages in a segment already in use at the full commit count none.
+    #[test]
+    fn replay_counts_the_erase_of_segments_opened_since_the_full_commit() {
+        let mut table = SegmentTable::new(16, 64, 2048);
+        table.record_erase(6);
+        table.add_valid(6); // in use at the full commit
+        table.end_transaction();
+        let (free_before, used_before) = (table.entry(5).erase_count, table.entry(6).erase_count);
+        table.apply_delta(5, 3, 0).expect("valid delta");
+        table.apply_delta(6, 2, 1).expect("valid delta");
+        assert_eq!(table.entry(5).erase_count, free_before + 1, "opened since the full commit");
+        assert_eq!(table.entry(6).erase_count, used_before, "open or in use before it");
+        // A later NVRAM record naming the segment again, even after its pages were all dropped.
+        table.apply_delta(5, 1, 4).expect("valid delta");
+        table.apply_delta(5, 2, 0).expect("valid delta");
+        assert_eq!(table.entry(5).erase_count, free_before + 1, "counted once");
+        // Releases alone open nothing.
+        table.apply_delta(7, 0, 0).expect("valid delta");
+        assert_eq!(table.entry(7).erase_count, 0);
+        table.check_totals();
+    }
+
+    // Segments retired before any erase (bad from the factory) are not counted as failed in
+    // service; a reserved segment (a metaroot area) is not a log segment.
+    #[test]
+    fn segments_retired_after_use_are_counted_apart() {
+        let mut table = SegmentTable::new(16, 64, 2048);
+        table.retire(5);
+        table.record_erase(6);
+        table.retire(6);
+        table.retire(2);
+        assert_eq!(table.retired_segment_count(), 3);
+        assert_eq!(table.retired_log_segment_count(), 2);
+        assert_eq!(table.retired_after_use_count(), 1);
+        assert!(table.is_retired_quietly(2) && !table.is_retired_quietly(3));
+        table.check_totals();
+    }
+
     #[test]
     fn a_segment_is_free_only_when_neither_state_references_it() {
         let mut table = SegmentTable::new(16, 64, 2048);
