@@ -1,7 +1,7 @@
 //! File-system errors and their one mapping onto errno values.
 
 use crate::segment::SegmentError;
-use crate::txn::TxnError;
+use crate::txn::{TxnError, WornOut};
 use fsoc_flash::codec::DecodeError;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -39,6 +39,11 @@ pub enum FsError {
     TooManyLinks,
     #[error("read-only volume")]
     ReadOnly,
+    /// End of life: the flash can no longer guarantee writes, so the volume takes no more
+    /// changes (EROFS, as `ReadOnly`); everything committed stays readable, and a remount finds
+    /// the state again (docs/DESIGN.md, "End of life").
+    #[error("read-only: the flash is worn out ({0})")]
+    WornOut(WornOut),
     #[error("too many open files")]
     TooManyOpenFiles,
     /// A feature this volume's format or this file system does not have (an attribute flag
@@ -116,7 +121,7 @@ impl FsError {
             FsError::Busy => EBUSY,
             FsError::Loop => ELOOP,
             FsError::TooManyLinks => EMLINK,
-            FsError::ReadOnly => EROFS,
+            FsError::ReadOnly | FsError::WornOut(_) => EROFS,
             FsError::TooManyOpenFiles => EMFILE,
             FsError::NotSupported => EOPNOTSUPP,
             FsError::Io(_) | FsError::Corrupt(_) | FsError::CorruptFile { .. } => EIO,
@@ -129,6 +134,7 @@ impl From<TxnError> for FsError {
         match error {
             TxnError::Segment(SegmentError::NoFreeSegment) => FsError::NoSpace,
             TxnError::ReadOnly => FsError::ReadOnly,
+            TxnError::WornOut(worn) => FsError::WornOut(worn),
             other => FsError::Io(other),
         }
     }

@@ -67,7 +67,12 @@ impl<F: Flash> FileSystem<F> {
         let mut fs = FileSystem::from_volume(volume, config);
         fs.replay_delta()?;
         fs.replay_nvram()?;
-        if !config.volume.read_only {
+        // A volume mount found at its end of life takes no change (docs/DESIGN.md, "End of
+        // life"), orphan removal included.
+        if fs.volume.worn_out().is_some() {
+            fs.config.volume.read_only = true;
+        }
+        if !fs.config.volume.read_only {
             fs.remove_orphans()?;
         }
         Ok(fs)

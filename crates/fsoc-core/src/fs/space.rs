@@ -49,7 +49,7 @@ impl<F: Flash> FileSystem<F> {
         let table = self.volume.log.table();
         let pages_per_segment = u64::from(layout.pages_per_segment());
         let usable_segments = u64::from(layout.log_segment_count())
-            .saturating_sub(u64::from(table.retired_segment_count()))
+            .saturating_sub(u64::from(table.retired_log_segment_count()))
             .saturating_sub(u64::from(self.volume.config.reserve_segments) + FAILURE_SLACK_SEGMENTS);
         (usable_segments * pages_per_segment, table.total_valid_pages())
     }
@@ -76,10 +76,12 @@ impl<F: Flash> FileSystem<F> {
         overhead.saturating_add((pages_per_segment / 32).max(1)).min(pages_per_segment)
     }
 
-    /// Pages the paired-page guard skips after a commit in both heads.
+    /// Pages the paired-page guard skips after a commit in the metadata and data heads, and in
+    /// the cold head while it is open (static wear levelling).
     fn guard_pages(&self) -> u64 {
         let guard_rows = self.volume.paired_page_distance();
-        2 * u64::from(guard_rows) * u64::from(self.volume.layout().chip_count)
+        let heads = 2 + u64::from(self.volume.log.open_segment_index(LogHead::Cold).is_some());
+        heads * u64::from(guard_rows) * u64::from(self.volume.layout().chip_count)
     }
 
     /// The space account behind statfs and the fail-fast check of `ensure_space` (reads the
@@ -112,7 +114,10 @@ impl<F: Flash> FileSystem<F> {
         let logical = capacity_pages.saturating_sub(valid_pages).saturating_sub(dead.stranded);
         // Pending pages (small writes in the NVRAM log) will take a page each when programmed.
         let pending = self.pending.len() as u64;
-        SpaceAccount { capacity_pages, valid_pages, writable_pages: logical.min(physical).saturating_sub(pending) }
+        // A worn-out volume takes nothing more (`refuse_if_worn_out`).
+        let writable_pages =
+            if self.volume.wear_out().is_some() { 0 } else { logical.min(physical).saturating_sub(pending) };
+        SpaceAccount { capacity_pages, valid_pages, writable_pages }
     }
 
     /// Pages a full commit made now would append to the metadata head: every dirty node, every
@@ -151,6 +156,7 @@ impl<F: Flash> FileSystem<F> {
     /// accounting before any cleaning starts, when that cannot help.
     pub(crate) fn ensure_space(&mut self, pages_needed: u32, space_use: SpaceUse) -> Result<(), FsError> {
         self.volume.prepare_write()?;
+        self.refuse_if_worn_out()?;
         // Data that reads have found near the ECC's limit moves first, a segment per change
         // (fs/scrub.rs).
         if self.volume.log.device().has_weak_segments() {
@@ -175,6 +181,7 @@ impl<F: Flash> FileSystem<F> {
                     + FAILURE_SLACK_SEGMENTS
             }
         };
+        self.level_wear(pages_needed, floor_segments.max(u64::from(self.volume.config.reserve_segments)))?;
         if self.fits(self.commit_cost_pages() + self.operation_node_pages(), pages_needed, floor_segments) {
             return Ok(()); // the common case: no scan of the segment table
         }
@@ -186,6 +193,56 @@ impl<F: Flash> FileSystem<F> {
             return Ok(());
         }
         result
+    }
+
+    /// End of life (docs/DESIGN.md, "End of life"): once the flash can no longer guarantee
+    /// writes (`Volume::wear_out`: a metaroot area that cannot be erased, or more than a tenth of
+    /// the log segments in service retired), every change is refused with `FsError::WornOut`
+    /// (EROFS) before it begins. The first time, what was written before is made durable while the
+    /// reserve still guarantees a commit: a full commit with a clean record, so that the next
+    /// mount has no power cut to recover from (a re-anchoring mount erases a metaroot area).
+    /// Then the volume is read-only for the rest of the session (commits write nothing, unmount
+    /// returns the flash as is), and a remount finds the same state again in the segment table.
+    fn refuse_if_worn_out(&mut self) -> Result<(), FsError> {
+        if let Some(worn) = self.volume.worn_out() {
+            self.config.volume.read_only = true;
+            return Err(FsError::WornOut(worn));
+        }
+        let Some(worn) = self.volume.wear_out() else {
+            return Ok(());
+        };
+        let clean = self.volume.committed().is_clean();
+        if self.has_uncommitted_changes() || self.volume.dirty_node_count() > 0 || !clean {
+            self.materialize_all()?;
+            self.volume.commit(true)?;
+            self.delta.clear();
+            self.stats.commits += 1;
+        }
+        self.volume.set_worn_out(worn);
+        self.config.volume.read_only = true;
+        Err(FsError::WornOut(worn))
+    }
+
+    /// Static wear levelling (`SegmentLog::wear_levelling_victim`): when the erase counts spread
+    /// too far, moves the cold data off the least-worn used segment, so that segment is erased
+    /// and used again. Done only while the move, a commit and the operation that asked for room
+    /// all fit above `floor_segments` (the caller passes at least the reserve: levelling never
+    /// takes it), at most one segment per operation; checks nothing but the erase-count range
+    /// while the log is within the spread.
+    fn level_wear(&mut self, pages_needed: u64, floor_segments: u64) -> Result<(), FsError> {
+        let Some(victim) = self.volume.log.wear_levelling_victim() else {
+            return Ok(());
+        };
+        let metadata_pages = self.cleaning_cost_pages(victim) + self.commit_cost_pages() + self.operation_node_pages();
+        if !self.fits(metadata_pages, pages_needed, floor_segments) {
+            return Ok(());
+        }
+        // Its data goes to the cold head, apart from new data. No commit of its own: the victim
+        // is free after the next full commit, as any segment this transaction emptied.
+        self.volume.log.set_cold_relocation(true);
+        let cleaned = self.clean_segment(victim);
+        self.volume.log.set_cold_relocation(false);
+        cleaned
     }
 
     /// `ensure_space`'s slow path: fail fast, or commit and clean until the operation fits

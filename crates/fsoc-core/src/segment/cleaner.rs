@@ -7,10 +7,12 @@
 //! no valid page and the next commit frees it.
 //!
 //! Policy: the victim is the used segment with the fewest valid pages, if cleaning it gains at
-//! least `gain_min` pages (the caller's measure of what cleaning costs); but when erase counts
-//! spread more than `WEAR_SPREAD_MAX`, the least-worn used segment, so cold data stops pinning
-//! young blocks (static wear levelling). Every choice comes from the segment table's ordered
-//! sets and histogram: a few entries looked at, never a scan of the segments.
+//! least `gain_min` pages (the caller's measure of what cleaning costs). Apart from that, when
+//! erase counts spread more than `wear_spread_max` (a sixteenth of the highest count, at least
+//! `WEAR_SPREAD_MAX`), the least-worn used segment is moved whatever it gains, so cold data
+//! stops pinning young blocks (static wear levelling, `wear_levelling_victim`). Every choice
+//! comes from the segment table's ordered sets and histogram: a few entries looked at, never a
+//! scan of the segments.
 
 use alloc::vec::Vec;
 
@@ -20,8 +22,29 @@ use crate::address::LogAddress;
 use crate::segment::layout::FIRST_LOG_SEGMENT;
 use crate::segment::{LogHead, PageTag, SegmentError, SegmentLog};
 
-/// Erase-count spread above which the cleaner moves cold data off its least-worn segment.
-pub const WEAR_SPREAD_MAX: u32 = 32;
+/// Erase-count spread the cleaner allows while erase counts are low: the floor of
+/// `wear_spread_max`.
+pub const WEAR_SPREAD_MAX: u32 = 12;
+
+/// Above `WEAR_SPREAD_MAX × WEAR_SPREAD_SHARE` erases, the spread allowed is this share of the
+/// highest erase count (1/16), so the log's erase counts stay within about 6% of each other
+/// however long the chips last. An absolute spread (32, before) let max/mean reach 1.10 at the
+/// end of life of chips rated for 100 cycles, and on chips rated for thousands it moved cold
+/// data every 32 erases, where this moves it a few dozen times over their whole life.
+pub const WEAR_SPREAD_SHARE: u32 = 16;
+
+/// The erase-count spread allowed when the most-worn segment has `erase_max` erases.
+///
+/// The floor trades levelling work early in life for the spread at the end: measured with
+/// tests/endurance.rs's workload (half the volume cold files, hot files rewritten), 12 keeps
+/// max/mean at or below 1.07 at end of life for chips rated for 100 to 300 cycles (1.10 with
+/// 16 where the metaroot areas wear out first, at 40% of the log's life). Its price, over
+/// 20,000 steps of that workload on chips far from worn: 4.8% more page programs on a 2-chip
+/// volume than the old rule, which never levelled there (erase counts 1 to 77, against 34 to
+/// 47), and 12% fewer on a 1-chip one (its moves went to the data head; 8 would cost 6.9%).
+pub fn wear_spread_max(erase_max: u32) -> u32 {
+    WEAR_SPREAD_MAX.max(erase_max / WEAR_SPREAD_SHARE)
+}
 
 /// A page of a victim that may still be live: readable and tagged with its owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -143,23 +166,47 @@ impl<F: Flash> SegmentLog<F> {
         dead
     }
 
-    /// The next victim (see the module's policy), or `None` when no segment is worth cleaning.
+    /// The next victim to clean for room: the emptiest used segment, or `None` when no segment
+    /// is worth cleaning. (Wear is levelled apart from this: `wear_levelling_victim`.)
     pub fn choose_victim(&self, gain_min: u32) -> Option<u32> {
         let table = self.table();
         let pages_per_segment = self.layout().pages_per_segment();
-        let (erase_min, erase_max) = table.erase_count_range();
-        if erase_max - erase_min > WEAR_SPREAD_MAX {
-            if let Some(coldest) = table.coldest_used(|segment| !self.is_open(segment)) {
-                if table.entry(coldest).erase_count + WEAR_SPREAD_MAX < erase_max {
-                    return Some(coldest);
-                }
-            }
-        }
         // Cleaning must gain more than it costs: relocating a nearly full segment and committing
         // can consume more pages than it frees. The emptiest candidate is the best one.
         table
             .emptiest_used(|segment| !self.is_open(segment))
             .filter(|&segment| table.entry(segment).valid_pages + gain_min <= pages_per_segment)
+    }
+
+    /// Static wear levelling: the least-worn used segment, when it lags the most-worn segment
+    /// by more than `wear_spread_max` erases (cold data pins it, so it is not erased while the
+    /// others are) and no young block is free or open for data; `None` otherwise.
+    ///
+    /// The second condition makes each move count. The data head opens the least-worn free
+    /// segment, so while a young block is free it is taken next and catches up by itself; and
+    /// the moved data, which goes to the cold head (`LogHead::Cold`), would pin a young block
+    /// in turn. Waiting until the free segments and the data head are all at least half the
+    /// spread ahead of the victim puts the cold data on a worn block and frees the young one
+    /// for the hot data. Measured on tests/endurance.rs's workload to end of life (150 cycles):
+    /// 624 MiB written with it against 597 without on 1 chip (write amplification 1.34 against
+    /// 1.41), 907 against 862 MiB on 2 chips, for the same spread. Looks at no entry while the
+    /// whole log is within the spread, and at three or so otherwise.
+    pub fn wear_levelling_victim(&self) -> Option<u32> {
+        let table = self.table();
+        let (erase_min, erase_max) = table.erase_count_range();
+        let spread_max = wear_spread_max(erase_max);
+        if erase_max - erase_min <= spread_max {
+            return None;
+        }
+        let coldest = table.coldest_used(|segment| !self.is_open(segment))?;
+        let coldest_count = table.entry(coldest).erase_count;
+        if coldest_count + spread_max >= erase_max {
+            return None;
+        }
+        let worn_enough = |segment: u32| table.entry(segment).erase_count >= coldest_count + spread_max / 2;
+        let free_worn = table.least_worn_free(|segment| !self.is_open(segment)).is_none_or(worn_enough);
+        let head_worn = self.open_segment_index(LogHead::Data).is_none_or(worn_enough);
+        (free_worn && head_worn).then_some(coldest)
     }
 
     /// Reads pages `first_page..first_page + count` of segment `victim` together (consecutive
@@ -196,5 +243,19 @@ impl<F: Flash> SegmentLog<F> {
             }
         }
         Ok(unreadable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spread_allowed_is_a_sixteenth_of_the_highest_count_with_a_floor() {
+        assert_eq!(wear_spread_max(0), WEAR_SPREAD_MAX);
+        assert_eq!(wear_spread_max(150), WEAR_SPREAD_MAX);
+        assert_eq!(wear_spread_max(16 * WEAR_SPREAD_MAX), WEAR_SPREAD_MAX);
+        assert_eq!(wear_spread_max(3_000), 187);
+        assert_eq!(wear_spread_max(100_000), 6_250);
     }
 }

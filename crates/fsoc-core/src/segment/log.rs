@@ -1,4 +1,4 @@
-//! The copy-on-write log: appends pages into two open segments (log heads), opens fresh
+//! The copy-on-write log: appends pages into open segments (log heads), opens fresh
 //! segments (erasing them just before use, least-worn first), and keeps the segment table's
 //! counts in step.
 //!
@@ -6,7 +6,8 @@
 //! pages (rewritten at every commit) go to the metadata head, file data to the data head. Old
 //! node copies then pile up in metadata segments, which empty almost completely and are cheap
 //! for the cleaner, instead of leaving a few dead pages in every data segment that no victim
-//! choice can recover at a profit (docs/DESIGN.md, "Space").
+//! choice can recover at a profit (docs/DESIGN.md, "Space"). A third head takes the cold data
+//! static wear levelling moves, for the same reason: it lives long, new data does not.
 //!
 //! Invariants: pages of a segment are appended in ascending order (asserted here and enforced
 //! again by fsoc-media); a segment is erased only when `SegmentTable::is_free` says neither the
@@ -46,10 +47,14 @@ pub enum LogHead {
     Metadata = 0,
     /// File data pages.
     Data = 1,
+    /// File data that static wear levelling moves off a young segment (cold by definition):
+    /// kept apart from new data, so it does not sit among pages that die soon and get copied
+    /// again by the cleaner (`SegmentLog::set_cold_relocation`).
+    Cold = 2,
 }
 
 impl LogHead {
-    pub const ALL: [LogHead; 2] = [LogHead::Metadata, LogHead::Data];
+    pub const ALL: [LogHead; 3] = [LogHead::Metadata, LogHead::Data, LogHead::Cold];
 
     pub fn for_tag(tag: PageTag) -> LogHead {
         match tag {
@@ -83,11 +88,12 @@ impl OpenSegment {
 
 /// The open segment of `head` in a log's `open` (a function of the field, so the rest of the
 /// log stays borrowable).
-fn open_slot_mut(open: &mut [Option<OpenSegment>; 2], head: LogHead) -> &mut Option<OpenSegment> {
-    let [metadata, data] = open;
+fn open_slot_mut(open: &mut [Option<OpenSegment>; 3], head: LogHead) -> &mut Option<OpenSegment> {
+    let [metadata, data, cold] = open;
     match head {
         LogHead::Metadata => metadata,
         LogHead::Data => data,
+        LogHead::Cold => cold,
     }
 }
 
@@ -105,7 +111,10 @@ pub struct SegmentLog<F: Flash> {
     device: Device<F>,
     table: Option<SegmentTable>,
     /// The open segment of each head, in `LogHead::ALL` order (`open_slot`, `open_slot_mut`).
-    open: [Option<OpenSegment>; 2],
+    open: [Option<OpenSegment>; 3],
+    /// File data appended now is cold data static wear levelling moves: it goes to
+    /// `LogHead::Cold` (`set_cold_relocation`).
+    cold_relocation: bool,
     /// The first release of a page the table did not count valid (or outside the log): only
     /// corrupt records on flash lead here. Latched; `Volume` refuses to commit after it.
     accounting_error: Option<LogAddress>,
@@ -114,7 +123,7 @@ pub struct SegmentLog<F: Flash> {
 impl<F: Flash> SegmentLog<F> {
     /// A log whose segment table is loaded later from `directory` (see `ensure_table_loaded`).
     pub fn new(device: Device<F>, table: Option<SegmentTable>) -> Self {
-        SegmentLog { device, table, open: [None, None], accounting_error: None }
+        SegmentLog { device, table, open: [None, None, None], cold_relocation: false, accounting_error: None }
     }
 
     /// The device under the log, for the transaction layer's I/O outside the log (superblocks,
@@ -229,16 +238,31 @@ impl<F: Flash> SegmentLog<F> {
 
     /// The open segment of `head`.
     fn open_slot(&self, head: LogHead) -> &Option<OpenSegment> {
-        let [metadata, data] = &self.open;
+        let [metadata, data, cold] = &self.open;
         match head {
             LogHead::Metadata => metadata,
             LogHead::Data => data,
+            LogHead::Cold => cold,
         }
     }
 
-    /// Forgets both open segments, so the next appends open fresh ones.
+    /// Forgets the open segments, so the next appends open fresh ones.
     pub fn close_open_segments(&mut self) {
-        self.open = [None, None];
+        self.open = [None, None, None];
+    }
+
+    /// While set, file data pages are appended to `LogHead::Cold` instead of `LogHead::Data`:
+    /// static wear levelling sets it around the move of a victim's pages.
+    pub fn set_cold_relocation(&mut self, cold: bool) {
+        self.cold_relocation = cold;
+    }
+
+    /// The head a page with `tag` is appended to.
+    fn head_for(&self, tag: PageTag) -> LogHead {
+        match LogHead::for_tag(tag) {
+            LogHead::Data if self.cold_relocation => LogHead::Cold,
+            head => head,
+        }
     }
 
     pub fn open_segment_index(&self, head: LogHead) -> Option<u32> {
@@ -314,7 +338,13 @@ impl<F: Flash> SegmentLog<F> {
                     *open_slot_mut(&mut self.open, head) = Some(OpenSegment::new(segment_index, chip_count));
                     return Ok(());
                 }
-                Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. }) => {
+                // A block marked bad in a session whose table never reached flash (a power cut
+                // after its retirement) answers `BadBlock`: retired again, as any failed block.
+                Err(
+                    NandError::OperationFailed { block, .. }
+                    | NandError::WornOut { block, .. }
+                    | NandError::BadBlock { block },
+                ) => {
                     self.retire(segment_index, Some(block));
                 }
                 Err(error) => return Err(error.into()),
@@ -352,6 +382,15 @@ impl<F: Flash> SegmentLog<F> {
     /// and the lost page stays where reads of it answer EIO until its file lets it go.
     pub fn retire_with_lost_pages(&mut self, segment_index: u32) {
         self.retire(segment_index, None);
+    }
+
+    /// Retires a reserved segment before the log (a metaroot area whose erase failed), so the
+    /// table written at the next commit records it. Its block is not marked bad: it holds no
+    /// live page, and a mark may erase it first (MTD).
+    pub fn retire_reserved_segment(&mut self, segment_index: u32) {
+        if segment_index < FIRST_LOG_SEGMENT {
+            self.table_mut().retire(segment_index);
+        }
     }
 
     /// Takes the next log address of `head` and counts it valid, without programming it yet.
@@ -396,10 +435,14 @@ impl<F: Flash> SegmentLog<F> {
     /// segment and retries in a fresh one.
     pub fn append(&mut self, data: &[u8], tag: PageTag) -> Result<LogAddress, SegmentError> {
         for _attempt in 0..RETRIES_MAX {
-            let address = self.reserve_address(LogHead::for_tag(tag))?;
+            let address = self.reserve_address(self.head_for(tag))?;
             match self.device.program(address, data, tag) {
                 Ok(()) => return Ok(address),
-                Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. }) => {
+                Err(
+                    NandError::OperationFailed { block, .. }
+                    | NandError::WornOut { block, .. }
+                    | NandError::BadBlock { block },
+                ) => {
                     // The failed page never held live data: drop its count, then retire.
                     let segment_index = self.layout().segment_of(address);
                     self.table_mut().remove_valid(segment_index);

@@ -126,6 +126,7 @@ impl PrefixSums {
 struct Indexes {
     free_segment_count: u32,
     retired_segment_count: u32,
+    retired_after_use_count: u32,
     total_valid_pages: u64,
     reclaimable_segment_count: u32,
     free_by_wear: PairSet,
@@ -190,6 +191,11 @@ fn membership_of(segment_index: u32, entry: SegmentEntry, freed: u32) -> Members
     }
 }
 
+/// A log segment retired after at least one erase (`SegmentTable::retired_after_use_count`).
+fn retired_after_use(segment_index: u32, entry: SegmentEntry) -> bool {
+    segment_index >= FIRST_LOG_SEGMENT && entry.retired && entry.erase_count > 0
+}
+
 /// Dead pages of used segments (log segments, not retired, holding valid pages), split at a
 /// threshold: `SegmentTable::dead_pages_split`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -227,6 +233,9 @@ pub struct SegmentTable {
     /// table (`check_totals` recounts them).
     free_segment_count: u32,
     retired_segment_count: u32,
+    /// Log segments retired after at least one erase (worn or failed in service, not bad from
+    /// the factory): what end of life counts (`retired_after_use_count`).
+    retired_after_use_count: u32,
     total_valid_pages: u64,
     reclaimable_segment_count: u32,
     /// Free segments by (erase count, index): the allocator takes the first.
@@ -272,6 +281,7 @@ impl SegmentTable {
             pages_per_segment,
             free_segment_count: 0,
             retired_segment_count: 0,
+            retired_after_use_count: 0,
             total_valid_pages: 0,
             reclaimable_segment_count: 0,
             free_by_wear: PairSet::new(),
@@ -449,6 +459,7 @@ impl SegmentTable {
             fresh.add(segment_index, membership_of(segment_index, entry, freed));
         }
         fresh.retired_segment_count = self.entries.iter().map(|packed| u32::from(packed.unpack().retired)).sum();
+        fresh.retired_after_use_count = self.count_retired_after_use();
         fresh.total_valid_pages = self.entries.iter().map(|packed| u64::from(packed.valid_pages)).sum();
         self.install(fresh);
         self.freed_segments = self.segments_with_dropped_pages();
@@ -463,6 +474,7 @@ impl SegmentTable {
         Indexes {
             free_segment_count: 0,
             retired_segment_count: 0,
+            retired_after_use_count: 0,
             total_valid_pages: 0,
             reclaimable_segment_count: 0,
             free_by_wear: PairSet::new(),
@@ -476,6 +488,7 @@ impl SegmentTable {
     fn install(&mut self, fresh: Indexes) {
         self.free_segment_count = fresh.free_segment_count;
         self.retired_segment_count = fresh.retired_segment_count;
+        self.retired_after_use_count = fresh.retired_after_use_count;
         self.total_valid_pages = fresh.total_valid_pages;
         self.reclaimable_segment_count = fresh.reclaimable_segment_count;
         self.free_by_wear = fresh.free_by_wear;
@@ -502,6 +515,7 @@ impl SegmentTable {
             fresh.add(segment_index, membership_of(segment_index, entry, freed));
         }
         let retired: u32 = self.entries.iter().map(|packed| u32::from(packed.unpack().retired)).sum();
+        let retired_after_use = self.count_retired_after_use();
         let valid: u64 = self.entries.iter().map(|packed| u64::from(packed.valid_pages)).sum();
         let freed = self.segments_with_dropped_pages();
         let mut listed = self.freed_segments.clone();
@@ -525,6 +539,11 @@ impl SegmentTable {
                 self.retired_segment_count != retired,
                 "retired segment count",
                 format!("{} vs {retired}", self.retired_segment_count),
+            ),
+            (
+                self.retired_after_use_count != retired_after_use,
+                "count of segments retired after use",
+                format!("{} vs {retired_after_use}", self.retired_after_use_count),
             ),
             (self.total_valid_pages != valid, "valid page total", format!("{} vs {valid}", self.total_valid_pages)),
             (
@@ -610,6 +629,9 @@ impl SegmentTable {
         }
         self.retired_segment_count =
             self.retired_segment_count + u32::from(after_entry.retired) - u32::from(before_entry.retired);
+        self.retired_after_use_count = self.retired_after_use_count
+            + u32::from(retired_after_use(segment_index, after_entry))
+            - u32::from(retired_after_use(segment_index, before_entry));
         self.total_valid_pages =
             self.total_valid_pages + u64::from(after_entry.valid_pages) - u64::from(before_entry.valid_pages);
     }
@@ -665,6 +687,19 @@ impl SegmentTable {
 
     /// Replays a delta commit's data-page accounting for one segment onto the table of the full
     /// commit it follows. Untrusted input: refuses counts the segment cannot hold.
+    ///
+    /// Erase counts are written with the table at full commits only, so the erase of a segment
+    /// opened since is not on flash. It is derived here instead: a segment that was free at the
+    /// full commit (no valid page, not retired; nothing dropped yet in this replay) and that the
+    /// delta gives data pages was opened, so erased, since; and exactly once, because pages
+    /// dropped since the last full commit are not reused before the next one (its pages stay in
+    /// `freed_this_transaction`). A segment the delta names again (a later NVRAM record) is no
+    /// longer free then, so the erase is counted once however many payloads name it. What stays
+    /// uncounted: segments opened after the last transaction point (their pages were never
+    /// committed) and metadata-head segments (tree nodes a mid-transaction flush wrote; the
+    /// delta records data pages only). One case is counted once too often: the data head's
+    /// segment when it was open at the full commit with every page already dropped (it goes on
+    /// taking pages without an erase). Both are at most one erase per segment per power cut.
     pub fn apply_delta(&mut self, segment_index: u32, allocated: u32, released: u32) -> Result<(), &'static str> {
         let pages_per_segment = self.pages_per_segment;
         let Some(entry) = self.entries.get(segment_index as usize).map(|packed| packed.unpack()) else {
@@ -681,9 +716,13 @@ impl SegmentTable {
             .filter(|&valid| valid <= pages_per_segment)
             .ok_or("delta gives a segment more valid pages than it has")?;
         let freed_total = freed_before.checked_add(released).ok_or("delta releases too many pages")?;
+        let opened_since = allocated > 0 && entry.valid_pages == 0 && freed_before == 0 && !entry.retired;
         self.update(segment_index, |entry, freed| {
             entry.valid_pages = valid;
             *freed = freed_total;
+            if opened_since {
+                entry.erase_count = (entry.erase_count + 1).min(ERASE_COUNT_MASK);
+            }
         });
         Ok(())
     }
@@ -785,6 +824,36 @@ impl SegmentTable {
 
     pub fn retired_segment_count(&self) -> u32 {
         self.retired_segment_count
+    }
+
+    /// Log segments retired after at least one erase: blocks that failed in service (worn out,
+    /// or a program or erase failed), not those bad from the factory, which format retires
+    /// before any erase. O(1).
+    pub fn retired_after_use_count(&self) -> u32 {
+        self.retired_after_use_count
+    }
+
+    /// A pass over the entries: `retired_after_use_count` recounted.
+    fn count_retired_after_use(&self) -> u32 {
+        (0u32..)
+            .zip(&self.entries)
+            .map(|(segment_index, packed)| u32::from(retired_after_use(segment_index, packed.unpack())))
+            .sum()
+    }
+
+    /// Retired log segments: `retired_segment_count` less the reserved segments before the log
+    /// that are retired (a metaroot area whose erase failed). O(1): four entries looked at, not
+    /// counted in `entries_visited` (a constant, whatever the volume's size).
+    pub fn retired_log_segment_count(&self) -> u32 {
+        let reserved: u32 =
+            (0..FIRST_LOG_SEGMENT).map(|segment_index| u32::from(self.is_retired_quietly(segment_index))).sum();
+        self.retired_segment_count - reserved
+    }
+
+    /// Whether `segment_index` is retired, not counted in `entries_visited` (for the constant
+    /// handful of reserved segments the end-of-life check looks at). False outside the table.
+    pub fn is_retired_quietly(&self, segment_index: u32) -> bool {
+        self.entries.get(segment_index as usize).is_some_and(|packed| packed.unpack().retired)
     }
 
     /// (min, max) erase count over log segments that are not retired. O(log segments).
@@ -943,6 +1012,45 @@ mod tests {
             );
             assert_eq!(found, expected, "step {step}");
         }
+    }
+
+    // A delta's data pages in a segment free at the full commit count its erase, once however
+    // many payloads name it; pages in a segment already in use at the full commit count none.
+    #[test]
+    fn replay_counts_the_erase_of_segments_opened_since_the_full_commit() {
+        let mut table = SegmentTable::new(16, 64, 2048);
+        table.record_erase(6);
+        table.add_valid(6); // in use at the full commit
+        table.end_transaction();
+        let (free_before, used_before) = (table.entry(5).erase_count, table.entry(6).erase_count);
+        table.apply_delta(5, 3, 0).expect("valid delta");
+        table.apply_delta(6, 2, 1).expect("valid delta");
+        assert_eq!(table.entry(5).erase_count, free_before + 1, "opened since the full commit");
+        assert_eq!(table.entry(6).erase_count, used_before, "open or in use before it");
+        // A later NVRAM record naming the segment again, even after its pages were all dropped.
+        table.apply_delta(5, 1, 4).expect("valid delta");
+        table.apply_delta(5, 2, 0).expect("valid delta");
+        assert_eq!(table.entry(5).erase_count, free_before + 1, "counted once");
+        // Releases alone open nothing.
+        table.apply_delta(7, 0, 0).expect("valid delta");
+        assert_eq!(table.entry(7).erase_count, 0);
+        table.check_totals();
+    }
+
+    // Segments retired before any erase (bad from the factory) are not counted as failed in
+    // service; a reserved segment (a metaroot area) is not a log segment.
+    #[test]
+    fn segments_retired_after_use_are_counted_apart() {
+        let mut table = SegmentTable::new(16, 64, 2048);
+        table.retire(5);
+        table.record_erase(6);
+        table.retire(6);
+        table.retire(2);
+        assert_eq!(table.retired_segment_count(), 3);
+        assert_eq!(table.retired_log_segment_count(), 2);
+        assert_eq!(table.retired_after_use_count(), 1);
+        assert!(table.is_retired_quietly(2) && !table.is_retired_quietly(3));
+        table.check_totals();
     }
 
     #[test]

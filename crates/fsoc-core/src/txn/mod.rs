@@ -11,4 +11,4 @@ pub mod volume;
 pub use chip_set::ChipSetError;
 pub use metaroot::{Metaroot, MetarootShape};
 pub use superblock::Superblock;
-pub use volume::{TxnError, Volume, VolumeConfig};
+pub use volume::{TxnError, Volume, VolumeConfig, WornOut};

@@ -84,6 +84,9 @@ pub enum TxnError {
     ReadOnly,
     #[error("an earlier failure left the volume unusable until remount")]
     Poisoned,
+    /// The flash can no longer guarantee writes (`WornOut`); the volume takes no more changes.
+    #[error("the flash is worn out: {0}; the volume is read-only")]
+    WornOut(WornOut),
     /// The NVRAM commit tier refused the device given, or a volume that keeps commits in NVRAM
     /// was opened without it.
     #[error("NVRAM: {reason}")]
@@ -98,6 +101,45 @@ impl From<NandError> for TxnError {
     fn from(error: NandError) -> Self {
         TxnError::Segment(SegmentError::Media(error))
     }
+}
+
+/// Why the flash can no longer guarantee writes: end of life (docs/DESIGN.md, "End of life").
+/// The volume then takes no more changes; everything committed stays readable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WornOut {
+    /// A metaroot area could not be erased. Every commit needs the three areas (a re-anchoring
+    /// mount after a power cut must find one that holds neither the record it mounted nor that
+    /// record's predecessor), and there is no spare area.
+    MetarootArea { segment: u32 },
+    /// More than a tenth of the log segments put in service (all but those bad from the
+    /// factory) have been retired since (`retired_segments_max`). Wear levelling keeps the
+    /// erase counts together, so when blocks start to wear out the others are at the same
+    /// count and follow; past this share the failures come faster than the reserve can be
+    /// relied on to absorb them in the middle of a change.
+    Segments { retired: u32, in_service: u32 },
+}
+
+impl core::fmt::Display for WornOut {
+    fn fmt(&self, formatter: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            WornOut::MetarootArea { segment } => {
+                write!(formatter, "the metaroot area in segment {segment} can no longer be erased")
+            }
+            WornOut::Segments { retired, in_service } => write!(
+                formatter,
+                "{retired} of the {in_service} log segments put in service have failed (more than {} is too many)",
+                retired_segments_max(*in_service)
+            ),
+        }
+    }
+}
+
+/// The most log segments retired after use (worn out, or a program or erase failed on them)
+/// a volume goes on writing with, of the `in_service` segments it put in service: a tenth.
+/// Segments bad from the factory are not in service (a datasheet allows about 2% of them, and
+/// a test may retire most of a volume this way to shape it).
+pub fn retired_segments_max(in_service: u32) -> u32 {
+    in_service / 10
 }
 
 /// One of the three metaroot areas (`METAROOT_SEGMENTS`, in order), naming its entry in the
@@ -152,6 +194,9 @@ struct MetarootCursor {
     next_page: u32,
     /// Newest valid commit counter among pages 0 and 1 of each area (None: neither valid).
     area_counters: [Option<u64>; 3],
+    /// The current area may not hold the newest record's predecessor (a mount re-anchoring a
+    /// record that is page 0 of its area): only the oldest other area may be erased next.
+    oldest_area_only: bool,
 }
 
 /// What mount found, for reporting.
@@ -226,6 +271,11 @@ pub struct Volume<F: Flash> {
     /// Records mount found in the NVRAM, for the file-system layer to replay (`take_nvram_records`).
     nvram_records: Vec<NvramRecord>,
     pub(crate) nvram_mount_report: NvramMountReport,
+    /// End of life reached: no more changes, and commits write nothing (`set_worn_out`).
+    worn_out: Option<WornOut>,
+    /// Metaroot areas whose erase failed in this session (their segments are retired in the
+    /// segment table at the next commit, so a later session knows them too).
+    failed_areas: [bool; 3],
 }
 
 fn decode_error(structure: &'static str) -> impl Fn(DecodeError) -> TxnError {
@@ -432,7 +482,12 @@ impl<F: Flash> Volume<F> {
             next_inode: 2,
             committed,
             // The first commit switches into area 0 (every page-0 counter is unknown).
-            cursor: MetarootCursor { area_slot: MetarootArea::Third, next_page: u32::MAX, area_counters: [None; 3] },
+            cursor: MetarootCursor {
+                area_slot: MetarootArea::Third,
+                next_page: u32::MAX,
+                area_counters: [None; 3],
+                oldest_area_only: false,
+            },
             poisoned: false,
             flush_left_running: false,
             mount_report: MountReport::default(),
@@ -442,6 +497,8 @@ impl<F: Flash> Volume<F> {
             nvram,
             nvram_records: Vec::new(),
             nvram_mount_report: NvramMountReport::default(),
+            worn_out: None,
+            failed_areas: [false; 3],
         };
         volume.commit(false)?;
         Ok(volume)
@@ -541,6 +598,7 @@ impl<F: Flash> Volume<F> {
                 area_slot: found.area_slot,
                 next_page: found.last_programmed_page + 1,
                 area_counters: found.area_counters,
+                oldest_area_only: false,
             },
             committed,
             poisoned: false,
@@ -552,6 +610,8 @@ impl<F: Flash> Volume<F> {
             nvram,
             nvram_records,
             nvram_mount_report,
+            worn_out: None,
+            failed_areas: [false; 3],
         };
         volume.may_have_orphans = volume.committed.may_have_orphans();
         volume.mount_report = MountReport {
@@ -565,8 +625,20 @@ impl<F: Flash> Volume<F> {
             // re-anchor the committed state in a freshly erased area before anything else is
             // erased or appended (docs/DESIGN.md, "Mount after a power cut").
             volume.cursor.next_page = u32::MAX;
+            // Page 0's predecessor is in another area, which must not be erased now.
+            volume.cursor.oldest_area_only = found.page_index == 0;
+            let found_record = volume.committed.clone();
             volume.advance_counter()?;
-            volume.write_metaroot(volume.committed.flags & FLAG_ORPHANS)?;
+            match volume.write_metaroot(volume.committed.flags & FLAG_ORPHANS) {
+                Ok(()) => {}
+                Err(TxnError::WornOut(worn)) => {
+                    // No area may take the copy: the volume is at its end of life. Nothing was
+                    // changed (only an erase failed), so it mounts read-only as it is.
+                    volume.committed = found_record;
+                    volume.worn_out = Some(worn);
+                }
+                Err(error) => return Err(error),
+            }
         }
         Ok(volume)
     }
@@ -701,7 +773,7 @@ impl<F: Flash> Volume<F> {
     /// Loads the segment table if needed and checks the volume accepts changes.
     pub fn prepare_write(&mut self) -> Result<(), TxnError> {
         if self.poisoned {
-            return Err(TxnError::Poisoned);
+            return Err(self.worn_out.map_or(TxnError::Poisoned, TxnError::WornOut));
         }
         if self.config.read_only {
             return Err(TxnError::ReadOnly);
@@ -775,16 +847,25 @@ impl<F: Flash> Volume<F> {
     /// must poison the volume (`poison`), as `finish` does.
     pub fn begin_commit(&mut self, clean: bool) -> Result<FlushWait, TxnError> {
         if self.poisoned {
-            return Err(TxnError::Poisoned);
+            return Err(self.worn_out.map_or(TxnError::Poisoned, TxnError::WornOut));
         }
         if self.config.read_only {
             return Err(TxnError::ReadOnly);
+        }
+        if self.worn_out.is_some() {
+            // End of life: what is committed stays as it is (`set_worn_out`).
+            return Ok(FlushWait::done());
         }
         self.ensure_table_loaded()?;
         let result = self.commit_inner(clean);
         match &result {
             Ok(flush) => self.flush_left_running = flush.is_pending(),
-            Err(_) => self.poisoned = true,
+            Err(error) => {
+                self.poisoned = true;
+                if let TxnError::WornOut(worn) = error {
+                    self.worn_out = Some(*worn);
+                }
+            }
         }
         result
     }
@@ -796,6 +877,7 @@ impl<F: Flash> Volume<F> {
             return Err(SegmentError::Accounting { address }.into());
         }
         let (directory_root, allocation_root) = self.flush_trees()?;
+        self.record_failed_areas();
         self.log.write_table()?;
         assert!(!self.log.table().has_dirty_pages(), "segment table dirty after write_table");
         assert!(!self.directory.is_dirty() && !self.allocation.is_dirty(), "tree dirty after flush");
@@ -867,10 +949,13 @@ impl<F: Flash> Volume<F> {
     /// `commit_delta` with its flush left running, as `begin_commit`.
     pub fn begin_commit_delta(&mut self, delta: Vec<u8>) -> Result<FlushWait, TxnError> {
         if self.poisoned {
-            return Err(TxnError::Poisoned);
+            return Err(self.worn_out.map_or(TxnError::Poisoned, TxnError::WornOut));
         }
         if self.config.read_only {
             return Err(TxnError::ReadOnly);
+        }
+        if self.worn_out.is_some() {
+            return Ok(FlushWait::done());
         }
         assert!(delta.len() <= self.delta_bytes_max(), "delta of {} bytes passed to commit_delta", delta.len());
         if let Some(address) = self.log.accounting_error() {
@@ -893,7 +978,12 @@ impl<F: Flash> Volume<F> {
         })();
         match &result {
             Ok(flush) => self.flush_left_running = flush.is_pending(),
-            Err(_) => self.poisoned = true,
+            Err(error) => {
+                self.poisoned = true;
+                if let TxnError::WornOut(worn) = error {
+                    self.worn_out = Some(*worn);
+                }
+            }
         }
         result
     }
@@ -959,10 +1049,13 @@ impl<F: Flash> Volume<F> {
     /// log. No flash page is programmed for it. The caller checked `nvram_payload_room`.
     pub fn commit_nvram(&mut self, payload: Vec<u8>) -> Result<(), TxnError> {
         if self.poisoned {
-            return Err(TxnError::Poisoned);
+            return Err(self.worn_out.map_or(TxnError::Poisoned, TxnError::WornOut));
         }
         if self.config.read_only {
             return Err(TxnError::ReadOnly);
+        }
+        if self.worn_out.is_some() {
+            return Ok(());
         }
         if let Some(address) = self.log.accounting_error() {
             self.poisoned = true;
@@ -1010,13 +1103,36 @@ impl<F: Flash> Volume<F> {
     /// back over as over a torn page (docs/DESIGN.md, "Grown bad blocks").
     fn write_metaroot(&mut self, flags: u32) -> Result<(), TxnError> {
         for _attempt in 0..METAROOT_RETRIES_MAX {
+            // A re-anchoring mount may switch only to the oldest other area; the switch clears
+            // the mark, so it is read before the attempt.
+            let reanchoring = self.cursor.oldest_area_only;
             match self.write_metaroot_once(flags) {
                 Err(TxnError::Segment(SegmentError::Media(
                     NandError::OperationFailed { .. } | NandError::WornOut { .. },
                 ))) => {
                     self.metaroot_failures += 1;
-                    self.cursor.next_page = self.log.layout().pages_per_segment();
                     self.advance_counter()?;
+                    // The page that failed is `next_page` (not advanced).
+                    let failed_page = self.cursor.next_page;
+                    if reanchoring {
+                        // The other areas hold the record being re-anchored and its
+                        // predecessor: this area is the only one that may take the copy. Page 1
+                        // still names the area at mount when page 0 failed; past that the copy
+                        // would be invisible, so the volume ends writing.
+                        if failed_page >= 1 {
+                            return Err(TxnError::WornOut(WornOut::MetarootArea {
+                                segment: self.cursor.area_slot.segment_index(),
+                            }));
+                        }
+                        self.cursor.next_page = failed_page + 1;
+                        self.cursor.oldest_area_only = true;
+                    } else {
+                        // The current area may hold no record of this session (its first page
+                        // failed), so only the oldest other area is sure to hold neither the
+                        // newest record nor its predecessor.
+                        self.cursor.next_page = self.log.layout().pages_per_segment();
+                        self.cursor.oldest_area_only = true;
+                    }
                 }
                 other => return other,
             }
@@ -1028,15 +1144,7 @@ impl<F: Flash> Volume<F> {
         let layout = self.log.layout();
         let pages_per_segment = layout.pages_per_segment();
         if self.cursor.next_page >= pages_per_segment {
-            // The new area must hold neither the newest metaroot nor its predecessor: take the
-            // area (other than the current one) whose first two pages are oldest or invalid.
-            let [first, second] = self.cursor.area_slot.others();
-            let age = |area: MetarootArea| area.of(&self.cursor.area_counters).map_or(0, |counter| counter + 1);
-            // The first of the oldest, as `min_by_key`.
-            let target = if age(second) < age(first) { second } else { first };
-            *target.of_mut(&mut self.cursor.area_counters) = None;
-            self.log.device_mut().erase_segment(target.segment_index())?;
-            self.cursor = MetarootCursor { area_slot: target, next_page: 0, ..self.cursor };
+            self.switch_metaroot_area()?;
         }
         self.committed.flags = flags;
         let bytes = self.committed.encode(layout.page_size_bytes());
@@ -1054,6 +1162,96 @@ impl<F: Flash> Volume<F> {
         }
         self.cursor.next_page += 1;
         Ok(())
+    }
+
+    /// Starts the next metaroot area, erasing it. The new area must hold neither the newest
+    /// metaroot nor its predecessor: the area (other than the current one) whose first two pages
+    /// are oldest or invalid always qualifies. When its erase fails (a worn-out block), the other
+    /// area is taken instead if it qualifies too, which it does whenever the current area holds
+    /// both records (every switch but a re-anchoring mount's, `oldest_area_only`). A failed area
+    /// is remembered (`failed_areas`, and retired in the segment table at the next commit), and
+    /// answers `TxnError::WornOut` when no area is left to take.
+    fn switch_metaroot_area(&mut self) -> Result<(), TxnError> {
+        let [first, second] = self.cursor.area_slot.others();
+        let age = |area: MetarootArea| area.of(&self.cursor.area_counters).map_or(0, |counter| counter + 1);
+        // The first of the oldest, as `min_by_key`.
+        let (oldest, newer) = if age(second) < age(first) { (second, first) } else { (first, second) };
+        let candidates = if self.cursor.oldest_area_only { [Some(oldest), None] } else { [Some(oldest), Some(newer)] };
+        let mut worn = None;
+        for area in candidates.into_iter().flatten() {
+            if self.area_failed(area) {
+                worn = Some(WornOut::MetarootArea { segment: area.segment_index() });
+                continue;
+            }
+            *area.of_mut(&mut self.cursor.area_counters) = None;
+            match self.log.device_mut().erase_segment(area.segment_index()) {
+                Ok(()) => {
+                    self.cursor =
+                        MetarootCursor { area_slot: area, next_page: 0, oldest_area_only: false, ..self.cursor };
+                    return Ok(());
+                }
+                Err(NandError::WornOut { .. } | NandError::OperationFailed { .. } | NandError::BadBlock { .. }) => {
+                    *area.of_mut(&mut self.failed_areas) = true;
+                    if self.log.is_table_loaded() {
+                        self.log.retire_reserved_segment(area.segment_index());
+                    }
+                    worn = Some(WornOut::MetarootArea { segment: area.segment_index() });
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        // Only reachable with a candidate tried or skipped, each of which set `worn`.
+        Err(TxnError::WornOut(worn.unwrap_or(WornOut::MetarootArea { segment: oldest.segment_index() })))
+    }
+
+    /// Whether `area`'s erase failed, in this session or (retired in the table) an earlier one.
+    fn area_failed(&self, area: MetarootArea) -> bool {
+        *area.of(&self.failed_areas)
+            || (self.log.is_table_loaded() && self.log.table().is_retired_quietly(area.segment_index()))
+    }
+
+    /// Retires in the segment table the metaroot areas whose erase failed before it was loaded
+    /// (at mount), so the next full commit writes them down.
+    fn record_failed_areas(&mut self) {
+        for area in MetarootArea::ALL {
+            if *area.of(&self.failed_areas) && !self.log.table().is_retired_quietly(area.segment_index()) {
+                self.log.retire_reserved_segment(area.segment_index());
+            }
+        }
+    }
+
+    /// End of life, if reached (docs/DESIGN.md, "End of life"): the reason this volume was
+    /// marked worn out, else what the segment table shows (a metaroot area retired, or more than
+    /// `retired_segments_max` of the log segments in service retired since) or a metaroot area
+    /// that failed in this session. O(1); a remount finds it again from the table.
+    pub fn wear_out(&self) -> Option<WornOut> {
+        if self.worn_out.is_some() {
+            return self.worn_out;
+        }
+        if let Some(area) = MetarootArea::ALL.into_iter().find(|&area| self.area_failed(area)) {
+            return Some(WornOut::MetarootArea { segment: area.segment_index() });
+        }
+        if !self.log.is_table_loaded() {
+            return None;
+        }
+        let table = self.log.table();
+        let retired = table.retired_after_use_count();
+        // Retired before any erase: bad from the factory, never in service.
+        let never_used = table.retired_log_segment_count() - retired;
+        let in_service = self.log.layout().log_segment_count() - never_used;
+        (retired > retired_segments_max(in_service)).then_some(WornOut::Segments { retired, in_service })
+    }
+
+    /// Whether the volume was marked worn out (`set_worn_out`, or a mount that found no metaroot
+    /// area to re-anchor in).
+    pub fn worn_out(&self) -> Option<WornOut> {
+        self.worn_out
+    }
+
+    /// Ends the volume's writing life: from now on it takes no change, and a commit writes
+    /// nothing (everything it would make durable already is: the caller commits first).
+    pub fn set_worn_out(&mut self, worn: WornOut) {
+        self.worn_out = Some(worn);
     }
 
     /// Consumes the volume, returning the flash (for remount in tests and tools).
