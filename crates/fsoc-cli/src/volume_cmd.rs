@@ -440,6 +440,18 @@ pub fn info(image: &Path) -> Result<(), String> {
     );
     println!("inodes allocated  {}", statfs.next_inode - 1);
     println!("erase counts      min {erase_min}, max {erase_max}");
+    match fs.wear_out() {
+        Some(worn) => println!("end of life       reached: the flash is worn out ({worn}); the volume is read-only"),
+        None => {
+            let retired = table.retired_after_use_count();
+            let in_service = layout.log_segment_count() - (table.retired_log_segment_count() - retired);
+            println!(
+                "end of life       not reached: {retired} of {in_service} log segments in service have failed \
+                 (more than {} ends writing)",
+                fsoc_core::txn::volume::retired_segments_max(in_service)
+            );
+        }
+    }
     println!("bad blocks        {}", bad_block_summary(fs.flash())?);
     if let Some(ecc) = crate::volume_files::mtd_ecc_summary(fs.flash()) {
         println!("ecc               {ecc}");

@@ -38,3 +38,51 @@ fn info_and_fsck_count_bad_blocks_per_chip() {
     assert!(fsck.status.success(), "a bad block in an unused segment is no violation: {}", fsck.text());
     assert_eq!(count(&fsck.stdout), after, "fsck and info agree");
 }
+
+/// End of life in `fsoc info` (issue 12 point 5): a fresh volume reports how far it is from the
+/// end; a volume whose metaroot area could no longer be erased (recorded in its segment table,
+/// as the file system records it: crafted here, the way there is tested in fsoc-core's
+/// tests/endurance.rs) reports that the end is reached and why, still passes fsck, still reads
+/// its files, and refuses a write with the reason.
+#[test]
+fn info_says_when_the_end_of_life_is_reached() {
+    use fsoc_core::{FileSystem, FsConfig};
+    let directory = tempfile::tempdir().expect("tempdir");
+    let image = directory.path().join("worn.img");
+    let image_arg = image.to_str().expect("utf-8");
+    assert!(fsoc(&["mkfs", image_arg, "--size", "8M", "--seed", "6"]).status.success());
+    let source = directory.path().join("kept");
+    std::fs::write(&source, b"written before the end").expect("write");
+    assert!(fsoc(&["put", source.to_str().expect("utf-8"), &format!("{image_arg}:/kept")]).status.success());
+    let info = fsoc(&["info", image_arg]);
+    assert!(
+        info.stdout.contains("end of life       not reached: 0 of") && info.stdout.contains("(more than"),
+        "{}",
+        info.text()
+    );
+
+    let mut fs =
+        FileSystem::mount(SimFlash::open_image(&image).expect("open image"), FsConfig::default()).expect("mount");
+    fs.space().expect("the segment table loads");
+    fs.craft().log.retire_reserved_segment(2);
+    fs.commit().expect("commit");
+    let mut flash = fs.into_flash_without_commit();
+    flash.flush().expect("flush");
+    drop(flash);
+
+    let info = fsoc(&["info", image_arg]);
+    assert!(info.status.success(), "{}", info.text());
+    assert!(
+        info.stdout.contains(
+            "end of life       reached: the flash is worn out (the metaroot area in segment 2 can no longer be erased)"
+        ),
+        "{}",
+        info.text()
+    );
+    let fsck = fsoc(&["fsck", image_arg]);
+    assert!(fsck.status.success(), "{}", fsck.text());
+    let output = fsoc(&["cat", &format!("{image_arg}:/kept")]);
+    assert_eq!(output.stdout, "written before the end", "{}", output.text());
+    let output = fsoc(&["put", source.to_str().expect("utf-8"), &format!("{image_arg}:/more")]);
+    assert!(!output.status.success() && output.text().contains("worn out"), "{}", output.text());
+}

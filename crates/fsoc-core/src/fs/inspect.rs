@@ -10,7 +10,7 @@ use crate::btree::TreeCounters;
 use crate::fs::FileSystem;
 use crate::segment::{Layout, SegmentTable};
 use crate::txn::nvram_log::NvramMountReport;
-use crate::txn::{Metaroot, Superblock};
+use crate::txn::{Metaroot, Superblock, WornOut};
 
 impl<F: Flash> FileSystem<F> {
     /// The flash under the volume.
@@ -86,6 +86,12 @@ impl<F: Flash> FileSystem<F> {
     /// Counters of the directory tree's node cache (page reads, hits), for read-cost tests.
     pub fn directory_tree_counters(&self) -> TreeCounters {
         self.volume.directory.counters()
+    }
+
+    /// End of life, if the volume has reached it (docs/DESIGN.md, "End of life"): why the flash
+    /// can no longer guarantee writes. The volume is then read-only.
+    pub fn wear_out(&self) -> Option<WornOut> {
+        self.volume.wear_out()
     }
 
     /// Whether a failed change has made the volume refuse further changes.
