@@ -39,6 +39,60 @@ fn info_and_fsck_count_bad_blocks_per_chip() {
     assert_eq!(count(&fsck.stdout), after, "fsck and info agree");
 }
 
+/// End of life through the tools (issue 12 point 5): an image whose blocks are all at twice their
+/// rated endurance (a third of the erases fail) is written until the file system turns
+/// read-only, even though the file system's own erase counts start at 0 there; `fsoc info` then
+/// says the end is reached, fsck is clean, and the files written before are still there.
+#[test]
+fn a_worn_device_reaches_its_end_of_life_and_info_says_so() {
+    use fsoc_core::{FileSystem, FsConfig, FsError, OpenFlags};
+    let directory = tempfile::tempdir().expect("tempdir");
+    let image = directory.path().join("worn.img");
+    let image_arg = image.to_str().expect("utf-8");
+    assert!(fsoc(&["mkfs", image_arg, "--size", "8M", "--seed", "6"]).status.success());
+    let mut flash = SimFlash::open_image(&image).expect("open image");
+    let endurance = fsoc_media::Profile::Mlc.endurance_cycles();
+    for block in fsoc_core::segment::layout::FIRST_LOG_SEGMENT..flash.geometry().block_count {
+        flash.set_erase_count(BlockAddress::new(0, block), 2 * endurance).expect("age");
+    }
+    let mut fs = FileSystem::mount(flash, FsConfig::default()).expect("mount");
+    let flags = OpenFlags { write: true, create: true, truncate: true, ..Default::default() };
+    let mut written: Vec<(String, usize)> = Vec::new();
+    let end = (0..100_000u32).find_map(|round| {
+        let path = format!("/f{}", round % 40);
+        let data = vec![round as u8; 20_000];
+        let result = fs.open(path.as_bytes(), flags, 0o644).and_then(|fd| {
+            fs.pwrite(fd, 0, &data)?;
+            fs.close(fd)?;
+            fs.transact()
+        });
+        match result {
+            Ok(()) => {
+                written.retain(|(kept, _)| kept != &path);
+                written.push((path, data.len()));
+                None
+            }
+            // Blocks failing in the middle of a change may leave it short of room; the next
+            // change finds out whether the flash is worn out.
+            Err(FsError::NoSpace) => None,
+            Err(error) => Some(error),
+        }
+    });
+    assert!(matches!(end, Some(FsError::WornOut(_))), "the writes ended with {end:?}");
+    let mut flash = fs.unmount().expect("unmount");
+    flash.flush().expect("flush");
+    drop(flash);
+    let info = fsoc(&["info", image_arg]);
+    assert!(info.stdout.contains("end of life       reached: the flash is worn out"), "{}", info.text());
+    assert!(fsoc(&["fsck", image_arg]).status.success());
+    for (index, (path, size)) in written.iter().rev().take(5).enumerate() {
+        let copy = directory.path().join(format!("copy{index}"));
+        let output = fsoc(&["get", &format!("{image_arg}:{path}"), copy.to_str().expect("utf-8")]);
+        assert!(output.status.success(), "{path}: {}", output.text());
+        assert_eq!(std::fs::metadata(&copy).expect("copied").len(), *size as u64, "{path}");
+    }
+}
+
 /// End of life in `fsoc info` (issue 12 point 5): a fresh volume reports how far it is from the
 /// end; a volume whose metaroot area could no longer be erased (recorded in its segment table,
 /// as the file system records it: crafted here, the way there is tested in fsoc-core's

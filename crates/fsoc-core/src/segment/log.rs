@@ -340,13 +340,14 @@ impl<F: Flash> SegmentLog<F> {
                 }
                 // A block marked bad in a session whose table never reached flash (a power cut
                 // after its retirement) answers `BadBlock`: retired again, as any failed block.
-                Err(
-                    NandError::OperationFailed { block, .. }
-                    | NandError::WornOut { block, .. }
-                    | NandError::BadBlock { block },
-                ) => {
+                Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. }) => {
+                    // The erase was made (erase counts count erases started): a segment whose
+                    // first erase fails is then retired after use, not taken for one bad from
+                    // the factory, and counts toward the end of life.
+                    self.table_mut().record_erase(segment_index);
                     self.retire(segment_index, Some(block));
                 }
+                Err(NandError::BadBlock { block }) => self.retire(segment_index, Some(block)),
                 Err(error) => return Err(error.into()),
             }
         }
