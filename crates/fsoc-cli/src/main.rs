@@ -531,26 +531,6 @@ fn main() -> ExitCode {
             workload,
             seed,
             json,
-            profile,
-            chips,
-            blocks,
-            unstable_bits,
-            paired_pages,
-            scale,
-            bad_blocks_every: Some(stride),
-            ..
-        } => {
-            let config = volume_cmd::CrashOptions { seed, profile, chips, blocks, unstable_bits, paired_pages, scale };
-            match volume_cmd::bad_block_crashtest(&workload.0, &config, stride, json.as_deref()) {
-                Ok(0) => Ok(()),
-                Ok(_) => return ExitCode::from(1),
-                Err(error) => Err(error),
-            }
-        }
-        Command::Crashtest {
-            workload,
-            seed,
-            json,
             max_cuts,
             cut_after,
             nvram,
@@ -561,23 +541,18 @@ fn main() -> ExitCode {
             unstable_bits,
             paired_pages,
             scale,
-            bad_blocks_every: None,
+            bad_blocks_every,
         } => {
-            let cut = cut_after.map(fsoc_sim::CutPoint::Flash).or(nvram_cut_after.map(fsoc_sim::CutPoint::Nvram));
-            match volume_cmd::crashtest(
-                &workload.0,
-                seed,
-                json.as_deref(),
-                max_cuts,
-                cut,
-                nvram.as_deref(),
-                profile,
-                chips,
-                blocks,
-                unstable_bits,
-                paired_pages,
-                scale,
-            ) {
+            let options = volume_cmd::CrashOptions { seed, profile, chips, blocks, unstable_bits, paired_pages, scale };
+            let failures = match bad_blocks_every {
+                Some(stride) => volume_cmd::bad_block_crashtest(&workload.0, &options, stride, json.as_deref()),
+                None => {
+                    let cut =
+                        cut_after.map(fsoc_sim::CutPoint::Flash).or(nvram_cut_after.map(fsoc_sim::CutPoint::Nvram));
+                    volume_cmd::crashtest(&workload.0, &options, json.as_deref(), max_cuts, cut, nvram.as_deref())
+                }
+            };
+            match failures {
                 Ok(0) => Ok(()),
                 Ok(_) => return ExitCode::from(1),
                 Err(error) => Err(error),

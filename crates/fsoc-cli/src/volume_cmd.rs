@@ -620,6 +620,7 @@ fn workload_bar(workload: Workload, unit: &str, line: &str) -> ProgressBar {
 }
 
 /// The device and workload size of a crash test.
+#[derive(Clone, Copy)]
 pub struct CrashOptions {
     pub seed: u64,
     pub profile: Profile,
@@ -630,6 +631,24 @@ pub struct CrashOptions {
     pub scale: u32,
 }
 
+impl CrashOptions {
+    /// The harness's configuration, or why the volume cannot be formatted.
+    fn config(&self) -> Result<CrashConfig, String> {
+        if let Some(refusal) = volume_size_refusal(self.profile, self.chips, self.blocks) {
+            return Err(format!("--blocks {}: {refusal}", self.blocks));
+        }
+        Ok(CrashConfig {
+            profile: self.profile,
+            chip_count: self.chips,
+            block_count: self.blocks,
+            unstable_bits: self.unstable_bits,
+            paired_pages: self.paired_pages,
+            scale: self.scale,
+            ..CrashConfig::small(self.seed)
+        })
+    }
+}
+
 /// `fsoc crashtest --bad-blocks-every N`: grown bad blocks instead of power cuts
 /// (`fsoc_sim::bad_block_test`); answers the failures.
 pub fn bad_block_crashtest(
@@ -638,18 +657,7 @@ pub fn bad_block_crashtest(
     stride: u64,
     json: Option<&Path>,
 ) -> Result<u64, String> {
-    if let Some(refusal) = volume_size_refusal(options.profile, options.chips, options.blocks) {
-        return Err(format!("--blocks {}: {refusal}", options.blocks));
-    }
-    let config = CrashConfig {
-        profile: options.profile,
-        chip_count: options.chips,
-        block_count: options.blocks,
-        unstable_bits: options.unstable_bits,
-        paired_pages: options.paired_pages,
-        scale: options.scale,
-        ..CrashConfig::small(options.seed)
-    };
+    let config = options.config()?;
     let started = Instant::now();
     let mut reports = Vec::new();
     for &workload in workloads {
@@ -711,36 +719,16 @@ pub fn bad_block_crashtest(
     Ok(failures)
 }
 
-#[allow(clippy::too_many_arguments)]
 pub fn crashtest(
     workloads: &[Workload],
-    seed: u64,
+    options: &CrashOptions,
     json: Option<&Path>,
     max_cuts: Option<u64>,
     cut_after: Option<fsoc_sim::CutPoint>,
     nvram: Option<&str>,
-    profile: Profile,
-    chips: u32,
-    blocks: u32,
-    unstable_bits: bool,
-    paired_pages: bool,
-    scale: u32,
 ) -> Result<u64, String> {
-    if let Some(refusal) = volume_size_refusal(profile, chips, blocks) {
-        return Err(format!("--blocks {blocks}: {refusal}"));
-    }
-    let config = CrashConfig {
-        profile,
-        chip_count: chips,
-        block_count: blocks,
-        seed,
-        max_cuts,
-        unstable_bits,
-        paired_pages,
-        scale,
-        nvram_bytes: nvram.map(nvram_size).transpose()?,
-        ..CrashConfig::small(seed)
-    };
+    let CrashOptions { seed, profile, chips, blocks, .. } = *options;
+    let config = CrashConfig { max_cuts, nvram_bytes: nvram.map(nvram_size).transpose()?, ..options.config()? };
     if let Some(cut_after) = cut_after {
         let [workload] = workloads[..] else {
             return Err("--cut-after replays one workload: name it with --workload".into());

@@ -177,11 +177,6 @@ impl<F: Flash> Device<F> {
         !self.weak.lock().segments.is_empty()
     }
 
-    /// The lowest weak segment, if any.
-    pub fn first_weak_segment(&self) -> Option<u32> {
-        self.weak.lock().segments.first().copied()
-    }
-
     /// Forgets `segment` (refreshed, or found not worth refreshing).
     pub fn forget_weak_segment(&mut self, segment: u32) {
         self.weak.get_mut().segments.remove(&segment);

@@ -360,11 +360,7 @@ impl<F: Flash> SegmentLog<F> {
             // Best effort: a failed mark leaves the segment retired in our table anyway.
             let _ = self.device.flash_mut().mark_bad_block(block);
         }
-        for open in &mut self.open {
-            if open.as_ref().is_some_and(|open| open.segment_index == segment_index) {
-                *open = None;
-            }
-        }
+        self.close_if_open(segment_index);
     }
 
     /// Stops appending to `segment` if a head is (its unwritten pages stay erased and unused
@@ -453,12 +449,6 @@ impl<F: Flash> SegmentLog<F> {
             }
         }
         Err(SegmentError::NoFreeSegment)
-    }
-
-    /// Programs a page previously obtained from `reserve_address` (ascending order).
-    pub fn program_reserved(&mut self, address: LogAddress, data: &[u8], tag: PageTag) -> Result<(), SegmentError> {
-        self.device.program(address, data, tag)?;
-        Ok(())
     }
 
     /// The working state no longer references `address`. A release the table cannot account

@@ -261,8 +261,6 @@ pub struct Volume<F: Flash> {
     pub(crate) mount_report: MountReport,
     /// `Device::operations_issued` when the latest commit became durable.
     pub(crate) last_commit_operations: u64,
-    /// Metaroot programs or area erases the flash reported failed (each retried elsewhere).
-    pub metaroot_failures: u64,
     /// The orphan list may be non-empty (recorded in the metaroot, so a mount of a volume
     /// without orphans need not read the allocation tree).
     pub(crate) may_have_orphans: bool,
@@ -492,7 +490,6 @@ impl<F: Flash> Volume<F> {
             flush_left_running: false,
             mount_report: MountReport::default(),
             last_commit_operations: 0,
-            metaroot_failures: 0,
             may_have_orphans: false,
             nvram,
             nvram_records: Vec::new(),
@@ -605,7 +602,6 @@ impl<F: Flash> Volume<F> {
             flush_left_running: false,
             mount_report: MountReport::default(),
             last_commit_operations: 0,
-            metaroot_failures: 0,
             may_have_orphans: false,
             nvram,
             nvram_records,
@@ -1110,7 +1106,6 @@ impl<F: Flash> Volume<F> {
                 Err(TxnError::Segment(SegmentError::Media(
                     NandError::OperationFailed { .. } | NandError::WornOut { .. },
                 ))) => {
-                    self.metaroot_failures += 1;
                     self.advance_counter()?;
                     // The page that failed is `next_page` (not advanced).
                     let failed_page = self.cursor.next_page;
