@@ -6,7 +6,7 @@
 use fsoc_core::address::{LogAddress, PagePointer};
 use fsoc_core::btree::TreeRoot;
 use fsoc_core::fs::records::{DirectoryValue, Extent, FileKind, InodeRecord};
-use fsoc_core::segment::{PageTag, SegmentTable};
+use fsoc_core::segment::{PageTag, Redundancy, SegmentTable};
 use fsoc_core::txn::{Metaroot, MetarootShape, Superblock};
 use fsoc_media::Geometry;
 
@@ -28,7 +28,7 @@ fn inputs(seed: u64, valid: &[u8], count: usize) -> Vec<Vec<u8>> {
 
 #[test]
 fn superblock_decoder() {
-    let valid = Superblock {
+    let version_2 = Superblock {
         format_version: 2,
         geometry: Geometry { page_data_bytes: 2048, spare_bytes: 64, pages_per_block: 64, block_count: 64 },
         chip_count: 1,
@@ -38,11 +38,16 @@ fn superblock_decoder() {
         first_log_segment: 4,
         nvram_bytes: 0,
         nvram_technology: 0,
-    }
-    .encode(2048);
-    for input in inputs(1, &valid, 3000) {
-        if let Ok(decoded) = Superblock::decode(&input) {
-            assert_eq!(&decoded.encode(2048)[..64], &input[..64]);
+        redundancy: Redundancy::None,
+    };
+    // Version 7 adds the redundancy mode and a second checksum (bytes 64..72).
+    let version_7 = Superblock { format_version: 7, chip_count: 3, redundancy: Redundancy::Parity, ..version_2 };
+    for (seed, valid, covered) in [(1, version_2, 64), (11, version_7, 72)] {
+        let valid = valid.encode(2048);
+        for input in inputs(seed, &valid, 3000) {
+            if let Ok(decoded) = Superblock::decode(&input) {
+                assert_eq!(&decoded.encode(2048)[..covered], &input[..covered]);
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 use fsoc_core::address::{LogAddress, PagePointer};
 use fsoc_core::btree::TreeRoot;
 use fsoc_core::txn::metaroot::MetarootShape;
+use fsoc_core::segment::Redundancy;
 use fsoc_core::txn::{Metaroot, Superblock};
 use fsoc_media::Geometry;
 
@@ -31,6 +32,7 @@ fn superblock() -> Superblock {
         first_log_segment: 4,
         nvram_bytes: 0,
         nvram_technology: 0,
+        redundancy: Redundancy::None,
     }
 }
 
@@ -96,6 +98,17 @@ fn superblock_example_decodes() {
         "expected dump:\n{}",
         dump(&superblock().encode(2048)[..64])
     );
+}
+
+/// Format version 7: chip 2 of 3 of a volume with parity; bytes 64..72 carry the mode and the
+/// second checksum.
+#[test]
+fn superblock_version_7_example_decodes() {
+    let bytes = example("<!-- example: superblock version 7 -->");
+    let mut page = bytes.clone();
+    page.resize(2048, 0xFF);
+    let expected = Superblock { format_version: 7, chip_count: 3, chip_index: 2, redundancy: Redundancy::Parity, ..superblock() };
+    assert_eq!(Superblock::decode(&page), Ok(expected), "expected dump:\n{}", dump(&expected.encode(2048)[..72]));
 }
 
 #[test]

@@ -121,6 +121,7 @@ fn seeds_from_volume(seeds: &mut Seeds, name: &str, fs: &FileSystem<SimFlash>) {
                     PageTag::SegmentTable { .. } => "table",
                     PageTag::Metaroot => "metaroot",
                     PageTag::Superblock => "superblock",
+                    PageTag::Parity => "parity",
                 };
                 let count = counts.entry(kind).or_default();
                 *count += 1;
@@ -131,7 +132,8 @@ fn seeds_from_volume(seeds: &mut Seeds, name: &str, fs: &FileSystem<SimFlash>) {
                 let label = format!("{name}-{kind}-{count}");
                 seeds.add("decode_page_tag", &label, &spare[..16]);
                 match tag {
-                    PageTag::Superblock => seeds.add("decode_superblock", &label, &data[..64]),
+                    PageTag::Superblock => seeds.add("decode_superblock", &label, &data[..72]),
+                    PageTag::Parity => {}
                     PageTag::Metaroot => {
                         let record_bytes = u32::from_le_bytes(data[16..20].try_into().expect("4 bytes")) as usize;
                         if record_bytes > data.len() {

@@ -334,7 +334,7 @@ pub fn decode_page_tag(data: &[u8]) {
         PageTag::Node { .. } => 0b0000_0000_0000_0111,
         PageTag::Data { .. } => 0b1111_1111_1111_0001,
         PageTag::SegmentTable { .. } => 0b1111_0000_0000_0001,
-        PageTag::Metaroot | PageTag::Superblock => 0b0000_0000_0000_0001,
+        PageTag::Metaroot | PageTag::Superblock | PageTag::Parity => 0b0000_0000_0000_0001,
     };
     // A spare area longer than the tag: the encoder fills the rest with 0xFF.
     let mut encoded = [0xA5u8; SPARE_TAG_BYTES + 4];

@@ -555,6 +555,6 @@ fn classify(flash: &SimFlash, sites: &mut FailureSites) {
         Some(PageTag::SegmentTable { .. }) => sites.segment_table_programs += 1,
         Some(PageTag::Node { .. }) => sites.tree_node_programs += 1,
         Some(PageTag::Data { .. }) => sites.data_programs += 1,
-        Some(PageTag::Superblock) | None => sites.not_reached += 1,
+        Some(PageTag::Superblock | PageTag::Parity) | None => sites.not_reached += 1,
     }
 }

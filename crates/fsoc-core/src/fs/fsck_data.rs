@@ -178,5 +178,6 @@ fn describe(tag: Option<PageTag>) -> String {
         Some(PageTag::SegmentTable { page_index }) => format!("segment table page {page_index}"),
         Some(PageTag::Metaroot) => "a metaroot".into(),
         Some(PageTag::Superblock) => "a superblock".into(),
+        Some(PageTag::Parity) => "a parity page".into(),
     }
 }

@@ -69,7 +69,7 @@ impl<F: Flash> FileSystem<F> {
         fs.replay_nvram()?;
         // A volume mount found at its end of life takes no change (docs/DESIGN.md, "End of
         // life"), orphan removal included.
-        if fs.volume.worn_out().is_some() {
+        if fs.volume.worn_out().is_some() || fs.volume.missing_chip().is_some() {
             fs.config.volume.read_only = true;
         }
         if !fs.config.volume.read_only {

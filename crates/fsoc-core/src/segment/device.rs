@@ -9,11 +9,12 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use fsoc_flash::sync::Mutex;
-use fsoc_flash::{Flash, NandError, Nanos, ReadStatus};
-use portable_atomic::{AtomicU64, Ordering};
+use fsoc_flash::{BlockAddress, ChipIndex, Flash, NandError, Nanos, PageAddress, ReadStatus};
+use portable_atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::address::LogAddress;
-use crate::segment::layout::Layout;
+use crate::segment::layout::{Layout, Redundancy};
+use crate::segment::parity::{self, OpenRow, TAG_PARITY};
 
 /// What a log page holds, recorded in its spare area so the cleaner can find the owner
 /// (docs/FORMAT.md, "Spare tag").
@@ -29,6 +30,8 @@ pub enum PageTag {
     Metaroot,
     /// A superblock copy.
     Superblock,
+    /// The parity page of a row (volumes with parity; written by the device itself).
+    Parity,
 }
 
 pub const SPARE_TAG_BYTES: usize = 16;
@@ -61,6 +64,7 @@ impl PageTag {
             }
             PageTag::Metaroot => tag[0] = TAG_METAROOT,
             PageTag::Superblock => tag[0] = TAG_SUPERBLOCK,
+            PageTag::Parity => tag[0] = TAG_PARITY,
         }
         // Long enough: asserted above.
         if let Some(head) = spare.first_chunk_mut::<SPARE_TAG_BYTES>() {
@@ -82,6 +86,7 @@ impl PageTag {
             TAG_SEGMENT_TABLE => Some(PageTag::SegmentTable { page_index: u32_at(12)? }),
             TAG_METAROOT => Some(PageTag::Metaroot),
             TAG_SUPERBLOCK => Some(PageTag::Superblock),
+            TAG_PARITY => Some(PageTag::Parity),
             _ => None,
         }
     }
@@ -132,6 +137,23 @@ pub struct Device<F: Flash> {
     /// Reads that needed any correction, since the device opened.
     corrected_reads: AtomicU64,
     weak: Mutex<WeakSegments>,
+    /// Parity rows being programmed (volumes with parity): a few, one per open segment, until
+    /// the next seal.
+    open_rows: Vec<OpenRow>,
+    /// A chip known to be gone (`NO_MISSING_CHIP` if none): its pages are rebuilt from the
+    /// others instead of read, and nothing is programmed on it.
+    missing_chip: AtomicU32,
+    /// Reads answered by rebuilding the page from its row or its twin.
+    rebuilt_reads: AtomicU64,
+}
+
+const NO_MISSING_CHIP: u32 = u32::MAX;
+
+/// Rows whose parity page could not be programmed (a grown bad block): their segment must
+/// take no more pages, and its data pages stay without parity until they are moved.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SealOutcome {
+    pub failed: Vec<(u32, BlockAddress)>,
 }
 
 impl<F: Flash> Device<F> {
@@ -149,7 +171,32 @@ impl<F: Flash> Device<F> {
             refresh_bits,
             corrected_reads: AtomicU64::new(0),
             weak: Mutex::new(WeakSegments::default()),
+            open_rows: Vec::new(),
+            missing_chip: AtomicU32::new(NO_MISSING_CHIP),
+            rebuilt_reads: AtomicU64::new(0),
         }
+    }
+
+    /// Sets the volume's redundancy (read from its superblock; the device starts without).
+    pub fn set_redundancy(&mut self, redundancy: Redundancy) {
+        self.layout = self.layout.with_redundancy(redundancy);
+    }
+
+    /// The chip known to be gone, if any.
+    pub fn missing_chip(&self) -> Option<u32> {
+        let chip = self.missing_chip.load(Ordering::Relaxed);
+        (chip != NO_MISSING_CHIP).then_some(chip)
+    }
+
+    /// Treats `chip` as gone: its pages are rebuilt from the others (a volume with redundancy
+    /// mounted without it, or whose chip failed in use).
+    pub fn set_missing_chip(&self, chip: Option<u32>) {
+        self.missing_chip.store(chip.unwrap_or(NO_MISSING_CHIP), Ordering::Relaxed);
+    }
+
+    /// Reads answered by rebuilding a page from the rest of its row or from its twin.
+    pub fn rebuilt_reads(&self) -> u64 {
+        self.rebuilt_reads.load(Ordering::Relaxed)
     }
 
     /// The corrected bits in one ECC sector at which a read marks its segment weak (0: off).
@@ -254,10 +301,154 @@ impl<F: Flash> Device<F> {
     ) -> Result<(ReadStatus, Nanos), NandError> {
         assert_eq!(data.len(), self.layout.page_size_bytes(), "read into a buffer that is not one page");
         let page = self.layout.physical(address);
-        self.pages_read.fetch_add(1, Ordering::Relaxed);
-        let done = self.flash.read_page(issue_ns, page, data, spare)?;
+        let first = if self.missing_chip() == Some(page.chip.0) {
+            Err(NandError::ChipFailed { chip: page.chip })
+        } else {
+            self.pages_read.fetch_add(1, Ordering::Relaxed);
+            self.flash.read_page(issue_ns, page, data, spare)
+        };
+        let needs_repair = match &first {
+            Ok(done) => done.value == ReadStatus::Uncorrectable,
+            Err(NandError::ChipFailed { chip }) if self.layout.redundancy != Redundancy::None => {
+                self.set_missing_chip(Some(chip.0));
+                true
+            }
+            Err(_) => false,
+        };
+        if needs_repair {
+            if let Some((status, done_ns)) = self.repair(issue_ns, address, page, data, spare)? {
+                if matches!(first, Ok(_)) {
+                    // The page's own copy failed ECC: its segment should be rewritten.
+                    self.mark_weak(self.layout.segment_of(address));
+                }
+                return Ok((status, done_ns));
+            }
+        }
+        let done = first?;
         self.note_status(address, done.value);
         Ok((done.value, done.done_ns))
+    }
+
+    /// Reads the second copy of a metaroot page (volumes with twins): for a first copy that
+    /// reads but does not decode. `None` without a twin or when its chip is gone.
+    pub fn read_twin(&self, address: LogAddress, data: &mut Vec<u8>) -> Result<Option<ReadStatus>, NandError> {
+        let Some(twin) = self.layout.twin(address) else {
+            return Ok(None);
+        };
+        if self.missing_chip() == Some(twin.chip.0) {
+            return Ok(None);
+        }
+        let mut spare = vec![0u8; self.layout.spare_size_bytes()];
+        data.resize(self.layout.page_size_bytes(), 0);
+        self.pages_read.fetch_add(1, Ordering::Relaxed);
+        match self.flash.read_page(self.now_ns(), twin, data, &mut spare) {
+            Ok(done) => {
+                self.advance_to(done.done_ns);
+                Ok(Some(done.value))
+            }
+            Err(NandError::ChipFailed { .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Marks a segment weak whatever the ECC threshold (a page of it had to be rebuilt).
+    fn mark_weak(&self, segment: u32) {
+        let mut weak = self.weak.lock();
+        weak.weak_reads += 1;
+        if weak.segments.len() < WEAK_SEGMENTS_MAX || weak.segments.contains(&segment) {
+            weak.segments.insert(segment);
+        } else {
+            weak.overflowed = true;
+        }
+    }
+
+    /// Answers a read whose page is lost (unreadable, or on a missing chip) from its twin or
+    /// from the rest of its row; `None` if the volume has no such redundancy for it, or the
+    /// redundancy is lost too.
+    fn repair(
+        &self,
+        issue_ns: Nanos,
+        address: LogAddress,
+        page: PageAddress,
+        data: &mut [u8],
+        spare: &mut [u8],
+    ) -> Result<Option<(ReadStatus, Nanos)>, NandError> {
+        if let Some(twin) = self.layout.twin(address) {
+            if self.missing_chip() == Some(twin.chip.0) {
+                return Ok(None);
+            }
+            self.pages_read.fetch_add(1, Ordering::Relaxed);
+            let done = match self.flash.read_page(issue_ns, twin, data, spare) {
+                Ok(done) => done,
+                Err(NandError::ChipFailed { .. }) => return Ok(None),
+                Err(error) => return Err(error),
+            };
+            if matches!(done.value, ReadStatus::Clean | ReadStatus::Corrected { .. }) {
+                self.rebuilt_reads.fetch_add(1, Ordering::Relaxed);
+                return Ok(Some((done.value, done.done_ns)));
+            }
+            // A first copy that is there but unreadable (a torn program whose twin never
+            // started) answers for itself; one on a gone chip answers with its twin.
+            let primary_gone = self.missing_chip() == Some(page.chip.0);
+            return Ok(primary_gone.then_some((done.value, done.done_ns)));
+        }
+        if !self.layout.is_parity_segment(page.block.0) {
+            return Ok(None);
+        }
+        let Some((rebuilt, tag, done_ns)) = self.rebuild_from_row(issue_ns, page)? else {
+            return Ok(None);
+        };
+        self.rebuilt_reads.fetch_add(1, Ordering::Relaxed);
+        spare.fill(0xFF);
+        if parity::is_empty_slot(&rebuilt, &tag) {
+            data.fill(0xFF);
+            return Ok(Some((ReadStatus::Erased, done_ns)));
+        }
+        for (to, from) in data.iter_mut().zip(&rebuilt) {
+            *to = *from;
+        }
+        for (to, from) in spare.iter_mut().zip(tag) {
+            *to = from;
+        }
+        Ok(Some((ReadStatus::Corrected { bits: 0, max_per_sector: 0 }, done_ns)))
+    }
+
+    /// Rebuilds physical page `page` of a parity segment from the other pages of its row: its
+    /// data and 16-byte tag, and when the reads completed. `None` if another page of the row
+    /// cannot be read, or the row has no parity (it was never sealed, so nothing in it was
+    /// committed).
+    pub fn rebuild_from_row(
+        &self,
+        issue_ns: Nanos,
+        page: PageAddress,
+    ) -> Result<Option<(Vec<u8>, [u8; SPARE_TAG_BYTES], Nanos)>, NandError> {
+        let page_bytes = self.layout.page_size_bytes();
+        let spare_bytes = self.layout.spare_size_bytes();
+        let parity_chip = self.layout.parity_chip(page.block.0, page.page_index);
+        let mut reads: Vec<(bool, Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut done_ns = issue_ns;
+        for chip in (0..self.layout.chip_count).filter(|&chip| chip != page.chip.0) {
+            if self.missing_chip() == Some(chip) {
+                return Ok(None);
+            }
+            let (mut data, mut spare) = (vec![0u8; page_bytes], vec![0u8; spare_bytes]);
+            self.pages_read.fetch_add(1, Ordering::Relaxed);
+            let other = PageAddress { chip: ChipIndex(chip), ..page };
+            let done = match self.flash.read_page(issue_ns, other, &mut data, &mut spare) {
+                Ok(done) => done,
+                Err(NandError::ChipFailed { .. }) => return Ok(None),
+                Err(error) => return Err(error),
+            };
+            done_ns = done_ns.max(done.done_ns);
+            match done.value {
+                ReadStatus::Erased => continue,
+                ReadStatus::Uncorrectable => return Ok(None),
+                ReadStatus::Clean | ReadStatus::Corrected { .. } => reads.push((chip == parity_chip, data, spare)),
+            }
+        }
+        let others: Vec<(bool, &[u8], &[u8])> =
+            reads.iter().map(|(is_parity, data, spare)| (*is_parity, data.as_slice(), spare.as_slice())).collect();
+        Ok(parity::rebuild(page_bytes, &others).map(|(data, tag)| (data, tag, done_ns)))
     }
 
     /// Reads a page's data (resizing `data`) and returns the ECC status; waits for the read.
@@ -340,12 +531,48 @@ impl<F: Flash> Device<F> {
         let mut spares = vec![0u8; pages.len() * spare_bytes];
         let mut completions = Vec::with_capacity(pages.len());
         let issue_ns = self.now_ns();
-        self.pages_read.fetch_add(pages.len() as u64, Ordering::Relaxed);
-        self.flash.read_pages(issue_ns, &pages, &mut targets, &mut spares, &mut completions)?;
-        let done_ns = completions.iter().map(|completed| completed.done_ns).fold(issue_ns, Nanos::max);
-        statuses.extend(completions.iter().map(|completed| completed.value));
-        for (&address, &status) in addresses.iter().zip(statuses.iter()) {
-            self.note_status(address, status);
+        let redundant = self.layout.redundancy != Redundancy::None;
+        let batch = if redundant && self.missing_chip().is_some() {
+            Err(NandError::ChipFailed { chip: ChipIndex(self.missing_chip().unwrap_or(0)) })
+        } else {
+            self.pages_read.fetch_add(pages.len() as u64, Ordering::Relaxed);
+            self.flash.read_pages(issue_ns, &pages, &mut targets, &mut spares, &mut completions)
+        };
+        let mut done_ns = issue_ns;
+        match batch {
+            Ok(()) => {
+                done_ns = completions.iter().map(|completed| completed.done_ns).fold(issue_ns, Nanos::max);
+                statuses.extend(completions.iter().map(|completed| completed.value));
+                for (&address, &status) in addresses.iter().zip(statuses.iter()) {
+                    self.note_status(address, status);
+                }
+            }
+            Err(NandError::ChipFailed { .. }) if redundant => {
+                // Page by page, each rebuilt if its chip is gone.
+                completions.clear();
+                statuses.clear();
+                for ((&address, target), spare) in
+                    addresses.iter().zip(targets.iter_mut()).zip(spares.chunks_exact_mut(spare_bytes.max(1)))
+                {
+                    let (status, done) = self.read_page(issue_ns, address, target, spare)?;
+                    done_ns = done_ns.max(done);
+                    statuses.push(status);
+                }
+            }
+            Err(error) => return Err(error),
+        }
+        if redundant {
+            // Pages the ECC could not correct, again one by one so each is rebuilt.
+            let spare_chunks = spares.chunks_exact_mut(spare_bytes.max(1));
+            for (((&address, target), spare), status) in
+                addresses.iter().zip(targets.iter_mut()).zip(spare_chunks).zip(statuses.iter_mut())
+            {
+                if *status == ReadStatus::Uncorrectable {
+                    let (repaired, done) = self.read_page(issue_ns, address, target, spare)?;
+                    done_ns = done_ns.max(done);
+                    *status = repaired;
+                }
+            }
         }
         if let Some(tags) = tags {
             tags.extend(spares.chunks_exact(spare_bytes.max(1)).map(PageTag::decode));
@@ -355,17 +582,96 @@ impl<F: Flash> Device<F> {
     }
 
     /// Issues a program; does not wait (pages on other chips overlap with it).
+    ///
+    /// A metaroot page with a twin is programmed on both chips and succeeds if either copy
+    /// does. A page of a parity segment joins its row's parity, which is programmed when the
+    /// row is full (`seal_rows` programs the rest).
     pub fn program(&mut self, address: LogAddress, data: &[u8], tag: PageTag) -> Result<(), NandError> {
         assert_eq!(data.len(), self.layout.page_size_bytes(), "program of a partial page");
         tag.encode(&mut self.spare_buffer);
         let page = self.layout.physical(address);
+        if let Some(twin) = self.layout.twin(address) {
+            let first = self.program_physical(page, data);
+            let second = self.program_physical(twin, data);
+            return first.or(second);
+        }
+        self.program_physical(page, data)?;
+        if self.layout.is_parity_segment(page.block.0) {
+            let (segment, row) = (page.block.0, page.page_index);
+            let page_bytes = self.layout.page_size_bytes();
+            let index = match self.open_rows.iter().position(|open| open.segment == segment && open.row == row) {
+                Some(index) => index,
+                None => {
+                    self.open_rows.push(OpenRow::new(segment, row, page_bytes));
+                    self.open_rows.len() - 1
+                }
+            };
+            let full = self.open_rows.get_mut(index).is_some_and(|open| {
+                open.add(data, &self.spare_buffer);
+                open.programmed >= self.layout.chip_count - 1
+            });
+            if full {
+                let open = self.open_rows.swap_remove(index);
+                self.program_parity(&open)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Programs `data` with the spare bytes in `spare_buffer` at a physical page; refused on
+    /// a chip known to be gone.
+    fn program_physical(&mut self, page: PageAddress, data: &[u8]) -> Result<(), NandError> {
+        if self.missing_chip() == Some(page.chip.0) {
+            return Err(NandError::ChipFailed { chip: page.chip });
+        }
         self.operations_issued += 1;
         self.flash.program_page(self.now_ns(), page, data, &self.spare_buffer)?;
         Ok(())
     }
 
+    fn program_parity(&mut self, open: &OpenRow) -> Result<(), NandError> {
+        let chip = self.layout.parity_chip(open.segment, open.row);
+        let page = PageAddress::new(chip, open.segment, open.row);
+        let spare = open.parity_spare(self.layout.spare_size_bytes());
+        if self.missing_chip() == Some(chip) {
+            return Err(NandError::ChipFailed { chip: page.chip });
+        }
+        self.operations_issued += 1;
+        self.flash.program_page(self.now_ns(), page, &open.data, &spare)?;
+        Ok(())
+    }
+
+    /// Programs the parity of every row that took pages and is not full (a transaction point:
+    /// the log moves on to the next row of each segment). A parity program that fails on a
+    /// grown bad block is reported, not an error: its segment is retired by the log; a chip
+    /// that fails is an error.
+    pub fn seal_rows(&mut self) -> Result<SealOutcome, NandError> {
+        let mut outcome = SealOutcome::default();
+        for open in core::mem::take(&mut self.open_rows) {
+            match self.program_parity(&open) {
+                Ok(()) => {}
+                Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. } | NandError::BadBlock { block }) => {
+                    outcome.failed.push((open.segment, block));
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Forgets the open parity row of `segment` (its segment was erased or abandoned).
+    pub fn drop_open_rows(&mut self, segment: u32) {
+        self.open_rows.retain(|open| open.segment != segment);
+    }
+
+    /// Whether rows wait for their parity.
+    pub fn has_open_rows(&self) -> bool {
+        !self.open_rows.is_empty()
+    }
+
     /// Erases every block of a segment, issuing them together.
     pub fn erase_segment(&mut self, segment_index: u32) -> Result<(), NandError> {
+        self.drop_open_rows(segment_index);
         let issue_ns = self.now_ns();
         for block in self.layout.blocks_of_segment(segment_index) {
             self.operations_issued += 1;
@@ -407,6 +713,7 @@ mod tests {
             PageTag::SegmentTable { page_index: 9 },
             PageTag::Metaroot,
             PageTag::Superblock,
+            PageTag::Parity,
         ] {
             tag.encode(&mut spare);
             assert_eq!(PageTag::decode(&spare), Some(tag));

@@ -278,14 +278,44 @@ impl<F: Flash> SegmentLog<F> {
     /// the last guard, the next `distance` rows are left unprogrammed, so no later program in
     /// this segment's blocks shares cells with a committed page. Chips that took nothing keep
     /// their floor (their committed rows were guarded before).
+    ///
+    /// With parity a row is guarded whole (its parity page shares the row): every chip gets
+    /// the highest floor any chip needs.
     pub fn guard_paired_pages(&mut self, distance: u32) {
+        let parity = self.device.layout().has_parity();
         for open in self.open.iter_mut().flatten() {
             for (floor, taken) in open.row_floor.iter_mut().zip(open.taken_since_guard.iter_mut()) {
                 if let Some(row) = taken.take() {
                     *floor = (*floor).max(row + distance + 1);
                 }
             }
+            if parity {
+                let highest = open.row_floor.iter().copied().max().unwrap_or(0);
+                open.row_floor.fill(highest);
+            }
         }
+    }
+
+    /// A transaction point is about to be written (volumes with parity): the parity of every
+    /// row that took pages is programmed, and each open segment moves on to its next row, so
+    /// no page joins a row after its parity. A parity page that fails to program retires its
+    /// segment (the row's pages stay readable, without parity, until they move).
+    pub fn seal_parity(&mut self) -> Result<(), SegmentError> {
+        let layout = self.device.layout();
+        if !layout.has_parity() {
+            return Ok(());
+        }
+        for open in self.open.iter_mut().flatten() {
+            open.next_page = layout.next_row_start(open.next_page);
+        }
+        if !self.device.has_open_rows() {
+            return Ok(());
+        }
+        let outcome = self.device.seal_rows()?;
+        for (segment_index, block) in outcome.failed {
+            self.retire(segment_index, Some(block));
+        }
+        Ok(())
     }
 
     /// Pages still appendable to `head` without opening a segment: on each chip, the rows
@@ -294,8 +324,15 @@ impl<F: Flash> SegmentLog<F> {
         let Some(open) = self.open_slot(head).as_ref() else {
             return 0;
         };
-        let chip_count = self.device.layout().chip_count;
-        let rows_per_chip = self.layout().pages_per_segment() / chip_count;
+        let layout = self.device.layout();
+        let chip_count = layout.chip_count;
+        if layout.has_parity() {
+            // Floors are whole rows (`guard_paired_pages`), all chips alike.
+            let floor_row = open.row_floor.iter().copied().max().unwrap_or(0);
+            let first_free = open.next_page.max(floor_row.saturating_mul(chip_count - 1));
+            return layout.pages_per_segment().saturating_sub(first_free);
+        }
+        let rows_per_chip = layout.pages_per_segment() / chip_count;
         // `row_floor` has one entry per chip.
         (0..chip_count)
             .zip(&open.row_floor)
@@ -392,8 +429,8 @@ impl<F: Flash> SegmentLog<F> {
 
     /// Takes the next log address of `head` and counts it valid, without programming it yet.
     pub fn reserve_address(&mut self, head: LogHead) -> Result<LogAddress, SegmentError> {
-        let chip_count = self.device.layout().chip_count;
-        let pages_per_segment = self.layout().pages_per_segment();
+        let layout = self.device.layout();
+        let pages_per_segment = layout.pages_per_segment();
         // Each pass takes a page or skips one below its chip's guard floor, so this ends within
         // a segment's pages (a fresh segment has no floors).
         loop {
@@ -404,8 +441,8 @@ impl<F: Flash> SegmentLog<F> {
                     continue;
                 }
             };
-            let chip = open.next_page % chip_count;
-            let row = open.next_page / chip_count;
+            let page = layout.physical(layout.address(open.segment_index, open.next_page));
+            let (chip, row) = (page.chip.0, page.page_index);
             // `OpenSegment::new` gave every chip a floor and a taken row.
             let (Some(&row_floor), Some(taken)) =
                 (open.row_floor.get(chip as usize), open.taken_since_guard.get_mut(chip as usize))

@@ -4,12 +4,13 @@
 pub mod cleaner;
 pub mod device;
 pub mod layout;
+pub mod parity;
 pub mod log;
 mod pair_set;
 pub mod segment_table;
 
 pub use cleaner::{DeadPages, VictimPage, WEAR_SPREAD_MAX};
 pub use device::{Device, PageTag};
-pub use layout::Layout;
+pub use layout::{Layout, Redundancy};
 pub use log::{LogHead, SegmentError, SegmentLog};
 pub use segment_table::SegmentTable;

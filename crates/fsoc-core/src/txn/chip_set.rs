@@ -9,10 +9,10 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use fsoc_flash::{Flash, ReadStatus};
+use fsoc_flash::{Flash, NandError, ReadStatus};
 
 use crate::address::LogAddress;
-use crate::segment::layout::SUPERBLOCK_SEGMENT;
+use crate::segment::layout::{Redundancy, SUPERBLOCK_SEGMENT};
 use crate::segment::Device;
 use crate::txn::superblock::Superblock;
 use crate::txn::volume::TxnError;
@@ -40,8 +40,17 @@ pub enum ChipSetError {
 }
 
 /// Checks that the array's chips are exactly the volume's chips, in order. `first` is the
-/// superblock already read from chip 0.
-pub fn check_chip_set<F: Flash>(device: &mut Device<F>, first: &Superblock) -> Result<(), TxnError> {
+/// superblock already read from chip `first_chip`: 0, or when chip 0 is gone from a volume
+/// with redundancy, the chip that named the volume instead (`first` then says `chip_index` 0).
+///
+/// A volume with redundancy may lack one chip: dead (its reads fail) or blank (no superblock,
+/// a replacement not yet rebuilt). That chip is returned, and its pages are rebuilt from the
+/// others. A chip of another volume or in the wrong place is refused all the same.
+pub fn check_chip_set<F: Flash>(
+    device: &mut Device<F>,
+    first: &Superblock,
+    first_chip: u32,
+) -> Result<Option<u32>, TxnError> {
     let layout = device.layout();
     let array_chip_count = layout.chip_count;
     if first.chip_count > array_chip_count {
@@ -52,28 +61,49 @@ pub fn check_chip_set<F: Flash>(device: &mut Device<F>, first: &Superblock) -> R
     }
     check_one(0, first, first)?;
     if array_chip_count == 1 {
-        return Ok(());
+        return Ok(None);
     }
+    let tolerate_one = first.redundancy != Redundancy::None;
     // Copy 0 of chip c is stripe page c of segment 0 (docs/FORMAT.md, "Superblock").
+    // Chip 0 was read; if it is the one missing, the chip read instead is checked here again.
+    let positions: Vec<u32> = (u32::from(first_chip == 0)..array_chip_count).collect();
+    let mut missing = (first_chip != 0).then_some(0);
     let addresses: Vec<LogAddress> =
-        (1..array_chip_count).map(|position| layout.address(SUPERBLOCK_SEGMENT, position)).collect();
+        positions.iter().map(|&position| layout.address(SUPERBLOCK_SEGMENT, position)).collect();
     let mut buffers = vec![Vec::new(); addresses.len()];
     let mut statuses = Vec::new();
-    device.read_many(&addresses, &mut buffers, &mut statuses)?;
-    for ((position, buffer), status) in (1..array_chip_count).zip(&buffers).zip(&statuses) {
+    match device.read_many(&addresses, &mut buffers, &mut statuses) {
+        Ok(()) => {}
+        Err(NandError::ChipFailed { .. }) if tolerate_one => {
+            // One by one, so the chips that answer are still checked.
+            statuses.clear();
+            for (address, buffer) in addresses.iter().zip(buffers.iter_mut()) {
+                statuses.push(device.read(*address, buffer).unwrap_or(ReadStatus::Uncorrectable));
+            }
+        }
+        Err(error) => return Err(error.into()),
+    }
+    for ((&position, buffer), status) in positions.iter().zip(&buffers).zip(&statuses) {
         let superblock = match decode_readable(*status, buffer) {
-            Some(superblock) => superblock,
+            Some(superblock) => Some(superblock),
             None => {
                 // Copy 1 of chip c is stripe page c + p.
                 let address = layout.address(SUPERBLOCK_SEGMENT, position + array_chip_count);
                 let mut copy = Vec::new();
-                let status = device.read(address, &mut copy)?;
-                decode_readable(status, &copy).ok_or(ChipSetError::NotAVolumeChip { position })?
+                match device.read(address, &mut copy) {
+                    Ok(status) => decode_readable(status, &copy),
+                    Err(NandError::ChipFailed { .. }) if tolerate_one => None,
+                    Err(error) => return Err(error.into()),
+                }
             }
         };
-        check_one(position, &superblock, first)?;
+        match superblock {
+            Some(superblock) => check_one(position, &superblock, first)?,
+            None if tolerate_one && missing.is_none() && position != 0 => missing = Some(position),
+            None => return Err(ChipSetError::NotAVolumeChip { position }.into()),
+        }
     }
-    Ok(())
+    Ok(missing)
 }
 
 fn decode_readable(status: ReadStatus, bytes: &[u8]) -> Option<Superblock> {
@@ -95,6 +125,7 @@ fn check_one(position: u32, found: &Superblock, first: &Superblock) -> Result<()
     if found.chip_count != first.chip_count
         || found.geometry != first.geometry
         || found.format_version != first.format_version
+        || found.redundancy != first.redundancy
     {
         return Err(ChipSetError::Inconsistent { position });
     }

@@ -6,7 +6,9 @@ use alloc::vec::Vec;
 
 use fsoc_flash::Geometry;
 
-use fsoc_flash::codec::{crc32c_excluding, DecodeError, Reader, Writer};
+use crate::segment::layout::Redundancy;
+
+use fsoc_flash::codec::{crc32c, crc32c_excluding, DecodeError, Reader, Writer};
 
 pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"FSOCVOL\0");
 /// The format version this build writes (docs/FORMAT.md lists what each version added).
@@ -16,13 +18,20 @@ pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"FSOCVOL\0");
 /// Version 5: 80-byte inode records (signed times, birth time, mapped data pages).
 /// Version 6: the NVRAM commit tier (the superblock names the NVRAM, metaroots carry
 /// `nvram_lag`).
-pub const FORMAT_VERSION: u32 = 6;
+/// Version 7: redundancy across chips (superblock bytes 64..72: the mode and a second
+/// checksum; metaroot twins; parity pages in log rows).
+pub const FORMAT_VERSION: u32 = 7;
+/// The first format version with redundancy across chips.
+pub const FORMAT_VERSION_REDUNDANCY: u32 = 7;
 /// The first format version that may keep commits in NVRAM.
 pub const FORMAT_VERSION_NVRAM: u32 = 6;
 /// The oldest format version this build reads (and keeps writing in that version's format).
 pub const FORMAT_VERSION_OLDEST: u32 = 1;
 pub const SUPERBLOCK_BYTES: usize = 64;
 const CHECKSUM_OFFSET: usize = 60;
+/// Version 7 on: bytes 64..68 the redundancy code, 68..72 the CRC-32C of bytes 0..68.
+const EXTENSION_BYTES: usize = 72;
+const EXTENSION_CHECKSUM_OFFSET: usize = 68;
 
 /// Most chips a volume may span (docs/FORMAT.md, "Superblock").
 pub const CHIP_COUNT_MAX: u32 = 64;
@@ -43,6 +52,9 @@ pub struct Superblock {
     pub nvram_bytes: u32,
     /// `NvramDevice::technology_code` of that NVRAM (0 when there is none).
     pub nvram_technology: u32,
+    /// Format version 7 on: what the volume keeps on two chips or under parity (always
+    /// `Redundancy::None` before).
+    pub redundancy: Redundancy,
 }
 
 impl Superblock {
@@ -67,6 +79,12 @@ impl Superblock {
         let checksum = crc32c_excluding(&writer.bytes, CHECKSUM_OFFSET);
         let mut bytes = writer.bytes;
         bytes.splice(CHECKSUM_OFFSET..CHECKSUM_OFFSET + 4, checksum.to_le_bytes());
+        if self.format_version >= FORMAT_VERSION_REDUNDANCY {
+            bytes.extend_from_slice(&self.redundancy.code().to_le_bytes());
+            let extension_checksum = crc32c(&bytes);
+            bytes.extend_from_slice(&extension_checksum.to_le_bytes());
+            assert_eq!(bytes.len(), EXTENSION_BYTES, "superblock extension drifted from FORMAT.md");
+        }
         bytes.resize(page_size_bytes, 0xFF);
         bytes
     }
@@ -143,7 +161,37 @@ impl Superblock {
                 value: u64::from(nvram_bytes),
             });
         }
+        let redundancy = if format_version >= FORMAT_VERSION_REDUNDANCY {
+            let extension = bytes.get(..EXTENSION_BYTES).ok_or(DecodeError::Truncated {
+                structure: "superblock",
+                needed_bytes: EXTENSION_BYTES,
+                actual_bytes: bytes.len(),
+            })?;
+            let mut reader = Reader::new("superblock", extension.get(SUPERBLOCK_BYTES..).unwrap_or(&[]));
+            let code = reader.u32_le()?;
+            let stored = reader.u32_le()?;
+            let computed = crc32c(extension.get(..EXTENSION_CHECKSUM_OFFSET).unwrap_or(&[]));
+            if stored != computed {
+                return Err(DecodeError::ChecksumMismatch { structure: "superblock extension", stored, computed });
+            }
+            let redundancy = Redundancy::from_code(code).ok_or(DecodeError::InvalidField {
+                structure: "superblock",
+                field: "redundancy",
+                value: u64::from(code),
+            })?;
+            if redundancy != Redundancy::None && chip_count < 2 {
+                return Err(DecodeError::InvalidField {
+                    structure: "superblock",
+                    field: "redundancy",
+                    value: u64::from(code),
+                });
+            }
+            redundancy
+        } else {
+            Redundancy::None
+        };
         Ok(Superblock {
+            redundancy,
             format_version,
             geometry,
             chip_count,
@@ -173,6 +221,7 @@ mod tests {
             first_log_segment: 4,
             nvram_bytes: 0,
             nvram_technology: 0,
+            redundancy: Redundancy::Parity,
         }
     }
 
@@ -180,7 +229,7 @@ mod tests {
     fn round_trips_and_rejects_every_single_bit_flip_in_the_header() {
         let bytes = example().encode(2048);
         assert_eq!(Superblock::decode(&bytes), Ok(example()));
-        for bit in 0..SUPERBLOCK_BYTES * 8 {
+        for bit in 0..EXTENSION_BYTES * 8 {
             let mut flipped = bytes.clone();
             flipped[bit / 8] ^= 1 << (bit % 8);
             assert!(Superblock::decode(&flipped).is_err(), "flip of bit {bit} accepted");
@@ -204,7 +253,7 @@ mod tests {
                 })
             );
         }
-        let old = Superblock { format_version: 1, ..example() };
+        let old = Superblock { format_version: 1, redundancy: Redundancy::None, ..example() };
         assert_eq!(Superblock::decode(&old.encode(2048)), Ok(old));
     }
 }

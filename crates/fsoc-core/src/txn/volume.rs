@@ -14,7 +14,9 @@ use fsoc_flash::{Flash, FlushWait, NandError, NvramDevice, ReadStatus};
 
 use crate::address::LogAddress;
 use crate::btree::{Tree, TreeConfig, TreeError, TreeRoot};
-use crate::segment::layout::{FIRST_LOG_SEGMENT, METAROOT_AREA_COUNT, METAROOT_SEGMENTS, SUPERBLOCK_SEGMENT};
+use crate::segment::layout::{
+    Redundancy, FIRST_LOG_SEGMENT, METAROOT_AREA_COUNT, METAROOT_SEGMENTS, SUPERBLOCK_SEGMENT,
+};
 use crate::segment::{Device, Layout, PageTag, SegmentError, SegmentLog, SegmentTable};
 use crate::txn::metaroot::{Metaroot, MetarootShape, FLAG_CLEAN, FLAG_CLEAN_TWIN, FLAG_ORPHANS};
 use crate::txn::nvram_log::{NvramLog, NvramMountReport, NvramRecord};
@@ -43,6 +45,9 @@ pub struct VolumeConfig {
     /// open segment skips this many pages on every chip, so a program cut later cannot corrupt
     /// a committed page through its paired cells (docs/DESIGN.md).
     pub paired_page_distance: Option<u32>,
+    /// What format stores twice or under parity (needs two chips or more); a mount takes the
+    /// superblock's and ignores this.
+    pub redundancy: Redundancy,
 }
 
 impl Default for VolumeConfig {
@@ -53,6 +58,7 @@ impl Default for VolumeConfig {
             reserve_segments: 0,
             read_only: false,
             paired_page_distance: None,
+            redundancy: Redundancy::None,
         }
     }
 }
@@ -207,6 +213,9 @@ pub struct MountReport {
     pub commit_counter: u64,
     /// Damage a power cut cannot explain, found by mount (the volume still mounted).
     pub damage: Option<MountDamage>,
+    /// A chip of a volume with redundancy that mount found dead or blank: the volume mounted
+    /// read-only, its pages rebuilt from the other chips, until `fsoc rebuild` restores it.
+    pub missing_chip: Option<u32>,
 }
 
 /// Metadata damage mount found and worked around. A power cut tears at most the one metaroot
@@ -346,6 +355,9 @@ impl<F: Flash> Volume<F> {
         if layout.chip_count == 0 || layout.chip_count > crate::txn::superblock::CHIP_COUNT_MAX {
             return Some("chip count outside 1..=64");
         }
+        if config.redundancy != Redundancy::None && layout.chip_count < 2 {
+            return Some("redundancy across chips needs at least two chips");
+        }
         if shape.directory_len() > Metaroot::table_pages_max(layout.page_size_bytes()) {
             return Some("too many blocks: the segment table's index does not fit a metaroot");
         }
@@ -371,6 +383,10 @@ impl<F: Flash> Volume<F> {
         volume_id: u64,
     ) -> Result<Volume<F>, TxnError> {
         let mut device = Device::new(flash);
+        if config.redundancy != Redundancy::None && device.layout().chip_count < 2 {
+            return Err(TxnError::CannotFormat { reason: "redundancy across chips needs at least two chips" });
+        }
+        device.set_redundancy(config.redundancy);
         let (nvram_bytes, nvram_technology) = match &nvram {
             Some(nvram) => (
                 u32::try_from(nvram.size_bytes())
@@ -409,6 +425,7 @@ impl<F: Flash> Volume<F> {
                 first_log_segment: FIRST_LOG_SEGMENT,
                 nvram_bytes,
                 nvram_technology,
+                redundancy: config.redundancy,
             };
             let bytes = superblock.encode(layout.page_size_bytes());
             // Pages 0 and 1 of block 0 on this chip: log addresses chip_index and
@@ -441,6 +458,7 @@ impl<F: Flash> Volume<F> {
                 first_log_segment: FIRST_LOG_SEGMENT,
                 nvram_bytes,
                 nvram_technology,
+                redundancy: config.redundancy,
             }
             .encode(layout.page_size_bytes()),
         )
@@ -522,12 +540,23 @@ impl<F: Flash> Volume<F> {
         // bound holds on any flash, not only on one that keeps statistics.
         let reads_before = device.pages_read();
         let layout = device.layout();
-        let (superblock, superblock_copy) = Self::read_superblock(&mut device)?;
+        let (superblock, superblock_copy, first_chip) = Self::read_superblock(&mut device)?;
         if superblock.geometry != layout.geometry {
             return Err(TxnError::WrongDevice { reason: "flash geometry differs from the superblock's" });
         }
-        // Every chip's superblock, read together: p page reads, one read time.
-        crate::txn::chip_set::check_chip_set(&mut device, &superblock)?;
+        if superblock.chip_count == layout.chip_count {
+            device.set_redundancy(superblock.redundancy);
+        }
+        // Every chip's superblock, read together: p page reads, one read time. A volume with
+        // redundancy mounts without one of its chips (dead or blank): its pages are rebuilt.
+        let missing_chip = crate::txn::chip_set::check_chip_set(&mut device, &superblock, first_chip)?;
+        device.set_missing_chip(missing_chip);
+        let layout = device.layout();
+        let mut config = config;
+        if missing_chip.is_some() {
+            // Degraded: every page is still readable, but nothing new would be protected.
+            config.read_only = true;
+        }
         // The superblock's version fixes the metaroots' shape: a version-1 volume keeps naming
         // its table pages directly, whichever build writes to it.
         let shape = Self::shape_for(&layout, superblock.format_version);
@@ -551,7 +580,6 @@ impl<F: Flash> Volume<F> {
                 (Some(log), records, report)
             }
         };
-        let mut config = config;
         config.reserve_segments = Self::reserve_segments_for_shape(&layout, &config, &shape);
         let mut committed = found.metaroot;
         if let Some(last) = nvram_records.last() {
@@ -615,6 +643,7 @@ impl<F: Flash> Volume<F> {
             clean,
             commit_counter: volume.committed.commit_counter,
             damage,
+            missing_chip,
         };
         if !clean && !config.read_only {
             // The last metaroot page may hold unstable bits, and pages after it may be torn:
@@ -641,13 +670,39 @@ impl<F: Flash> Volume<F> {
 
     /// Reads chip 0's superblock: the first copy, or the second if the first is unreadable.
     /// Returns the superblock and which copy it came from.
-    fn read_superblock(device: &mut Device<F>) -> Result<(Superblock, u32), TxnError> {
+    /// Returns the superblock (as chip 0's), which copy it came from and from which chip.
+    fn read_superblock(device: &mut Device<F>) -> Result<(Superblock, u32, u32), TxnError> {
+        let chip_0 = Self::read_superblock_of(device, 0);
+        if chip_0.is_ok() || device.layout().chip_count < 2 {
+            return chip_0.map(|(superblock, copy)| (superblock, copy, 0));
+        }
+        // Chip 0 is dead or blank: a volume with redundancy is still named by the others.
+        for chip in 1..device.layout().chip_count {
+            if let Ok((superblock, _)) = Self::read_superblock_of(device, chip) {
+                if superblock.redundancy != Redundancy::None && superblock.chip_index == chip {
+                    return Ok((Superblock { chip_index: 0, ..superblock }, 0, chip));
+                }
+            }
+        }
+        chip_0.map(|(superblock, copy)| (superblock, copy, 0))
+    }
+
+    /// The superblock of one chip: copy 0, or copy 1 if copy 0 is unreadable, and which.
+    fn read_superblock_of(device: &mut Device<F>, chip: u32) -> Result<(Superblock, u32), TxnError> {
         let layout = device.layout();
         let mut buffer = Vec::new();
         let mut first_error = TxnError::NotAVolume { reason: "no readable superblock" };
         for copy in 0..2 {
-            let address = layout.address(SUPERBLOCK_SEGMENT, copy * layout.chip_count);
-            match device.read(address, &mut buffer)? {
+            let address = layout.address(SUPERBLOCK_SEGMENT, chip + copy * layout.chip_count);
+            let status = match device.read(address, &mut buffer) {
+                Ok(status) => status,
+                Err(NandError::ChipFailed { .. }) if chip == 0 => {
+                    first_error = TxnError::NotAVolume { reason: "chip 0 failed" };
+                    break;
+                }
+                Err(error) => return Err(error.into()),
+            };
+            match status {
                 ReadStatus::Erased => {
                     first_error = TxnError::NotAVolume { reason: "superblock page is erased" };
                     continue;
@@ -677,11 +732,23 @@ impl<F: Flash> Volume<F> {
         superblock: &Superblock,
         shape: MetarootShape,
     ) -> Result<Option<Metaroot>, TxnError> {
+        let decode = |buffer: &[u8]| {
+            Metaroot::decode(buffer, shape).ok().filter(|metaroot| metaroot.volume_id == superblock.volume_id)
+        };
         match device.read(address, buffer)? {
-            ReadStatus::Erased | ReadStatus::Uncorrectable => return Ok(None),
-            ReadStatus::Clean | ReadStatus::Corrected { .. } => {}
+            ReadStatus::Erased => return Ok(None),
+            ReadStatus::Uncorrectable => {}
+            ReadStatus::Clean | ReadStatus::Corrected { .. } => {
+                if let Some(metaroot) = decode(buffer) {
+                    return Ok(Some(metaroot));
+                }
+            }
         }
-        Ok(Metaroot::decode(buffer, shape).ok().filter(|metaroot| metaroot.volume_id == superblock.volume_id))
+        // A first copy that does not decode: its twin, if the volume keeps one.
+        match device.read_twin(address, buffer)? {
+            Some(ReadStatus::Clean | ReadStatus::Corrected { .. }) => Ok(decode(buffer)),
+            _ => Ok(None),
+        }
     }
 
     fn find_newest_metaroot(
@@ -690,7 +757,7 @@ impl<F: Flash> Volume<F> {
         shape: MetarootShape,
     ) -> Result<FoundMetaroot, TxnError> {
         let layout = device.layout();
-        let pages_per_segment = layout.pages_per_segment();
+        let pages_per_segment = layout.metaroot_area_pages();
         let mut buffer = Vec::new();
         // An area is identified by its first two pages: a cut while programming page d of an
         // MLC/TLC block can corrupt page 0 through page pairing, but one cut cannot damage both
@@ -740,6 +807,11 @@ impl<F: Flash> Volume<F> {
             }
         }
         Err(TxnError::NoMetaroot)
+    }
+
+    /// The chip this volume runs without (found missing at mount, or failed since), if any.
+    pub fn missing_chip(&self) -> Option<u32> {
+        self.log.device().missing_chip()
     }
 
     pub fn is_poisoned(&self) -> bool {
@@ -889,10 +961,12 @@ impl<F: Flash> Volume<F> {
             delta: Vec::new(),
             nvram_lag: 0,
         };
-        // Every node and table page the metaroot names must be on flash before it is.
+        // Every node and table page the metaroot names must be on flash before it is, with
+        // the parity of their rows.
+        self.log.seal_parity()?;
         self.log.device_mut().write_barrier()?;
         self.committed = metaroot;
-        let pages_per_segment = self.log.layout().pages_per_segment();
+        let pages_per_segment = self.log.layout().metaroot_area_pages();
         if clean && self.cursor.next_page + 2 > pages_per_segment {
             // Both copies of a clean record go in one area: start the next area now.
             self.cursor.next_page = pages_per_segment;
@@ -959,6 +1033,7 @@ impl<F: Flash> Volume<F> {
             return Err(SegmentError::Accounting { address }.into());
         }
         let result = (|| {
+            self.log.seal_parity()?;
             self.log.device_mut().write_barrier()?;
             self.advance_counter()?;
             // The payload holds every change since the full commit, the NVRAM log's records
@@ -1059,7 +1134,9 @@ impl<F: Flash> Volume<F> {
         }
         let result = (|| {
             // The flash first: what the record names must be durable before the record is
-            // (and the full commit the log extends, if its flush was left running).
+            // (and the full commit the log extends, if its flush was left running), with the
+            // parity of their rows.
+            self.log.seal_parity()?;
             self.log.device_mut().write_barrier()?;
             self.log.device_mut().flash_mut().begin_flush()?.wait()?;
             let base = self.committed.nvram_base();
@@ -1125,7 +1202,7 @@ impl<F: Flash> Volume<F> {
                         // The current area may hold no record of this session (its first page
                         // failed), so only the oldest other area is sure to hold neither the
                         // newest record nor its predecessor.
-                        self.cursor.next_page = self.log.layout().pages_per_segment();
+                        self.cursor.next_page = self.log.layout().metaroot_area_pages();
                         self.cursor.oldest_area_only = true;
                     }
                 }
@@ -1137,7 +1214,7 @@ impl<F: Flash> Volume<F> {
 
     fn write_metaroot_once(&mut self, flags: u32) -> Result<(), TxnError> {
         let layout = self.log.layout();
-        let pages_per_segment = layout.pages_per_segment();
+        let pages_per_segment = layout.metaroot_area_pages();
         if self.cursor.next_page >= pages_per_segment {
             self.switch_metaroot_area()?;
         }
