@@ -2,8 +2,8 @@
 //! document cannot drift from the code.
 use fsoc_core::address::{LogAddress, PagePointer};
 use fsoc_core::btree::TreeRoot;
-use fsoc_core::txn::metaroot::MetarootShape;
 use fsoc_core::segment::Redundancy;
+use fsoc_core::txn::metaroot::MetarootShape;
 use fsoc_core::txn::{Metaroot, Superblock};
 use fsoc_media::Geometry;
 
@@ -107,7 +107,8 @@ fn superblock_version_7_example_decodes() {
     let bytes = example("<!-- example: superblock version 7 -->");
     let mut page = bytes.clone();
     page.resize(2048, 0xFF);
-    let expected = Superblock { format_version: 7, chip_count: 3, chip_index: 2, redundancy: Redundancy::Parity, ..superblock() };
+    let expected =
+        Superblock { format_version: 7, chip_count: 3, chip_index: 2, redundancy: Redundancy::Parity, ..superblock() };
     assert_eq!(Superblock::decode(&page), Ok(expected), "expected dump:\n{}", dump(&expected.encode(2048)[..72]));
 }
 

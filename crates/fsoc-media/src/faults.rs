@@ -99,6 +99,8 @@ pub struct FaultState {
     /// Absolute operation count after which the next operation reports status fail (a grown
     /// bad block), once.
     fail_after_operations: Option<u64>,
+    /// Absolute operation count after which a chip dies: (count, chip).
+    chip_failure_after: Option<(u64, u32)>,
     power_lost: bool,
     failed_chips: Vec<bool>,
 }
@@ -118,6 +120,7 @@ impl FaultState {
             operations_count: 0,
             cut_after_operations: config.power_cut_after_operations,
             fail_after_operations: None,
+            chip_failure_after: None,
             power_lost: false,
             failed_chips: vec![false; chip_count as usize],
         }
@@ -187,6 +190,30 @@ impl FaultState {
     pub fn fail_chip(&mut self, chip: u32) {
         if let Some(failed) = self.failed_chips.get_mut(chip as usize) {
             *failed = true;
+        }
+    }
+
+    /// Makes `chip` die once `after_operations` more state-changing operations have started:
+    /// operation `after_operations + 1` and everything after it on that chip fail.
+    pub fn schedule_chip_failure(&mut self, after_operations: u64, chip: u32) {
+        self.chip_failure_after = Some((self.operations_count + after_operations, chip));
+    }
+
+    /// Fails the scheduled chip if its time has come (called before each state-changing
+    /// operation is checked).
+    pub fn fire_chip_failure(&mut self) {
+        if let Some((after, chip)) = self.chip_failure_after {
+            if self.operations_count >= after {
+                self.fail_chip(chip);
+                self.chip_failure_after = None;
+            }
+        }
+    }
+
+    /// The chip in `chip`'s place works again (a replacement).
+    pub fn replace_chip(&mut self, chip: u32) {
+        if let Some(failed) = self.failed_chips.get_mut(chip as usize) {
+            *failed = false;
         }
     }
 

@@ -246,6 +246,15 @@ impl<S: PageStore> SimState<S> {
         self.fault_state.schedule_failure(after_operations);
     }
 
+    /// Makes `chip` die once `after_operations` more programs and erases have started (any
+    /// chip's): the next one on it, and every read, program and erase after, fail with
+    /// `ChipFailed`.
+    pub fn schedule_chip_failure(&mut self, after_operations: u64, chip: ChipIndex) -> Result<(), NandError> {
+        self.check_chip(chip)?;
+        self.fault_state.schedule_chip_failure(after_operations, chip.0);
+        Ok(())
+    }
+
     /// Cuts power now, between operations: nothing is torn.
     pub fn cut_power_now(&mut self) {
         self.fault_state.cut_power_now();
@@ -261,6 +270,20 @@ impl<S: PageStore> SimState<S> {
     pub fn fail_chip(&mut self, chip: ChipIndex) -> Result<(), NandError> {
         self.check_chip(chip)?;
         self.fault_state.fail_chip(chip.0);
+        Ok(())
+    }
+
+    /// Puts a new chip in `chip`'s place: it works again (if it had failed), and every block is
+    /// erased, unworn and good, as a chip from the factory without bad blocks.
+    pub fn replace_chip(&mut self, chip: ChipIndex) -> Result<(), NandError> {
+        self.check_chip(chip)?;
+        self.fault_state.replace_chip(chip.0);
+        for block in 0..self.config.geometry.block_count {
+            let block = BlockAddress::new(chip.0, block);
+            self.store.reset_block_pages(block)?;
+            self.store.set_block_meta(block, &BlockMeta::default())?;
+            self.aging_state_mut(block)?.note_erase();
+        }
         Ok(())
     }
 
@@ -852,6 +875,7 @@ impl<S: PageStore> SimState<S> {
         }
         self.check_page(page)?;
         self.check_buffers(data.len(), spare.len())?;
+        self.fault_state.fire_chip_failure();
         self.check_power_and_chip(page.chip)?;
         self.program_page_inner(issue_ns, page, data, spare)
     }
@@ -861,6 +885,7 @@ impl<S: PageStore> SimState<S> {
             return Err(NandError::PowerLost);
         }
         self.check_block(block)?;
+        self.fault_state.fire_chip_failure();
         self.check_power_and_chip(block.chip)?;
         self.erase_block_inner(issue_ns, block)
     }
@@ -1020,6 +1045,22 @@ impl<S: PageStore> SimFlash<S> {
         self.state.get_mut().schedule_operation_failure(after_operations);
     }
 
+    /// Forgets a scheduled power cut that has not struck.
+    pub fn cancel_power_cut(&mut self) {
+        self.state.get_mut().fault_state.cancel_power_cut();
+    }
+
+    /// Whether `chip` has failed (`fail_chip`, or a scheduled failure that fired).
+    pub fn chip_failed(&self, chip: ChipIndex) -> bool {
+        self.state.lock().fault_state.chip_failed(chip.0)
+    }
+
+    /// Makes `chip` die after `after_operations` more programs and erases (see
+    /// `SimState::schedule_chip_failure`).
+    pub fn schedule_chip_failure(&mut self, after_operations: u64, chip: ChipIndex) -> Result<(), NandError> {
+        self.state.get_mut().schedule_chip_failure(after_operations, chip)
+    }
+
     /// Cuts power now, between operations: nothing is torn.
     pub fn cut_power_now(&mut self) {
         self.state.get_mut().cut_power_now();
@@ -1034,6 +1075,11 @@ impl<S: PageStore> SimFlash<S> {
     /// Makes every later operation on `chip` fail with `ChipFailed`.
     pub fn fail_chip(&mut self, chip: ChipIndex) -> Result<(), NandError> {
         self.state.get_mut().fail_chip(chip)
+    }
+
+    /// Puts a new, blank chip in `chip`'s place (`fail_chip` undone, every block erased).
+    pub fn replace_chip(&mut self, chip: ChipIndex) -> Result<(), NandError> {
+        self.state.get_mut().replace_chip(chip)
     }
 
     /// Adds `count` persistent bit flips at random distinct positions of the page (data and

@@ -304,6 +304,13 @@ fn cut_run(
             lines.join("; ")
         ));
     }
+    // With parity, no power cut may leave committed pages under a stale or missing parity
+    // (the write hole): the same state must read back with any one chip gone.
+    if config.fs.volume.redundancy == fsoc_core::segment::Redundancy::Parity {
+        if let Err(reason) = degraded_reads_the_same(&fs, config, cut, &visible) {
+            return CrashOutcome::Failed(reason);
+        }
+    }
     // Liveness: with faults off, the volume accepts a change, commits and remounts.
     let liveness = (|| -> Result<(), FsError> {
         let fd =
@@ -321,6 +328,29 @@ fn cut_run(
         Err(FsError::NoSpace) => CrashOutcome::Passed, // a full volume may refuse; that is not a failure
         Err(error) => CrashOutcome::Failed(format!("liveness after recovery: {error}")),
     }
+}
+
+/// The volume `fs` mounted without one chip (chosen by the cut point) shows `visible`.
+fn degraded_reads_the_same(
+    fs: &FileSystem<SimFlash>,
+    config: &CrashConfig,
+    cut: CutPoint,
+    visible: &Listing,
+) -> Result<(), String> {
+    let chip = match cut {
+        CutPoint::Flash(k) | CutPoint::Nvram(k) => (k % u64::from(config.chip_count)) as u32,
+    };
+    let mut flash = fs.flash().clone();
+    flash.fail_chip(fsoc_media::ChipIndex(chip)).map_err(|error| error.to_string())?;
+    let degraded = mount(flash, None, config).map_err(|error| format!("mount without chip {chip}: {error}"))?;
+    let listing = listing_cached(&degraded, &mut DigestCache::new())
+        .map_err(|error| format!("listing without chip {chip}: {error}"))?;
+    if &listing != visible {
+        let difference = Listing::difference(&listing, visible).to_string();
+        let lines: Vec<&str> = difference.lines().take(8).map(str::trim).collect();
+        return Err(format!("without chip {chip} the volume shows another state: {}", lines.join("; ")));
+    }
+    Ok(())
 }
 
 /// Runs the power-cut test for one workload. `progress` is called with (done, total).
@@ -557,4 +587,192 @@ fn classify(flash: &SimFlash, sites: &mut FailureSites) {
         Some(PageTag::Data { .. }) => sites.data_programs += 1,
         Some(PageTag::Superblock | PageTag::Parity) | None => sites.not_reached += 1,
     }
+}
+
+/// What `chip_loss_test` found for one workload.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ChipLossReport {
+    pub workload: String,
+    pub steps: usize,
+    pub flash_operations: u64,
+    /// Runs made, each with one chip dying after a sampled flash operation.
+    pub kills: u64,
+    /// Of those, runs in which the workload ended before the chip's next program or erase (the
+    /// chip died idle: the degraded mount and the rebuild are still checked).
+    pub died_idle: u64,
+    /// Runs whose rebuild was cut by a power failure and run again.
+    pub rebuilds_cut: u64,
+    /// Pages the rebuilds wrote.
+    pub rebuilt_pages: u64,
+    pub failures: u64,
+    pub failure_examples: Vec<String>,
+}
+
+/// One chip lost (issue 12 point 2): for `samples` seeded flash operations k of the workload's
+/// reference run, the workload runs again on a volume with parity with a seeded chip dying
+/// after operation k (in the middle of whatever is being written: data, a row's parity, a
+/// metaroot, an erase). The volume must then mount without that chip (read-only), show a
+/// committed state no older than the last commit made before the chip died nor than any commit
+/// the run reported, with every file's bytes, and pass fsck; a blank chip put in its place must
+/// be rebuilt (every third run with a power cut in the middle of the rebuild, which is run
+/// again) after which the volume must mount whole, pass fsck, show the same state and take a
+/// change. `config.fs.volume.redundancy` must be parity and `config.chip_count` at least 2.
+pub fn chip_loss_test(
+    workload: Workload,
+    config: &CrashConfig,
+    samples: u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<ChipLossReport, String> {
+    if config.fs.volume.redundancy != fsoc_core::segment::Redundancy::Parity || config.chip_count < 2 {
+        return Err(String::from("chip loss needs a volume with parity on two chips or more"));
+    }
+    let steps = workload.steps(config.seed, config.scale);
+    let config = CrashConfig { nvram_bytes: None, ..config.clone() };
+    let device = formatted_device(&config)?;
+    let (snapshots, operations, _) = reference_run(&device, &steps, &config)?;
+    let mut rng = SeededRng::new(config.seed ^ 0xD1E);
+    let mut report = ChipLossReport {
+        workload: workload.name().to_string(),
+        steps: steps.len(),
+        flash_operations: operations,
+        ..ChipLossReport::default()
+    };
+    for done in 0..samples {
+        let point = rng.below(operations.max(1));
+        let chip = u32::try_from(rng.below(u64::from(config.chip_count))).unwrap_or(0);
+        let cut_rebuild = done % 3 == 2;
+        let rebuild_cut_after = rng.below(4 * u64::from(config.block_count));
+        report.kills += 1;
+        let run = ChipLossRun { point, chip, rebuild_cut_after: cut_rebuild.then_some(rebuild_cut_after) };
+        if let Err(reason) = chip_loss_run(&device, &steps, &config, run, &snapshots, &mut report) {
+            report.failures += 1;
+            if report.failure_examples.len() < 5 {
+                report.failure_examples.push(format!(
+                    "{}: chip {chip} dies after operation {point}{}: {reason}",
+                    workload.name(),
+                    if cut_rebuild { format!(", rebuild cut after {rebuild_cut_after}") } else { String::new() }
+                ));
+            }
+        }
+        progress(done + 1, samples);
+    }
+    Ok(report)
+}
+
+#[derive(Clone, Copy)]
+struct ChipLossRun {
+    point: u64,
+    chip: u32,
+    rebuild_cut_after: Option<u64>,
+}
+
+fn chip_loss_run(
+    device: &Devices,
+    steps: &[Step],
+    config: &CrashConfig,
+    run: ChipLossRun,
+    snapshots: &[Snapshot],
+    report: &mut ChipLossReport,
+) -> Result<(), String> {
+    use fsoc_media::ChipIndex;
+    let (mut flash, _) = device.copy();
+    flash.schedule_chip_failure(run.point, ChipIndex(run.chip)).map_err(|error| error.to_string())?;
+    let mut fs = mount(flash, None, config).map_err(|error| format!("mount: {error}"))?;
+    // Commits the run saw made (as the reference run counts them): each is durable.
+    let mut counter = fs.commit_counter();
+    let mut commits_seen = 0usize;
+    for step in steps {
+        let mut observer = |fs: &mut FileSystem<SimFlash>, _: bool| -> Result<(), FsError> {
+            fs.now_ns += 1;
+            if fs.commit_counter() != counter {
+                counter = fs.commit_counter();
+                commits_seen += 1;
+            }
+            Ok(())
+        };
+        if apply(&mut fs, step, &mut observer).is_err() {
+            break;
+        }
+    }
+    let mut flash = fs.into_flash_without_commit();
+    if !flash.chip_failed(ChipIndex(run.chip)) {
+        // The workload ended first: the chip dies now, idle.
+        report.died_idle += 1;
+        flash.fail_chip(ChipIndex(run.chip)).map_err(|error| error.to_string())?;
+    }
+    let durable = snapshots.iter().rposition(|snapshot| snapshot.durable_at(CutPoint::Flash(run.point))).unwrap_or(0);
+    let oldest = durable.max(commits_seen);
+    let mut fs = mount(flash, None, config).map_err(|error| format!("degraded mount: {error}"))?;
+    if fs.missing_chip() != Some(run.chip) {
+        return Err(format!("the degraded mount runs without chip {:?}", fs.missing_chip()));
+    }
+    let visible = check_state(&mut fs, snapshots, oldest, "degraded")?;
+    // A new, blank chip in its place; the rebuild, perhaps cut by a power failure and run again.
+    let mut flash = fs.into_flash_without_commit();
+    flash.replace_chip(ChipIndex(run.chip)).map_err(|error| error.to_string())?;
+    if let Some(after) = run.rebuild_cut_after {
+        flash.schedule_power_cut(after);
+        let (cut, _) = fsoc_core::txn::rebuild_chip(flash, run.chip, &mut |_, _| {});
+        flash = cut;
+        if flash.power_is_lost() {
+            report.rebuilds_cut += 1;
+            flash.restore_power();
+        } else {
+            // The rebuild ended first: the cut must not strike the checks below.
+            flash.cancel_power_cut();
+        }
+    }
+    let (flash, rebuilt) = fsoc_core::txn::rebuild_chip(flash, run.chip, &mut |_, _| {});
+    let rebuilt = rebuilt.map_err(|error| format!("rebuild: {error}"))?;
+    report.rebuilt_pages += rebuilt.pages_written;
+    if rebuilt.unrecoverable_pages > 0 {
+        return Err(format!("the rebuild could not rebuild {} pages", rebuilt.unrecoverable_pages));
+    }
+    let mut fs = mount(flash, None, config).map_err(|error| format!("mount after rebuild: {error}"))?;
+    if fs.missing_chip().is_some() {
+        return Err(String::from("after the rebuild the volume still runs without a chip"));
+    }
+    let after = check_state(&mut fs, snapshots, oldest, "rebuilt")?;
+    if after != visible {
+        return Err(String::from("the rebuilt volume shows another state than the degraded one"));
+    }
+    // Whole again: it takes a change, commits and remounts.
+    let liveness = (|| -> Result<(), FsError> {
+        let fd =
+            fs.open(b"/liveness", fsoc_core::OpenFlags { write: true, create: true, ..Default::default() }, 0o644)?;
+        fs.pwrite(fd, 0, b"alive")?;
+        fs.close(fd)?;
+        fs.transact()?;
+        let flash = fs.unmount()?;
+        let again = mount(flash, None, config)?;
+        again.stat(b"/liveness")?;
+        Ok(())
+    })();
+    match liveness {
+        Ok(()) | Err(FsError::NoSpace) => Ok(()),
+        Err(error) => Err(format!("liveness after the rebuild: {error}")),
+    }
+}
+
+/// fsck must pass and the visible state must be a committed state of the reference run no
+/// older than commit `oldest`.
+fn check_state(
+    fs: &mut FileSystem<SimFlash>,
+    snapshots: &[Snapshot],
+    oldest: usize,
+    label: &str,
+) -> Result<Listing, String> {
+    match fs.fsck(false) {
+        Ok(report) if report.is_clean() => {}
+        Ok(report) => return Err(format!("{label}: fsck: {:?}", report.violations)),
+        Err(error) => return Err(format!("{label}: fsck: {error}")),
+    }
+    let visible = listing_cached(fs, &mut DigestCache::new()).map_err(|error| format!("{label}: listing: {error}"))?;
+    if snapshots.iter().skip(oldest).any(|snapshot| snapshot.listing == visible) {
+        return Ok(visible);
+    }
+    let expected = snapshots.get(oldest).map_or(&visible, |snapshot| &snapshot.listing);
+    let difference = Listing::difference(&visible, expected).to_string();
+    let lines: Vec<&str> = difference.lines().take(8).map(str::trim).collect();
+    Err(format!("{label}: the visible state is no commit from {oldest} on: {}", lines.join("; ")))
 }

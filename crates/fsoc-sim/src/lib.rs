@@ -7,7 +7,8 @@ pub mod listing;
 pub mod workloads;
 
 pub use crash::{
-    bad_block_test, crash_test, BadBlockReport, CrashConfig, CrashOutcome, CutPoint, FailureSites, WorkloadReport,
+    bad_block_test, chip_loss_test, crash_test, BadBlockReport, ChipLossReport, CrashConfig, CrashOutcome, CutPoint,
+    FailureSites, WorkloadReport,
 };
 pub use listing::{listing, Listing};
 pub use workloads::{Step, Workload};

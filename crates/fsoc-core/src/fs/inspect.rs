@@ -51,6 +51,17 @@ impl<F: Flash> FileSystem<F> {
         self.volume.layout()
     }
 
+    /// The chip a volume with redundancy runs without (dead or blank at mount, or failed since):
+    /// reads rebuild its pages, and the volume is read-only until `rebuild_chip` restores it.
+    pub fn missing_chip(&self) -> Option<u32> {
+        self.volume.missing_chip()
+    }
+
+    /// Reads answered by rebuilding a page from its row's parity or its twin, since mount.
+    pub fn rebuilt_reads(&self) -> u64 {
+        self.volume.log.device().rebuilt_reads()
+    }
+
     /// The NVRAM's size and technology code (`NvramDevice::technology_code`), on a volume that
     /// keeps its transaction points there.
     pub fn nvram_info(&self) -> Option<(u64, u8)> {

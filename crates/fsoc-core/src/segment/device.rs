@@ -149,6 +149,9 @@ pub struct Device<F: Flash> {
 
 const NO_MISSING_CHIP: u32 = u32::MAX;
 
+/// A page rebuilt from its row: data, 16-byte spare tag, and when the reads completed.
+pub type RebuiltPage = (Vec<u8>, [u8; SPARE_TAG_BYTES], Nanos);
+
 /// Rows whose parity page could not be programmed (a grown bad block): their segment must
 /// take no more pages, and its data pages stay without parity until they are moved.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -317,7 +320,7 @@ impl<F: Flash> Device<F> {
         };
         if needs_repair {
             if let Some((status, done_ns)) = self.repair(issue_ns, address, page, data, spare)? {
-                if matches!(first, Ok(_)) {
+                if first.is_ok() {
                     // The page's own copy failed ECC: its segment should be rewritten.
                     self.mark_weak(self.layout.segment_of(address));
                 }
@@ -417,11 +420,7 @@ impl<F: Flash> Device<F> {
     /// data and 16-byte tag, and when the reads completed. `None` if another page of the row
     /// cannot be read, or the row has no parity (it was never sealed, so nothing in it was
     /// committed).
-    pub fn rebuild_from_row(
-        &self,
-        issue_ns: Nanos,
-        page: PageAddress,
-    ) -> Result<Option<(Vec<u8>, [u8; SPARE_TAG_BYTES], Nanos)>, NandError> {
+    pub fn rebuild_from_row(&self, issue_ns: Nanos, page: PageAddress) -> Result<Option<RebuiltPage>, NandError> {
         let page_bytes = self.layout.page_size_bytes();
         let spare_bytes = self.layout.spare_size_bytes();
         let parity_chip = self.layout.parity_chip(page.block.0, page.page_index);
@@ -650,7 +649,11 @@ impl<F: Flash> Device<F> {
         for open in core::mem::take(&mut self.open_rows) {
             match self.program_parity(&open) {
                 Ok(()) => {}
-                Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. } | NandError::BadBlock { block }) => {
+                Err(
+                    NandError::OperationFailed { block, .. }
+                    | NandError::WornOut { block, .. }
+                    | NandError::BadBlock { block },
+                ) => {
                     outcome.failed.push((open.segment, block));
                 }
                 Err(error) => return Err(error),

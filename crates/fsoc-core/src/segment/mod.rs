@@ -4,9 +4,9 @@
 pub mod cleaner;
 pub mod device;
 pub mod layout;
-pub mod parity;
 pub mod log;
 mod pair_set;
+pub mod parity;
 pub mod segment_table;
 
 pub use cleaner::{DeadPages, VictimPage, WEAR_SPREAD_MAX};

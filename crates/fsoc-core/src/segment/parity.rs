@@ -121,8 +121,7 @@ mod tests {
     #[test]
     fn any_one_page_of_a_row_is_rebuilt_from_the_others() {
         let pages: Vec<Vec<u8>> = (0..3u8).map(|i| (0..32u8).map(|b| b.wrapping_mul(7) ^ i).collect()).collect();
-        let tags: Vec<[u8; 16]> =
-            (0..3u8).map(|i| [1 + i, i, 2, 0, 9, 8, 7, 6, 5, 4, 3, 2, 1, i, 0, 255]).collect();
+        let tags: Vec<[u8; 16]> = (0..3u8).map(|i| [1 + i, i, 2, 0, 9, 8, 7, 6, 5, 4, 3, 2, 1, i, 0, 255]).collect();
         let mut row = OpenRow::new(4, 0, 32);
         for (page, tag) in pages.iter().zip(&tags) {
             row.add(page, tag);
@@ -146,7 +145,8 @@ mod tests {
         let mut single = OpenRow::new(4, 1, 32);
         single.add(&pages[0], &tags[0]);
         let spare = single.parity_spare(64);
-        let others = vec![(false, pages[0].as_slice(), tags[0].as_slice()), (true, single.data.as_slice(), spare.as_slice())];
+        let others =
+            vec![(false, pages[0].as_slice(), tags[0].as_slice()), (true, single.data.as_slice(), spare.as_slice())];
         let (data, tag) = rebuild(32, &others).unwrap();
         assert!(is_empty_slot(&data, &tag));
     }

@@ -65,8 +65,8 @@ pub fn check_chip_set<F: Flash>(
     }
     let tolerate_one = first.redundancy != Redundancy::None;
     // Copy 0 of chip c is stripe page c of segment 0 (docs/FORMAT.md, "Superblock").
-    // Chip 0 was read; if it is the one missing, the chip read instead is checked here again.
-    let positions: Vec<u32> = (u32::from(first_chip == 0)..array_chip_count).collect();
+    // Chip 0 was read (or found missing: then the chip read instead is checked here again).
+    let positions: Vec<u32> = (1..array_chip_count).collect();
     let mut missing = (first_chip != 0).then_some(0);
     let addresses: Vec<LogAddress> =
         positions.iter().map(|&position| layout.address(SUPERBLOCK_SEGMENT, position)).collect();

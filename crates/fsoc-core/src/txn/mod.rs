@@ -4,11 +4,13 @@
 pub mod chip_set;
 pub mod metaroot;
 pub mod nvram_log;
+pub mod rebuild;
 pub mod store;
 pub mod superblock;
 pub mod volume;
 
 pub use chip_set::ChipSetError;
 pub use metaroot::{Metaroot, MetarootShape};
+pub use rebuild::{rebuild_chip, RebuildReport};
 pub use superblock::Superblock;
 pub use volume::{TxnError, Volume, VolumeConfig, WornOut};

@@ -75,6 +75,8 @@ pub enum TxnError {
     Decode { structure: &'static str, source: DecodeError },
     #[error("not an fsoc volume: {reason}")]
     NotAVolume { reason: &'static str },
+    #[error("cannot rebuild: {reason}")]
+    CannotRebuild { reason: &'static str },
     /// A well-formed volume of a format version this build does not read (docs/FORMAT.md).
     #[error("the volume has format version {found}; this build reads format versions {oldest} to {newest}")]
     UnsupportedVersion { found: u32, oldest: u32, newest: u32 },
@@ -357,6 +359,11 @@ impl<F: Flash> Volume<F> {
         }
         if config.redundancy != Redundancy::None && layout.chip_count < 2 {
             return Some("redundancy across chips needs at least two chips");
+        }
+        if config.redundancy == Redundancy::MirrorMeta {
+            // Metaroot twins alone do not keep names listed once a chip holding tree nodes is
+            // gone, which is what mirror-meta promises; until nodes are mirrored, parity.
+            return Some("mirror-meta is not built yet (tree nodes are not mirrored); use parity");
         }
         if shape.directory_len() > Metaroot::table_pages_max(layout.page_size_bytes()) {
             return Some("too many blocks: the segment table's index does not fit a metaroot");
@@ -688,7 +695,7 @@ impl<F: Flash> Volume<F> {
     }
 
     /// The superblock of one chip: copy 0, or copy 1 if copy 0 is unreadable, and which.
-    fn read_superblock_of(device: &mut Device<F>, chip: u32) -> Result<(Superblock, u32), TxnError> {
+    pub(crate) fn read_superblock_of(device: &mut Device<F>, chip: u32) -> Result<(Superblock, u32), TxnError> {
         let layout = device.layout();
         let mut buffer = Vec::new();
         let mut first_error = TxnError::NotAVolume { reason: "no readable superblock" };
