@@ -14,6 +14,7 @@ mod shared_pages;
 
 use common::*;
 use fsoc_core::fs::records::{allocation_key, Extent, RecordKind};
+use fsoc_core::segment::Redundancy;
 use fsoc_core::txn::store::LogNodeStore;
 use fsoc_core::{FileSystem, FsConfig, FsError, OpenFlags};
 use fsoc_flash::PageAddress;
@@ -26,7 +27,12 @@ const WRITE: OpenFlags = OpenFlags { read: true, write: true, ..CREATE };
 /// The files of the volume: sizes from one partial page to several extents, a file with a
 /// hole, one rewritten in the middle and one grown by small appends (partial last pages).
 fn build() -> (SimFlash, Vec<(String, Vec<u8>)>) {
-    let mut fs = FileSystem::format(sim(Profile::Mlc, 2, 48, 3), FsConfig::default(), 3).expect("format");
+    build_with(FsConfig::default())
+}
+
+fn build_with(config: FsConfig) -> (SimFlash, Vec<(String, Vec<u8>)>) {
+    let chips = if config.volume.redundancy == Redundancy::None { 2 } else { 3 };
+    let mut fs = FileSystem::format(sim(Profile::Mlc, chips, 48, 3), config, 3).expect("format");
     let mut files = Vec::new();
     for (index, size) in [700usize, 2048, 2049, 5000, 40_000, 150_000, 300_000].into_iter().enumerate() {
         let path = format!("/f{index}");
@@ -184,6 +190,35 @@ fn damaged_data_pages_are_errors_never_wrong_bytes() {
         "{} damaged copies: {failed_reads} reads refused (EIO), {good_reads} reads of undamaged files exact, 0 wrong",
         seeds.len()
     );
+}
+
+/// With parity (issue 12 point 2) the same damage is repaired: a page failing its checksum is
+/// rebuilt from the rest of its row, checked again, and returned; fsck's data pass still flags
+/// the damaged copy (a scrub rewrites it).
+#[test]
+fn with_parity_damaged_data_pages_are_rebuilt_from_their_rows() {
+    let mut config = FsConfig::default();
+    config.volume.redundancy = Redundancy::Parity;
+    let (base, files) = build_with(config);
+    let pages = data_pages(&base);
+    let copies = corruption_count() / 4;
+    for seed in 0..copies {
+        let mut rng = SeededRng::new(seed);
+        let (inode, file_page, page) = pages[rng.below(pages.len() as u64) as usize];
+        let donor = pages[rng.below(pages.len() as u64) as usize].2;
+        let mut flash = base.clone();
+        let what = damage(&mut flash, page, donor, &mut rng);
+        let context = format!("FSOC_SEED={seed}: inode {inode} page {file_page} ({page}) given {what}");
+        let mut fs = FileSystem::mount(flash, FsConfig::default()).unwrap_or_else(|error| panic!("{context}: {error}"));
+        let report = fs.fsck_data(&mut |_| {}).expect("fsck data pass");
+        assert_eq!(report.checksum_failed_pages, 1, "{context}: {report:?}");
+        for (path, data) in &files {
+            let bytes = read_file(&mut fs, path).unwrap_or_else(|error| panic!("{context}: {path}: {error}"));
+            assert!(&bytes == data, "{context}: {path} read back other bytes than were written");
+        }
+        assert_eq!(fs.rebuilt_reads(), 1, "{context}: the damaged page was rebuilt once");
+    }
+    println!("{copies} damaged copies with parity: every read exact");
 }
 
 /// The cleaner moves a damaged page with the checksum its extent recorded, not one computed

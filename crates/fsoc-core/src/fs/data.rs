@@ -114,9 +114,25 @@ impl<F: Flash> FileSystem<F> {
     /// Checks a data page read from flash against the checksum its extent records: a page
     /// the ECC passed but that differs from what was written (a miscorrection, a misdirected
     /// or lost program, a bus error) is an error, never returned as the file's bytes.
-    fn verify_page(inode: u64, content: &[u8], expected: Option<u32>) -> Result<(), FsError> {
+    ///
+    /// With parity the page is first rebuilt from the rest of its row; the rebuilt bytes are
+    /// returned only if they pass the checksum.
+    fn verify_page(
+        &self,
+        inode: u64,
+        address: LogAddress,
+        content: &mut [u8],
+        expected: Option<u32>,
+    ) -> Result<(), FsError> {
         match expected {
             Some(checksum) if page_checksum(content) != checksum => {
+                let mut rebuilt = content.to_vec();
+                if self.volume.log.read_rebuilt(address, &mut rebuilt).map_err(crate::txn::TxnError::from)?
+                    && page_checksum(&rebuilt) == checksum
+                {
+                    content.copy_from_slice(&rebuilt);
+                    return Ok(());
+                }
                 Err(FsError::CorruptFile { inode, reason: "file data page fails its checksum" })
             }
             _ => Ok(()),
@@ -331,8 +347,8 @@ impl<F: Flash> FileSystem<F> {
             if statuses.iter().any(|status| matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased)) {
                 return Err(FsError::CorruptFile { inode, reason: "file data page unreadable" });
             }
-            for (target, (_, _, expected)) in targets.iter().zip(&wanted) {
-                Self::verify_page(inode, target, *expected)?;
+            for (target, (_, address, expected)) in targets.iter_mut().zip(&wanted) {
+                self.verify_page(inode, *address, target, *expected)?;
             }
             for cut in cuts {
                 let page_buffer = targets.get(cut.index).ok_or_else(|| range_error(inode))?;
@@ -352,7 +368,7 @@ impl<F: Flash> FileSystem<F> {
         let mut buffer = vec![0u8; self.volume.layout().page_size_bytes()];
         if let Some(extent) = self.extent_at(inode, page)? {
             self.volume.log.read(extent.address_of(page), &mut buffer)?;
-            Self::verify_page(inode, &buffer, extent.checksum_of(page))?;
+            self.verify_page(inode, extent.address_of(page), &mut buffer, extent.checksum_of(page))?;
         }
         Ok(buffer)
     }

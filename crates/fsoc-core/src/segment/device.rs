@@ -332,6 +332,31 @@ impl<F: Flash> Device<F> {
         Ok((done.value, done.done_ns))
     }
 
+    /// Rebuilds the page at `address` from the rest of its row (volumes with parity) into
+    /// `data`: for a page the ECC passed whose bytes fail the checksum that names them. Marks
+    /// its segment weak (to be rewritten). `false` if the volume has no parity for it or the
+    /// row cannot rebuild it; the caller checks the result against its checksum again.
+    pub fn read_rebuilt(&self, address: LogAddress, data: &mut [u8]) -> Result<bool, NandError> {
+        if !self.layout.contains(address) {
+            return Ok(false);
+        }
+        let page = self.layout.physical(address);
+        if !self.layout.is_parity_segment(page.block.0) {
+            return Ok(false);
+        }
+        let Some((rebuilt, tag, done_ns)) = self.rebuild_from_row(self.now_ns(), page)? else {
+            return Ok(false);
+        };
+        self.advance_to(done_ns);
+        if parity::is_empty_slot(&rebuilt, &tag) || data.len() != rebuilt.len() {
+            return Ok(false);
+        }
+        data.copy_from_slice(&rebuilt);
+        self.rebuilt_reads.fetch_add(1, Ordering::Relaxed);
+        self.mark_weak(self.layout.segment_of(address));
+        Ok(true)
+    }
+
     /// Reads the second copy of a metaroot page (volumes with twins): for a first copy that
     /// reads but does not decode. `None` without a twin or when its chip is gone.
     pub fn read_twin(&self, address: LogAddress, data: &mut Vec<u8>) -> Result<Option<ReadStatus>, NandError> {

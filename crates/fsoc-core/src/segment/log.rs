@@ -523,6 +523,11 @@ impl<F: Flash> SegmentLog<F> {
         }
     }
 
+    /// Rebuilds a log page from its row's parity into `data` (see `Device::read_rebuilt`).
+    pub fn read_rebuilt(&self, address: LogAddress, data: &mut [u8]) -> Result<bool, SegmentError> {
+        Ok(self.device.read_rebuilt(address, data)?)
+    }
+
     /// Reads any page of the volume (the log or the reserved areas before it) and returns its
     /// ECC status instead of judging it: for checks that report what they find (fsck).
     pub fn read_with_status(&self, address: LogAddress, data: &mut Vec<u8>) -> Result<ReadStatus, SegmentError> {
