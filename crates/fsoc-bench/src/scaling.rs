@@ -110,6 +110,7 @@ impl SweepConfig {
 
     pub fn cell_count(&self) -> u64 {
         (self.profiles.len() * self.chip_counts.len() * self.record_sizes_bytes.len()) as u64
+            + REDUNDANCY_CELLS.len() as u64 * 2
     }
 }
 
@@ -164,6 +165,8 @@ pub struct Report {
     pub device_bytes_min: u64,
     pub rows: Vec<Row>,
     pub mount: Vec<MountRow>,
+    /// What redundancy across chips costs: each mode beside none, same array and records.
+    pub redundancy: Vec<RedundancyRow>,
     pub targets: Vec<TargetCheck>,
     pub wall_seconds: f64,
     /// The sweep that was run (not written: the fields above describe it).
@@ -330,6 +333,78 @@ fn record_order(record_count: u64, operation: Operation, rng: &mut SeededRng) ->
         }
     }
     order
+}
+
+/// The (chips, record size) cells the redundancy comparison runs, on MLC, in each mode.
+const REDUNDANCY_CELLS: [(u32, u64); 4] = [(2, 64 * KIB), (4, 64 * KIB), (4, MIB), (8, MIB)];
+
+/// One mode of redundancy on one cell, beside the same cell without redundancy.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RedundancyRow {
+    pub mode: &'static str,
+    pub chips: u32,
+    pub profile: &'static str,
+    pub record_bytes: u64,
+    /// Bytes statfs reports for a fresh volume, and the share of the same array without
+    /// redundancy.
+    pub capacity_bytes: u64,
+    pub capacity_ratio: f64,
+    /// Sequential synced writes and cold sequential reads (simulated device time), and their
+    /// share of the figures without redundancy.
+    pub write_mib_per_s: f64,
+    pub write_ratio: f64,
+    pub read_mib_per_s: f64,
+    pub read_ratio: f64,
+    /// Page programs of the write phase, and their share of those without redundancy.
+    pub write_programs: u64,
+    pub write_programs_ratio: f64,
+}
+
+/// Runs `REDUNDANCY_CELLS` without redundancy and with parity (`progress` after each).
+pub fn run_redundancy(sweep: &SweepConfig, progress: &mut dyn FnMut(&str)) -> Result<Vec<RedundancyRow>, String> {
+    use fsoc_core::segment::Redundancy;
+    let profile = Profile::Mlc;
+    let mut rows = Vec::new();
+    for &(chips, record_bytes) in &REDUNDANCY_CELLS {
+        let mut measured = Vec::new();
+        for mode in [Redundancy::None, Redundancy::Parity] {
+            let mut modal = sweep.clone();
+            modal.fs.volume.redundancy = mode;
+            let config = device_config(&modal, profile, chips, record_bytes);
+            let flash = SimFlash::create(config).map_err(|error| format!("simulator: {error}"))?;
+            let mut fs = FileSystem::format(flash, modal.fs, modal.seed).map_err(fs_error("format"))?;
+            let statfs = fs.statfs().map_err(fs_error("statfs"))?;
+            let capacity = statfs.total_blocks * u64::from(statfs.block_size_bytes);
+            let cell = Cell { sweep: &modal, profile, chips, record_bytes };
+            let cell_rows = cell.run(&mut Vec::new())?;
+            let figure = |op: Operation| cell_rows.iter().find(|row| row.op == op.name()).cloned();
+            let (Some(write), Some(read)) = (figure(Operation::Write), figure(Operation::Read)) else {
+                return Err(String::from("a redundancy cell lacks its write or read row"));
+            };
+            measured.push((mode, capacity, write, read));
+            progress(&format!("{} ×{chips} {} {}", profile.name(), size_label(record_bytes), mode.name()));
+        }
+        let Some((_, base_capacity, base_write, base_read)) = measured.first().cloned() else {
+            continue;
+        };
+        for (mode, capacity, write, read) in measured {
+            rows.push(RedundancyRow {
+                mode: mode.name(),
+                chips,
+                profile: profile.name(),
+                record_bytes,
+                capacity_bytes: capacity,
+                capacity_ratio: capacity as f64 / base_capacity.max(1) as f64,
+                write_mib_per_s: write.mib_per_s,
+                write_ratio: write.mib_per_s / base_write.mib_per_s,
+                read_mib_per_s: read.mib_per_s,
+                read_ratio: read.mib_per_s / base_read.mib_per_s,
+                write_programs: write.programs,
+                write_programs_ratio: write.programs as f64 / base_write.programs.max(1) as f64,
+            });
+        }
+    }
+    Ok(rows)
 }
 
 /// Runs the sweep; `progress` is called after each cell with a label.
@@ -504,6 +579,7 @@ pub fn run(options: &ScalingOptions, progress: &mut dyn FnMut(&str)) -> Result<R
     let sweep = options.sweep();
     let (rows, mount) = run_sweep(&sweep, progress)?;
     let targets = check_targets(&sweep, &rows, &mount);
+    let redundancy = run_redundancy(&sweep, progress)?;
     Ok(Report {
         benchmark: "scaling",
         seed: sweep.seed,
@@ -514,6 +590,7 @@ pub fn run(options: &ScalingOptions, progress: &mut dyn FnMut(&str)) -> Result<R
         device_bytes_min: sweep.device_bytes_min,
         rows,
         mount,
+        redundancy,
         targets,
         wall_seconds: started.elapsed().as_secs_f64(),
         sweep,
@@ -667,6 +744,21 @@ mod tests {
         assert!((raw_mib_per_s(&config, Operation::Write) - expected).abs() < 1e-9);
         let expected_read = 4.0 * 2048.0 / 77.8e-6 / MIB as f64;
         assert!((raw_mib_per_s(&config, Operation::Read) - expected_read).abs() < 1e-9);
+    }
+
+    // The redundancy comparison on small files: parity keeps (p-1)/p of the capacity, and
+    // every figure is measured with its data verified. Prints the rows (`--nocapture`).
+    #[test]
+    fn parity_costs_are_measured_beside_no_redundancy() {
+        let sweep = SweepConfig { file_bytes_min: 2 * MIB, device_bytes_min: 32 * MIB, ..SweepConfig::quick(5) };
+        let rows = run_redundancy(&sweep, &mut |_| {}).expect("redundancy cells");
+        assert_eq!(rows.len(), REDUNDANCY_CELLS.len() * 2);
+        for row in &rows {
+            println!("{row:?}");
+            let expected = if row.mode == "parity" { f64::from(row.chips - 1) / f64::from(row.chips) } else { 1.0 };
+            assert!((row.capacity_ratio - expected).abs() < 0.03, "{row:?}");
+            assert!(row.write_mib_per_s > 0.0 && row.read_mib_per_s > 0.0, "{row:?}");
+        }
     }
 
     // Runs one tiny cell end to end: five rows, data verified, efficiency within (0, 1].
