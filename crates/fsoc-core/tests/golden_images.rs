@@ -198,6 +198,34 @@ fn golden_image_of_format_version_6_with_nvram_reads_back() {
     }
 }
 
+/// Format version 7 without redundancy: version 6 plus the superblock's extension.
+#[test]
+fn golden_image_of_format_version_7_reads_back() {
+    let fs = check_golden(include_bytes!("fixtures/golden-v7.sparse"), "golden-v7", 7);
+    assert_eq!(fs.superblock().redundancy, fsoc_core::segment::Redundancy::None);
+}
+
+/// Format version 7 with parity on three chips: it reads back whole, and also with any one
+/// chip failed (degraded, read-only, every page rebuilt from the others).
+#[test]
+fn golden_image_of_format_version_7_with_parity_reads_back_without_any_one_chip() {
+    let packed = include_bytes!("fixtures/golden-v7-parity.sparse");
+    let fs = check_golden(packed, "golden-v7-parity", 7);
+    assert_eq!(fs.superblock().redundancy, fsoc_core::segment::Redundancy::Parity);
+    drop(fs);
+    for chip in 0..3 {
+        let directory = tempfile::tempdir().expect("temporary directory");
+        let path = directory.path().join("degraded.img");
+        unpack_sparse(packed, &path);
+        let mut flash = SimFlash::open_image(&path).expect("open image");
+        flash.fail_chip(fsoc_media::ChipIndex(chip)).expect("fail chip");
+        let mut fs = FileSystem::mount(flash, FsConfig::default()).expect("degraded mount");
+        assert_eq!(fs.missing_chip(), Some(chip));
+        check_contents(&mut fs, &format!("golden-v7-parity without chip {chip}"));
+        assert_clean(&mut fs, &format!("golden-v7-parity without chip {chip}"));
+    }
+}
+
 /// Volumes older than format version 5 count no pages and keep no birth time: st_blocks is the
 /// size in whole pages, the birth time 0 (unknown).
 #[test]

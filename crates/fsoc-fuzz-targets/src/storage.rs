@@ -18,12 +18,13 @@ use fsoc_core::txn::metaroot::METAROOT_HEADER_BYTES;
 use fsoc_core::txn::superblock::SUPERBLOCK_BYTES;
 use fsoc_core::txn::{Metaroot, MetarootShape, Superblock};
 
-use crate::input::{fix_checksum_excluding, u32_at, with_and_without_checksum, zeroed, Parameters};
+use crate::input::{fix_checksum_after, fix_checksum_excluding, u32_at, with_and_without_checksum, zeroed, Parameters};
 
-/// Superblock (docs/FORMAT.md, "Superblock"): bytes 52..60 are reserved (ignored on reading,
-/// written as zero) and the CRC-32C of bytes 0..64 sits at 60.
-const SUPERBLOCK_RESERVED: Range<usize> = 52..60;
+/// Superblock (docs/FORMAT.md, "Superblock"): the CRC-32C of bytes 0..64 sits at 60; from
+/// version 7 the redundancy code at 64 and the CRC-32C of bytes 0..68 at 68.
 const SUPERBLOCK_CHECKSUM_OFFSET: usize = 60;
+const SUPERBLOCK_EXTENSION_BYTES: usize = 72;
+const SUPERBLOCK_EXTENSION_CHECKSUM_OFFSET: usize = 68;
 
 /// Metaroot (docs/FORMAT.md, "Metaroot"): the CRC-32C of the record sits at 12, its length at
 /// 16; byte 67 and bytes 76..80 are reserved, and in version 1 so is byte 66 (the index levels
@@ -52,7 +53,12 @@ const TABLES_KEPT_MAX: usize = 64;
 pub fn decode_superblock(data: &[u8]) {
     with_and_without_checksum(
         data,
-        |bytes| fix_checksum_excluding(bytes, SUPERBLOCK_BYTES, SUPERBLOCK_CHECKSUM_OFFSET),
+        |bytes| {
+            let fixed = fix_checksum_excluding(bytes, SUPERBLOCK_BYTES, SUPERBLOCK_CHECKSUM_OFFSET);
+            // The extension's checksum follows what it covers (it includes the first one).
+            fix_checksum_after(bytes, SUPERBLOCK_EXTENSION_CHECKSUM_OFFSET, SUPERBLOCK_EXTENSION_CHECKSUM_OFFSET);
+            fixed
+        },
         check_superblock,
     );
 }
@@ -61,11 +67,11 @@ fn check_superblock(bytes: &[u8]) {
     let Ok(superblock) = Superblock::decode(bytes) else {
         return;
     };
-    // The decoder reads the first 64 bytes of the page; the encoder writes reserved bytes as
-    // zero, so the canonical form is those bytes with the reserved field zeroed, re-checksummed.
-    let mut canonical = zeroed(bytes.get(..SUPERBLOCK_BYTES).unwrap_or_default(), &[SUPERBLOCK_RESERVED]);
-    assert!(fix_checksum_excluding(&mut canonical, SUPERBLOCK_BYTES, SUPERBLOCK_CHECKSUM_OFFSET));
-    let encoded = superblock.encode(SUPERBLOCK_BYTES);
+    // Every byte the decoder reads round-trips (it refuses a non-zero reserved field): the
+    // first 64, or 72 from version 7.
+    let covered = if superblock.format_version >= 7 { SUPERBLOCK_EXTENSION_BYTES } else { SUPERBLOCK_BYTES };
+    let canonical = bytes.get(..covered).unwrap_or_default();
+    let encoded = superblock.encode(covered);
     assert_eq!(encoded, canonical, "superblock {superblock:?} re-encodes differently");
     assert_eq!(Superblock::decode(&encoded), Ok(superblock), "re-encoded superblock decodes differently");
 }
