@@ -150,3 +150,19 @@ fn a_power_cut_while_a_failure_is_being_answered_loses_nothing() {
     }
     println!("{runs} runs of a failure followed by a power cut: every one recovered a commit");
 }
+
+/// fsck reports the bad blocks of each chip (issue 12 point 3): the flash's marks, factory or
+/// grown, counted without reading a page.
+#[test]
+fn fsck_counts_bad_blocks_per_chip() {
+    use fsoc_media::{BlockAddress, Flash, FlashStats};
+    let mut fs = FileSystem::format(sim(Profile::Mlc, 3, 40, 4), FsConfig::default(), 4).expect("format");
+    assert_eq!(fs.fsck(false).expect("fsck").bad_blocks_per_chip, vec![0, 0, 0]);
+    for (chip, block) in [(1, 30), (1, 31), (2, 39)] {
+        fs.flash_mut().mark_bad_block(BlockAddress::new(chip, block)).expect("mark");
+    }
+    let reads = fs.flash().counters().totals().reads;
+    assert_eq!(fs.bad_blocks_per_chip(), vec![0, 2, 1]);
+    assert_eq!(fs.flash().counters().totals().reads, reads, "no page read");
+    assert_eq!(fs.fsck(false).expect("fsck").bad_blocks_per_chip, vec![0, 2, 1]);
+}

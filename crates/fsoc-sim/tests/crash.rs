@@ -248,13 +248,16 @@ fn parity_power_cuts_leave_every_committed_row_rebuildable() {
 /// again) into a whole, writable volume showing the same files.
 #[test]
 fn a_chip_lost_at_sampled_operations_loses_no_committed_byte() {
-    let mut kills = 0;
+    // FSOC_CHIP_LOSS_SAMPLES=N runs N per workload and configuration (the issue's 1,000 points:
+    // 63); the suite runs 12.
+    let samples = std::env::var("FSOC_CHIP_LOSS_SAMPLES").ok().and_then(|text| text.parse().ok()).unwrap_or(12);
+    let (mut kills, mut died_idle, mut rebuilds_cut, mut rebuilt_pages) = (0, 0, 0, 0);
     for config in [
         parity(CrashConfig { chip_count: 3, block_count: 32, ..CrashConfig::small(31) }),
         parity(CrashConfig { profile: Profile::Slc, chip_count: 4, block_count: 24, ..CrashConfig::small(32) }),
     ] {
         for workload in Workload::ALL {
-            let report = fsoc_sim::chip_loss_test(workload, &config, 12, &mut |_, _| {}).expect("harness");
+            let report = fsoc_sim::chip_loss_test(workload, &config, samples, &mut |_, _| {}).expect("harness");
             assert_eq!(
                 report.failures,
                 0,
@@ -265,7 +268,14 @@ fn a_chip_lost_at_sampled_operations_loses_no_committed_byte() {
             );
             assert!(report.rebuilt_pages > 0);
             kills += report.kills;
+            died_idle += report.died_idle;
+            rebuilds_cut += report.rebuilds_cut;
+            rebuilt_pages += report.rebuilt_pages;
         }
     }
-    assert!(kills >= 192);
+    println!(
+        "{kills} chips killed ({died_idle} idle), 0 committed bytes lost; {rebuilds_cut} rebuilds cut by a power \
+         failure and run again; {rebuilt_pages} pages rebuilt"
+    );
+    assert!(kills >= 16 * samples);
 }

@@ -36,6 +36,9 @@ pub struct FsckReport {
     pub orphans: u64,
     /// Extended attributes (format version 4 on).
     pub xattrs: u64,
+    /// Blocks marked bad (factory or grown) on each chip, in chip order (a missing chip's
+    /// count is 0: it cannot be asked).
+    pub bad_blocks_per_chip: Vec<u32>,
 }
 
 impl FsckReport {
@@ -151,6 +154,7 @@ impl<F: Flash> FileSystem<F> {
         let AllocationWalk { mut inodes, orphans, data_pages, xattrs, .. } = walk;
         report.data_pages = data_pages;
         report.xattrs = xattrs;
+        report.bad_blocks_per_chip = self.bad_blocks_per_chip();
         for &orphan in &orphans {
             match facts_of_mut(&mut inodes, orphan) {
                 Some(facts) => facts.orphan = true,

@@ -57,6 +57,25 @@ impl<F: Flash> FileSystem<F> {
         self.volume.missing_chip()
     }
 
+    /// Blocks marked bad (factory or grown) on each chip, in chip order: the flash's own marks
+    /// (a RAM table on every backend, so no page is read); 0 for a missing chip.
+    pub fn bad_blocks_per_chip(&self) -> alloc::vec::Vec<u32> {
+        let layout = self.volume.layout();
+        let flash = self.volume.log.device().flash();
+        let missing = self.volume.missing_chip();
+        (0..layout.chip_count)
+            .map(|chip| {
+                if Some(chip) == missing {
+                    return 0;
+                }
+                let bad = (0..layout.segment_count())
+                    .filter(|&block| flash.is_bad_block(fsoc_flash::BlockAddress::new(chip, block)).unwrap_or(false))
+                    .count();
+                u32::try_from(bad).unwrap_or(u32::MAX)
+            })
+            .collect()
+    }
+
     /// Reads answered by rebuilding a page from its row's parity or its twin, since mount.
     pub fn rebuilt_reads(&self) -> u64 {
         self.volume.log.device().rebuilt_reads()
