@@ -39,10 +39,12 @@ fn superblock_decoder() {
         nvram_bytes: 0,
         nvram_technology: 0,
         redundancy: Redundancy::None,
+        generation: 0,
+        metaroot_areas: [1, 2, 3],
     };
     // Version 7 adds the redundancy mode and a second checksum (bytes 64..72).
     let version_7 = Superblock { format_version: 7, chip_count: 3, redundancy: Redundancy::Parity, ..version_2 };
-    for (seed, valid, covered) in [(1, version_2, 64), (11, version_7, 72)] {
+    for (seed, valid, covered) in [(1, version_2, 64), (11, version_7, 88)] {
         let valid = valid.encode(2048);
         for input in inputs(seed, &valid, 3000) {
             if let Ok(decoded) = Superblock::decode(&input) {

@@ -33,6 +33,8 @@ fn superblock() -> Superblock {
         nvram_bytes: 0,
         nvram_technology: 0,
         redundancy: Redundancy::None,
+        generation: 0,
+        metaroot_areas: [1, 2, 3],
     }
 }
 
@@ -109,7 +111,7 @@ fn superblock_version_7_example_decodes() {
     page.resize(2048, 0xFF);
     let expected =
         Superblock { format_version: 7, chip_count: 3, chip_index: 2, redundancy: Redundancy::Parity, ..superblock() };
-    assert_eq!(Superblock::decode(&page), Ok(expected), "expected dump:\n{}", dump(&expected.encode(2048)[..72]));
+    assert_eq!(Superblock::decode(&page), Ok(expected), "expected dump:\n{}", dump(&expected.encode(2048)[..88]));
 }
 
 #[test]

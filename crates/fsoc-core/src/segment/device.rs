@@ -185,6 +185,29 @@ impl<F: Flash> Device<F> {
         self.layout = self.layout.with_redundancy(redundancy);
     }
 
+    /// Sets the segments of the metaroot areas (the superblock's).
+    pub fn set_metaroot_areas(&mut self, areas: [u32; 3]) {
+        self.layout = self.layout.with_metaroot_areas(areas);
+    }
+
+    /// Reads a physical page (data and spare) at the clock's time and waits for it: for the
+    /// superblock's generations, which lie outside the log's addresses.
+    pub fn read_physical(&self, page: PageAddress, data: &mut [u8], spare: &mut [u8]) -> Result<ReadStatus, NandError> {
+        if self.missing_chip() == Some(page.chip.0) {
+            return Err(NandError::ChipFailed { chip: page.chip });
+        }
+        self.pages_read.fetch_add(1, Ordering::Relaxed);
+        let done = self.flash.read_page(self.now_ns(), page, data, spare)?;
+        self.advance_to(done.done_ns);
+        Ok(done.value)
+    }
+
+    /// Programs a physical page with `tag` (see `read_physical`); does not wait.
+    pub fn program_physical_page(&mut self, page: PageAddress, data: &[u8], tag: PageTag) -> Result<(), NandError> {
+        tag.encode(&mut self.spare_buffer);
+        self.program_physical(page, data)
+    }
+
     /// The chip known to be gone, if any.
     pub fn missing_chip(&self) -> Option<u32> {
         let chip = self.missing_chip.load(Ordering::Relaxed);

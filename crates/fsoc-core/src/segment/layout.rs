@@ -72,12 +72,14 @@ pub struct Layout {
     pub geometry: Geometry,
     pub chip_count: u32,
     pub redundancy: Redundancy,
+    /// The segments of the three metaroot areas (the superblock's; 1, 2, 3 until one moves).
+    pub metaroot_areas: [u32; 3],
 }
 
 impl Layout {
     pub fn new(geometry: Geometry, chip_count: u32) -> Self {
         assert!(chip_count >= 1, "an array has at least one chip");
-        Layout { geometry, chip_count, redundancy: Redundancy::None }
+        Layout { geometry, chip_count, redundancy: Redundancy::None, metaroot_areas: METAROOT_SEGMENTS }
     }
 
     /// The same array with `redundancy` (which needs at least two chips: asserted).
@@ -87,6 +89,16 @@ impl Layout {
             "redundancy across chips needs at least two chips"
         );
         Layout { redundancy, ..self }
+    }
+
+    /// The same array with its metaroot areas in `areas`.
+    pub fn with_metaroot_areas(self, areas: [u32; 3]) -> Self {
+        Layout { metaroot_areas: areas, ..self }
+    }
+
+    /// Whether `segment_index` is one of the metaroot areas.
+    pub fn is_metaroot_area(&self, segment_index: u32) -> bool {
+        self.metaroot_areas.contains(&segment_index)
     }
 
     /// Whether the log carries a parity page in every row.
@@ -169,14 +181,14 @@ impl Layout {
         assert!(self.contains(address), "log address {address:?} outside the volume");
         let segment_index = self.segment_of(address);
         let page_in_segment = self.page_in_segment(address);
-        if self.has_parity() && segment_index >= FIRST_LOG_SEGMENT {
+        if self.is_parity_segment(segment_index) {
             let data_slots = self.chip_count - 1;
             let row = page_in_segment / data_slots;
             let slot = page_in_segment % data_slots;
             let chip = if slot < self.parity_chip(segment_index, row) { slot } else { slot + 1 };
             return PageAddress::new(chip, segment_index, row);
         }
-        if self.has_metaroot_twins() && METAROOT_SEGMENTS.contains(&segment_index) {
+        if self.has_metaroot_twins() && self.is_metaroot_area(segment_index) {
             return self.stripe_page(segment_index, 2 * page_in_segment);
         }
         self.stripe_page(segment_index, page_in_segment)
@@ -185,13 +197,16 @@ impl Layout {
     /// The second copy of a metaroot page (volumes with twins), on the next chip.
     pub fn twin(&self, address: LogAddress) -> Option<PageAddress> {
         let segment_index = self.segment_of(address);
-        (self.has_metaroot_twins() && self.contains(address) && METAROOT_SEGMENTS.contains(&segment_index))
+        (self.has_metaroot_twins() && self.contains(address) && self.is_metaroot_area(segment_index))
             .then(|| self.stripe_page(segment_index, 2 * self.page_in_segment(address) + 1))
     }
 
     /// Whether the segment's rows carry parity.
     pub fn is_parity_segment(&self, segment_index: u32) -> bool {
-        self.has_parity() && segment_index >= FIRST_LOG_SEGMENT && segment_index < self.segment_count()
+        self.has_parity()
+            && segment_index >= FIRST_LOG_SEGMENT
+            && segment_index < self.segment_count()
+            && !self.is_metaroot_area(segment_index)
     }
 
     /// The chip that holds the parity page of `row` of a log segment (rotating).

@@ -427,6 +427,14 @@ impl<F: Flash> SegmentLog<F> {
         }
     }
 
+    /// Takes a segment out of the log for good (retired in the table, no longer open): a
+    /// metaroot area that failed, or a log segment becoming one. Its blocks are not marked bad
+    /// (the one becoming an area is good; a mark may erase a block first on MTD).
+    pub fn retire_area_segment(&mut self, segment_index: u32) {
+        self.table_mut().retire(segment_index);
+        self.close_if_open(segment_index);
+    }
+
     /// Takes the next log address of `head` and counts it valid, without programming it yet.
     pub fn reserve_address(&mut self, head: LogHead) -> Result<LogAddress, SegmentError> {
         let layout = self.device.layout();

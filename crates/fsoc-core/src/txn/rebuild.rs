@@ -16,7 +16,7 @@ use alloc::vec::Vec;
 use fsoc_flash::{BlockAddress, Flash, NandError, PageAddress, ReadStatus};
 
 use crate::segment::device::{Device, PageTag, SPARE_TAG_BYTES};
-use crate::segment::layout::{Redundancy, FIRST_LOG_SEGMENT, METAROOT_SEGMENTS, SUPERBLOCK_SEGMENT};
+use crate::segment::layout::{Redundancy, SUPERBLOCK_SEGMENT};
 use crate::segment::parity::{self, OpenRow};
 use crate::txn::superblock::Superblock;
 use crate::txn::volume::{TxnError, Volume};
@@ -82,11 +82,12 @@ fn rebuild_on<F: Flash>(
         });
     }
     device.set_redundancy(superblock.redundancy);
+    device.set_metaroot_areas(superblock.metaroot_areas);
     device.set_missing_chip(Some(chip));
     let mut rebuild = Rebuild { device, chip, report: RebuildReport::default() };
     let segment_count = layout.segment_count();
     for segment in 0..segment_count {
-        rebuild.segment(segment, &superblock)?;
+        rebuild.segment(segment)?;
         progress(segment + 1, segment_count);
     }
     rebuild.device.write_barrier()?;
@@ -110,7 +111,7 @@ struct Read {
 }
 
 impl<F: Flash> Rebuild<'_, F> {
-    fn segment(&mut self, segment: u32, superblock: &Superblock) -> Result<(), TxnError> {
+    fn segment(&mut self, segment: u32) -> Result<(), TxnError> {
         let block = BlockAddress::new(self.chip, segment);
         let now_ns = self.device.now_ns();
         match self.device.flash_mut().erase_block(now_ns, block) {
@@ -126,11 +127,20 @@ impl<F: Flash> Rebuild<'_, F> {
         for row in 0..layout.geometry.pages_per_block {
             let target = PageAddress::new(self.chip, segment, row);
             let page = if segment == SUPERBLOCK_SEGMENT {
-                (row < 2).then(|| {
-                    let bytes = Superblock { chip_index: self.chip, ..*superblock }.encode(layout.page_size_bytes());
-                    (bytes, tag_spare(PageTag::Superblock, spare_bytes))
-                })
-            } else if METAROOT_SEGMENTS.contains(&segment) {
+                // Every generation the other chips hold (pages 0 and 1 as formatted, then two
+                // a rewrite), as this chip's.
+                let donor = (0..layout.chip_count).find(|&other| other != self.chip).unwrap_or(0);
+                let read = self.read(PageAddress::new(donor, segment, row))?;
+                match read.status {
+                    ReadStatus::Clean | ReadStatus::Corrected { .. } => {
+                        Superblock::decode(&read.data).ok().map(|found| {
+                            let bytes = Superblock { chip_index: self.chip, ..found }.encode(layout.page_size_bytes());
+                            (bytes, tag_spare(PageTag::Superblock, spare_bytes))
+                        })
+                    }
+                    ReadStatus::Erased | ReadStatus::Uncorrectable => None,
+                }
+            } else if layout.is_metaroot_area(segment) {
                 // Stripe page k's twin is k ^ 1, on the neighbouring chip.
                 let k = row * layout.chip_count + self.chip;
                 let read = self.read(layout.stripe_page(segment, k ^ 1))?;
@@ -142,7 +152,7 @@ impl<F: Flash> Rebuild<'_, F> {
                     }
                     ReadStatus::Clean | ReadStatus::Corrected { .. } => Some((read.data, read.spare)),
                 }
-            } else if segment >= FIRST_LOG_SEGMENT && layout.has_parity() {
+            } else if layout.is_parity_segment(segment) {
                 self.log_page(segment, row)?
             } else {
                 None

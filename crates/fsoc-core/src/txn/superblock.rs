@@ -29,9 +29,13 @@ pub const FORMAT_VERSION_NVRAM: u32 = 6;
 pub const FORMAT_VERSION_OLDEST: u32 = 1;
 pub const SUPERBLOCK_BYTES: usize = 64;
 const CHECKSUM_OFFSET: usize = 60;
-/// Version 7 on: bytes 64..68 the redundancy code, 68..72 the CRC-32C of bytes 0..68.
-const EXTENSION_BYTES: usize = 72;
-const EXTENSION_CHECKSUM_OFFSET: usize = 68;
+/// Version 7 on: bytes 64..68 the redundancy code, 68..72 the superblock's generation,
+/// 72..84 the three metaroot areas' segments, 84..88 the CRC-32C of bytes 0..84.
+pub const EXTENSION_BYTES: usize = 88;
+const EXTENSION_CHECKSUM_OFFSET: usize = 84;
+/// The metaroot areas of every volume before version 7, and of a version-7 volume until one
+/// of them goes bad.
+pub const DEFAULT_METAROOT_AREAS: [u32; 3] = [1, 2, 3];
 
 /// Most chips a volume may span (docs/FORMAT.md, "Superblock").
 pub const CHIP_COUNT_MAX: u32 = 64;
@@ -55,6 +59,13 @@ pub struct Superblock {
     /// Format version 7 on: what the volume keeps on two chips or under parity (always
     /// `Redundancy::None` before).
     pub redundancy: Redundancy,
+    /// Format version 7 on: 0 as formatted (pages 0 and 1 of block 0), then one more for each
+    /// rewrite (pages 2g and 2g + 1), which a metaroot area's move makes (docs/DESIGN.md,
+    /// "Grown bad blocks"). Always 0 before.
+    pub generation: u32,
+    /// Format version 7 on: the segments of metaroot areas A, B and C (`DEFAULT_METAROOT_AREAS`
+    /// until one moves). Always the default before.
+    pub metaroot_areas: [u32; 3],
 }
 
 impl Superblock {
@@ -81,12 +92,28 @@ impl Superblock {
         bytes.splice(CHECKSUM_OFFSET..CHECKSUM_OFFSET + 4, checksum.to_le_bytes());
         if self.format_version >= FORMAT_VERSION_REDUNDANCY {
             bytes.extend_from_slice(&self.redundancy.code().to_le_bytes());
+            bytes.extend_from_slice(&self.generation.to_le_bytes());
+            for segment in self.metaroot_areas {
+                bytes.extend_from_slice(&segment.to_le_bytes());
+            }
             let extension_checksum = crc32c(&bytes);
             bytes.extend_from_slice(&extension_checksum.to_le_bytes());
             assert_eq!(bytes.len(), EXTENSION_BYTES, "superblock extension drifted from FORMAT.md");
         }
         bytes.resize(page_size_bytes, 0xFF);
         bytes
+    }
+
+    /// Whether `page` holds a valid superblock of generation `generation` of this volume
+    /// (the same identity and geometry as `self`), decoded.
+    pub fn generation_on(&self, page: &[u8], generation: u32) -> Option<Superblock> {
+        Superblock::decode(page).ok().filter(|found| {
+            found.generation == generation
+                && found.volume_id == self.volume_id
+                && found.geometry == self.geometry
+                && found.chip_count == self.chip_count
+                && found.format_version == self.format_version
+        })
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Superblock, DecodeError> {
@@ -161,7 +188,7 @@ impl Superblock {
                 value: u64::from(nvram_bytes),
             });
         }
-        let redundancy = if format_version >= FORMAT_VERSION_REDUNDANCY {
+        let (redundancy, generation, metaroot_areas) = if format_version >= FORMAT_VERSION_REDUNDANCY {
             let extension = bytes.get(..EXTENSION_BYTES).ok_or(DecodeError::Truncated {
                 structure: "superblock",
                 needed_bytes: EXTENSION_BYTES,
@@ -169,6 +196,8 @@ impl Superblock {
             })?;
             let mut reader = Reader::new("superblock", extension.get(SUPERBLOCK_BYTES..).unwrap_or(&[]));
             let code = reader.u32_le()?;
+            let generation = reader.u32_le()?;
+            let metaroot_areas = [reader.u32_le()?, reader.u32_le()?, reader.u32_le()?];
             let stored = reader.u32_le()?;
             let computed = crc32c(extension.get(..EXTENSION_CHECKSUM_OFFSET).unwrap_or(&[]));
             if stored != computed {
@@ -186,12 +215,31 @@ impl Superblock {
                     value: u64::from(code),
                 });
             }
-            redundancy
+            let [a, b, c] = metaroot_areas;
+            let valid_area = |segment: u32| segment != 0 && segment < geometry.block_count;
+            if !metaroot_areas.iter().all(|&segment| valid_area(segment)) || a == b || b == c || a == c {
+                return Err(DecodeError::InvalidField {
+                    structure: "superblock",
+                    field: "metaroot_areas",
+                    value: u64::from(a),
+                });
+            }
+            // A generation lives on pages 2g and 2g + 1 of block 0.
+            if u64::from(generation) * 2 + 1 >= u64::from(geometry.pages_per_block) {
+                return Err(DecodeError::InvalidField {
+                    structure: "superblock",
+                    field: "generation",
+                    value: u64::from(generation),
+                });
+            }
+            (redundancy, generation, metaroot_areas)
         } else {
-            Redundancy::None
+            (Redundancy::None, 0, DEFAULT_METAROOT_AREAS)
         };
         Ok(Superblock {
             redundancy,
+            generation,
+            metaroot_areas,
             format_version,
             geometry,
             chip_count,
@@ -222,6 +270,8 @@ mod tests {
             nvram_bytes: 0,
             nvram_technology: 0,
             redundancy: Redundancy::Parity,
+            generation: 0,
+            metaroot_areas: DEFAULT_METAROOT_AREAS,
         }
     }
 
@@ -254,6 +304,8 @@ mod tests {
             );
         }
         let old = Superblock { format_version: 1, redundancy: Redundancy::None, ..example() };
+        let moved = Superblock { generation: 3, metaroot_areas: [1, 57, 3], ..example() };
+        assert_eq!(Superblock::decode(&moved.encode(2048)), Ok(moved));
         assert_eq!(Superblock::decode(&old.encode(2048)), Ok(old));
     }
 }

@@ -10,7 +10,7 @@ use alloc::vec::Vec;
 
 use alloc::boxed::Box;
 
-use fsoc_flash::{Flash, FlushWait, NandError, NvramDevice, ReadStatus};
+use fsoc_flash::{Flash, FlushWait, NandError, NvramDevice, PageAddress, ReadStatus};
 
 use crate::address::LogAddress;
 use crate::btree::{Tree, TreeConfig, TreeError, TreeRoot};
@@ -21,7 +21,7 @@ use crate::segment::{Device, Layout, PageTag, SegmentError, SegmentLog, SegmentT
 use crate::txn::metaroot::{Metaroot, MetarootShape, FLAG_CLEAN, FLAG_CLEAN_TWIN, FLAG_ORPHANS};
 use crate::txn::nvram_log::{NvramLog, NvramMountReport, NvramRecord};
 use crate::txn::store::LogNodeStore;
-use crate::txn::superblock::{Superblock, FORMAT_VERSION};
+use crate::txn::superblock::{Superblock, DEFAULT_METAROOT_AREAS, FORMAT_VERSION, FORMAT_VERSION_REDUNDANCY};
 use fsoc_flash::codec::DecodeError;
 
 pub const DIRECTORY_TREE_ID: u8 = 1;
@@ -162,8 +162,9 @@ enum MetarootArea {
 impl MetarootArea {
     const ALL: [MetarootArea; 3] = [MetarootArea::First, MetarootArea::Second, MetarootArea::Third];
 
-    fn segment_index(self) -> u32 {
-        *self.of(&METAROOT_SEGMENTS)
+    /// This area's segment among `areas` (the superblock's `metaroot_areas`).
+    fn segment_in(self, areas: &[u32; 3]) -> u32 {
+        *self.of(areas)
     }
 
     /// This area's entry of a per-area array.
@@ -433,6 +434,8 @@ impl<F: Flash> Volume<F> {
                 nvram_bytes,
                 nvram_technology,
                 redundancy: config.redundancy,
+                generation: 0,
+                metaroot_areas: DEFAULT_METAROOT_AREAS,
             };
             let bytes = superblock.encode(layout.page_size_bytes());
             // Pages 0 and 1 of block 0 on this chip: log addresses chip_index and
@@ -466,6 +469,8 @@ impl<F: Flash> Volume<F> {
                 nvram_bytes,
                 nvram_technology,
                 redundancy: config.redundancy,
+                generation: 0,
+                metaroot_areas: DEFAULT_METAROOT_AREAS,
             }
             .encode(layout.page_size_bytes()),
         )
@@ -554,6 +559,7 @@ impl<F: Flash> Volume<F> {
         if superblock.chip_count == layout.chip_count {
             device.set_redundancy(superblock.redundancy);
         }
+        device.set_metaroot_areas(superblock.metaroot_areas);
         // Every chip's superblock, read together: p page reads, one read time. A volume with
         // redundancy mounts without one of its chips (dead or blank): its pages are rebuilt.
         let missing_chip = crate::txn::chip_set::check_chip_set(&mut device, &superblock, first_chip)?;
@@ -718,7 +724,7 @@ impl<F: Flash> Volume<F> {
                 ReadStatus::Clean | ReadStatus::Corrected { .. } => {}
             }
             match Superblock::decode(&buffer) {
-                Ok(superblock) => return Ok((superblock, copy)),
+                Ok(superblock) => return Ok((Self::newest_generation(device, chip, superblock)?, copy)),
                 Err(DecodeError::UnsupportedVersion { found, oldest, newest, .. }) => {
                     // Not damage: a newer (or unknown) format, refused by name.
                     return Err(TxnError::UnsupportedVersion { found, oldest, newest });
@@ -730,6 +736,47 @@ impl<F: Flash> Volume<F> {
             }
         }
         Err(first_error)
+    }
+
+    /// The newest generation of a chip's superblock (format version 7 on): generation g lies
+    /// on pages 2g and 2g + 1 of block 0, programmed in order, so the last programmed page of
+    /// the block names the newest; a torn one falls back to the generation before. One page
+    /// read (page 2, erased) while the superblock was never rewritten.
+    fn newest_generation(device: &mut Device<F>, chip: u32, first: Superblock) -> Result<Superblock, TxnError> {
+        if first.format_version < FORMAT_VERSION_REDUNDANCY || first.generation != 0 {
+            return Ok(first);
+        }
+        let layout = device.layout();
+        let pages_per_block = layout.geometry.pages_per_block;
+        let (mut data, mut spare) =
+            (alloc::vec![0u8; layout.page_size_bytes()], alloc::vec![0u8; layout.spare_size_bytes()]);
+        let mut status_of = |device: &mut Device<F>, page: u32, data: &mut Vec<u8>| {
+            device.read_physical(PageAddress::new(chip, SUPERBLOCK_SEGMENT, page), data, &mut spare)
+        };
+        if pages_per_block < 4 || status_of(device, 2, &mut data)? == ReadStatus::Erased {
+            return Ok(first);
+        }
+        // Pages 2.. of block 0 are programmed as a prefix: binary search its end.
+        let (mut low, mut high) = (2u32, pages_per_block);
+        while high - low > 1 {
+            let middle = low + (high - low) / 2;
+            if status_of(device, middle, &mut data)? == ReadStatus::Erased {
+                high = middle;
+            } else {
+                low = middle;
+            }
+        }
+        for generation in (1..=low / 2).rev() {
+            for page in [2 * generation, 2 * generation + 1] {
+                let status = status_of(device, page, &mut data)?;
+                if matches!(status, ReadStatus::Clean | ReadStatus::Corrected { .. }) {
+                    if let Some(found) = first.generation_on(&data, generation) {
+                        return Ok(Superblock { chip_index: first.chip_index, ..found });
+                    }
+                }
+            }
+        }
+        Ok(first)
     }
 
     fn read_metaroot_page(
@@ -772,7 +819,7 @@ impl<F: Flash> Volume<F> {
         let mut head: [[Option<Metaroot>; 2]; 3] = Default::default();
         for area in MetarootArea::ALL {
             for (page_index, slot) in (0u32..).zip(area.of_mut(&mut head)) {
-                let address = layout.address(area.segment_index(), page_index);
+                let address = layout.address(area.segment_in(&superblock.metaroot_areas), page_index);
                 *slot = Self::read_metaroot_page(device, address, &mut buffer, superblock, shape)?;
             }
         }
@@ -784,7 +831,7 @@ impl<F: Flash> Volume<F> {
         let Some(&area_slot) = order.first() else {
             return Err(TxnError::NoMetaroot);
         };
-        let segment_index = area_slot.segment_index();
+        let segment_index = area_slot.segment_in(&superblock.metaroot_areas);
         // Binary search for the last programmed page: pages of an area are programmed as a
         // prefix, so "erased" is monotone. Page 0 is known programmed.
         let (mut low, mut high) = (0u32, pages_per_segment);
@@ -814,6 +861,11 @@ impl<F: Flash> Volume<F> {
             }
         }
         Err(TxnError::NoMetaroot)
+    }
+
+    /// The segment metaroot area `area` is in now.
+    fn area_segment(&self, area: MetarootArea) -> u32 {
+        area.segment_in(&self.superblock.metaroot_areas)
     }
 
     /// The chip this volume runs without (found missing at mount, or failed since), if any.
@@ -861,6 +913,13 @@ impl<F: Flash> Volume<F> {
             let directory = self.committed.segment_table.clone();
             let index_page_count = self.committed.shape.index_page_count;
             self.log.load_table(&directory, index_page_count).inspect_err(|_| self.poisoned = true)?;
+            // A metaroot area moved into the log's segments is the superblock's, whatever the
+            // committed table says (a power cut may have come before a commit recorded it).
+            for segment in self.superblock.metaroot_areas {
+                if segment >= FIRST_LOG_SEGMENT && !self.log.table().is_retired_quietly(segment) {
+                    self.log.retire_area_segment(segment);
+                }
+            }
         }
         Ok(())
     }
@@ -1200,7 +1259,7 @@ impl<F: Flash> Volume<F> {
                         // would be invisible, so the volume ends writing.
                         if failed_page >= 1 {
                             return Err(TxnError::WornOut(WornOut::MetarootArea {
-                                segment: self.cursor.area_slot.segment_index(),
+                                segment: self.area_segment(self.cursor.area_slot),
                             }));
                         }
                         self.cursor.next_page = failed_page + 1;
@@ -1227,7 +1286,7 @@ impl<F: Flash> Volume<F> {
         }
         self.committed.flags = flags;
         let bytes = self.committed.encode(layout.page_size_bytes());
-        let address = layout.address(self.cursor.area_slot.segment_index(), self.cursor.next_page);
+        let address = layout.address(self.area_segment(self.cursor.area_slot), self.cursor.next_page);
         self.log.device_mut().program(address, &bytes, PageTag::Metaroot)?;
         // Nothing issued later (an erase of a segment this commit frees) may reach the backing
         // store before the metaroot that makes it free.
@@ -1258,43 +1317,139 @@ impl<F: Flash> Volume<F> {
         let candidates = if self.cursor.oldest_area_only { [Some(oldest), None] } else { [Some(oldest), Some(newer)] };
         let mut worn = None;
         for area in candidates.into_iter().flatten() {
-            if self.area_failed(area) {
-                worn = Some(WornOut::MetarootArea { segment: area.segment_index() });
-                continue;
-            }
-            *area.of_mut(&mut self.cursor.area_counters) = None;
-            match self.log.device_mut().erase_segment(area.segment_index()) {
-                Ok(()) => {
-                    self.cursor =
-                        MetarootCursor { area_slot: area, next_page: 0, oldest_area_only: false, ..self.cursor };
-                    return Ok(());
-                }
-                Err(NandError::WornOut { .. } | NandError::OperationFailed { .. } | NandError::BadBlock { .. }) => {
-                    *area.of_mut(&mut self.failed_areas) = true;
-                    if self.log.is_table_loaded() {
-                        self.log.retire_reserved_segment(area.segment_index());
+            let erased = if self.area_failed(area) {
+                false
+            } else {
+                *area.of_mut(&mut self.cursor.area_counters) = None;
+                let segment = self.area_segment(area);
+                match self.log.device_mut().erase_segment(segment) {
+                    Ok(()) => true,
+                    Err(NandError::WornOut { .. } | NandError::OperationFailed { .. } | NandError::BadBlock { .. }) => {
+                        *area.of_mut(&mut self.failed_areas) = true;
+                        if self.log.is_table_loaded() {
+                            self.log.retire_reserved_segment(segment);
+                        }
+                        false
                     }
-                    worn = Some(WornOut::MetarootArea { segment: area.segment_index() });
+                    Err(error) => return Err(error.into()),
                 }
-                Err(error) => return Err(error.into()),
+            };
+            // A failed area moves to a fresh segment when it can (format version 7).
+            if erased || self.relocate_area(area)? {
+                *area.of_mut(&mut self.cursor.area_counters) = None;
+                self.cursor = MetarootCursor { area_slot: area, next_page: 0, oldest_area_only: false, ..self.cursor };
+                return Ok(());
             }
+            worn = Some(WornOut::MetarootArea { segment: self.area_segment(area) });
         }
         // Only reachable with a candidate tried or skipped, each of which set `worn`.
-        Err(TxnError::WornOut(worn.unwrap_or(WornOut::MetarootArea { segment: oldest.segment_index() })))
+        Err(TxnError::WornOut(worn.unwrap_or(WornOut::MetarootArea { segment: self.area_segment(oldest) })))
     }
 
     /// Whether `area`'s erase failed, in this session or (retired in the table) an earlier one.
+    /// An area moved into the log's segments is retired there by design (the log must not take
+    /// it), so only this session's failure counts for it.
     fn area_failed(&self, area: MetarootArea) -> bool {
+        let segment = self.area_segment(area);
         *area.of(&self.failed_areas)
-            || (self.log.is_table_loaded() && self.log.table().is_retired_quietly(area.segment_index()))
+            || (segment < FIRST_LOG_SEGMENT
+                && self.log.is_table_loaded()
+                && self.log.table().is_retired_quietly(segment))
+    }
+
+    /// Moves metaroot area `area`, which cannot be erased, to a fresh segment (format version
+    /// 7; docs/DESIGN.md, "Grown bad blocks"): the least-worn free log segment is taken out of
+    /// the log (retired in the table, so nothing allocates it), erased, and named in a new
+    /// generation of the superblock, programmed on pages 2g and 2g + 1 of block 0 of every
+    /// chip before anything is written in it. A power cut before that generation is whole
+    /// leaves the older one in force (the failed area, which holds nothing newer than the
+    /// current area); after it, the new area is empty and the current one holds the newest
+    /// records. `false` when there is no room: no free segment, or no generation left in
+    /// block 0 (then the volume ends writing as before).
+    fn relocate_area(&mut self, area: MetarootArea) -> Result<bool, TxnError> {
+        if self.superblock.format_version < FORMAT_VERSION_REDUNDANCY || self.config.read_only {
+            return Ok(false);
+        }
+        self.ensure_table_loaded()?;
+        let layout = self.log.layout();
+        let Some(generation) = self.next_superblock_generation()? else {
+            return Ok(false);
+        };
+        let failed = self.area_segment(area);
+        self.log.retire_area_segment(failed);
+        let mut replacement = None;
+        for _attempt in 0..METAROOT_RETRIES_MAX {
+            let Some(candidate) = self.log.table().least_worn_free(|segment| !self.log.is_open(segment)) else {
+                break;
+            };
+            self.log.retire_area_segment(candidate);
+            match self.log.device_mut().erase_segment(candidate) {
+                Ok(()) => {
+                    replacement = Some(candidate);
+                    break;
+                }
+                Err(NandError::WornOut { .. } | NandError::OperationFailed { .. } | NandError::BadBlock { .. }) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        let Some(replacement) = replacement else {
+            return Ok(false);
+        };
+        let mut areas = self.superblock.metaroot_areas;
+        *area.of_mut(&mut areas) = replacement;
+        let moved = Superblock { generation, metaroot_areas: areas, ..self.superblock };
+        // The new area must be erased before any generation names it.
+        self.log.device_mut().write_barrier()?;
+        let missing = self.log.device().missing_chip();
+        for chip in (0..layout.chip_count).filter(|&chip| Some(chip) != missing) {
+            let bytes = Superblock { chip_index: chip, ..moved }.encode(layout.page_size_bytes());
+            for page in [2 * generation, 2 * generation + 1] {
+                let address = PageAddress::new(chip, SUPERBLOCK_SEGMENT, page);
+                match self.log.device_mut().program_physical_page(address, &bytes, PageTag::Superblock) {
+                    Ok(()) => {}
+                    // A copy lost to a grown bad block: the other copy and chips carry it.
+                    Err(NandError::WornOut { .. } | NandError::OperationFailed { .. } | NandError::BadBlock { .. }) => {
+                    }
+                    Err(error) => return Err(error.into()),
+                }
+            }
+        }
+        self.log.device_mut().write_barrier()?;
+        self.superblock = moved;
+        self.log.device_mut().set_metaroot_areas(areas);
+        *area.of_mut(&mut self.failed_areas) = false;
+        Ok(true)
+    }
+
+    /// The first superblock generation whose two pages are erased on every chip present (a
+    /// power cut may have left an attempt's pages programmed), or `None` when block 0 is full.
+    fn next_superblock_generation(&mut self) -> Result<Option<u32>, TxnError> {
+        let layout = self.log.layout();
+        let (mut data, mut spare) =
+            (alloc::vec![0u8; layout.page_size_bytes()], alloc::vec![0u8; layout.spare_size_bytes()]);
+        let missing = self.log.device().missing_chip();
+        let mut generation = self.superblock.generation + 1;
+        'candidates: while 2 * generation + 1 < layout.geometry.pages_per_block {
+            for chip in (0..layout.chip_count).filter(|&chip| Some(chip) != missing) {
+                for page in [2 * generation, 2 * generation + 1] {
+                    let address = PageAddress::new(chip, SUPERBLOCK_SEGMENT, page);
+                    if self.log.device().read_physical(address, &mut data, &mut spare)? != ReadStatus::Erased {
+                        generation += 1;
+                        continue 'candidates;
+                    }
+                }
+            }
+            return Ok(Some(generation));
+        }
+        Ok(None)
     }
 
     /// Retires in the segment table the metaroot areas whose erase failed before it was loaded
     /// (at mount), so the next full commit writes them down.
     fn record_failed_areas(&mut self) {
         for area in MetarootArea::ALL {
-            if *area.of(&self.failed_areas) && !self.log.table().is_retired_quietly(area.segment_index()) {
-                self.log.retire_reserved_segment(area.segment_index());
+            if *area.of(&self.failed_areas) && !self.log.table().is_retired_quietly(self.area_segment(area)) {
+                self.log.retire_reserved_segment(self.area_segment(area));
             }
         }
     }
@@ -1308,7 +1463,7 @@ impl<F: Flash> Volume<F> {
             return self.worn_out;
         }
         if let Some(area) = MetarootArea::ALL.into_iter().find(|&area| self.area_failed(area)) {
-            return Some(WornOut::MetarootArea { segment: area.segment_index() });
+            return Some(WornOut::MetarootArea { segment: self.area_segment(area) });
         }
         if !self.log.is_table_loaded() {
             return None;
