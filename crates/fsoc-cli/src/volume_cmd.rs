@@ -778,6 +778,9 @@ pub fn chip_loss_crashtest(
             options.redundancy.name()
         ));
     }
+    if options.chips < 2 {
+        return Err("--chip-loss needs --chips 2 or more: the volume loses one chip and goes on with the others".into());
+    }
     let config = options.config()?;
     let started = Instant::now();
     let mut reports = Vec::new();
