@@ -137,10 +137,10 @@ enum Command {
         /// or pcm.
         #[arg(long, default_value = "feram", value_parser = arguments::nvram_technology)]
         nvram_technology: fsoc_media::NvramTechnology,
-        /// Redundancy across chips: none, or parity (one parity page in every row of every
-        /// chip's block, and metaroots on two chips: capacity (N-1)/N of N chips, and any one
-        /// chip may be lost, then rebuilt with `fsoc rebuild`); needs --chips 2 or more.
-        /// mirror-meta is not built yet.
+        /// Redundancy across chips: none, or parity (each row of pages across the chips carries
+        /// one parity page, and metaroots are kept on two chips: capacity (N-1)/N of N chips;
+        /// any one chip may be lost, then rebuilt with `fsoc rebuild`); needs --chips 2 or
+        /// more. mirror-meta is not built yet.
         #[arg(long, default_value = "none", value_parser = arguments::redundancy)]
         redundancy: fsoc_core::segment::Redundancy,
     },
@@ -185,10 +185,12 @@ enum Command {
         check_only: bool,
     },
     /// Writes a lost chip of a volume with redundancy (`mkfs --redundancy parity`) again from
-    /// the other chips, offline, then mounts the volume and checks it (fsck); exit status 1 if
-    /// pages could not be rebuilt or the check fails, 2 if the rebuild cannot run. An image
-    /// file's chip K is rewritten in place; an array's new chip is BASE.chipK (created blank if
-    /// it is missing) or the --replacement file; MTD raw NAND: the device in position K.
+    /// the other chips, offline, then mounts the volume and checks it (fsck).
+    ///
+    /// An image file's chip K is rewritten in place; an array's new chip is BASE.chipK (a blank
+    /// one is made if the file is missing) or the --replacement file; on MTD raw NAND, the
+    /// device in position K of the list. Exit status 1 if pages could not be rebuilt or the
+    /// check fails, 2 if the rebuild cannot run.
     Rebuild {
         /// The image file, an array volume as BASE or any chip file BASE.chipN (chip K's file
         /// may be missing), or MTD raw NAND (refused while the volume is mounted or in use).
