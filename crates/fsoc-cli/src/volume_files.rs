@@ -10,7 +10,8 @@
 //! Invariants: every file of the volume is locked before it is opened (exclusive for writers,
 //! shared for readers), so a mounted volume is refused by every command and never written by
 //! two processes; chip files are opened as a set (chip 0 up to the first missing one) and
-//! whether they form one volume is the file system's chip-set check, not a guess here; a path
+//! whether they form one volume is the file system's chip-set check, not a guess here (when it
+//! finds chips missing, the first missing chip file is named, with `fsoc rebuild`); a path
 //! that exists and is neither a regular file nor an MTD character device (a block device,
 //! another character device, a FIFO, a directory) is refused before it is opened
 //! (`check_volume_path`), so no tool blocks on it, replaces it or writes to it.
@@ -323,13 +324,15 @@ pub fn open_nvram(name: &Path) -> Result<Option<Box<dyn fsoc_media::NvramDevice>
 pub fn describe_mount_error(image: &Path, error: &FsError) -> String {
     // Chip files are opened up to the first missing one (a chip file alone when chip 0 is
     // missing): name the volume's first chip file that is not there.
-    let missing_chip_file = match error {
-        FsError::Io(fsoc_core::txn::TxnError::ChipSet(fsoc_core::txn::ChipSetError::MissingChip {
-            volume_chip_count,
-            ..
-        })) => first_missing_chip_file(image, *volume_chip_count).map(|(base, chip)| missing_chip_file(&base, chip)),
-        _ => None,
-    };
+    if let FsError::Io(fsoc_core::txn::TxnError::ChipSet(fsoc_core::txn::ChipSetError::MissingChip {
+        volume_chip_count,
+        ..
+    })) = error
+    {
+        if let Some((base, chip)) = first_missing_chip_file(image, *volume_chip_count) {
+            return format!("{}: cannot mount: {error}; {}", image.display(), missing_chip_file(&base, chip));
+        }
+    }
     let hint = match error {
         FsError::Io(fsoc_core::txn::TxnError::Nvram { .. }) => format!(
             "the volume's NVRAM is the file {} (made by `fsoc mkfs --nvram`): keep it beside the volume, \
@@ -343,9 +346,6 @@ pub fn describe_mount_error(image: &Path, error: &FsError) -> String {
         FsError::Io(fsoc_core::txn::TxnError::NoMetaroot) => {
             "no readable metaroot (transaction record): the volume cannot be recovered by fsoc; restore it from a copy"
                 .to_string()
-        }
-        FsError::Io(fsoc_core::txn::TxnError::ChipSet(_)) if missing_chip_file.is_some() => {
-            missing_chip_file.unwrap_or_default()
         }
         FsError::Io(fsoc_core::txn::TxnError::ChipSet(_)) => {
             "these chip files do not form one volume: put back the volume's own chip files, named \
@@ -653,6 +653,25 @@ mod tests {
         assert_eq!(VolumeFiles::locate(&lone), VolumeFiles::Image(lone.clone()));
         assert_eq!(array.primary_file(), chip_file_path(&base, 0));
         assert_eq!(array.name(), base);
+    }
+
+    /// A missing chip file is named by its array whatever path named the volume (BASE, or a
+    /// chip file, chip 0 there or not); a lone file that merely ends in `.chipN` names none.
+    #[test]
+    fn missing_chip_files_are_named() {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let base = directory.path().join("disk");
+        for chip in [0, 2] {
+            std::fs::write(chip_file_path(&base, chip), b"").expect("write");
+        }
+        assert_eq!(first_missing_chip_file(&base, 3), Some((base.clone(), 1)));
+        assert_eq!(first_missing_chip_file(&chip_file_path(&base, 2), 3), Some((base.clone(), 1)));
+        assert_eq!(first_missing_chip_file(&base, 1), None, "chip 0 of a one-chip volume is there");
+        std::fs::remove_file(chip_file_path(&base, 0)).expect("remove chip 0");
+        assert_eq!(first_missing_chip_file(&chip_file_path(&base, 2), 3), Some((base.clone(), 0)));
+        assert_eq!(chip_file_base(&chip_file_path(&base, 12)), Some(base.clone()));
+        assert!(VolumeFiles::Image(base.clone()).check().expect_err("chip 0 missing").contains("disk.chip0"));
+        assert_eq!(first_missing_chip_file(&directory.path().join("lone.img"), 2), None);
     }
 
     /// A `+` in a file name is not an MTD list (only a list of MTD devices is), and the mount
