@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use fsoc_media::image::{ImageError, ImageHeader, ImageStore};
+use fsoc_media::store::PageStore;
 use fsoc_media::{NandError, SimConfig};
 
 /// Chip file `c` of array `BASE` is `BASE` + this + `c`.
@@ -54,6 +55,21 @@ fn chip_file_error(path: &Path) -> impl FnOnce(ImageError) -> ArrayError + '_ {
 pub(crate) fn create_chip_files(paths: &[PathBuf], config: &SimConfig) -> Result<Vec<ImageStore>, ArrayError> {
     let chip_config = SimConfig { chip_count: 1, ..config.clone() };
     paths.iter().map(|path| ImageStore::create(path, &chip_config).map_err(chip_file_error(path))).collect()
+}
+
+/// Creates `path` as a blank chip of the same description as the chip file `like` (geometry,
+/// profile, ECC strength, endurance): every block erased, unworn and good, as a new chip put in
+/// a lost one's place before the file system rebuilds what it held (`fsoc rebuild`). The file
+/// must not exist; it is durable when this returns.
+pub fn create_blank_chip_file(path: &Path, like: &Path) -> Result<(), ArrayError> {
+    let header = *ImageStore::open(like).map_err(chip_file_error(like))?.header();
+    if header.chip_count != 1 {
+        return Err(ArrayError::NotOneChip { path: like.display().to_string(), chip_count: header.chip_count });
+    }
+    let config = SimConfig { chip_count: 1, ..header.sim_config() };
+    let mut store = ImageStore::create(path, &config).map_err(chip_file_error(path))?;
+    store.flush()?;
+    Ok(())
 }
 
 /// Opens existing chip files and checks they describe identical one-chip devices. Returns the

@@ -36,6 +36,6 @@ mod store;
 mod threaded;
 mod worker;
 
-pub use chip_files::{chip_file_path, chip_file_paths, ArrayError, CHIP_FILE_SUFFIX};
+pub use chip_files::{chip_file_path, chip_file_paths, create_blank_chip_file, ArrayError, CHIP_FILE_SUFFIX};
 pub use store::ChipArrayStore;
 pub use threaded::{ArrayConfig, ChipControl, ThreadedFlash};

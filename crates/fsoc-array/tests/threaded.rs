@@ -252,3 +252,31 @@ fn chip_files_are_one_chip_images() {
     }
     assert!(!chip_file_path(&base, 3).exists());
 }
+
+// A blank chip file is a new chip in a lost one's place: the same description as the chip it
+// was made like, every page erased and no block bad, opened in the array beside the others;
+// an existing file is never overwritten.
+#[test]
+fn a_blank_chip_file_is_an_erased_chip_like_the_others() {
+    let directory = tempfile::tempdir().expect("tempdir");
+    let base = directory.path().join("vol");
+    let mut flash = ThreadedFlash::create(&base, config(2)).expect("create");
+    let geometry = flash.geometry();
+    let data = vec![0x5Au8; geometry.page_data_bytes as usize];
+    let spare = vec![0xFFu8; geometry.spare_bytes as usize];
+    flash.program_page(0, PageAddress::new(1, 3, 0), &data, &spare).expect("program");
+    flash.close().expect("close");
+    let blank = directory.path().join("new-chip");
+    fsoc_array::create_blank_chip_file(&blank, &chip_file_path(&base, 1)).expect("blank chip");
+    assert!(fsoc_array::create_blank_chip_file(&blank, &chip_file_path(&base, 1)).is_err(), "exists");
+    let flash = ThreadedFlash::open_files(&[chip_file_path(&base, 0), blank], fsoc_array::ArrayConfig::default())
+        .expect("the blank chip opens beside chip 0");
+    assert_eq!(flash.geometry(), geometry);
+    let (mut read_data, mut read_spare) = (data.clone(), spare.clone());
+    for block in 0..geometry.block_count {
+        assert!(!flash.is_bad_block(BlockAddress::new(1, block)).expect("bad-block query"));
+        let status = flash.read_page(0, PageAddress::new(1, block, 0), &mut read_data, &mut read_spare);
+        assert_eq!(status.expect("read").value, fsoc_media::ReadStatus::Erased, "block {block}");
+    }
+    flash.close().expect("close");
+}

@@ -2,6 +2,7 @@
 //! refuses a bad value while clap parses, with one message that states what is valid, so no
 //! command parses or checks it again.
 
+use fsoc_core::segment::Redundancy;
 use fsoc_media::Profile;
 use fsoc_sim::workloads::Workload;
 
@@ -33,6 +34,16 @@ pub fn workloads(text: &str) -> Result<Workloads, String> {
             Err(format!("unknown workload {text:?}: give all or one of {}", names.join(", ")))
         }
     }
+}
+
+/// `--redundancy`: none, parity or mirror-meta. Whether a volume can have the mode (chips, a
+/// mode not built yet) is the format's rule, which the commands check and state.
+pub fn redundancy(text: &str) -> Result<Redundancy, String> {
+    Redundancy::from_name(text).ok_or_else(|| {
+        let names: Vec<&str> =
+            [Redundancy::None, Redundancy::Parity, Redundancy::MirrorMeta].iter().map(|mode| mode.name()).collect();
+        format!("unknown redundancy {text:?}: give one of {}", names.join(", "))
+    })
 }
 
 /// `--chips`: 1 to 64 (what the superblock allows).

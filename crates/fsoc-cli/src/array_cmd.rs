@@ -5,24 +5,33 @@
 use std::path::{Path, PathBuf};
 
 use fsoc_array::{chip_file_path, chip_file_paths, ArrayConfig, ThreadedFlash};
-use fsoc_core::{FileSystem, FsConfig};
+use fsoc_core::segment::Redundancy;
+use fsoc_core::FileSystem;
 use fsoc_media::{Flash, Profile, SimConfig};
 
 use crate::volume_files::{self, OpenVolume, VolumeFiles};
+
+/// What `fsoc array mkfs` was asked for.
+pub struct ArrayMkfsOptions {
+    pub profile: Profile,
+    pub chips: u32,
+    pub blocks: u32,
+    pub seed: u64,
+    pub volume_id: Option<u64>,
+    pub force: bool,
+    /// `--redundancy`: with parity, any one chip file may be lost and rebuilt (`fsoc rebuild`).
+    pub redundancy: Redundancy,
+}
 
 /// Creates `BASE.chip0` … `BASE.chip{chips-1}`. The chips are formatted in temporary files
 /// beside them and renamed into place only once the volume is complete and closed, so a
 /// failure leaves no chip files behind and never damages an existing array; `--force` refuses
 /// an array that is mounted or in use.
-pub fn mkfs(
-    base: &Path,
-    profile: Profile,
-    chips: u32,
-    blocks: u32,
-    seed: u64,
-    volume_id: Option<u64>,
-    force: bool,
-) -> Result<(), String> {
+pub fn mkfs(base: &Path, options: &ArrayMkfsOptions) -> Result<(), String> {
+    let &ArrayMkfsOptions { profile, chips, blocks, seed, volume_id, force, redundancy } = options;
+    if let Some(refusal) = crate::volume_cmd::redundancy_refusal(profile, chips, redundancy) {
+        return Err(format!("{}: {refusal}", base.display()));
+    }
     if let Some(refusal) = crate::volume_cmd::volume_size_refusal(profile, chips, blocks) {
         return Err(format!("{}: {refusal}", base.display()));
     }
@@ -43,8 +52,8 @@ pub fn mkfs(
         let config = SimConfig::new(profile, chips, blocks, seed);
         let flash = ThreadedFlash::create_files(&temporary_paths, config, ArrayConfig::default())
             .map_err(|error| format!("{}: {error}", base.display()))?;
-        let fs =
-            FileSystem::format(flash, FsConfig::default(), volume_id).map_err(|error| format!("format: {error}"))?;
+        let config = crate::volume_cmd::format_config(redundancy);
+        let fs = FileSystem::format(flash, config, volume_id).map_err(|error| format!("format: {error}"))?;
         let flash = fs.unmount().map_err(|error| format!("unmount: {error}"))?;
         flash.close().map_err(|error| format!("close: {error}"))
     })();
@@ -70,6 +79,9 @@ pub fn mkfs(
         profile.name(),
         block_bytes / 1024
     );
+    if redundancy != Redundancy::None {
+        println!("redundancy: {}", crate::volume_cmd::redundancy_text(redundancy, chips));
+    }
     Ok(())
 }
 
@@ -94,7 +106,7 @@ pub fn info(base: Option<&Path>, chip_files: &[PathBuf]) -> Result<(), String> {
     }
     // The one path that opens volumes: locked first (so a mounted array is refused), read-only.
     let base = base.map_or_else(|| paths[0].clone(), Path::to_path_buf);
-    let OpenVolume { mut fs, locks: _locks, .. } =
+    let OpenVolume { mut fs, locks: _locks, files } =
         volume_files::open_files(VolumeFiles::Array { base, chips: paths.clone() }, true, false)?;
     let report = fs.mount_report();
     let statfs = fs.statfs().map_err(|error| format!("statfs: {error}"))?;
@@ -111,6 +123,10 @@ pub fn info(base: Option<&Path>, chip_files: &[PathBuf]) -> Result<(), String> {
         layout.geometry.page_data_bytes,
         layout.pages_per_segment()
     );
+    println!("redundancy        {}", crate::volume_cmd::redundancy_text(fs.superblock().redundancy, layout.chip_count));
+    if let Some(degraded) = crate::volume_cmd::degraded_text(&fs, files.name()) {
+        println!("degraded          {degraded}");
+    }
     println!("commit counter    {}", report.commit_counter);
     println!("mount page reads  {} ({} superblocks, one per chip)", report.page_reads, layout.chip_count);
     println!("space             {} of {} pages free", statfs.free_blocks, statfs.total_blocks);

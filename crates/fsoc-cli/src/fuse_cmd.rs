@@ -283,6 +283,10 @@ fn serve(arguments: &MountArgs, options: &MountOptions, reporter: &mut Reporter)
     if let Some(damage) = fs.mount_report().damage {
         log::warn!("{}: {damage}; run `fsoc fsck {}` after unmounting", image.display(), image.display());
     }
+    // Served all the same (every page is rebuilt from the other chips), but read-only.
+    if let Some(degraded) = crate::volume_cmd::degraded_text(&fs, files.name()) {
+        log::warn!("{}: {degraded} after unmounting", image.display());
+    }
     // An array of files is named by its chip 0, which `fsoc umount` waits for like an image;
     // an MTD array by all its devices (chip 0 alone does not say which others belong to it).
     let source = files.mount_source();

@@ -215,7 +215,7 @@ fn build_once(
     }
     let config = SimConfig::new(options.profile, options.chips, blocks, options.seed);
     let flash = SimFlash::create_image(plan.temporary, config).map_err(|error| other(&image, &error))?;
-    let mut fs = FileSystem::format_at(VolumeFlash::Image(flash), volume_config(false), plan.volume_id, plan.now_ns)
+    let mut fs = FileSystem::format_at(VolumeFlash::Image(flash), build_config(options), plan.volume_id, plan.now_ns)
         .map_err(|error| other("format", &error))?;
     set_new_label(&mut fs, options.label.as_deref()).map_err(Failure::Other)?;
     fs.now_ns = plan.now_ns;
@@ -294,6 +294,14 @@ fn auto_size(
     }
 }
 
+/// The configuration a volume is built with: the tools' (a larger node cache), with the
+/// redundancy asked for (which sets the capacity `--size auto` measures).
+fn build_config(options: &MkfsOptions) -> fsoc_core::FsConfig {
+    let mut config = volume_config(false);
+    config.volume.redundancy = options.redundancy;
+    config
+}
+
 /// Pages a volume must offer for `used` of them to leave `margin_percent` free.
 fn with_margin(used: u64, margin_percent: u32) -> u64 {
     (used * 100).div_ceil(u64::from(100 - margin_percent.min(99)))
@@ -306,7 +314,7 @@ fn capacity_pages(plan: &Plan<'_>, blocks: u32) -> Result<u64, String> {
     let options = plan.options;
     let flash = SimFlash::create(SimConfig::new(options.profile, options.chips, blocks, options.seed))
         .map_err(|error| error.to_string())?;
-    let mut fs = FileSystem::format_at(flash, volume_config(false), plan.volume_id, plan.now_ns)
+    let mut fs = FileSystem::format_at(flash, build_config(options), plan.volume_id, plan.now_ns)
         .map_err(|error| format!("format: {error}"))?;
     Ok(fs.statfs().map_err(|error| format!("statfs: {error}"))?.total_blocks)
 }

@@ -18,6 +18,7 @@ mod mount_options;
 #[cfg(feature = "lab")]
 mod mtd_bench_cmd;
 mod names;
+mod rebuild_cmd;
 mod remote_mount;
 #[cfg(feature = "lab")]
 mod report_cmd;
@@ -136,6 +137,12 @@ enum Command {
         /// or pcm.
         #[arg(long, default_value = "feram", value_parser = arguments::nvram_technology)]
         nvram_technology: fsoc_media::NvramTechnology,
+        /// Redundancy across chips: none, or parity (each row of pages across the chips carries
+        /// one parity page, and metaroots are kept on two chips: capacity (N-1)/N of N chips;
+        /// any one chip may be lost, then rebuilt with `fsoc rebuild`); needs --chips 2 or
+        /// more. mirror-meta is not built yet.
+        #[arg(long, default_value = "none", value_parser = arguments::redundancy)]
+        redundancy: fsoc_core::segment::Redundancy,
     },
     /// Prints a volume's label, or sets it (an empty NEW removes it); refused while mounted
     /// (the mount answers FS_IOC_GETFSLABEL/SETFSLABEL instead).
@@ -176,6 +183,26 @@ enum Command {
         /// Read and report only; move nothing (opens the volume read-only).
         #[arg(long)]
         check_only: bool,
+    },
+    /// Writes a lost chip of a volume with redundancy (`mkfs --redundancy parity`) again from
+    /// the other chips, offline, then mounts the volume and checks it (fsck).
+    ///
+    /// An image file's chip K is rewritten in place; an array's new chip is BASE.chipK (a blank
+    /// one is made if the file is missing) or the --replacement file; on MTD raw NAND, the
+    /// device in position K of the list. Exit status 1 if pages could not be rebuilt or the
+    /// check fails, 2 if the rebuild cannot run.
+    Rebuild {
+        /// The image file, an array volume as BASE or any chip file BASE.chipN (chip K's file
+        /// may be missing), or MTD raw NAND (refused while the volume is mounted or in use).
+        volume: PathBuf,
+        /// The position of the chip to rebuild, from 0.
+        #[arg(long, value_name = "K")]
+        chip: u32,
+        /// Arrays of chip files only: the new chip's file (created blank if it does not exist),
+        /// rebuilt in position K; then BASE.chipK, if there, is kept as BASE.chipK.failed and
+        /// NEW is renamed to BASE.chipK.
+        #[arg(long, value_name = "NEW")]
+        replacement: Option<PathBuf>,
     },
     /// Power-cut test: cut power at every flash operation of a workload and check recovery.
     Crashtest {
@@ -228,6 +255,19 @@ enum Command {
         #[arg(long, value_name = "N", conflicts_with_all = ["cut_after", "nvram", "max_cuts"],
               value_parser = clap::value_parser!(u64).range(1..))]
         bad_blocks_every: Option<u64>,
+        /// Format the test volumes with this redundancy across chips: none or parity (then
+        /// every cut is also checked with one chip gone: every committed page must still read
+        /// back). Needs --chips 2 or more.
+        #[arg(long, value_parser = arguments::redundancy)]
+        redundancy: Option<fsoc_core::segment::Redundancy>,
+        /// Instead of cutting power: N runs per workload in which a chip dies after a sampled
+        /// flash operation; the volume must mount without it, keep every commit, pass fsck and
+        /// be rebuilt whole (some rebuilds cut by a power failure and run again). Implies
+        /// --redundancy parity; needs --chips 2 or more.
+        #[arg(long, value_name = "N",
+              conflicts_with_all = ["cut_after", "nvram", "nvram_cut_after", "max_cuts", "bad_blocks_every"],
+              value_parser = clap::value_parser!(u64).range(1..))]
+        chip_loss: Option<u64>,
     },
     #[cfg(feature = "lab")]
     /// Benchmarks (simulated device time, except `bench fuse`: wall time on this machine;
@@ -281,6 +321,10 @@ enum ArrayCommand {
         /// Replace existing chip files.
         #[arg(long)]
         force: bool,
+        /// Redundancy across chips: none or parity (any one chip file may be lost and then
+        /// rebuilt with `fsoc rebuild`; capacity (N-1)/N); see `fsoc mkfs --help`.
+        #[arg(long, default_value = "none", value_parser = arguments::redundancy)]
+        redundancy: fsoc_core::segment::Redundancy,
     },
     /// Mounts an array read-only and describes it, or says why its chips do not belong together.
     Info {
@@ -491,6 +535,7 @@ fn main() -> ExitCode {
             free_margin,
             nvram,
             nvram_technology,
+            redundancy,
         } => {
             let from = from.map(|from| image_build::BuildOptions {
                 from,
@@ -512,6 +557,7 @@ fn main() -> ExitCode {
                     label,
                     from,
                     nvram: nvram.map(|size| (size, nvram_technology)),
+                    redundancy,
                 },
             )
         }
@@ -527,6 +573,13 @@ fn main() -> ExitCode {
             Ok(false) => return ExitCode::from(1),
             Err(error) => Err(error),
         },
+        Command::Rebuild { volume, chip, replacement } => {
+            match rebuild_cmd::rebuild(&volume, chip, replacement.as_deref()) {
+                Ok(true) => Ok(()),
+                Ok(false) => return ExitCode::from(1),
+                Err(error) => Err(error),
+            }
+        }
         Command::Crashtest {
             workload,
             seed,
@@ -542,11 +595,31 @@ fn main() -> ExitCode {
             paired_pages,
             scale,
             bad_blocks_every,
+            redundancy,
+            chip_loss,
         } => {
-            let options = volume_cmd::CrashOptions { seed, profile, chips, blocks, unstable_bits, paired_pages, scale };
-            let failures = match bad_blocks_every {
-                Some(stride) => volume_cmd::bad_block_crashtest(&workload.0, &options, stride, json.as_deref()),
-                None => {
+            let options = volume_cmd::CrashOptions {
+                seed,
+                profile,
+                chips,
+                blocks,
+                unstable_bits,
+                paired_pages,
+                scale,
+                redundancy: redundancy.unwrap_or_default(),
+            };
+            let failures = match (bad_blocks_every, chip_loss) {
+                (_, Some(samples)) => volume_cmd::chip_loss_crashtest(
+                    &workload.0,
+                    &volume_cmd::CrashOptions {
+                        redundancy: redundancy.unwrap_or(fsoc_core::segment::Redundancy::Parity),
+                        ..options
+                    },
+                    samples,
+                    json.as_deref(),
+                ),
+                (Some(stride), None) => volume_cmd::bad_block_crashtest(&workload.0, &options, stride, json.as_deref()),
+                (None, None) => {
                     let cut =
                         cut_after.map(fsoc_sim::CutPoint::Flash).or(nvram_cut_after.map(fsoc_sim::CutPoint::Nvram));
                     volume_cmd::crashtest(&workload.0, &options, json.as_deref(), max_cuts, cut, nvram.as_deref())
@@ -610,9 +683,12 @@ fn main() -> ExitCode {
         }
         #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Mtd(arguments) } => mtd_bench_cmd::run(arguments),
-        Command::Array { command: ArrayCommand::Mkfs { base, profile, chips, blocks, seed, volume_id, force } } => {
-            array_cmd::mkfs(&base, profile, chips, blocks, seed, volume_id, force)
-        }
+        Command::Array {
+            command: ArrayCommand::Mkfs { base, profile, chips, blocks, seed, volume_id, force, redundancy },
+        } => array_cmd::mkfs(
+            &base,
+            &array_cmd::ArrayMkfsOptions { profile, chips, blocks, seed, volume_id, force, redundancy },
+        ),
         Command::Array { command: ArrayCommand::Info { base, chip_files } } => {
             array_cmd::info(base.as_deref(), &chip_files)
         }

@@ -151,6 +151,14 @@ pub struct Session {
 impl Session {
     pub fn open(image: &Path, writable: bool) -> Result<Session, String> {
         let OpenVolume { files: _, fs, locks } = volume_files::open_image(image, !writable)?;
+        // A volume running without a chip takes no change: say why and what to do, rather
+        // than a bare "read-only" at the first write.
+        if writable {
+            if let Some(degraded) = crate::volume_cmd::degraded_text(&fs, image) {
+                let _ = fs.unmount();
+                return Err(format!("{}: {degraded}", image.display()));
+            }
+        }
         Ok(Session::new(image, fs, locks))
     }
 

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use fsoc_core::fs::FsError;
+use fsoc_core::segment::Redundancy;
 use fsoc_core::{FileSystem, FsConfig, OpenFlags};
 use fsoc_media::image::ImageStore;
 use fsoc_media::{BlockAddress, Flash, NandError, PageAddress, Profile, SimConfig, SimFlash};
@@ -57,6 +58,61 @@ pub struct MkfsOptions {
     pub from: Option<crate::image_build::BuildOptions>,
     /// `--nvram SIZE` and its technology: keep transaction points in `IMAGE.nvram`.
     pub nvram: Option<(String, fsoc_media::NvramTechnology)>,
+    /// `--redundancy`: what the volume keeps so that it survives the loss of one chip.
+    pub redundancy: Redundancy,
+}
+
+/// The configuration a new volume is formatted with: the defaults, with `redundancy`.
+pub(crate) fn format_config(redundancy: Redundancy) -> FsConfig {
+    let mut config = FsConfig::default();
+    config.volume.redundancy = redundancy;
+    config
+}
+
+/// Why a volume of `chips` chips of `profile` cannot have `redundancy`, in user terms, or
+/// `None` if it can (or needs none). Checked before anything is created; beyond the chip count,
+/// the words are the format's own (a mode not built yet).
+pub(crate) fn redundancy_refusal(profile: Profile, chips: u32, redundancy: Redundancy) -> Option<String> {
+    if redundancy == Redundancy::None {
+        return None;
+    }
+    if chips < 2 {
+        return Some(format!(
+            "--redundancy {}: needs --chips 2 or more: what protects a chip's pages is kept on the other chips, so one \
+             chip can be rebuilt from the rest",
+            redundancy.name()
+        ));
+    }
+    // The smallest volume the format allows without redundancy: any refusal left is the mode's.
+    let (blocks, _) = block_count_range(profile, chips);
+    let config = format_config(redundancy).volume;
+    let layout = fsoc_core::segment::Layout::new(profile.geometry(blocks), chips);
+    fsoc_core::txn::Volume::<ImageFlash>::format_refusal(&layout, &config).map(|reason| {
+        format!("--redundancy {}: {}", redundancy.name(), fsoc_core::txn::TxnError::CannotFormat { reason })
+    })
+}
+
+/// What `fsoc info` says of a volume's redundancy.
+pub(crate) fn redundancy_text(redundancy: Redundancy, chips: u32) -> String {
+    match redundancy {
+        Redundancy::None => "none".to_string(),
+        Redundancy::Parity => format!(
+            "parity (one parity page per row of {chips} chips: capacity {}/{chips}; any one chip may be lost)",
+            chips.saturating_sub(1)
+        ),
+        Redundancy::MirrorMeta => "mirror-meta (metaroots on two chips)".to_string(),
+    }
+}
+
+/// The line that says a volume runs without one of its chips, or `None` when it has them all.
+pub(crate) fn degraded_text<F: Flash>(fs: &FileSystem<F>, name: &Path) -> Option<String> {
+    fs.missing_chip().map(|chip| {
+        format!(
+            "chip {chip} is missing or dead: the volume is degraded and read-only; every page of it is rebuilt from \
+             the other chips; run `fsoc rebuild {} --chip {chip}`",
+            name.display()
+        )
+    })
 }
 
 /// Checks a label before anything is written (the core refuses the same, later).
@@ -171,6 +227,9 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
         }
         (None, None) => Some(512),
     };
+    if let Some(refusal) = redundancy_refusal(profile, chips, options.redundancy) {
+        return Err(format!("{}: {refusal}", image.display()));
+    }
     if let Some(refusal) = blocks.and_then(|blocks| volume_size_refusal(profile, chips, blocks)) {
         return Err(format!("{}: {refusal}", image.display()));
     }
@@ -241,7 +300,7 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
             }
             None => None,
         };
-        let mut fs = FileSystem::format_with_nvram(flash, device, FsConfig::default(), volume_id, now_ns)
+        let mut fs = FileSystem::format_with_nvram(flash, device, format_config(options.redundancy), volume_id, now_ns)
             .map_err(|error| format!("format: {error}"))?;
         set_new_label(&mut fs, options.label.as_deref())?;
         let mut flash = fs.unmount().map_err(|error| format!("unmount: {error}"))?;
@@ -274,6 +333,9 @@ pub fn mkfs(image: &Path, options: &MkfsOptions) -> Result<(), String> {
         capacity as f64 / (1 << 20) as f64,
         volume_id
     );
+    if options.redundancy != Redundancy::None {
+        println!("redundancy: {}", redundancy_text(options.redundancy, chips));
+    }
     if let Some((size_bytes, technology)) = nvram {
         println!(
             "NVRAM {}: {} KiB {technology}, holds the transaction points (keep it with the image)",
@@ -313,6 +375,11 @@ fn mkfs_mtd(name: &Path, devices: &[std::path::PathBuf], options: &MkfsOptions) 
     let flash = fsoc_mtd::MtdFlash::open(devices, true).map_err(|error| error.to_string())?;
     let geometry = flash.geometry();
     let chips = flash.chip_count();
+    // Whether the mode can be had does not depend on the geometry (the profile only sizes the
+    // volume the format's rule is asked about); the format checks the devices' own again.
+    if let Some(refusal) = redundancy_refusal(options.profile, chips, options.redundancy) {
+        return Err(format!("{}: {refusal}", name.display()));
+    }
     if !options.force {
         let mut data = vec![0u8; geometry.page_data_bytes as usize];
         let mut spare = vec![0u8; geometry.spare_bytes as usize];
@@ -341,7 +408,7 @@ fn mkfs_mtd(name: &Path, devices: &[std::path::PathBuf], options: &MkfsOptions) 
         check_label(label)?;
     }
     let bar = spinner("formatting");
-    let formatted = FileSystem::format_at(flash, FsConfig::default(), volume_id, now_ns)
+    let formatted = FileSystem::format_at(flash, format_config(options.redundancy), volume_id, now_ns)
         .map_err(|error| format!("{}: format: {error}", name.display()))
         .and_then(|mut fs| {
             set_new_label(&mut fs, options.label.as_deref())?;
@@ -397,6 +464,10 @@ pub fn info(image: &Path) -> Result<(), String> {
         println!("label             {}", String::from_utf8_lossy(&label));
     }
     println!("format version    {}", fs.superblock().format_version);
+    println!("redundancy        {}", redundancy_text(fs.superblock().redundancy, layout.chip_count));
+    if let Some(degraded) = degraded_text(&fs, files.name()) {
+        println!("degraded          {degraded}");
+    }
     println!(
         "geometry          {} chips × {} blocks × {} pages × {} B (+{} B spare)",
         layout.chip_count,
@@ -452,7 +523,7 @@ pub fn info(image: &Path) -> Result<(), String> {
             );
         }
     }
-    println!("bad blocks        {}", bad_block_summary(fs.flash())?);
+    println!("bad blocks        {}", bad_block_summary(fs.flash(), fs.missing_chip())?);
     if let Some(ecc) = crate::volume_files::mtd_ecc_summary(fs.flash()) {
         println!("ecc               {ecc}");
     }
@@ -461,21 +532,33 @@ pub fn info(image: &Path) -> Result<(), String> {
 
 /// Bad blocks per chip (factory and grown: the device's own marks), as "3 (chip 0: 2, chip 1:
 /// 1)". One query per block: the device's bad-block table, not a page read on the simulator
-/// (on MTD, what the kernel's bad-block table answers).
-fn bad_block_summary(flash: &impl fsoc_media::Flash) -> Result<String, String> {
+/// (on MTD, what the kernel's bad-block table answers). The chip a degraded volume runs
+/// without (`missing`) is not asked (a dead chip does not answer) and is named as missing.
+pub(crate) fn bad_block_summary(flash: &impl fsoc_media::Flash, missing: Option<u32>) -> Result<String, String> {
     let geometry = flash.geometry();
     let mut per_chip = Vec::new();
     for chip in 0..flash.chip_count() {
+        if Some(chip) == missing {
+            per_chip.push(None);
+            continue;
+        }
         let mut bad = 0u32;
         for block in 0..geometry.block_count {
             if flash.is_bad_block(fsoc_media::BlockAddress::new(chip, block)).map_err(|error| error.to_string())? {
                 bad += 1;
             }
         }
-        per_chip.push(bad);
+        per_chip.push(Some(bad));
     }
-    let total: u32 = per_chip.iter().sum();
-    let chips: Vec<String> = per_chip.iter().enumerate().map(|(chip, bad)| format!("chip {chip}: {bad}")).collect();
+    let total: u32 = per_chip.iter().flatten().sum();
+    let chips: Vec<String> = per_chip
+        .iter()
+        .enumerate()
+        .map(|(chip, bad)| match bad {
+            Some(bad) => format!("chip {chip}: {bad}"),
+            None => format!("chip {chip}: missing"),
+        })
+        .collect();
     Ok(format!("{total} ({})", chips.join(", ")))
 }
 
@@ -499,8 +582,14 @@ pub fn fsck(image: &Path, read_data: bool) -> Result<bool, String> {
         None
     };
     let ecc = crate::volume_files::mtd_ecc_summary(fs.flash());
-    let bad_blocks = bad_block_summary(fs.flash())?;
+    let bad_blocks = bad_block_summary(fs.flash(), fs.missing_chip())?;
+    // Degraded is no violation: every page was still read (rebuilt from the other chips).
+    let degraded = degraded_text(&fs, files.name())
+        .map(|text| format!("{text} ({} pages were rebuilt for this check)", fs.rebuilt_reads()));
     crate::volume_files::close(fs, files.name())?;
+    if let Some(degraded) = degraded {
+        println!("{}: degraded: {degraded}", files.name().display());
+    }
     println!("{}: bad blocks: {bad_blocks}", files.name().display());
     if let Some(ecc) = ecc {
         println!("{}: ecc: {ecc}", files.name().display());
@@ -563,8 +652,12 @@ pub fn scrub(image: &Path, refresh: bool) -> Result<bool, String> {
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     let report = fs.scrub(&mut |pages| bar.set_position(pages)).map_err(|error| format!("{name}: scrub: {error}"))?;
     bar.finish_and_clear();
-    let bad_blocks = bad_block_summary(fs.flash())?;
+    let bad_blocks = bad_block_summary(fs.flash(), fs.missing_chip())?;
+    let degraded = degraded_text(&fs, files.name());
     crate::volume_files::close(fs, files.name())?;
+    if let Some(degraded) = degraded {
+        println!("{name}: degraded: {degraded}");
+    }
     println!(
         "{name}: {} pages read ({} tree nodes, {} data pages), {} corrected by the ECC, {} near its limit",
         report.pages_read,
@@ -629,11 +722,16 @@ pub struct CrashOptions {
     pub unstable_bits: bool,
     pub paired_pages: bool,
     pub scale: u32,
+    /// What the test volumes keep across chips (`--redundancy`; parity with `--chip-loss`).
+    pub redundancy: Redundancy,
 }
 
 impl CrashOptions {
     /// The harness's configuration, or why the volume cannot be formatted.
     fn config(&self) -> Result<CrashConfig, String> {
+        if let Some(refusal) = redundancy_refusal(self.profile, self.chips, self.redundancy) {
+            return Err(refusal);
+        }
         if let Some(refusal) = volume_size_refusal(self.profile, self.chips, self.blocks) {
             return Err(format!("--blocks {}: {refusal}", self.blocks));
         }
@@ -644,9 +742,103 @@ impl CrashOptions {
             unstable_bits: self.unstable_bits,
             paired_pages: self.paired_pages,
             scale: self.scale,
+            fs: format_config(self.redundancy),
             ..CrashConfig::small(self.seed)
         })
     }
+
+    /// The closing line of a run: what it ran on and how long it took.
+    fn summary(&self, started: Instant) -> String {
+        let redundancy = match self.redundancy {
+            Redundancy::None => String::new(),
+            mode => format!(", {}", mode.name()),
+        };
+        format!(
+            "(seed {}, {} {} chip(s) × {} blocks{redundancy}, {:.1} s)",
+            self.seed,
+            self.profile.name(),
+            self.chips,
+            self.blocks,
+            started.elapsed().as_secs_f64()
+        )
+    }
+}
+
+/// `fsoc crashtest --chip-loss N`: for N sampled flash operations of each workload, a chip dies
+/// there (`fsoc_sim::chip_loss_test`) on a volume with parity; answers the failures.
+pub fn chip_loss_crashtest(
+    workloads: &[Workload],
+    options: &CrashOptions,
+    samples: u64,
+    json: Option<&Path>,
+) -> Result<u64, String> {
+    if options.redundancy != Redundancy::Parity {
+        return Err(format!(
+            "--chip-loss runs on volumes with parity: drop --redundancy {} (--chip-loss implies parity)",
+            options.redundancy.name()
+        ));
+    }
+    if options.chips < 2 {
+        return Err("--chip-loss needs --chips 2 or more: the volume loses one chip and goes on with the others".into());
+    }
+    let config = options.config()?;
+    let started = Instant::now();
+    let mut reports = Vec::new();
+    for &workload in workloads {
+        let bar = workload_bar(
+            workload,
+            "chips lost",
+            &format!("{}: a chip dies at {samples} sampled flash operations in turn…", workload.name()),
+        );
+        let report = fsoc_sim::chip_loss_test(workload, &config, samples, &mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })?;
+        bar.finish_and_clear();
+        println!(
+            "{:>14}: {} flash operations, {} kills (chips lost), {} died idle, {} rebuilds cut and run again, {} pages \
+             rebuilt, {} failures",
+            report.workload,
+            report.flash_operations,
+            report.kills,
+            report.died_idle,
+            report.rebuilds_cut,
+            report.rebuilt_pages,
+            report.failures
+        );
+        for example in &report.failure_examples {
+            println!("  {example}");
+        }
+        reports.push(report);
+    }
+    let total = |field: fn(&fsoc_sim::ChipLossReport) -> u64| reports.iter().map(field).sum::<u64>();
+    let (kills, failures) = (total(|report| report.kills), total(|report| report.failures));
+    println!(
+        "kills: {kills}, died idle: {}, rebuilds cut: {}, pages rebuilt: {}, failures: {failures}",
+        total(|report| report.died_idle),
+        total(|report| report.rebuilds_cut),
+        total(|report| report.rebuilt_pages)
+    );
+    println!("{}", options.summary(started));
+    if let Some(path) = json {
+        let value = serde_json::json!({
+            "kills": kills,
+            "failures": failures,
+            "died_idle": total(|report| report.died_idle),
+            "rebuilds_cut": total(|report| report.rebuilds_cut),
+            "rebuilt_pages": total(|report| report.rebuilt_pages),
+            "samples": samples,
+            "seed": options.seed,
+            "profile": options.profile.name(),
+            "chips": options.chips,
+            "blocks": options.blocks,
+            "redundancy": options.redundancy.name(),
+            "workloads": reports,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&value).unwrap_or_default())
+            .map_err(|error| format!("{}: {error}", path.display()))?;
+    }
+    Ok(failures)
 }
 
 /// `fsoc crashtest --bad-blocks-every N`: grown bad blocks instead of power cuts
@@ -694,14 +886,7 @@ pub fn bad_block_crashtest(
     let injections: u64 = reports.iter().map(|report| report.injections).sum();
     let failures: u64 = reports.iter().map(|report| report.failures).sum();
     println!("failures injected: {injections}, wrong outcomes: {failures}");
-    println!(
-        "(seed {}, {} {} chip(s) × {} blocks, {:.1} s)",
-        options.seed,
-        options.profile.name(),
-        options.chips,
-        options.blocks,
-        started.elapsed().as_secs_f64()
-    );
+    println!("{}", options.summary(started));
     if let Some(path) = json {
         let value = serde_json::json!({
             "injections": injections,
@@ -711,6 +896,7 @@ pub fn bad_block_crashtest(
             "profile": options.profile.name(),
             "chips": options.chips,
             "blocks": options.blocks,
+            "redundancy": options.redundancy.name(),
             "workloads": reports,
         });
         std::fs::write(path, serde_json::to_string_pretty(&value).unwrap_or_default())
@@ -768,13 +954,7 @@ pub fn crashtest(
     let cut_points: u64 = reports.iter().map(|report| report.cut_points).sum();
     let failures: u64 = reports.iter().map(|report| report.failures).sum();
     println!("cut points: {cut_points}, failures: {failures}");
-    println!(
-        "(seed {seed}, {} {} chip(s) × {} blocks, {:.1} s)",
-        profile.name(),
-        chips,
-        blocks,
-        started.elapsed().as_secs_f64()
-    );
+    println!("{}", options.summary(started));
     if let Some(path) = json {
         let value = serde_json::json!({
             "cut_points": cut_points,
@@ -783,6 +963,7 @@ pub fn crashtest(
             "profile": profile.name(),
             "chips": chips,
             "blocks": blocks,
+            "redundancy": options.redundancy.name(),
             "workloads": reports,
         });
         std::fs::write(path, serde_json::to_string_pretty(&value).expect("serializable"))

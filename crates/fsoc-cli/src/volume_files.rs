@@ -10,7 +10,8 @@
 //! Invariants: every file of the volume is locked before it is opened (exclusive for writers,
 //! shared for readers), so a mounted volume is refused by every command and never written by
 //! two processes; chip files are opened as a set (chip 0 up to the first missing one) and
-//! whether they form one volume is the file system's chip-set check, not a guess here; a path
+//! whether they form one volume is the file system's chip-set check, not a guess here (when it
+//! finds chips missing, the first missing chip file is named, with `fsoc rebuild`); a path
 //! that exists and is neither a regular file nor an MTD character device (a block device,
 //! another character device, a FIFO, a directory) is refused before it is opened
 //! (`check_volume_path`), so no tool blocks on it, replaces it or writes to it.
@@ -199,9 +200,52 @@ impl VolumeFiles {
     pub fn check(&self) -> Result<(), String> {
         match self {
             VolumeFiles::Mtd { devices, .. } => check_mtd_devices(devices),
-            _ => self.files().iter().try_for_each(|file| check_volume_path(file).map(|_| ())),
+            VolumeFiles::Image(image) => match check_volume_path(image)? {
+                // An array whose chip 0 is gone is named by its BASE: say so, not "no such file".
+                PathKind::Missing if chip_file_paths_beyond(image, 1).is_some() => Err(missing_chip_file(image, 0)),
+                _ => Ok(()),
+            },
+            VolumeFiles::Array { .. } => self.files().iter().try_for_each(|file| check_volume_path(file).map(|_| ())),
         }
     }
+}
+
+/// The first chip file of array `base` that exists from position `first` on, if any: a sign
+/// that the chip files before it are missing rather than never made.
+fn chip_file_paths_beyond(base: &Path, first: u32) -> Option<PathBuf> {
+    (first..fsoc_core::txn::superblock::CHIP_COUNT_MAX)
+        .map(|chip| chip_file_path(base, chip))
+        .find(|path| path.exists())
+}
+
+/// The base of the chip-file array `path` belongs to (as BASE or as a chip file BASE.chipN,
+/// chip 0 present or not) and the first of its `chip_count` chip files that is missing; `None`
+/// when `path` names no array of chip files or none of them is missing.
+fn first_missing_chip_file(path: &Path, chip_count: u32) -> Option<(PathBuf, u32)> {
+    let base = chip_file_base(path).unwrap_or_else(|| path.to_path_buf());
+    chip_file_paths_beyond(&base, 0)?;
+    let chip = (0..chip_count).find(|&chip| !chip_file_path(&base, chip).exists())?;
+    Some((base, chip))
+}
+
+/// `BASE` when `path` is named like a chip file `BASE.chipN`, whether or not BASE's files exist.
+pub fn chip_file_base(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_string_lossy().into_owned();
+    name.rsplit_once(CHIP_FILE_SUFFIX)
+        .filter(|(base, index)| {
+            !base.is_empty() && !index.is_empty() && index.bytes().all(|byte| byte.is_ascii_digit())
+        })
+        .map(|(base, _)| path.with_file_name(base))
+}
+
+/// Says that chip file `chip` of array `base` is missing and what to do about it.
+fn missing_chip_file(base: &Path, chip: u32) -> String {
+    format!(
+        "chip file {} is missing: put it back, or, if the chip is lost, run `fsoc rebuild {} --chip {chip}` (a volume \
+         formatted with --redundancy parity rebuilds it from the other chips)",
+        chip_file_path(base, chip).display(),
+        base.display()
+    )
 }
 
 /// An advisory lock on an image file, held while a tool or a mount uses it.
@@ -278,6 +322,17 @@ pub fn open_nvram(name: &Path) -> Result<Option<Box<dyn fsoc_media::NvramDevice>
 
 /// Explains why a volume does not mount.
 pub fn describe_mount_error(image: &Path, error: &FsError) -> String {
+    // Chip files are opened up to the first missing one (a chip file alone when chip 0 is
+    // missing): name the volume's first chip file that is not there.
+    if let FsError::Io(fsoc_core::txn::TxnError::ChipSet(fsoc_core::txn::ChipSetError::MissingChip {
+        volume_chip_count,
+        ..
+    })) = error
+    {
+        if let Some((base, chip)) = first_missing_chip_file(image, *volume_chip_count) {
+            return format!("{}: cannot mount: {error}; {}", image.display(), missing_chip_file(&base, chip));
+        }
+    }
     let hint = match error {
         FsError::Io(fsoc_core::txn::TxnError::Nvram { .. }) => format!(
             "the volume's NVRAM is the file {} (made by `fsoc mkfs --nvram`): keep it beside the volume, \
@@ -315,14 +370,7 @@ pub fn volume_config(read_only: bool) -> FsConfig {
 
 /// The base of the array `path` belongs to, if it names one (see `VolumeFiles::locate`).
 pub fn array_base(path: &Path) -> Option<PathBuf> {
-    let name = path.file_name()?.to_string_lossy().into_owned();
-    let chip_base = name
-        .rsplit_once(CHIP_FILE_SUFFIX)
-        .filter(|(base, index)| {
-            !base.is_empty() && !index.is_empty() && index.bytes().all(|byte| byte.is_ascii_digit())
-        })
-        .map(|(base, _)| path.with_file_name(base))
-        .filter(|base| chip_file_path(base, 0).exists());
+    let chip_base = chip_file_base(path).filter(|base| chip_file_path(base, 0).exists());
     chip_base.or_else(|| (!path.exists() && chip_file_path(path, 0).exists()).then(|| path.to_path_buf()))
 }
 
@@ -605,6 +653,25 @@ mod tests {
         assert_eq!(VolumeFiles::locate(&lone), VolumeFiles::Image(lone.clone()));
         assert_eq!(array.primary_file(), chip_file_path(&base, 0));
         assert_eq!(array.name(), base);
+    }
+
+    /// A missing chip file is named by its array whatever path named the volume (BASE, or a
+    /// chip file, chip 0 there or not); a lone file that merely ends in `.chipN` names none.
+    #[test]
+    fn missing_chip_files_are_named() {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let base = directory.path().join("disk");
+        for chip in [0, 2] {
+            std::fs::write(chip_file_path(&base, chip), b"").expect("write");
+        }
+        assert_eq!(first_missing_chip_file(&base, 3), Some((base.clone(), 1)));
+        assert_eq!(first_missing_chip_file(&chip_file_path(&base, 2), 3), Some((base.clone(), 1)));
+        assert_eq!(first_missing_chip_file(&base, 1), None, "chip 0 of a one-chip volume is there");
+        std::fs::remove_file(chip_file_path(&base, 0)).expect("remove chip 0");
+        assert_eq!(first_missing_chip_file(&chip_file_path(&base, 2), 3), Some((base.clone(), 0)));
+        assert_eq!(chip_file_base(&chip_file_path(&base, 12)), Some(base.clone()));
+        assert!(VolumeFiles::Image(base.clone()).check().expect_err("chip 0 missing").contains("disk.chip0"));
+        assert_eq!(first_missing_chip_file(&directory.path().join("lone.img"), 2), None);
     }
 
     /// A `+` in a file name is not an MTD list (only a list of MTD devices is), and the mount
