@@ -6,7 +6,9 @@
 //!
 //! Invariants: only the chip being rebuilt is erased or programmed, and only the others are
 //! read, so a power cut during a rebuild leaves the other chips as they were and the rebuild
-//! can simply be run again (each block is erased before it is written); pages are programmed in
+//! can simply be run again (each block is erased before it is written); the new chip carries no
+//! superblock until everything else is written (block 0 is erased first and written last), so
+//! a rebuild cut short leaves a chip mount takes for missing; pages are programmed in
 //! ascending order within each block.
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
@@ -86,9 +88,18 @@ fn rebuild_on<F: Flash>(
     device.set_missing_chip(Some(chip));
     let mut rebuild = Rebuild { device, chip, report: RebuildReport::default() };
     let segment_count = layout.segment_count();
-    for segment in 0..segment_count {
+    // The new chip's superblock goes first and comes back last: until the rest is written the
+    // chip holds none, so a rebuild cut short leaves a chip that mount takes for missing (and
+    // rebuilds on every read), never one that looks whole with half its pages erased.
+    let now_ns = rebuild.device.now_ns();
+    match rebuild.device.flash_mut().erase_block(now_ns, BlockAddress::new(chip, SUPERBLOCK_SEGMENT)) {
+        Ok(_) | Err(NandError::BadBlock { .. } | NandError::OperationFailed { .. } | NandError::WornOut { .. }) => {}
+        Err(error) => return Err(error.into()),
+    }
+    rebuild.device.write_barrier()?;
+    for (done, segment) in (SUPERBLOCK_SEGMENT + 1..segment_count).chain([SUPERBLOCK_SEGMENT]).enumerate() {
         rebuild.segment(segment)?;
-        progress(segment + 1, segment_count);
+        progress(u32::try_from(done + 1).unwrap_or(segment_count), segment_count);
     }
     rebuild.device.write_barrier()?;
     Ok(rebuild.report)
