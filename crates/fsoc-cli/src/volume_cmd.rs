@@ -712,6 +712,23 @@ fn workload_bar(workload: Workload, unit: &str, line: &str) -> ProgressBar {
     bar
 }
 
+/// Runs one workload's harness under its progress bar (`workload_bar`), which `run` moves
+/// through the (done, total) callback it is given; the bar is cleared when it returns.
+fn with_workload_bar<R>(
+    workload: Workload,
+    unit: &str,
+    line: &str,
+    run: impl FnOnce(&mut dyn FnMut(u64, u64)) -> Result<R, String>,
+) -> Result<R, String> {
+    let bar = workload_bar(workload, unit, line);
+    let result = run(&mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    });
+    bar.finish_and_clear();
+    result
+}
+
 /// The device and workload size of a crash test.
 #[derive(Clone, Copy)]
 pub struct CrashOptions {
@@ -785,16 +802,12 @@ pub fn chip_loss_crashtest(
     let started = Instant::now();
     let mut reports = Vec::new();
     for &workload in workloads {
-        let bar = workload_bar(
+        let report = with_workload_bar(
             workload,
             "chips lost",
             &format!("{}: a chip dies at {samples} sampled flash operations in turn…", workload.name()),
-        );
-        let report = fsoc_sim::chip_loss_test(workload, &config, samples, &mut |done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-        })?;
-        bar.finish_and_clear();
+            |progress| fsoc_sim::chip_loss_test(workload, &config, samples, progress),
+        )?;
         println!(
             "{:>14}: {} flash operations, {} kills (chips lost), {} died idle, {} rebuilds cut and run again, {} pages \
              rebuilt, {} failures",
@@ -853,16 +866,12 @@ pub fn bad_block_crashtest(
     let started = Instant::now();
     let mut reports = Vec::new();
     for &workload in workloads {
-        let bar = workload_bar(
+        let report = with_workload_bar(
             workload,
             "failures injected",
             &format!("{}: failing every {stride}th flash operation in turn…", workload.name()),
-        );
-        let report = fsoc_sim::bad_block_test(workload, &config, stride, &mut |done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-        })?;
-        bar.finish_and_clear();
+            |progress| fsoc_sim::bad_block_test(workload, &config, stride, progress),
+        )?;
         println!(
             "{:>14}: {} flash operations, {} failures injected ({} metaroot, {} segment-table, {} node, {} data programs; \
              {} log and {} metaroot-area erases), {} runs then short of space, {} wrong",
@@ -926,16 +935,12 @@ pub fn crashtest(
     let started = Instant::now();
     let mut reports = Vec::new();
     for &workload in workloads {
-        let bar = workload_bar(
+        let report = with_workload_bar(
             workload,
             "cuts",
             &format!("{}: cutting power at every flash operation and NVRAM write…", workload.name()),
-        );
-        let report = crash_test(workload, &config, &mut |done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-        })?;
-        bar.finish_and_clear();
+            |progress| crash_test(workload, &config, progress),
+        )?;
         println!(
             "{:>14}: {} steps, {} flash operations, {} NVRAM writes, {} commits, {} cut points, {} failures",
             report.workload,

@@ -269,14 +269,7 @@ impl<F: Flash> Device<F> {
         if self.refresh_bits == 0 || max_per_sector < self.refresh_bits || !self.layout.contains(address) {
             return;
         }
-        let segment = self.layout.segment_of(address);
-        let mut weak = self.weak.lock();
-        weak.weak_reads += 1;
-        if weak.segments.len() < WEAK_SEGMENTS_MAX || weak.segments.contains(&segment) {
-            weak.segments.insert(segment);
-        } else {
-            weak.overflowed = true;
-        }
+        self.mark_weak(self.layout.segment_of(address));
     }
 
     /// The flash under the device: for the layers above, only what `Flash` offers that the
