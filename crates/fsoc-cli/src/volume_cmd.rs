@@ -607,10 +607,12 @@ pub fn fsck(image: &Path, read_data: bool) -> Result<bool, String> {
     );
     if let Some(data) = &data {
         println!(
-            "{}: data: {} pages read, {} corrected by the ECC, {} unreadable, {} not tagged as their file's, {} failing their checksum",
+            "{}: data: {} pages read, {} corrected by the ECC, {} rebuilt from the other chips, {} unreadable, {} not \
+             tagged as their file's, {} failing their checksum",
             files.name().display(),
             data.pages,
             data.corrected_pages,
+            data.rebuilt_pages,
             data.unreadable_pages,
             data.misplaced_pages,
             data.checksum_failed_pages

@@ -92,6 +92,7 @@ fn any_one_dead_chip_loses_nothing_and_a_rebuilt_chip_makes_the_volume_whole() {
             assert_clean(&mut fs, &context);
             let data = fs.fsck_data(&mut |_| {}).expect("fsck --data");
             assert!(data.is_clean(), "{context}: {:?}", data.violations);
+            assert!(data.rebuilt_pages > 0, "{context}: the dead chip's data pages are rebuilt: {data:?}");
             // Degraded means read-only: nothing new would be protected.
             assert!(matches!(write_file(&mut fs, "/new", b"x"), Err(FsError::ReadOnly)), "{context}");
 

@@ -30,6 +30,9 @@ pub struct DataCheckReport {
     pub pages: u64,
     /// Pages the ECC corrected (readable, but worth rewriting: a scrub's job).
     pub corrected_pages: u64,
+    /// Pages rebuilt from the other chips (a volume with redundancy: a missing chip's pages,
+    /// or pages the ECC could not correct); readable, so not violations.
+    pub rebuilt_pages: u64,
     /// Pages the flash could not return (uncorrectable ECC) or returned erased.
     pub unreadable_pages: u64,
     /// Pages whose spare tag names another file or page (or none).
@@ -145,6 +148,8 @@ impl<F: Flash> FileSystem<F> {
                     report.violation(format!("{place}: the page is erased (its program never landed)"));
                     continue;
                 }
+                // The device answers a rebuilt page as corrected with no bit corrected.
+                Some(ReadStatus::Corrected { bits: 0, .. }) => report.rebuilt_pages += 1,
                 Some(ReadStatus::Corrected { .. }) => report.corrected_pages += 1,
                 Some(ReadStatus::Clean) | None => {}
             }

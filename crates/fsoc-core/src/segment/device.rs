@@ -149,6 +149,10 @@ pub struct Device<F: Flash> {
 
 const NO_MISSING_CHIP: u32 = u32::MAX;
 
+/// The status of a page rebuilt from its row: corrected, with no bit corrected (a real ECC
+/// correction corrects at least one), so checks can tell the two apart.
+pub const REBUILT: ReadStatus = ReadStatus::Corrected { bits: 0, max_per_sector: 0 };
+
 /// A page rebuilt from its row: data, 16-byte spare tag, and when the reads completed.
 pub type RebuiltPage = (Vec<u8>, [u8; SPARE_TAG_BYTES], Nanos);
 
@@ -454,7 +458,7 @@ impl<F: Flash> Device<F> {
         for (to, from) in spare.iter_mut().zip(tag) {
             *to = from;
         }
-        Ok(Some((ReadStatus::Corrected { bits: 0, max_per_sector: 0 }, done_ns)))
+        Ok(Some((REBUILT, done_ns)))
     }
 
     /// Rebuilds physical page `page` of a parity segment from the other pages of its row: its
