@@ -35,7 +35,7 @@ pub use media::decode_image_header;
 pub use storage::{
     decode_delta, decode_directory_value, decode_extent, decode_inode_record, decode_metaroot, decode_node,
     decode_page_tag, decode_segment_table_index_page, decode_segment_table_page, decode_superblock,
-    parse_allocation_key, parse_directory_key, parse_node_page,
+    parse_allocation_key, parse_directory_key, parse_node_page, rebuild_parity_row,
 };
 pub use wire::{decode_9p_reply, decode_9p_request, decode_raw_reply, decode_raw_request, parse_9p_directory};
 
@@ -53,6 +53,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("decode_segment_table_page", decode_segment_table_page),
     ("decode_segment_table_index_page", decode_segment_table_index_page),
     ("decode_page_tag", decode_page_tag),
+    ("rebuild_parity_row", rebuild_parity_row),
     ("decode_inode_record", decode_inode_record),
     ("decode_directory_value", decode_directory_value),
     ("decode_extent", decode_extent),

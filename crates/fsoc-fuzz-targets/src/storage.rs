@@ -433,3 +433,54 @@ pub fn parse_directory_key(data: &[u8]) {
     };
     assert_eq!(records::directory_key(parent, name), data, "directory key re-encodes differently");
 }
+
+/// A parity row (format version 7, docs/FORMAT.md "Parity page"): the input is cut into rows
+/// of 64-byte pages with 16-byte tags (tag byte 3 forced to 0, as every tag has it). The row's
+/// parity page is built as the device builds it; then every page is rebuilt from the others and
+/// must come back exactly. The input's own bytes are also read as a parity page's spare and as
+/// other pages of a row, which must never panic (the device reads them from flash).
+pub fn rebuild_parity_row(data: &[u8]) {
+    use fsoc_core::segment::parity::{rebuild, unfold_tag, OpenRow};
+    const PAGE: usize = 64;
+    let _ = unfold_tag(data);
+    let raw: Vec<(bool, &[u8], &[u8])> = data
+        .chunks(PAGE + SPARE_TAG_BYTES)
+        .enumerate()
+        .map(|(index, chunk)| {
+            let (page, spare) = chunk.split_at(chunk.len().min(PAGE));
+            (index == 0, page, spare)
+        })
+        .collect();
+    let _ = rebuild(PAGE, &raw);
+    let pages: Vec<(Vec<u8>, [u8; SPARE_TAG_BYTES])> = data
+        .chunks_exact(PAGE + SPARE_TAG_BYTES)
+        .take(7)
+        .map(|chunk| {
+            let (page, spare) = chunk.split_at(PAGE);
+            let mut tag = [0u8; SPARE_TAG_BYTES];
+            tag.copy_from_slice(spare.get(..SPARE_TAG_BYTES).unwrap_or(&[0; SPARE_TAG_BYTES]));
+            tag[3] = 0;
+            (page.to_vec(), tag)
+        })
+        .collect();
+    if pages.is_empty() {
+        return;
+    }
+    let mut row = OpenRow::new(4, 0, PAGE);
+    for (page, tag) in &pages {
+        row.add(page, tag);
+    }
+    let parity_spare = row.parity_spare(SPARE_TAG_BYTES + 8);
+    for lost in 0..pages.len() {
+        let others: Vec<(bool, &[u8], &[u8])> = pages
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| *index != lost)
+            .map(|(_, (page, tag))| (false, page.as_slice(), tag.as_slice()))
+            .chain([(true, row.data.as_slice(), parity_spare.as_slice())])
+            .collect();
+        let rebuilt = rebuild(PAGE, &others);
+        let (page, tag) = pages.get(lost).map(|(page, tag)| (page.clone(), *tag)).unwrap_or_default();
+        assert_eq!(rebuilt, Some((page, tag)), "page {lost} of the row does not come back");
+    }
+}
