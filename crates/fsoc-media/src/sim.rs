@@ -935,7 +935,12 @@ impl<S: PageStore> SimState<S> {
         self.store.begin_flush()
     }
 
+    /// A barrier after a power cut cannot complete: nothing issued since reaches the store, so
+    /// nothing that waits on it (an NVRAM record that must follow the flash) may go on.
     fn write_barrier(&mut self) -> Result<(), NandError> {
+        if self.fault_state.power_is_lost() {
+            return Err(NandError::PowerLost);
+        }
         self.store.write_barrier()
     }
 }
