@@ -118,7 +118,7 @@ fn info_says_when_the_end_of_life_is_reached() {
     let mut fs =
         FileSystem::mount(SimFlash::open_image(&image).expect("open image"), FsConfig::default()).expect("mount");
     fs.space().expect("the segment table loads");
-    fs.craft().log.retire_reserved_segment(2);
+    fs.craft().log.retire_area_segment(2);
     fs.commit().expect("commit");
     let mut flash = fs.into_flash_without_commit();
     flash.flush().expect("flush");

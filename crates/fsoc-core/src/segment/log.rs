@@ -418,18 +418,10 @@ impl<F: Flash> SegmentLog<F> {
         self.retire(segment_index, None);
     }
 
-    /// Retires a reserved segment before the log (a metaroot area whose erase failed), so the
-    /// table written at the next commit records it. Its block is not marked bad: it holds no
-    /// live page, and a mark may erase it first (MTD).
-    pub fn retire_reserved_segment(&mut self, segment_index: u32) {
-        if segment_index < FIRST_LOG_SEGMENT {
-            self.table_mut().retire(segment_index);
-        }
-    }
-
-    /// Takes a segment out of the log for good (retired in the table, no longer open): a
-    /// metaroot area that failed, or a log segment becoming one. Its blocks are not marked bad
-    /// (the one becoming an area is good; a mark may erase a block first on MTD).
+    /// Takes a segment out of the log for good (retired in the table, no longer open), so the
+    /// table written at the next commit records it: a metaroot area whose erase failed (before
+    /// the log or moved into it), or a log segment becoming an area. Its blocks are not marked
+    /// bad: it holds no live page, and a mark may erase a block first (MTD).
     pub fn retire_area_segment(&mut self, segment_index: u32) {
         self.table_mut().retire(segment_index);
         self.close_if_open(segment_index);

@@ -78,7 +78,13 @@ pub fn check_chip_set<F: Flash>(
             // One by one, so the chips that answer are still checked.
             statuses.clear();
             for (address, buffer) in addresses.iter().zip(buffers.iter_mut()) {
-                statuses.push(device.read(*address, buffer).unwrap_or(ReadStatus::Uncorrectable));
+                let status = match device.read(*address, buffer) {
+                    Ok(status) => status,
+                    // The dead chip: no superblock there, as a blank one.
+                    Err(NandError::ChipFailed { .. }) => ReadStatus::Uncorrectable,
+                    Err(error) => return Err(error.into()),
+                };
+                statuses.push(status);
             }
         }
         Err(error) => return Err(error.into()),

@@ -1327,7 +1327,7 @@ impl<F: Flash> Volume<F> {
                     Err(NandError::WornOut { .. } | NandError::OperationFailed { .. } | NandError::BadBlock { .. }) => {
                         *area.of_mut(&mut self.failed_areas) = true;
                         if self.log.is_table_loaded() {
-                            self.log.retire_reserved_segment(segment);
+                            self.log.retire_area_segment(segment);
                         }
                         false
                     }
@@ -1449,7 +1449,7 @@ impl<F: Flash> Volume<F> {
     fn record_failed_areas(&mut self) {
         for area in MetarootArea::ALL {
             if *area.of(&self.failed_areas) && !self.log.table().is_retired_quietly(self.area_segment(area)) {
-                self.log.retire_reserved_segment(self.area_segment(area));
+                self.log.retire_area_segment(self.area_segment(area));
             }
         }
     }
