@@ -129,7 +129,7 @@ impl<F: Flash> FileSystem<F> {
         let layout = self.volume.layout();
         let limits = self.record_limits();
         let log_page_count = usize::try_from(limits.log_end).unwrap_or(usize::MAX);
-        let references = RefCell::new(PageReferences::new(log_page_count));
+        let references = RefCell::new(PageReferences::new(log_page_count, layout.mirrors_metadata()));
 
         // Allocation tree first: inodes, then (in the same key order) their data records.
         let mut walk = AllocationWalk::new(limits);
@@ -291,14 +291,17 @@ struct PageReferences {
     /// `runs[p] - runs[p - 1]` summed up to `p` = extent and table references of page `p`.
     runs: Vec<i64>,
     page_count: usize,
+    /// Mirror-meta: every node and table page at `a` has its second copy at `a + 1`.
+    mirrored: bool,
 }
 
 impl PageReferences {
-    fn new(page_count: usize) -> Self {
+    fn new(page_count: usize, mirrored: bool) -> Self {
         PageReferences {
             node_bits: alloc::vec![0; page_count.div_ceil(64)],
             runs: alloc::vec![0; page_count + 1],
             page_count,
+            mirrored,
         }
     }
 
@@ -312,6 +315,11 @@ impl PageReferences {
         let bit = 1u64 << (page % 64);
         let first = *word & bit == 0;
         *word |= bit;
+        if first && self.mirrored && page + 2 <= self.page_count {
+            // The second copy is referenced too (a first copy at an odd address overlaps the
+            // pair before it, and shows as a page referenced twice).
+            self.run(u64::from(address.0) + 1, 1);
+        }
         first
     }
 
@@ -328,8 +336,9 @@ impl PageReferences {
     }
 
     fn table_page(&mut self, address: LogAddress) {
-        if (address.0 as usize) < self.page_count {
-            self.run(u64::from(address.0), 1);
+        let copies = if self.mirrored { 2 } else { 1 };
+        if (address.0 as usize).saturating_add(copies) <= self.page_count {
+            self.run(u64::from(address.0), copies as u64);
         }
     }
 

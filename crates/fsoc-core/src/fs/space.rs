@@ -61,9 +61,10 @@ impl<F: Flash> FileSystem<F> {
         // Moving a victim's live data pages rewrites at least one path of the allocation tree,
         // so no measurement (a round whose commit cost less than foreseen reads as free) takes
         // the estimate below one path: a victim that gains less than that is not worth it.
-        let path = u64::from(self.volume.allocation.height()) + self.guard_pages();
+        let copies = self.volume.layout().metadata_copies();
+        let path = u64::from(self.volume.allocation.height()) * copies + self.guard_pages();
         match self.stats.cleaning_overhead_pages_x16 {
-            0 => path + u64::from(self.volume.directory.height()),
+            0 => path + u64::from(self.volume.directory.height()) * copies,
             measured => measured.div_ceil(16).max(path),
         }
     }
@@ -121,19 +122,20 @@ impl<F: Flash> FileSystem<F> {
     }
 
     /// Pages a full commit made now would append to the metadata head: every dirty node, every
-    /// segment-table page and index page (the fixpoint writes each at most once), and what the
-    /// paired-page guard then skips in both heads.
+    /// segment-table page and index page (the fixpoint writes each at most once), each twice
+    /// with mirror-meta, and what the paired-page guard then skips in both heads.
     pub(crate) fn commit_cost_pages(&self) -> u64 {
         let table = self.volume.log.table();
         let table_pages = u64::from(table.page_count()) + u64::from(table.index_page_count());
-        self.volume.dirty_node_count() as u64 + table_pages + self.guard_pages()
+        let copies = self.volume.layout().metadata_copies();
+        (self.volume.dirty_node_count() as u64 + table_pages) * copies + self.guard_pages()
     }
 
-    /// Nodes one namespace or attribute change may dirty: up to four records, each on a path
-    /// of its tree with a split or merge at every level, plus a new root.
+    /// Pages of the nodes one namespace or attribute change may dirty: up to four records, each
+    /// on a path of its tree with a split or merge at every level, plus a new root.
     fn operation_node_pages(&self) -> u64 {
         let heights = u64::from(self.volume.directory.height()) + u64::from(self.volume.allocation.height());
-        4 * 2 * (heights + 1)
+        4 * 2 * (heights + 1) * self.volume.layout().metadata_copies()
     }
 
     /// Whether `metadata_pages` more on the metadata head and `data_pages` more on the data
@@ -337,7 +339,7 @@ impl<F: Flash> FileSystem<F> {
     pub(crate) fn cleaning_cost_pages(&self, victim: u32) -> u64 {
         let valid = u64::from(self.volume.log.table().entry(victim).valid_pages);
         let height = u64::from(self.volume.directory.height().max(self.volume.allocation.height()));
-        valid * (1 + height)
+        valid * (1 + height * self.volume.layout().metadata_copies())
     }
 
     /// Relocates every live page of `victim` (the segment layer's `evacuate`, with this file

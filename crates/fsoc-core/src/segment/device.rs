@@ -32,6 +32,11 @@ pub enum PageTag {
     Superblock,
     /// The parity page of a row (volumes with parity; written by the device itself).
     Parity,
+    /// The second copy of a tree node (volumes with mirror-meta): one log address after the
+    /// first, on the next chip (format version 8).
+    NodeCopy { tree_id: u8, level: u8 },
+    /// The second copy of a segment-table or index page (mirror-meta), as `NodeCopy`.
+    SegmentTableCopy { page_index: u32 },
 }
 
 pub const SPARE_TAG_BYTES: usize = 16;
@@ -41,6 +46,8 @@ const TAG_DATA: u8 = 2;
 const TAG_SEGMENT_TABLE: u8 = 3;
 const TAG_METAROOT: u8 = 4;
 const TAG_SUPERBLOCK: u8 = 5;
+/// Set in a second copy's kind byte (mirror-meta): `0x81` a node's copy, `0x83` a table page's.
+const TAG_COPY: u8 = 0x80;
 
 impl PageTag {
     pub fn encode(self, spare: &mut [u8]) {
@@ -61,6 +68,16 @@ impl PageTag {
             PageTag::SegmentTable { page_index } => {
                 tag[0] = TAG_SEGMENT_TABLE;
                 tag[12..16].copy_from_slice(&page_index.to_le_bytes());
+            }
+            PageTag::NodeCopy { tree_id, level } => {
+                PageTag::Node { tree_id, level }.encode(spare);
+                Self::mark_copy(spare);
+                return;
+            }
+            PageTag::SegmentTableCopy { page_index } => {
+                PageTag::SegmentTable { page_index }.encode(spare);
+                Self::mark_copy(spare);
+                return;
             }
             PageTag::Metaroot => tag[0] = TAG_METAROOT,
             PageTag::Superblock => tag[0] = TAG_SUPERBLOCK,
@@ -87,6 +104,33 @@ impl PageTag {
             TAG_METAROOT => Some(PageTag::Metaroot),
             TAG_SUPERBLOCK => Some(PageTag::Superblock),
             TAG_PARITY => Some(PageTag::Parity),
+            kind if kind == TAG_NODE | TAG_COPY => Some(PageTag::NodeCopy { tree_id: tag[1], level: tag[2] }),
+            kind if kind == TAG_SEGMENT_TABLE | TAG_COPY => Some(PageTag::SegmentTableCopy { page_index: u32_at(12)? }),
+            _ => None,
+        }
+    }
+
+    fn mark_copy(spare: &mut [u8]) {
+        if let Some(kind) = spare.first_mut() {
+            *kind |= TAG_COPY;
+        }
+    }
+
+    /// The tag of the second copy a volume with mirror-meta writes of a page with this tag
+    /// (tree nodes and segment-table pages); `None` for pages written once.
+    pub fn mirror_copy(self) -> Option<PageTag> {
+        match self {
+            PageTag::Node { tree_id, level } => Some(PageTag::NodeCopy { tree_id, level }),
+            PageTag::SegmentTable { page_index } => Some(PageTag::SegmentTableCopy { page_index }),
+            _ => None,
+        }
+    }
+
+    /// For a second copy, the tag of the first; `None` for any other tag.
+    pub fn first_copy(self) -> Option<PageTag> {
+        match self {
+            PageTag::NodeCopy { tree_id, level } => Some(PageTag::Node { tree_id, level }),
+            PageTag::SegmentTableCopy { page_index } => Some(PageTag::SegmentTable { page_index }),
             _ => None,
         }
     }
@@ -440,6 +484,9 @@ impl<F: Flash> Device<F> {
             let primary_gone = self.missing_chip() == Some(page.chip.0);
             return Ok(primary_gone.then_some((done.value, done.done_ns)));
         }
+        if let Some(copy) = self.layout.mirror_copy(address) {
+            return self.read_mirror_copy(issue_ns, copy, data, spare);
+        }
         if !self.layout.is_parity_segment(page.block.0) {
             return Ok(None);
         }
@@ -459,6 +506,38 @@ impl<F: Flash> Device<F> {
             *to = from;
         }
         Ok(Some((REBUILT, done_ns)))
+    }
+
+    /// Reads the second copy of a mirrored page (mirror-meta) at `copy` for a first copy that is
+    /// lost: answered only if the page there is readable and tagged as a second copy, with the
+    /// first copy's tag put back in `spare` (the cleaner finds the owner by it). Anything else
+    /// there (file data, an erased page: the first copy was not a mirrored page) is `None`.
+    fn read_mirror_copy(
+        &self,
+        issue_ns: Nanos,
+        copy: LogAddress,
+        data: &mut [u8],
+        spare: &mut [u8],
+    ) -> Result<Option<(ReadStatus, Nanos)>, NandError> {
+        let page = self.layout.physical(copy);
+        if self.missing_chip() == Some(page.chip.0) {
+            return Ok(None);
+        }
+        let mut copy_data = vec![0u8; data.len()];
+        self.pages_read.fetch_add(1, Ordering::Relaxed);
+        let done = match self.flash.read_page(issue_ns, page, &mut copy_data, spare) {
+            Ok(done) => done,
+            Err(NandError::ChipFailed { .. }) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let first = PageTag::decode(spare).and_then(PageTag::first_copy);
+        let (ReadStatus::Clean | ReadStatus::Corrected { .. }, Some(first)) = (done.value, first) else {
+            return Ok(None);
+        };
+        data.copy_from_slice(&copy_data);
+        first.encode(spare);
+        self.rebuilt_reads.fetch_add(1, Ordering::Relaxed);
+        Ok(Some((done.value, done.done_ns)))
     }
 
     /// Rebuilds physical page `page` of a parity segment from the other pages of its row: its
@@ -762,6 +841,8 @@ mod tests {
             PageTag::Metaroot,
             PageTag::Superblock,
             PageTag::Parity,
+            PageTag::NodeCopy { tree_id: 1, level: 0 },
+            PageTag::SegmentTableCopy { page_index: 70_000 },
         ] {
             tag.encode(&mut spare);
             assert_eq!(PageTag::decode(&spare), Some(tag));

@@ -8,6 +8,10 @@
 //!   `r = k div (p - 1)`, the row being page `r` of the segment's block on every chip; chip
 //!   `(segment + r) mod p` holds the row's parity page and the data slots fill the other chips
 //!   in ascending order. A log segment then has `(p - 1) × pages_per_block` addresses.
+//!
+//! Mirror-meta (format version 8) changes no mapping: the log writes every tree node and
+//! segment-table page twice, at an even address `a` of a log segment and at `a + 1`, which is
+//! the next stripe page and so on the next chip (`mirror_copy`; `SegmentLog` keeps the pairs).
 
 use fsoc_flash::{BlockAddress, Geometry, PageAddress};
 
@@ -28,7 +32,8 @@ pub enum Redundancy {
     /// Nothing beyond the superblock's copy on every chip.
     #[default]
     None,
-    /// Metaroots written on two chips (the superblock is on every chip already).
+    /// Metaroots, tree nodes and segment-table pages written on two chips (the superblock is
+    /// on every chip already); file data once. Format version 8.
     MirrorMeta,
     /// Metaroots on two chips and one parity page in every row of every log segment.
     Parity,
@@ -109,6 +114,34 @@ impl Layout {
     /// Whether metaroots are written on two chips.
     pub fn has_metaroot_twins(&self) -> bool {
         self.redundancy != Redundancy::None
+    }
+
+    /// Whether the log writes tree nodes and segment-table pages twice (mirror-meta).
+    pub fn mirrors_metadata(&self) -> bool {
+        self.redundancy == Redundancy::MirrorMeta
+    }
+
+    /// Flash pages one tree node or segment-table page takes in the log: 2 with mirror-meta.
+    pub fn metadata_copies(&self) -> u64 {
+        if self.mirrors_metadata() {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Where the second copy of a mirrored page at `address` would be (mirror-meta): the next
+    /// address, for an even address of a log segment (first copies are at even addresses, so
+    /// a pair never straddles a segment or shares a chip). Whether `address` holds a mirrored
+    /// page at all, only the copy's spare tag says (`PageTag::NodeCopy`, `SegmentTableCopy`).
+    pub fn mirror_copy(&self, address: LogAddress) -> Option<LogAddress> {
+        let segment_index = self.segment_of(address);
+        let candidate = self.mirrors_metadata()
+            && self.contains(address)
+            && segment_index >= FIRST_LOG_SEGMENT
+            && !self.is_metaroot_area(segment_index)
+            && self.page_in_segment(address) % 2 == 0;
+        candidate.then(|| LogAddress(address.0 + 1))
     }
 
     pub fn page_size_bytes(&self) -> usize {

@@ -427,8 +427,47 @@ impl<F: Flash> SegmentLog<F> {
         self.close_if_open(segment_index);
     }
 
+    /// Whether pages appended to `head` are written twice (mirror-meta: the metadata head).
+    fn mirrors(&self, head: LogHead) -> bool {
+        head == LogHead::Metadata && self.layout().mirrors_metadata()
+    }
+
     /// Takes the next log address of `head` and counts it valid, without programming it yet.
+    /// With mirror-meta, the metadata head takes a pair: an even address `a`, returned, and
+    /// `a + 1` for the second copy (the next chip), both counted valid. A page the pair cannot
+    /// use (odd, after the paired-page guard skipped one; or its partner skipped) stays erased
+    /// and is not counted.
     pub fn reserve_address(&mut self, head: LogHead) -> Result<LogAddress, SegmentError> {
+        if !self.mirrors(head) {
+            return self.take_address(head);
+        }
+        let layout = self.layout();
+        // Each pass takes at least one page of the open segment or opens a fresh one, whose
+        // pages 0 and 1 always pair (no floors yet): this ends within a segment's pages.
+        let mut first = self.take_address(head)?;
+        loop {
+            if layout.page_in_segment(first) % 2 == 1 {
+                self.unreserve(first);
+                first = self.take_address(head)?;
+                continue;
+            }
+            let second = self.take_address(head)?;
+            if second.0 == first.0 + 1 && layout.segment_of(second) == layout.segment_of(first) {
+                return Ok(first);
+            }
+            self.unreserve(first);
+            first = second;
+        }
+    }
+
+    /// Drops the count of a reserved address that will not be programmed (left erased).
+    fn unreserve(&mut self, address: LogAddress) {
+        let segment_index = self.layout().segment_of(address);
+        self.table_mut().remove_valid(segment_index);
+    }
+
+    /// One address of `head` (`reserve_address` without mirroring).
+    fn take_address(&mut self, head: LogHead) -> Result<LogAddress, SegmentError> {
         let layout = self.device.layout();
         let pages_per_segment = layout.pages_per_segment();
         // Each pass takes a page or skips one below its chip's guard floor, so this ends within
@@ -469,23 +508,45 @@ impl<F: Flash> SegmentLog<F> {
     /// segment and retries in a fresh one.
     pub fn append(&mut self, data: &[u8], tag: PageTag) -> Result<LogAddress, SegmentError> {
         for _attempt in 0..RETRIES_MAX {
-            let address = self.reserve_address(self.head_for(tag))?;
-            match self.device.program(address, data, tag) {
+            let head = self.head_for(tag);
+            let address = self.reserve_address(head)?;
+            match self.program_page(address, data, tag) {
                 Ok(()) => return Ok(address),
                 Err(
                     NandError::OperationFailed { block, .. }
                     | NandError::WornOut { block, .. }
                     | NandError::BadBlock { block },
                 ) => {
-                    // The failed page never held live data: drop its count, then retire.
-                    let segment_index = self.layout().segment_of(address);
-                    self.table_mut().remove_valid(segment_index);
-                    self.retire(segment_index, Some(block));
+                    // The failed page (pair) never held live data: drop its count, then retire.
+                    self.unreserve(address);
+                    if self.mirrors(head) {
+                        self.unreserve(LogAddress(address.0 + 1));
+                    }
+                    self.retire(self.layout().segment_of(address), Some(block));
                 }
                 Err(error) => return Err(error.into()),
             }
         }
         Err(SegmentError::NoFreeSegment)
+    }
+
+    /// Programs a reserved page, and with mirror-meta a node's or table page's second copy at
+    /// the next address.
+    fn program_page(&mut self, address: LogAddress, data: &[u8], tag: PageTag) -> Result<(), NandError> {
+        self.device.program(address, data, tag)?;
+        match tag.mirror_copy() {
+            Some(copy) if self.layout().mirrors_metadata() => self.device.program(LogAddress(address.0 + 1), data, copy),
+            _ => Ok(()),
+        }
+    }
+
+    /// `release` of a tree node or a segment-table page: with mirror-meta, of both its copies.
+    pub fn release_metadata(&mut self, address: LogAddress) -> Result<(), SegmentError> {
+        self.release(address)?;
+        if self.layout().mirrors_metadata() {
+            self.release(LogAddress(address.0 + 1))?;
+        }
+        Ok(())
     }
 
     /// The working state no longer references `address`. A release the table cannot account
@@ -627,7 +688,7 @@ impl<F: Flash> SegmentLog<F> {
                 }
             };
             if !old.address.is_null() {
-                self.release(old.address)?;
+                self.release_metadata(old.address)?;
             }
             reserved.push((page, address));
         }
@@ -658,7 +719,7 @@ impl<F: Flash> SegmentLog<F> {
                     (bytes, table_page_count + index_page)
                 }
             };
-            match self.device.program(address, &bytes, PageTag::SegmentTable { page_index: tag_index }) {
+            match self.program_page(address, &bytes, PageTag::SegmentTable { page_index: tag_index }) {
                 Ok(()) => {}
                 Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. }) => {
                     let segment_index = self.layout().segment_of(address);

@@ -83,6 +83,13 @@ fn rebuild_on<F: Flash>(
             reason: "the volume was formatted without redundancy (fsoc mkfs --redundancy)",
         });
     }
+    if superblock.redundancy == Redundancy::MirrorMeta {
+        return Err(TxnError::CannotRebuild {
+            reason: "the volume keeps only its metadata on two chips (mirror-meta): the lost chip's file data \
+                     cannot be rebuilt; copy the files off the read-only volume (unreadable ones answer EIO) \
+                     to a new volume",
+        });
+    }
     device.set_redundancy(superblock.redundancy);
     device.set_metaroot_areas(superblock.metaroot_areas);
     device.set_missing_chip(Some(chip));

@@ -62,6 +62,6 @@ impl<F: Flash> NodeStore for LogNodeStore<'_, F> {
     }
 
     fn release(&mut self, address: LogAddress) -> Result<(), SegmentError> {
-        self.log.release(address)
+        self.log.release_metadata(address)
     }
 }

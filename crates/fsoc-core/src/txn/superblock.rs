@@ -20,9 +20,13 @@ pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"FSOCVOL\0");
 /// `nvram_lag`).
 /// Version 7: redundancy across chips (superblock bytes 64..72: the mode and a second
 /// checksum; metaroot twins; parity pages in log rows).
-pub const FORMAT_VERSION: u32 = 7;
+/// Version 8: mirror-meta (redundancy code 1): tree nodes and segment-table pages written
+/// twice, the second copy tagged `0x81`/`0x83` in its spare area.
+pub const FORMAT_VERSION: u32 = 8;
 /// The first format version with redundancy across chips.
 pub const FORMAT_VERSION_REDUNDANCY: u32 = 7;
+/// The first format version with mirror-meta (a version-7 superblock naming it is refused).
+pub const FORMAT_VERSION_MIRROR_META: u32 = 8;
 /// The first format version that may keep commits in NVRAM.
 pub const FORMAT_VERSION_NVRAM: u32 = 6;
 /// The oldest format version this build reads (and keeps writing in that version's format).
@@ -208,7 +212,8 @@ impl Superblock {
                 field: "redundancy",
                 value: u64::from(code),
             })?;
-            if redundancy != Redundancy::None && chip_count < 2 {
+            let mirror_too_old = redundancy == Redundancy::MirrorMeta && format_version < FORMAT_VERSION_MIRROR_META;
+            if (redundancy != Redundancy::None && chip_count < 2) || mirror_too_old {
                 return Err(DecodeError::InvalidField {
                     structure: "superblock",
                     field: "redundancy",

@@ -361,11 +361,6 @@ impl<F: Flash> Volume<F> {
         if config.redundancy != Redundancy::None && layout.chip_count < 2 {
             return Some("redundancy across chips needs at least two chips");
         }
-        if config.redundancy == Redundancy::MirrorMeta {
-            // Metaroot twins alone do not keep names listed once a chip holding tree nodes is
-            // gone, which is what mirror-meta promises; until nodes are mirrored, parity.
-            return Some("mirror-meta is not built yet (tree nodes are not mirrored); use parity");
-        }
         if shape.directory_len() > Metaroot::table_pages_max(layout.page_size_bytes()) {
             return Some("too many blocks: the segment table's index does not fit a metaroot");
         }
