@@ -137,10 +137,12 @@ enum Command {
         /// or pcm.
         #[arg(long, default_value = "feram", value_parser = arguments::nvram_technology)]
         nvram_technology: fsoc_media::NvramTechnology,
-        /// Redundancy across chips: none, or parity (each row of pages across the chips carries
+        /// Redundancy across chips: none; parity (each row of pages across the chips carries
         /// one parity page, and metaroots are kept on two chips: capacity (N-1)/N of N chips;
-        /// any one chip may be lost, then rebuilt with `fsoc rebuild`); needs --chips 2 or
-        /// more. mirror-meta is not built yet.
+        /// any one chip may be lost, then rebuilt with `fsoc rebuild`); or mirror-meta (tree
+        /// nodes, the segment table and metaroots on two chips, file data once: without one
+        /// chip every name is still listed and the files on the others read; no rebuild).
+        /// Needs --chips 2 or more.
         #[arg(long, default_value = "none", value_parser = arguments::redundancy)]
         redundancy: fsoc_core::segment::Redundancy,
     },
@@ -255,15 +257,17 @@ enum Command {
         #[arg(long, value_name = "N", conflicts_with_all = ["cut_after", "nvram", "max_cuts"],
               value_parser = clap::value_parser!(u64).range(1..))]
         bad_blocks_every: Option<u64>,
-        /// Format the test volumes with this redundancy across chips: none or parity (then
-        /// every cut is also checked with one chip gone: every committed page must still read
-        /// back). Needs --chips 2 or more.
+        /// Format the test volumes with this redundancy across chips: none, parity (then every
+        /// cut is also checked with one chip gone: every committed page must still read back)
+        /// or mirror-meta (every committed name and attribute must still be listed, each file
+        /// exact or lost). Needs --chips 2 or more.
         #[arg(long, value_parser = arguments::redundancy)]
         redundancy: Option<fsoc_core::segment::Redundancy>,
         /// Instead of cutting power: N runs per workload in which a chip dies after a sampled
         /// flash operation; the volume must mount without it, keep every commit, pass fsck and
-        /// be rebuilt whole (some rebuilds cut by a power failure and run again). Implies
-        /// --redundancy parity; needs --chips 2 or more.
+        /// be rebuilt whole (some rebuilds cut by a power failure and run again); with
+        /// --redundancy mirror-meta, list every committed name (no rebuild). Implies
+        /// --redundancy parity when none is given; needs --chips 2 or more.
         #[arg(long, value_name = "N",
               conflicts_with_all = ["cut_after", "nvram", "nvram_cut_after", "max_cuts", "bad_blocks_every"],
               value_parser = clap::value_parser!(u64).range(1..))]

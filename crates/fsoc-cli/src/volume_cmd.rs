@@ -100,13 +100,23 @@ pub(crate) fn redundancy_text(redundancy: Redundancy, chips: u32) -> String {
             "parity (one parity page per row of {chips} chips: capacity {}/{chips}; any one chip may be lost)",
             chips.saturating_sub(1)
         ),
-        Redundancy::MirrorMeta => "mirror-meta (metaroots on two chips)".to_string(),
+        Redundancy::MirrorMeta => "mirror-meta (tree nodes, segment table and metaroots on two chips, file data \
+                                   once; any one chip may be lost with every name still listed)"
+            .to_string(),
     }
 }
 
 /// The line that says a volume runs without one of its chips, or `None` when it has them all.
 pub(crate) fn degraded_text<F: Flash>(fs: &FileSystem<F>, name: &Path) -> Option<String> {
     fs.missing_chip().map(|chip| {
+        if fs.layout().mirrors_metadata() {
+            return format!(
+                "chip {chip} is missing or dead: the volume is degraded and read-only; its tree nodes are read from \
+                 their second copies, so every name is listed, but file data that was on chip {chip} is lost (EIO): \
+                 copy the files off {} to a new volume (mirror-meta cannot rebuild a chip)",
+                name.display()
+            );
+        }
         format!(
             "chip {chip} is missing or dead: the volume is degraded and read-only; every page of it is rebuilt from \
              the other chips; run `fsoc rebuild {} --chip {chip}`",
@@ -791,11 +801,12 @@ pub fn chip_loss_crashtest(
     samples: u64,
     json: Option<&Path>,
 ) -> Result<u64, String> {
-    if options.redundancy != Redundancy::Parity {
-        return Err(format!(
-            "--chip-loss runs on volumes with parity: drop --redundancy {} (--chip-loss implies parity)",
-            options.redundancy.name()
-        ));
+    if options.redundancy == Redundancy::None {
+        return Err(
+            "--chip-loss runs on volumes with redundancy: drop --redundancy none (--chip-loss implies parity) or give \
+             mirror-meta"
+                .into(),
+        );
     }
     if options.chips < 2 {
         return Err("--chip-loss needs --chips 2 or more: the volume loses one chip and goes on with the others".into());
@@ -810,16 +821,14 @@ pub fn chip_loss_crashtest(
             &format!("{}: a chip dies at {samples} sampled flash operations in turn…", workload.name()),
             |progress| fsoc_sim::chip_loss_test(workload, &config, samples, progress),
         )?;
+        let outcome = if options.redundancy == Redundancy::MirrorMeta {
+            format!("{} files read as lost (their data was on the lost chip)", report.files_lost)
+        } else {
+            format!("{} rebuilds cut and run again, {} pages rebuilt", report.rebuilds_cut, report.rebuilt_pages)
+        };
         println!(
-            "{:>14}: {} flash operations, {} kills (chips lost), {} died idle, {} rebuilds cut and run again, {} pages \
-             rebuilt, {} failures",
-            report.workload,
-            report.flash_operations,
-            report.kills,
-            report.died_idle,
-            report.rebuilds_cut,
-            report.rebuilt_pages,
-            report.failures
+            "{:>14}: {} flash operations, {} kills (chips lost), {} died idle, {outcome}, {} failures",
+            report.workload, report.flash_operations, report.kills, report.died_idle, report.failures
         );
         for example in &report.failure_examples {
             println!("  {example}");
@@ -829,10 +838,11 @@ pub fn chip_loss_crashtest(
     let total = |field: fn(&fsoc_sim::ChipLossReport) -> u64| reports.iter().map(field).sum::<u64>();
     let (kills, failures) = (total(|report| report.kills), total(|report| report.failures));
     println!(
-        "kills: {kills}, died idle: {}, rebuilds cut: {}, pages rebuilt: {}, failures: {failures}",
+        "kills: {kills}, died idle: {}, rebuilds cut: {}, pages rebuilt: {}, files lost: {}, failures: {failures}",
         total(|report| report.died_idle),
         total(|report| report.rebuilds_cut),
-        total(|report| report.rebuilt_pages)
+        total(|report| report.rebuilt_pages),
+        total(|report| report.files_lost)
     );
     println!("{}", options.summary(started));
     if let Some(path) = json {
@@ -842,6 +852,7 @@ pub fn chip_loss_crashtest(
             "died_idle": total(|report| report.died_idle),
             "rebuilds_cut": total(|report| report.rebuilds_cut),
             "rebuilt_pages": total(|report| report.rebuilt_pages),
+            "files_lost": total(|report| report.files_lost),
             "samples": samples,
             "seed": options.seed,
             "profile": options.profile.name(),

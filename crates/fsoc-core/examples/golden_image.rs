@@ -3,13 +3,14 @@
 //! not unmounted, as after a power cut that followed an fsync). Tests in
 //! `tests/golden_images.rs` read every golden image back with the current code.
 //!
-//! `cargo run --release -p fsoc-core --example golden_image -- OUT.sparse [BLOCKS] [--nvram] [--parity]`
+//! `cargo run --release -p fsoc-core --example golden_image -- OUT.sparse [BLOCKS] [--nvram] [--parity | --mirror-meta]`
 //!
 //! BLOCKS (default 16, a 2 MiB volume) sets the erase blocks of the one MLC chip; 16384 makes
 //! a 2 GiB volume whose segment table is indexed (format version 2). `--nvram` (format version
 //! 6 on) formats with 4 KiB of NVRAM, so the changes after the full commit are records in the
 //! NVRAM log instead of a delta commit; its bytes are written raw to OUT with the extension
-//! `.nvram`. `--parity` (format version 7 on) formats three MLC chips with parity across them.
+//! `.nvram`. `--parity` (format version 7 on) formats three MLC chips with parity across them,
+//! `--mirror-meta` (format version 8 on) three with tree nodes and segment table on two chips.
 //!
 //! The output is the image file (`fsoc_media::image`, docs/FORMAT.md "Image file") stored
 //! sparsely: the 512-byte chunks that are not all zero, as `FSOCSPRS` (8 bytes), the file size
@@ -78,6 +79,7 @@ fn main() {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     let with_nvram = arguments.iter().any(|argument| argument == "--nvram");
     let with_parity = arguments.iter().any(|argument| argument == "--parity");
+    let with_mirror = arguments.iter().any(|argument| argument == "--mirror-meta");
     let mut positional = arguments.iter().filter(|argument| !argument.starts_with("--"));
     let out = positional.next().expect("usage: golden_image OUT.sparse [BLOCKS] [--nvram]").clone();
     let blocks: u32 = positional.next().map_or(16, |text| text.parse().expect("BLOCKS is a number"));
@@ -89,12 +91,15 @@ fn main() {
     let image = directory.path().join("golden.img");
     // One MLC chip (16 blocks, 2 MiB: about the smallest volume the format allows), paired
     // pages on.
-    let chips = if with_parity { 3 } else { 1 };
+    let chips = if with_parity || with_mirror { 3 } else { 1 };
     let flash =
         SimFlash::create_image(&image, SimConfig::new(Profile::Mlc, chips, blocks, SEED)).expect("create image");
     let mut config = FsConfig::default();
     if with_parity {
         config.volume.redundancy = fsoc_core::segment::Redundancy::Parity;
+    }
+    if with_mirror {
+        config.volume.redundancy = fsoc_core::segment::Redundancy::MirrorMeta;
     }
     let device = nvram.as_ref().map(|nvram| Box::new(nvram.clone()) as Box<dyn fsoc_media::NvramDevice>);
     let mut fs = FileSystem::format_with_nvram(flash, device, config, VOLUME_ID, NOW_NS).expect("format");

@@ -15,7 +15,7 @@ use fsoc_media::{
     SimFlash,
 };
 
-use crate::listing::{listing_cached, DigestCache, Listing};
+use crate::listing::{listing_cached, listing_with_lost_files, lost_files, matches_but_lost, DigestCache, Listing};
 use crate::workloads::{apply, Step, Workload};
 use fsoc_media::rng::SeededRng;
 
@@ -307,10 +307,20 @@ fn cut_run(
     // With parity, no power cut may leave committed pages under a stale or missing parity
     // (the write hole). Straight after the cut, the volume without one chip shows a state the
     // cut allows (the commit in flight may have only one of its metaroot's two copies, so it
-    // may be there or not); once recovered, exactly the recovered state.
-    if config.fs.volume.redundancy == fsoc_core::segment::Redundancy::Parity {
+    // may be there or not); once recovered, exactly the recovered state. With mirror-meta, the
+    // same for names and metadata: files with data on the missing chip may read as lost.
+    if config.fs.volume.redundancy != fsoc_core::segment::Redundancy::None {
+        let mirror = config.fs.volume.redundancy == fsoc_core::segment::Redundancy::MirrorMeta;
+        let same = |listing: &Listing, expected: &Listing| {
+            if mirror {
+                matches_but_lost(listing, expected)
+            } else {
+                listing == expected
+            }
+        };
         let allowed = |listing: &Listing| {
-            listing == &snapshots[durable].listing || in_flight.is_some_and(|snapshot| listing == &snapshot.listing)
+            same(listing, &snapshots[durable].listing)
+                || in_flight.is_some_and(|snapshot| same(listing, &snapshot.listing))
         };
         let recovered = Devices::after(fs.flash().clone(), nvram);
         let checks = degraded_listing(&after, config, cut).and_then(|listing| {
@@ -325,7 +335,7 @@ fn cut_run(
             }
         });
         let checks = checks.and_then(|()| degraded_listing(&recovered, config, cut)).and_then(|listing| {
-            if listing == visible {
+            if same(&listing, &visible) {
                 Ok(())
             } else {
                 Err(format!(
@@ -373,7 +383,12 @@ fn degraded_listing(devices: &Devices, config: &CrashConfig, cut: CutPoint) -> R
     flash.fail_chip(fsoc_media::ChipIndex(chip)).map_err(|error| error.to_string())?;
     let degraded =
         mount(flash, nvram.as_ref(), config).map_err(|error| format!("mount without chip {chip}: {error}"))?;
-    listing_cached(&degraded, &mut DigestCache::new()).map_err(|error| format!("listing without chip {chip}: {error}"))
+    let listing = if config.fs.volume.redundancy == fsoc_core::segment::Redundancy::MirrorMeta {
+        listing_with_lost_files(&degraded)
+    } else {
+        listing_cached(&degraded, &mut DigestCache::new())
+    };
+    listing.map_err(|error| format!("listing without chip {chip}: {error}"))
 }
 
 /// Runs the power-cut test for one workload. `progress` is called with (done, total).
@@ -605,8 +620,8 @@ fn classify(flash: &SimFlash, sites: &mut FailureSites) {
         .and_then(|()| PageTag::decode(&spare));
     match tag {
         Some(PageTag::Metaroot) => sites.metaroot_programs += 1,
-        Some(PageTag::SegmentTable { .. }) => sites.segment_table_programs += 1,
-        Some(PageTag::Node { .. }) => sites.tree_node_programs += 1,
+        Some(PageTag::SegmentTable { .. } | PageTag::SegmentTableCopy { .. }) => sites.segment_table_programs += 1,
+        Some(PageTag::Node { .. } | PageTag::NodeCopy { .. }) => sites.tree_node_programs += 1,
         Some(PageTag::Data { .. }) => sites.data_programs += 1,
         Some(PageTag::Superblock | PageTag::Parity) | None => sites.not_reached += 1,
     }
@@ -627,6 +642,9 @@ pub struct ChipLossReport {
     pub rebuilds_cut: u64,
     /// Pages the rebuilds wrote.
     pub rebuilt_pages: u64,
+    /// Mirror-meta: files the degraded volumes listed whose data was on the lost chip (read as
+    /// EIO), summed over the runs.
+    pub files_lost: u64,
     pub failures: u64,
     pub failure_examples: Vec<String>,
 }
@@ -646,8 +664,10 @@ pub fn chip_loss_test(
     samples: u64,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<ChipLossReport, String> {
-    if config.fs.volume.redundancy != fsoc_core::segment::Redundancy::Parity || config.chip_count < 2 {
-        return Err(String::from("chip loss needs a volume with parity on two chips or more"));
+    if config.fs.volume.redundancy == fsoc_core::segment::Redundancy::None || config.chip_count < 2 {
+        return Err(String::from(
+            "chip loss needs a volume with redundancy (parity or mirror-meta) on two chips or more",
+        ));
     }
     let steps = workload.steps(config.seed, config.scale);
     let config = CrashConfig { nvram_bytes: None, ..config.clone() };
@@ -729,6 +749,11 @@ fn chip_loss_run(
     if fs.missing_chip() != Some(run.chip) {
         return Err(format!("the degraded mount runs without chip {:?}", fs.missing_chip()));
     }
+    if config.fs.volume.redundancy == fsoc_core::segment::Redundancy::MirrorMeta {
+        // Names and metadata only: the lost chip's file data is gone (EIO), nothing to rebuild.
+        report.files_lost += check_names(&mut fs, snapshots, oldest)?;
+        return Ok(());
+    }
     let visible = check_state(&mut fs, snapshots, oldest, "degraded")?;
     // A new, blank chip in its place; the rebuild, perhaps cut by a power failure and run again.
     let mut flash = fs.into_flash_without_commit();
@@ -775,6 +800,27 @@ fn chip_loss_run(
         Ok(()) | Err(FsError::NoSpace) => Ok(()),
         Err(error) => Err(format!("liveness after the rebuild: {error}")),
     }
+}
+
+/// Mirror-meta without a chip: fsck's structure check must pass, and the volume must show a
+/// committed state of the reference run no older than commit `oldest`, every name and
+/// attribute, with each file's bytes or an I/O error (never other bytes). Answers the files
+/// lost.
+fn check_names(fs: &mut FileSystem<SimFlash>, snapshots: &[Snapshot], oldest: usize) -> Result<u64, String> {
+    match fs.fsck(false) {
+        Ok(report) if report.is_clean() => {}
+        Ok(report) => return Err(format!("degraded: fsck: {:?}", report.violations)),
+        Err(error) => return Err(format!("degraded: fsck: {error}")),
+    }
+    let visible = listing_with_lost_files(fs).map_err(|error| format!("degraded: listing: {error}"))?;
+    if snapshots.iter().skip(oldest).any(|snapshot| matches_but_lost(&visible, &snapshot.listing)) {
+        return Ok(lost_files(&visible) as u64);
+    }
+    let expected = snapshots.get(oldest).map_or(&visible, |snapshot| &snapshot.listing);
+    Err(format!(
+        "degraded: the names are those of no commit from {oldest} on: {}",
+        first_differences(&visible, expected)
+    ))
 }
 
 /// fsck must pass and the visible state must be a committed state of the reference run no

@@ -16,6 +16,7 @@ pub use fsoc_model::Listing;
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 const READDIR_BATCH: usize = 256;
 const ROOT_INODE: u64 = 1;
+const EIO: i32 = 5;
 
 /// Content hashes by (inode, mtime, size): valid while callers advance `FileSystem::now_ns`
 /// between modifications, so each change gets a new mtime.
@@ -28,6 +29,39 @@ pub fn listing<F: Flash>(fs: &FileSystem<F>) -> Result<Listing, FsError> {
 
 /// `listing`, reusing content hashes of files that did not change.
 pub fn listing_cached<F: Flash>(fs: &FileSystem<F>, cache: &mut DigestCache) -> Result<Listing, FsError> {
+    walk(fs, cache, false)
+}
+
+/// `listing` of a volume that may have lost file data (mirror-meta without one chip): a file
+/// whose read answers an I/O error is listed with `ListingContent::Failed` (call "read",
+/// outcome "EIO") instead of failing the walk; any other error still fails it
+/// (`Listing`s compare with `matches_but_lost`).
+pub fn listing_with_lost_files<F: Flash>(fs: &FileSystem<F>) -> Result<Listing, FsError> {
+    walk(fs, &mut DigestCache::new(), true)
+}
+
+/// Whether `visible` is `expected` except for the content of files it lists as lost (an I/O
+/// error when read): same paths, attributes and hard links.
+pub fn matches_but_lost(visible: &Listing, expected: &Listing) -> bool {
+    visible.entries.len() == expected.entries.len()
+        && visible.entries.iter().zip(&expected.entries).all(|(seen, wanted)| {
+            seen.path == wanted.path
+                && seen.attributes == wanted.attributes
+                && seen.hard_link_of == wanted.hard_link_of
+                && (seen.content == wanted.content || is_lost(&seen.content))
+        })
+}
+
+/// Files `visible` lists as lost.
+pub fn lost_files(visible: &Listing) -> usize {
+    visible.entries.iter().filter(|entry| is_lost(&entry.content)).count()
+}
+
+fn is_lost(content: &ListingContent) -> bool {
+    matches!(content, ListingContent::Failed { call: "read", outcome } if outcome == "EIO")
+}
+
+fn walk<F: Flash>(fs: &FileSystem<F>, cache: &mut DigestCache, tolerate_lost: bool) -> Result<Listing, FsError> {
     let root = fs.getattr(ROOT_INODE)?;
     let mut files = vec![(b"/".to_vec(), attributes(ROOT_INODE, &root), ListingContent::Directory)];
     let mut pending: Vec<(Vec<u8>, u64)> = vec![(Vec::new(), ROOT_INODE)];
@@ -46,7 +80,13 @@ pub fn listing_cached<F: Flash>(fs: &FileSystem<F>, cache: &mut DigestCache) -> 
                     return Err(FsError::NotSupported);
                 }
                 let content = match entry.kind {
-                    FileKind::File => ListingContent::File { fnv1a_64: file_hash(fs, entry.inode, &record, cache)? },
+                    FileKind::File => match file_hash(fs, entry.inode, &record, cache) {
+                        Ok(fnv1a_64) => ListingContent::File { fnv1a_64 },
+                        Err(error) if tolerate_lost && error.errno() == EIO => {
+                            ListingContent::Failed { call: "read", outcome: String::from("EIO") }
+                        }
+                        Err(error) => return Err(error),
+                    },
                     FileKind::Symlink => ListingContent::Symlink { target: fs.readlink(entry.inode)? },
                     FileKind::Directory => {
                         pending.push((child.clone(), entry.inode));

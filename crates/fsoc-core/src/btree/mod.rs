@@ -54,6 +54,12 @@ pub trait NodeReader {
     fn node_size_bytes(&self) -> usize;
     /// Reads the page at `address` into `out` (resized to `node_size_bytes`).
     fn read_page(&self, address: LogAddress, out: &mut alloc::vec::Vec<u8>) -> Result<(), Self::Error>;
+    /// Reads the page at `address` again from the volume's redundancy (a parity row, or a
+    /// mirror-meta second copy) into `out`, for a page that read but failed its checks: `false`
+    /// when there is none. The caller checks the result again.
+    fn read_redundant_copy(&self, _address: LogAddress, _out: &mut alloc::vec::Vec<u8>) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
 }
 
 /// Where a tree reads and writes its node pages (one writer at a time).

@@ -184,7 +184,9 @@ fn describe(tag: Option<PageTag>) -> String {
         Some(PageTag::Metaroot) => "a metaroot".into(),
         Some(PageTag::Superblock) => "a superblock".into(),
         Some(PageTag::Parity) => "a parity page".into(),
-        Some(PageTag::NodeCopy { tree_id, level }) => format!("the second copy of a node of tree {tree_id} at level {level}"),
+        Some(PageTag::NodeCopy { tree_id, level }) => {
+            format!("the second copy of a node of tree {tree_id} at level {level}")
+        }
         Some(PageTag::SegmentTableCopy { page_index }) => format!("the second copy of segment table page {page_index}"),
     }
 }

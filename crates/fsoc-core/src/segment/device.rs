@@ -396,13 +396,23 @@ impl<F: Flash> Device<F> {
         Ok((done.value, done.done_ns))
     }
 
-    /// Rebuilds the page at `address` from the rest of its row (volumes with parity) into
-    /// `data`: for a page the ECC passed whose bytes fail the checksum that names them. Marks
-    /// its segment weak (to be rewritten). `false` if the volume has no parity for it or the
-    /// row cannot rebuild it; the caller checks the result against its checksum again.
+    /// Rebuilds the page at `address` from the rest of its row (volumes with parity), or reads
+    /// its second copy (mirror-meta), into `data`: for a page the ECC passed whose bytes fail
+    /// the checksum that names them. Marks its segment weak (to be rewritten). `false` if the
+    /// volume has no redundancy for it or it cannot be had; the caller checks the result
+    /// against its checksum again.
     pub fn read_rebuilt(&self, address: LogAddress, data: &mut [u8]) -> Result<bool, NandError> {
         if !self.layout.contains(address) {
             return Ok(false);
+        }
+        if let Some(copy) = self.layout.mirror_copy(address) {
+            let mut spare = vec![0u8; self.layout.spare_size_bytes()];
+            let Some((_, done_ns)) = self.read_mirror_copy(self.now_ns(), copy, data, &mut spare)? else {
+                return Ok(false);
+            };
+            self.advance_to(done_ns);
+            self.mark_weak(self.layout.segment_of(address));
+            return Ok(true);
         }
         let page = self.layout.physical(address);
         if !self.layout.is_parity_segment(page.block.0) {

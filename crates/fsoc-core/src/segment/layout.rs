@@ -140,7 +140,7 @@ impl Layout {
             && self.contains(address)
             && segment_index >= FIRST_LOG_SEGMENT
             && !self.is_metaroot_area(segment_index)
-            && self.page_in_segment(address) % 2 == 0;
+            && self.page_in_segment(address).is_multiple_of(2);
         candidate.then(|| LogAddress(address.0 + 1))
     }
 

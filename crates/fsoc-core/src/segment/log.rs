@@ -446,7 +446,7 @@ impl<F: Flash> SegmentLog<F> {
         // pages 0 and 1 always pair (no floors yet): this ends within a segment's pages.
         let mut first = self.take_address(head)?;
         loop {
-            if layout.page_in_segment(first) % 2 == 1 {
+            if !layout.page_in_segment(first).is_multiple_of(2) {
                 self.unreserve(first);
                 first = self.take_address(head)?;
                 continue;
@@ -535,7 +535,9 @@ impl<F: Flash> SegmentLog<F> {
     fn program_page(&mut self, address: LogAddress, data: &[u8], tag: PageTag) -> Result<(), NandError> {
         self.device.program(address, data, tag)?;
         match tag.mirror_copy() {
-            Some(copy) if self.layout().mirrors_metadata() => self.device.program(LogAddress(address.0 + 1), data, copy),
+            Some(copy) if self.layout().mirrors_metadata() => {
+                self.device.program(LogAddress(address.0 + 1), data, copy)
+            }
             _ => Ok(()),
         }
     }

@@ -36,6 +36,11 @@ macro_rules! node_reader_over_log {
             fn read_page(&self, address: LogAddress, out: &mut Vec<u8>) -> Result<(), SegmentError> {
                 self.log.read(address, out)
             }
+
+            fn read_redundant_copy(&self, address: LogAddress, out: &mut Vec<u8>) -> Result<bool, SegmentError> {
+                out.resize(self.log.layout().page_size_bytes(), 0);
+                self.log.read_rebuilt(address, out)
+            }
         }
     };
 }

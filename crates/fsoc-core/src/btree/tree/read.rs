@@ -78,7 +78,31 @@ impl Tree {
             return Err(TreeError::Corrupt { address, reason: "null child pointer" });
         }
         let page = self.read_page(store, address)?;
-        let page = NodePage::parse(page).map_err(|error| TreeError::from_decode(address, &error))?;
+        let page = match self.verified(page, pointer, level) {
+            Ok(page) => page,
+            Err(error) => {
+                // Bytes the ECC passed but the pointer refuses: the volume's redundancy may
+                // still hold the node (parity, or mirror-meta's second copy).
+                let mut copy = Vec::with_capacity(Self::node_size_bytes(store));
+                let found = store
+                    .read_redundant_copy(address, &mut copy)
+                    .map_err(|error| TreeError::Store { address, error })?;
+                match found.then(|| self.verified::<E>(copy, pointer, level)) {
+                    Some(Ok(page)) => page,
+                    _ => return Err(error),
+                }
+            }
+        };
+        if page.is_leaf() {
+            self.leaf_pages_read.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(page)
+    }
+
+    /// `bytes` as the node `pointer` promises at `level`, or why not.
+    fn verified<E>(&self, bytes: Vec<u8>, pointer: PagePointer, level: u8) -> Result<NodePage, TreeError<E>> {
+        let address = pointer.address;
+        let page = NodePage::parse(bytes).map_err(|error| TreeError::from_decode(address, &error))?;
         if page.checksum() != pointer.checksum {
             return Err(TreeError::Corrupt { address, reason: "checksum differs from the parent pointer" });
         }
@@ -87,9 +111,6 @@ impl Tree {
         }
         if page.level() != level {
             return Err(TreeError::Corrupt { address, reason: "level differs from what the parent implies" });
-        }
-        if page.is_leaf() {
-            self.leaf_pages_read.fetch_add(1, Ordering::Relaxed);
         }
         Ok(page)
     }
