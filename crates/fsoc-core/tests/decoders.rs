@@ -8,6 +8,7 @@ use fsoc_core::btree::TreeRoot;
 use fsoc_core::fs::records::{DirectoryValue, Extent, FileKind, InodeRecord};
 use fsoc_core::segment::{PageTag, Redundancy, SegmentTable};
 use fsoc_core::txn::{Metaroot, MetarootShape, Superblock};
+use fsoc_flash::codec::DecodeError;
 use fsoc_media::Geometry;
 
 /// Random inputs of random length plus mutations of `valid`.
@@ -44,14 +45,23 @@ fn superblock_decoder() {
     };
     // Version 7 adds the redundancy mode and a second checksum (bytes 64..72).
     let version_7 = Superblock { format_version: 7, chip_count: 3, redundancy: Redundancy::Parity, ..version_2 };
-    for (seed, valid, covered) in [(1, version_2, 64), (11, version_7, 88)] {
+    // Version 8 adds mirror-meta, which a version-7 superblock may not name.
+    let version_8 = Superblock { format_version: 8, redundancy: Redundancy::MirrorMeta, ..version_7 };
+    for (seed, valid, covered) in [(1, version_2, 64), (11, version_7, 88), (12, version_8, 88)] {
         let valid = valid.encode(2048);
         for input in inputs(seed, &valid, 3000) {
             if let Ok(decoded) = Superblock::decode(&input) {
                 assert_eq!(&decoded.encode(2048)[..covered], &input[..covered]);
+                assert!(decoded.redundancy != Redundancy::MirrorMeta || decoded.format_version >= 8);
             }
         }
     }
+    assert_eq!(Superblock::decode(&version_8.encode(2048)).expect("version 8"), version_8);
+    let mirror_on_7 = Superblock { format_version: 7, ..version_8 }.encode(2048);
+    assert!(
+        matches!(Superblock::decode(&mirror_on_7), Err(DecodeError::InvalidField { field: "redundancy", .. })),
+        "a version-7 superblock naming mirror-meta is refused"
+    );
 }
 
 #[test]

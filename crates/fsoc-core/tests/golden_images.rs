@@ -226,6 +226,50 @@ fn golden_image_of_format_version_7_with_parity_reads_back_without_any_one_chip(
     }
 }
 
+/// Format version 8 without redundancy: version 7 but for the version number.
+#[test]
+fn golden_image_of_format_version_8_reads_back() {
+    let fs = check_golden(include_bytes!("fixtures/golden-v8.sparse"), "golden-v8", 8);
+    assert_eq!(fs.superblock().redundancy, fsoc_core::segment::Redundancy::None);
+}
+
+/// Format version 8 with mirror-meta on three chips: it reads back whole, and with any one chip
+/// failed every name is still listed, the metadata is clean, and each file reads back exactly
+/// or answers EIO.
+#[test]
+fn golden_image_of_format_version_8_with_mirror_meta_lists_every_name_without_any_one_chip() {
+    let packed = include_bytes!("fixtures/golden-v8-mirror-meta.sparse");
+    let fs = check_golden(packed, "golden-v8-mirror-meta", 8);
+    assert_eq!(fs.superblock().redundancy, fsoc_core::segment::Redundancy::MirrorMeta);
+    drop(fs);
+    for chip in 0..3 {
+        let context = format!("golden-v8-mirror-meta without chip {chip}");
+        let directory = tempfile::tempdir().expect("temporary directory");
+        let path = directory.path().join("degraded.img");
+        unpack_sparse(packed, &path);
+        let mut flash = SimFlash::open_image(&path).expect("open image");
+        flash.fail_chip(fsoc_media::ChipIndex(chip)).expect("fail chip");
+        let mut fs = FileSystem::mount(flash, FsConfig::default()).expect("degraded mount");
+        assert_eq!(fs.missing_chip(), Some(chip));
+        for (directory, count) in [("/", 5), ("/docs", 1), ("/docs/notes", 1), ("/data", 1)] {
+            assert_eq!(names(&mut fs, directory).len(), count, "{context}: {directory}");
+        }
+        let expected: [(&str, Vec<u8>); 3] = [
+            ("/hello.txt", b"hello again, changed by a delta commit\n".to_vec()),
+            ("/docs/notes/after-full-commit.txt", b"written after the full commit\n".to_vec()),
+            ("/data/pattern.bin", pattern()),
+        ];
+        for (path, contents) in expected {
+            match read_file(&mut fs, path) {
+                Ok(read) => assert!(read == contents, "{context}: {path} reads other bytes"),
+                Err(error) => assert_eq!(error.errno(), 5, "{context}: {path}: {error}"),
+            }
+        }
+        assert_eq!(fs.readlink_path(b"/readme-link").expect("readlink"), b"docs/readme.md", "{context}");
+        assert_clean(&mut fs, &context);
+    }
+}
+
 /// Volumes older than format version 5 count no pages and keep no birth time: st_blocks is the
 /// size in whole pages, the birth time 0 (unknown).
 #[test]

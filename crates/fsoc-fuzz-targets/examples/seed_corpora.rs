@@ -16,7 +16,7 @@ use fsoc_core::address::{LogAddress, PagePointer};
 use fsoc_core::btree::NodePage;
 use fsoc_core::fs::delta::DeltaLog;
 use fsoc_core::fs::records::{self, RecordKind};
-use fsoc_core::segment::{PageTag, SegmentTable};
+use fsoc_core::segment::{PageTag, Redundancy, SegmentTable};
 use fsoc_core::txn::volume::{ALLOCATION_TREE_ID, DIRECTORY_TREE_ID};
 use fsoc_core::{FileSystem, FsConfig, OpenFlags};
 use fsoc_flash::{BlockAddress, Flash, Geometry, NandError, OperationKind, PageAddress, ReadStatus, Timing};
@@ -67,9 +67,11 @@ const CREATE: OpenFlags = OpenFlags {
 /// Formats a volume, fills it a little (directories, an inline file, files of several pages,
 /// a symlink), commits, then makes one small fsync'd change so the newest metaroot carries a
 /// delta payload.
-fn filled_volume(profile: Profile, chip_count: u32, block_count: u32) -> FileSystem<SimFlash> {
+fn filled_volume(profile: Profile, chip_count: u32, block_count: u32, redundancy: Redundancy) -> FileSystem<SimFlash> {
     let flash = SimFlash::create(SimConfig::new(profile, chip_count, block_count, 7)).expect("simulator config");
-    let mut fs = FileSystem::format(flash, FsConfig::default(), 0x5EED).expect("format");
+    let mut config = FsConfig::default();
+    config.volume.redundancy = redundancy;
+    let mut fs = FileSystem::format(flash, config, 0x5EED).expect("format");
     fs.mkdir(b"/docs", 0o755).expect("mkdir");
     fs.mkdir(b"/docs/deeper", 0o700).expect("mkdir");
     let files: [(&[u8], usize); 4] =
@@ -117,8 +119,10 @@ fn seeds_from_volume(seeds: &mut Seeds, name: &str, fs: &FileSystem<SimFlash>) {
                 let Some(tag) = PageTag::decode(&spare) else { continue };
                 let kind = match tag {
                     PageTag::Node { .. } => "node",
+                    PageTag::NodeCopy { .. } => "node-copy",
                     PageTag::Data { .. } => "data",
                     PageTag::SegmentTable { .. } => "table",
+                    PageTag::SegmentTableCopy { .. } => "table-copy",
                     PageTag::Metaroot => "metaroot",
                     PageTag::Superblock => "superblock",
                     PageTag::Parity => "parity",
@@ -132,8 +136,10 @@ fn seeds_from_volume(seeds: &mut Seeds, name: &str, fs: &FileSystem<SimFlash>) {
                 let label = format!("{name}-{kind}-{count}");
                 seeds.add("decode_page_tag", &label, &spare[..16]);
                 match tag {
-                    PageTag::Superblock => seeds.add("decode_superblock", &label, &data[..72]),
-                    PageTag::Parity => {}
+                    PageTag::Superblock => {
+                        seeds.add("decode_superblock", &label, &data[..fsoc_core::txn::superblock::EXTENSION_BYTES])
+                    }
+                    PageTag::Parity | PageTag::NodeCopy { .. } | PageTag::SegmentTableCopy { .. } => {}
                     PageTag::Metaroot => {
                         let record_bytes = u32::from_le_bytes(data[16..20].try_into().expect("4 bytes")) as usize;
                         if record_bytes > data.len() {
@@ -327,8 +333,21 @@ fn raw_protocol_seeds(seeds: &mut Seeds) {
 fn main() -> std::io::Result<()> {
     let root: PathBuf = std::env::args_os().nth(1).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("fuzz/corpus"));
     let mut seeds = Seeds::default();
-    seeds_from_volume(&mut seeds, "mlc", &filled_volume(Profile::Mlc, 1, 64));
-    seeds_from_volume(&mut seeds, "tlc-2chips", &filled_volume(Profile::Tlc, 2, 32));
+    seeds_from_volume(&mut seeds, "mlc", &filled_volume(Profile::Mlc, 1, 64, Redundancy::None));
+    seeds_from_volume(&mut seeds, "tlc-2chips", &filled_volume(Profile::Tlc, 2, 32, Redundancy::None));
+    seeds_from_volume(&mut seeds, "mlc-3chips-parity", &filled_volume(Profile::Mlc, 3, 32, Redundancy::Parity));
+    seeds_from_volume(&mut seeds, "mlc-3chips-mirror", &filled_volume(Profile::Mlc, 3, 32, Redundancy::MirrorMeta));
+    // Parity rows: 2 to 4 pages of 64 bytes, each followed by a tag as the device writes one.
+    for pages in 2..=4u8 {
+        let mut row = Vec::new();
+        for index in 0..pages {
+            row.extend((0..64u8).map(|byte| byte ^ index.wrapping_mul(37)));
+            let mut tag = [0xFFu8; 16];
+            PageTag::Data { inode: u64::from(index) + 5, page_index: u32::from(index) }.encode(&mut tag);
+            row.extend_from_slice(&tag);
+        }
+        seeds.add("rebuild_parity_row", format!("row-of-{pages}"), &row);
+    }
     index_page_seeds(&mut seeds);
     delta_seeds(&mut seeds);
     image_header_seeds(&mut seeds);

@@ -21,10 +21,11 @@ use fsoc_core::txn::{Metaroot, MetarootShape, Superblock};
 use crate::input::{fix_checksum_after, fix_checksum_excluding, u32_at, with_and_without_checksum, zeroed, Parameters};
 
 /// Superblock (docs/FORMAT.md, "Superblock"): the CRC-32C of bytes 0..64 sits at 60; from
-/// version 7 the redundancy code at 64 and the CRC-32C of bytes 0..68 at 68.
+/// version 7 the redundancy code, generation and metaroot areas at 64..84 and the CRC-32C of
+/// bytes 0..84 at 84.
 const SUPERBLOCK_CHECKSUM_OFFSET: usize = 60;
-const SUPERBLOCK_EXTENSION_BYTES: usize = 72;
-const SUPERBLOCK_EXTENSION_CHECKSUM_OFFSET: usize = 68;
+const SUPERBLOCK_EXTENSION_BYTES: usize = fsoc_core::txn::superblock::EXTENSION_BYTES;
+const SUPERBLOCK_EXTENSION_CHECKSUM_OFFSET: usize = SUPERBLOCK_EXTENSION_BYTES - 4;
 
 /// Metaroot (docs/FORMAT.md, "Metaroot"): the CRC-32C of the record sits at 12, its length at
 /// 16; byte 67 and bytes 76..80 are reserved, and in version 1 so is byte 66 (the index levels
@@ -68,7 +69,12 @@ fn check_superblock(bytes: &[u8]) {
         return;
     };
     // Every byte the decoder reads round-trips (it refuses a non-zero reserved field): the
-    // first 64, or 72 from version 7.
+    // first 64, or 88 from version 7. Mirror-meta only from version 8.
+    assert!(
+        superblock.redundancy != fsoc_core::segment::Redundancy::MirrorMeta || superblock.format_version >= 8,
+        "a version-{} superblock naming mirror-meta decoded",
+        superblock.format_version
+    );
     let covered = if superblock.format_version >= 7 { SUPERBLOCK_EXTENSION_BYTES } else { SUPERBLOCK_BYTES };
     let canonical = bytes.get(..covered).unwrap_or_default();
     let encoded = superblock.encode(covered);
@@ -337,9 +343,9 @@ pub fn decode_page_tag(data: &[u8]) {
     };
     // Bit i set: byte i of the tag carries a field of this kind.
     let used_bytes: u16 = match tag {
-        PageTag::Node { .. } => 0b0000_0000_0000_0111,
+        PageTag::Node { .. } | PageTag::NodeCopy { .. } => 0b0000_0000_0000_0111,
         PageTag::Data { .. } => 0b1111_1111_1111_0001,
-        PageTag::SegmentTable { .. } => 0b1111_0000_0000_0001,
+        PageTag::SegmentTable { .. } | PageTag::SegmentTableCopy { .. } => 0b1111_0000_0000_0001,
         PageTag::Metaroot | PageTag::Superblock | PageTag::Parity => 0b0000_0000_0000_0001,
     };
     // A spare area longer than the tag: the encoder fills the rest with 0xFF.
