@@ -296,6 +296,20 @@ fn crashtest_loses_a_chip_at_sampled_operations() {
         "10",
     ]);
     assert!(output.stdout.contains("failures: 0") && output.stdout.contains("parity"), "{}", output.text());
+    let output = fsoc_ok(&[
+        "crashtest",
+        "--chip-loss",
+        "4",
+        "--redundancy",
+        "mirror-meta",
+        "--chips",
+        "3",
+        "--workload",
+        "small-files",
+    ]);
+    assert!(output.stdout.contains("4 kills (chips lost)"), "{}", output.text());
+    assert!(output.stdout.contains("files read as lost") && output.stdout.contains("failures: 0"), "{}", output.text());
+    assert!(output.stdout.contains("mirror-meta"), "{}", output.text());
 }
 
 /// An image of three chips with mirror-meta: `fsoc info` states it; with chip 0 blank the
