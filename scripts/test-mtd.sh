@@ -9,6 +9,12 @@
 #   bit_flips    nandsim bitflips=1: every byte read back right, corrections counted
 #   grown_bad_blocks  nandsim weakpages=: programs fail, blocks retired, tree intact
 #   array        two MTD partitions (nandsim parts=) as a 2-chip array: /dev/mtd0,/dev/mtd1
+#   rebuild      (needs flash_erase, mtd-utils) three partitions as a 3-chip array with
+#                --redundancy parity; chip 1 erased (blank), then garbage, then another fsoc
+#                volume, then a rebuild killed halfway: each time the volume reads degraded
+#                (info, fsck, get -r byte-identical, writes refused) where it can, `fsoc
+#                rebuild --chip 1` (a rebuild of chip 2 refused first) makes it whole again:
+#                fsck clean, the tree byte-identical, writes work, through the FUSE mount too
 #   kill_rounds  kill -9 of the mount's server during fsync'd writes, remount: every fsync'd
 #                file intact and fsck clean, ROUNDS times
 #   mount_reads  (long set only; needs mtd-utils) page reads counted by kprobes: fsoc mount vs
@@ -39,7 +45,13 @@ for argument in "$@"; do
 done
 files=${FILES:-$files}
 rounds=${ROUNDS:-$rounds}
-default_cases="geometry_2k geometry_4k bad_blocks bit_flips grown_bad_blocks array kill_rounds"
+default_cases="geometry_2k geometry_4k bad_blocks bit_flips grown_bad_blocks array"
+if command -v flash_erase >/dev/null; then
+  default_cases="$default_cases rebuild"
+else
+  echo "SKIP rebuild: flash_erase is missing (package mtd-utils)"
+fi
+default_cases="$default_cases kill_rounds"
 if [ $mode = long ]; then
   if command -v ubiformat >/dev/null && command -v ubiattach >/dev/null; then
     default_cases="$default_cases mount_reads"

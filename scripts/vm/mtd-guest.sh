@@ -6,9 +6,10 @@
 #                               if any is missing
 #   mtd_guest_fsoc              sets $fsoc: $FSOC_BIN, or a release build of fsoc-cli
 #   mtd_guest_initramfs OUT BIN_DIR [PROGRAM...]
-#                               packs BIN_DIR/fsoc, fusermount3, the UBI tools the host has
-#                               (mtd-utils) and PROGRAM... with the modules nandsim, fuse, ubi,
-#                               ubifs and zstd into OUT (scripts/vm/build-initramfs.sh)
+#                               packs BIN_DIR/fsoc, fusermount3, the UBI tools and flash_erase
+#                               the host has (mtd-utils) and PROGRAM... with the modules
+#                               nandsim, fuse, ubi, ubifs and zstd into OUT
+#                               (scripts/vm/build-initramfs.sh)
 
 mtd_guest_missing() {
   local missing=() kernel_version
@@ -44,7 +45,7 @@ mtd_guest_initramfs() {
   shift 2
   # The guest finds the programs by name: fsoc under its own name.
   local programs=("$bin_directory/fsoc" fusermount3) program
-  for program in ubiformat ubiattach ubidetach ubimkvol; do
+  for program in ubiformat ubiattach ubidetach ubimkvol flash_erase; do
     command -v "$program" >/dev/null && programs+=("$program")
   done
   EXTRA_MODULES="nandsim fuse ubi ubifs zstd" scripts/vm/build-initramfs.sh "$out" "${programs[@]}" "$@"

@@ -246,6 +246,116 @@ case_array() { # two MTD partitions of one nandsim chip (parts=1024) as a 2-chip
   check fsck fsoc fsck /dev/mtd0,/dev/mtd1
 }
 
+# `fsoc rebuild` on an MTD array: chip 1 of a 3-chip parity array ($volume) lost and rebuilt.
+# rebuild_phase HOW: with chip 1 lost (HOW: blank, garbage), a rebuild of the wrong chip is
+# refused and nothing is erased; the volume reads degraded (info, fsck, get -r byte-identical,
+# a write refused); then chip 1 is rebuilt and the volume is checked whole (rebuilt_checks).
+rebuild_phase() {
+  phase=$1
+  export phase
+  check "wrong_chip_refused_$phase" sh -c 'fsoc rebuild "$volume" --chip 2 > /tmp/rebuild.out 2>&1; status=$?;
+    cat /tmp/rebuild.out; [ $status = 2 ] && grep -q "chip 1 holds no readable fsoc superblock" /tmp/rebuild.out'
+  check "degraded_${phase}_info" sh -c 'fsoc info "$volume" > /tmp/info.out 2>&1; status=$?; cat /tmp/info.out;
+    [ $status = 0 ] && grep -q "^degraded *chip 1 is missing or dead" /tmp/info.out'
+  check "degraded_${phase}_fsck" fsoc fsck "$volume"
+  rm -rf /tmp/back
+  check "degraded_${phase}_get" fsoc get -r "$volume:/tree" /tmp/back &&
+    check "degraded_${phase}_read_back" sh -c 'cd /tmp/back && md5sum -c -s /tmp/src.md5'
+  check "degraded_${phase}_write_refused" sh -c '! fsoc put /tmp/src.md5 "$volume:/refused" > /tmp/put.out 2>&1 &&
+    grep -q "read-only" /tmp/put.out || { cat /tmp/put.out; exit 1; }'
+  rebuild_step
+  rebuilt_checks
+}
+
+rebuild_step() { # fsoc rebuild --chip 1, timed; it must end "mounted whole" and fsck clean
+  started_rebuild=$(up)
+  check "rebuild_$phase" sh -c 'fsoc rebuild "$volume" --chip 1 > /tmp/rebuild.out 2>&1; status=$?;
+    cat /tmp/rebuild.out; [ $status = 0 ] && grep -q "mounted whole" /tmp/rebuild.out'
+  rebuild_us=$(echo "$(up) $started_rebuild" | awk '{ printf "%d", ($1 - $2) * 1000000 }')
+  echo "MEASURE $case_name rebuild_${phase}_seconds $(echo "$(up) $started_rebuild" | awk '{ print $1 - $2 }')"
+  grep -h 'rebuilt from the other chips' /tmp/rebuild.out | sed "s/^/MEASURE $case_name rebuild_$phase /"
+}
+
+rebuilt_checks() { # whole (info), fsck clean, the tree byte-identical, a new file written and read back
+  check "rebuilt_${phase}_info_whole" sh -c 'fsoc info "$volume" > /tmp/info.out 2>&1; status=$?; cat /tmp/info.out;
+    [ $status = 0 ] && ! grep -q "^degraded" /tmp/info.out'
+  check "rebuilt_${phase}_fsck" fsoc fsck "$volume"
+  rm -rf /tmp/back
+  check "rebuilt_${phase}_get" fsoc get -r "$volume:/tree" /tmp/back &&
+    check "rebuilt_${phase}_read_back" sh -c 'cd /tmp/back && md5sum -c -s /tmp/src.md5'
+  head -c 70000 /dev/urandom > "/tmp/new_$phase"
+  check "rebuilt_${phase}_write" fsoc put "/tmp/new_$phase" "$volume:/new_$phase" &&
+    check "rebuilt_${phase}_write_read_back" sh -c 'fsoc cat "$volume:/new_$phase" | cmp -s - "/tmp/new_$phase"'
+}
+
+case_rebuild() { # 3 partitions (parts=256,256,256: 32 MiB each) as a 3-chip parity array
+  load_nandsim id_bytes=0xec,0xda,0x10,0x95,0x44 parts=256,256,256 || return
+  [ -c /dev/mtd2 ] || { result FAIL partitions "no /dev/mtd2 after parts=256,256,256"; return; }
+  command -v flash_erase > /dev/null || { result FAIL tools "flash_erase missing (mtd-utils on the host)"; return; }
+  volume=/dev/mtd0,/dev/mtd1,/dev/mtd2
+  export volume
+  check mkfs_parity fsoc mkfs "$volume" --redundancy parity || return
+  check info_parity sh -c 'fsoc info "$volume" | grep -q "^redundancy *parity"'
+  check put fsoc put -r /tmp/src "$volume:/tree" || return
+  check replacement_refused sh -c 'fsoc rebuild "$volume" --chip 1 --replacement /dev/mtd3 > /tmp/rebuild.out 2>&1;
+    [ $? = 2 ] && grep -q "on MTD the new chip is the device in position 1" /tmp/rebuild.out'
+  check chip_beyond_refused sh -c 'fsoc rebuild "$volume" --chip 3 2>&1 | grep -q "numbered 0 to 2"'
+
+  # A blank new chip in place of chip 1 (every block erased).
+  check erase_chip1 flash_erase -q /dev/mtd1 0 0 || return
+  rebuild_phase blank
+  rebuild_half_us=$((rebuild_us / 2))
+  # The FUSE mount of the rebuilt volume: the tree and the new file, and a write.
+  check mount mount_fsoc "$volume" &&
+    check read_back_mounted sh -c 'cd /mnt/f/tree && md5sum -c -s /tmp/src.md5 && cmp -s /mnt/f/new_blank /tmp/new_blank' &&
+    check write_mounted cp /tmp/new_blank /mnt/f/copy && check umount umount_fsoc &&
+    check written_mounted_read_back sh -c 'fsoc cat "$volume:/copy" | cmp -s - /tmp/new_blank'
+
+  # Chip 1 holding garbage, not erased: random bytes programmed over every page (nandsim ANDs
+  # them into what is there, as NAND would), so its pages fail their ECC.
+  check garbage_chip1 sh -c 'page=$(cat /sys/class/mtd/mtd1/writesize);
+    dd if=/dev/urandom of=/dev/mtd1 bs=$page count=$(($(cat /sys/class/mtd/mtd1/size) / page))'
+  rebuild_phase garbage
+
+  # Chip 1 holding another fsoc volume: no degraded mount (a foreign chip is refused by the
+  # chip-set check), but the refusal names the position and the rebuild, which overwrites it.
+  phase=foreign
+  check foreign_chip1 fsoc mkfs /dev/mtd1 --force
+  check foreign_refused sh -c 'fsoc info "$volume" > /tmp/info.out 2>&1; status=$?; cat /tmp/info.out;
+    [ $status = 2 ] && grep -q "chip in position 1 belongs to volume" /tmp/info.out &&
+    grep -q "fsoc rebuild $volume --chip 1" /tmp/info.out'
+  rebuild_step
+  rebuilt_checks
+
+  # A rebuild killed (-9) halfway: chip 1 holds no superblock until the rest is written, so the
+  # volume still reads degraded (or, killed after the last write, whole and clean); run again,
+  # the rebuild completes. The kill comes at half the blank rebuild's time, earlier if it finished.
+  phase=interrupted
+  killed=
+  for delay in $rebuild_half_us $((rebuild_half_us / 2)) $((rebuild_half_us / 4)); do
+    flash_erase -q /dev/mtd1 0 0 > /dev/null 2>&1
+    fsoc rebuild "$volume" --chip 1 > /tmp/rebuild.out 2>&1 &
+    rebuild_pid=$!
+    usleep "$delay"
+    kill -9 "$rebuild_pid" 2>/dev/null
+    wait "$rebuild_pid"
+    [ $? = 137 ] && { killed=$delay; break; }
+  done
+  if [ -n "$killed" ]; then
+    result PASS rebuild_killed "after $killed us"
+  else
+    result FAIL rebuild_killed "every rebuild finished before its kill (last after $delay us)"
+  fi
+  check killed_degraded_or_whole sh -c 'fsoc info "$volume" > /tmp/info.out 2>&1 || { cat /tmp/info.out; exit 1; }
+    grep -q "^degraded *chip 1 is missing or dead" /tmp/info.out || fsoc fsck "$volume"'
+  grep -q '^degraded' /tmp/info.out && echo "MEASURE $case_name killed_rebuild_left degraded" ||
+    echo "MEASURE $case_name killed_rebuild_left whole"
+  rm -rf /tmp/back
+  check killed_get sh -c 'fsoc get -r "$volume:/tree" /tmp/back && cd /tmp/back && md5sum -c -s /tmp/src.md5'
+  rebuild_step
+  rebuilt_checks
+}
+
 # Page reads, programs and erases of the NAND layer, counted by kprobes (nandsim has no
 # counters): `count_ops COMMAND...` prints "reads programs erases" of the command.
 kprobes_ready=

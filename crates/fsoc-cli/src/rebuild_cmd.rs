@@ -8,11 +8,14 @@
 //! on MTD raw NAND, the device in position K of the list.
 //!
 //! Invariants: every file of the volume (and the new chip's) is locked exclusively for the
-//! whole rebuild, so no mount or tool sees a chip half written; the volume's other chips are
-//! only read (the core's rule), so an interrupted rebuild can be run again; a chip file this
-//! command creates is written under a name no volume uses (the replacement's own, or a hidden
-//! temporary beside the array) and renamed to `BASE.chipK` only once its rebuild is complete,
-//! so until then the array stays as it was (degraded) rather than showing a chip half rebuilt.
+//! whole rebuild, so no mount or tool sees a chip half written; nothing is erased unless every
+//! other chip is in place (holds a readable superblock of the same volume naming its own
+//! position: `check_other_chips`), since a chip rebuilt while a second one is lost would be
+//! written from nothing; the volume's other chips are only read (the core's rule), so an
+//! interrupted rebuild can be run again; a chip file this command creates is written under a
+//! name no volume uses (the replacement's own, or a hidden temporary beside the array) and
+//! renamed to `BASE.chipK` only once its rebuild is complete, so until then the array stays as
+//! it was (degraded) rather than showing a chip half rebuilt.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -51,7 +54,13 @@ pub fn rebuild(volume: &Path, chip: u32, replacement: Option<&Path>) -> Result<b
     }
     let locks = files.lock(true)?;
     let flash = volume_files::open_flash(&files, false)?;
-    if let Err(refusal) = check_position(&name, chip, flash.chip_count()) {
+    let others: Vec<(u32, Option<Superblock>)> = (0..flash.chip_count())
+        .filter(|&other| other != chip)
+        .map(|other| (other, superblock_on(&flash, other)))
+        .collect();
+    let checked = check_position(&name, chip, flash.chip_count())
+        .and_then(|()| check_other_chips(&name, chip, flash.chip_count(), &others));
+    if let Err(refusal) = checked {
         let _ = flash.close();
         return Err(refusal);
     }
@@ -76,6 +85,61 @@ fn check_position(name: &Path, chip: u32, chip_count: u32) -> Result<(), String>
     ))
 }
 
+/// Refuses to rebuild chip `chip` of a volume of `chip_count` chips unless every other chip is
+/// in place: `others` (each other position with the superblock it holds, if any) must all hold
+/// a superblock of one volume of `chip_count` chips, each naming its own position. A chip is
+/// rebuilt from all the others, so with a second chip blank, dead, damaged, foreign or out of
+/// order the rebuild would erase chip `chip` and write it from nothing: two chips lost instead
+/// of one (as when the wrong position is given). Nothing has been written when this refuses.
+fn check_other_chips(
+    name: &Path,
+    chip: u32,
+    chip_count: u32,
+    others: &[(u32, Option<Superblock>)],
+) -> Result<(), String> {
+    let refuse = |what: String| {
+        Err(format!(
+            "{}: cannot rebuild chip {chip}: {what}; a chip is rebuilt from all the others, so they must all be in \
+             place; nothing was written",
+            name.display()
+        ))
+    };
+    let Some((reference_position, reference)) =
+        others.iter().find_map(|(position, superblock)| superblock.as_ref().map(|superblock| (*position, superblock)))
+    else {
+        return refuse(format!("no chip other than chip {chip} holds a readable fsoc superblock"));
+    };
+    if reference.chip_count != chip_count {
+        return refuse(format!(
+            "chip {reference_position} says the volume has {} chips, but {chip_count} were given",
+            reference.chip_count
+        ));
+    }
+    for (position, superblock) in others {
+        let Some(superblock) = superblock else {
+            return refuse(format!(
+                "chip {position} holds no readable fsoc superblock either (blank, dead or damaged); if chip {position} \
+                 is the lost one, rebuild it instead: `fsoc rebuild {} --chip {position}`",
+                name.display()
+            ));
+        };
+        if superblock.volume_id != reference.volume_id {
+            return refuse(format!(
+                "chip {position} belongs to volume {:#018x}, chip {reference_position} to {:#018x}: chips from \
+                 different volumes",
+                superblock.volume_id, reference.volume_id
+            ));
+        }
+        if superblock.chip_index != *position || superblock.chip_count != chip_count {
+            return refuse(format!(
+                "the chip in position {position} is chip {} of {} of its volume: give the volume's chips in chip order",
+                superblock.chip_index, superblock.chip_count
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The base of the chip-file array `path` names, even when some of its chip files (chip 0's
 /// included) are missing: `path` as a chip file `BASE.chipN`, or a `BASE` that does not exist
 /// beside at least one `BASE.chipN`. `None` for an image file or MTD.
@@ -91,15 +155,20 @@ fn array_base(path: &Path) -> Option<PathBuf> {
     chip_base.or_else(|| (!path.exists() && has_chip_files(path)).then(|| path.to_path_buf()))
 }
 
-/// The superblock a chip file holds: copy 0 or copy 1, pages 0 and 1 of the chip's block 0
-/// (docs/FORMAT.md, "Superblock"); `None` when neither reads back and decodes.
+/// The superblock a chip file holds (see `superblock_on`).
 fn chip_superblock(path: &Path) -> Option<Superblock> {
-    let flash = SimFlash::open_image(path).ok()?;
+    superblock_on(&SimFlash::open_image(path).ok()?, 0)
+}
+
+/// The superblock chip `chip` of `flash` holds: copy 0 or copy 1, pages 0 and 1 of the chip's
+/// block 0 (docs/FORMAT.md, "Superblock"); `None` when neither reads back and decodes (a blank,
+/// dead or damaged chip).
+fn superblock_on<F: Flash>(flash: &F, chip: u32) -> Option<Superblock> {
     let geometry = flash.geometry();
     let mut data = vec![0u8; geometry.page_data_bytes as usize];
     let mut spare = vec![0u8; geometry.spare_bytes as usize];
     (0..2).find_map(|page_index| {
-        let status = flash.read_page(0, PageAddress::new(0, 0, page_index), &mut data, &mut spare).ok()?.value;
+        let status = flash.read_page(0, PageAddress::new(chip, 0, page_index), &mut data, &mut spare).ok()?.value;
         match status {
             ReadStatus::Clean | ReadStatus::Corrected { .. } => Superblock::decode(&data).ok(),
             ReadStatus::Erased | ReadStatus::Uncorrectable => None,
@@ -175,6 +244,11 @@ fn rebuild_array(base: &Path, chip: u32, replacement: Option<&Path>) -> Result<b
             chip_count - 1
         ));
     }
+    let in_place: Vec<(u32, Option<Superblock>)> = (0..chip_count)
+        .filter(|&index| index != chip)
+        .map(|index| (index, chip_superblock(&chip_file_path(base, index))))
+        .collect();
+    check_other_chips(base, chip, chip_count, &in_place)?;
     let old = chip_file_path(base, chip);
     let failed = with_suffix(&old, ".failed");
     let model = chip_file_path(base, model);
@@ -320,6 +394,13 @@ fn print_report(name: &Path, chip: u32, report: &RebuildReport) {
         report.unsealed_rows,
         report.bad_blocks
     );
+    if report.bad_blocks > 0 {
+        println!(
+            "warning: {} blocks of the new chip could not be erased (bad): chip {chip}'s pages of their segments were \
+             not rebuilt, so any committed data they held is unreadable; fsck below says whether there was any",
+            report.bad_blocks
+        );
+    }
     if report.unrecoverable_pages > 0 {
         println!(
             "warning: {} pages could not be rebuilt (a page of their row on another chip is unreadable too): \
@@ -344,4 +425,68 @@ fn verify(name: &Path, report: &RebuildReport) -> Result<bool, String> {
     }
     let clean = crate::volume_cmd::fsck(name, true)?;
     Ok(missing.is_none() && clean && report.unrecoverable_pages == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fsoc_core::segment::Redundancy;
+    use fsoc_core::FileSystem;
+    use fsoc_media::{ChipIndex, Profile, RamStore, SimConfig};
+
+    /// A volume of three chips with parity, formatted in RAM.
+    fn parity_flash() -> SimFlash<RamStore> {
+        let flash = SimFlash::create(SimConfig::new(Profile::Slc, 3, 64, 1)).expect("flash");
+        let config = crate::volume_cmd::format_config(Redundancy::Parity);
+        FileSystem::format(flash, config, 0x5eed).expect("format").unmount().expect("unmount")
+    }
+
+    fn others(flash: &SimFlash<RamStore>, chip: u32) -> Vec<(u32, Option<Superblock>)> {
+        (0..flash.chip_count())
+            .filter(|&other| other != chip)
+            .map(|other| (other, superblock_on(flash, other)))
+            .collect()
+    }
+
+    /// With chip 1 blank, a rebuild of chip 1 may run, and one of chip 2 (the wrong position)
+    /// is refused, naming chip 1: it would erase chip 2 and write it from nothing.
+    #[test]
+    fn a_rebuild_needs_every_other_chip_in_place() {
+        let mut flash = parity_flash();
+        let name = Path::new("/dev/mtd0,/dev/mtd1,/dev/mtd2");
+        for chip in 0..3 {
+            assert_eq!(superblock_on(&flash, chip).map(|superblock| superblock.chip_index), Some(chip));
+            check_other_chips(name, chip, 3, &others(&flash, chip)).expect("whole: any chip may be rebuilt");
+        }
+        flash.replace_chip(ChipIndex(1)).expect("blank chip 1");
+        assert_eq!(superblock_on(&flash, 1), None);
+        check_other_chips(name, 1, 3, &others(&flash, 1)).expect("the blank chip is the one rebuilt");
+        let refusal = check_other_chips(name, 2, 3, &others(&flash, 2)).expect_err("chip 1 is lost too");
+        assert!(refusal.contains("chip 1 holds no readable fsoc superblock"), "{refusal}");
+        assert!(refusal.contains("fsoc rebuild /dev/mtd0,/dev/mtd1,/dev/mtd2 --chip 1"), "{refusal}");
+        assert!(refusal.contains("nothing was written"), "{refusal}");
+        flash.fail_chip(ChipIndex(0)).expect("chip 0 dead");
+        let refusal = check_other_chips(name, 1, 3, &others(&flash, 1)).expect_err("chip 0 is dead");
+        assert!(refusal.contains("chip 0 holds no readable fsoc superblock"), "{refusal}");
+    }
+
+    /// A chip of another volume, a chip out of order and a chip count other than the volume's
+    /// are refused, each by what is wrong.
+    #[test]
+    fn foreign_misplaced_and_missing_chips_are_refused() {
+        let flash = parity_flash();
+        let name = Path::new("volume");
+        let whole = others(&flash, 1);
+        let superblock = |position: usize| whole[position].1.expect("superblock");
+        let foreign = [(0, Some(superblock(0))), (2, Some(Superblock { volume_id: 7, ..superblock(1) }))];
+        let refusal = check_other_chips(name, 1, 3, &foreign).expect_err("foreign chip");
+        assert!(refusal.contains("chip 2 belongs to volume 0x0000000000000007"), "{refusal}");
+        let swapped = [(0, Some(superblock(1))), (2, Some(superblock(0)))];
+        let refusal = check_other_chips(name, 1, 3, &swapped).expect_err("out of order");
+        assert!(refusal.contains("the chip in position 0 is chip 2 of 3"), "{refusal}");
+        let refusal = check_other_chips(name, 1, 2, &whole[..1]).expect_err("a chip short");
+        assert!(refusal.contains("the volume has 3 chips, but 2 were given"), "{refusal}");
+        let refusal = check_other_chips(name, 1, 3, &[(0, None), (2, None)]).expect_err("nothing to rebuild from");
+        assert!(refusal.contains("no chip other than chip 1 holds a readable fsoc superblock"), "{refusal}");
+    }
 }

@@ -347,6 +347,22 @@ pub fn describe_mount_error(image: &Path, error: &FsError) -> String {
             "no readable metaroot (transaction record): the volume cannot be recovered by fsoc; restore it from a copy"
                 .to_string()
         }
+        // Raw NAND: name devices, not chip files, and the rebuild a replaced chip needs.
+        FsError::Io(fsoc_core::txn::TxnError::ChipSet(chip_set)) if mtd_devices(image).is_some() => {
+            let replaced = match chip_set {
+                fsoc_core::txn::ChipSetError::ForeignChip { position, .. }
+                | fsoc_core::txn::ChipSetError::NotAVolumeChip { position } => format!(
+                    "; if the device in position {position} is a new chip in place of a lost one, `fsoc rebuild {} \
+                     --chip {position}` writes it from the others (a volume made with --redundancy parity)",
+                    image.display()
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "these MTD devices do not form one volume: list the volume's own devices (/dev/mtdN), one per \
+                 chip, in chip order as given to `fsoc mkfs`{replaced}"
+            )
+        }
         FsError::Io(fsoc_core::txn::TxnError::ChipSet(_)) => {
             "these chip files do not form one volume: put back the volume's own chip files, named \
              BASE.chip0, BASE.chip1, … in chip order"
