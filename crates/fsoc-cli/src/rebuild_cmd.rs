@@ -396,8 +396,9 @@ fn print_report(name: &Path, chip: u32, report: &RebuildReport) {
     );
     if report.bad_blocks > 0 {
         println!(
-            "warning: {} blocks of the new chip could not be erased (bad): chip {chip}'s pages of their segments were \
-             not rebuilt, so any committed data they held is unreadable; fsck below says whether there was any",
+            "note: {} blocks of the new chip could not be erased (marked bad): their segments held nothing for chip \
+             {chip} (a block that had pages to hold stops the rebuild), and the log retires them when it next uses \
+             them",
             report.bad_blocks
         );
     }

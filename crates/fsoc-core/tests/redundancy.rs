@@ -221,3 +221,29 @@ fn a_rebuild_cut_anywhere_leaves_a_degraded_volume_that_reads_whole() {
         assert_files(&mut fs, &context);
     }
 }
+
+/// A block of the replacement chip that cannot be erased where the chip must hold pages: the
+/// rebuild stops with the reason before it writes the chip's superblock, so the chip stays
+/// missing and the volume reads whole, degraded; a good replacement then rebuilds it.
+#[test]
+fn a_replacement_block_that_cannot_be_erased_leaves_the_volume_degraded_not_broken() {
+    let flash = written(3, 60);
+    let mut replaced = flash.clone();
+    replaced.replace_chip(ChipIndex(1)).expect("replace");
+    // Operation 1 erases the superblock block, operation 2 the first metaroot area's block.
+    replaced.schedule_operation_failure(1);
+    let (replaced, report) = rebuild_chip(replaced, 1, &mut |_, _| {});
+    let error = report.expect_err("the rebuild cannot complete");
+    assert!(error.to_string().contains("cannot be erased"), "{error}");
+    let mut fs = FileSystem::mount(replaced, FsConfig::default()).expect("degraded mount");
+    assert_eq!(fs.missing_chip(), Some(1), "the chip stays missing");
+    assert_files(&mut fs, "after the failed rebuild");
+    assert_clean(&mut fs, "after the failed rebuild");
+    let mut again = fs.into_flash_without_commit();
+    again.replace_chip(ChipIndex(1)).expect("another replacement");
+    let (again, report) = rebuild_chip(again, 1, &mut |_, _| {});
+    assert_eq!(report.expect("rebuild").unrecoverable_pages, 0);
+    let mut fs = FileSystem::mount(again, FsConfig::default()).expect("mount");
+    assert_eq!(fs.missing_chip(), None);
+    assert_files(&mut fs, "rebuilt onto another chip");
+}

@@ -37,8 +37,8 @@ pub struct RebuildReport {
     /// Pages that could not be rebuilt because another page they depend on is unreadable too
     /// (a second fault). Committed data on them is lost; fsck reports where.
     pub unrecoverable_pages: u64,
-    /// Blocks of the new chip that could not be erased (bad): their segments stay without
-    /// that chip's pages.
+    /// Blocks of the new chip that could not be erased (marked bad): only blocks with nothing
+    /// to hold; one with pages to hold ends the rebuild with `TxnError::CannotRebuild`.
     pub bad_blocks: u32,
 }
 
@@ -132,14 +132,20 @@ impl<F: Flash> Rebuild<'_, F> {
     fn segment(&mut self, segment: u32) -> Result<(), TxnError> {
         let block = BlockAddress::new(self.chip, segment);
         let now_ns = self.device.now_ns();
-        match self.device.flash_mut().erase_block(now_ns, block) {
-            Ok(_) => {}
+        // A block of the new chip that cannot be erased is marked bad. If it had nothing to
+        // hold (a free or retired segment), the log retires its segment when it next opens it;
+        // if it had, the chip cannot be made whole: the rebuild stops before the superblock, so
+        // the chip stays missing and the volume degraded, with every page still rebuilt on read.
+        let erased = match self.device.flash_mut().erase_block(now_ns, block) {
+            Ok(_) => true,
             Err(NandError::BadBlock { .. } | NandError::OperationFailed { .. } | NandError::WornOut { .. }) => {
                 self.report.bad_blocks += 1;
-                return Ok(());
+                // Best effort: the block is not used either way.
+                let _ = self.device.flash_mut().mark_bad_block(block);
+                false
             }
             Err(error) => return Err(error.into()),
-        }
+        };
         let layout = self.device.layout();
         let spare_bytes = layout.spare_size_bytes();
         for row in 0..layout.geometry.pages_per_block {
@@ -176,6 +182,12 @@ impl<F: Flash> Rebuild<'_, F> {
                 None
             };
             if let Some((data, spare)) = page {
+                if !erased {
+                    return Err(TxnError::CannotRebuild {
+                        reason: "a block of the new chip cannot be erased and would hold pages of the volume: the \
+                                 chip stays missing (the volume reads degraded); rebuild onto another chip",
+                    });
+                }
                 let now_ns = self.device.now_ns();
                 self.device.flash_mut().program_page(now_ns, target, &data, &spare)?;
                 self.report.pages_written += 1;
