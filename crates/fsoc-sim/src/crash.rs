@@ -480,6 +480,9 @@ pub struct BadBlockReport {
     /// run without a failure did not (checked for durability and consistency, not against the
     /// reference state, which had more room).
     pub runs_short_of_space: u64,
+    /// Runs that ended with a block masked out of its segment (the chip mask) rather than the
+    /// segment retired.
+    pub runs_with_masked_blocks: u64,
     pub failure_examples: Vec<String>,
 }
 
@@ -508,6 +511,7 @@ pub fn bad_block_test(
         failures: 0,
         sites: FailureSites::default(),
         runs_short_of_space: 0,
+        runs_with_masked_blocks: 0,
         failure_examples: Vec::new(),
     };
     for (done, &point) in points.iter().enumerate() {
@@ -558,7 +562,8 @@ fn bad_block_run(
         // for space with a segment retired, what fits after differs from the reference run
         // (a file it could still create may not fit now), so from then on the run is checked
         // for consistency and durability instead.
-        let retired = fs.segment_table().is_some_and(|table| table.retired_segment_count() > 0);
+        let retired =
+            fs.segment_table().is_some_and(|table| table.retired_segment_count() > 0 || table.masked_blocks() > 0);
         if outcome == Some(fsoc_core::fs::errno::ENOSPC) && retired {
             short_of_space = true;
         }
@@ -567,6 +572,9 @@ fn bad_block_run(
         }
     }
     classify(fs.flash(), &mut report.sites);
+    if fs.segment_table().is_some_and(|table| table.masked_blocks() > 0) {
+        report.runs_with_masked_blocks += 1;
+    }
     let visible = listing_cached(&fs, &mut DigestCache::new()).map_err(|error| format!("listing: {error}"))?;
     let expected = if short_of_space {
         report.runs_short_of_space += 1;

@@ -217,6 +217,37 @@ fn grown_bad_blocks_at_every_tenth_operation_of_the_short_workloads() {
     assert!(sites.metaroot_programs > 0 && sites.segment_table_programs > 0 && sites.log_erases > 0, "{sites:?}");
 }
 
+/// Grown bad blocks on arrays (the chip mask, format version 8): every 15th flash operation of
+/// each short workload fails in its own run on 3 chips, without redundancy and with mirror-meta,
+/// so a failed block is masked out of its segment and the segment goes on with its other chips.
+/// The same checks as on one chip.
+#[test]
+fn grown_bad_blocks_on_three_chips_are_masked_out_of_their_segments() {
+    let (mut injections, mut masked_runs) = (0, 0);
+    for config in [
+        CrashConfig { chip_count: 3, block_count: 24, ..CrashConfig::small(2) },
+        mirror_meta(CrashConfig { chip_count: 3, block_count: 24, ..CrashConfig::small(3) }),
+    ] {
+        for workload in Workload::ALL {
+            let report = fsoc_sim::bad_block_test(workload, &config, 15, &mut |_, _| {}).expect("harness");
+            assert_eq!(
+                report.failures,
+                0,
+                "{} ({:?}): {:#?}",
+                workload.name(),
+                config.fs.volume.redundancy,
+                report.failure_examples
+            );
+            injections += report.injections;
+            masked_runs += report.runs_with_masked_blocks;
+        }
+    }
+    println!(
+        "{injections} grown bad blocks injected on 3 chips, 0 failures; {masked_runs} runs ended with a block masked"
+    );
+    assert!(masked_runs > injections / 4, "{masked_runs} of {injections} runs masked a block");
+}
+
 fn parity(config: CrashConfig) -> CrashConfig {
     let mut config = config;
     config.fs.volume.redundancy = fsoc_core::segment::Redundancy::Parity;

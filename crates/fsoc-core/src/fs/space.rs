@@ -51,7 +51,9 @@ impl<F: Flash> FileSystem<F> {
         let usable_segments = u64::from(layout.log_segment_count())
             .saturating_sub(u64::from(table.retired_log_segment_count()))
             .saturating_sub(u64::from(self.volume.config.reserve_segments) + FAILURE_SLACK_SEGMENTS);
-        (usable_segments * pages_per_segment, table.total_valid_pages())
+        // Blocks masked out of their segments (bad) hold nothing either.
+        let (masked_pages, _) = table.masked_pages();
+        ((usable_segments * pages_per_segment).saturating_sub(masked_pages), table.total_valid_pages())
     }
 
     /// Pages cleaning a victim costs beyond its live pages: the tree nodes that point at them
@@ -290,12 +292,12 @@ impl<F: Flash> FileSystem<F> {
                     ) {
                         break;
                     }
-                    let dead = u64::from(
-                        self.volume.layout().pages_per_segment() - self.volume.log.table().entry(victim).valid_pages,
-                    );
+                    let table = self.volume.log.table();
+                    let dead = u64::from(self.volume.layout().pages_per_segment() - table.occupied_pages(victim));
+                    let live = u64::from(table.entry(victim).valid_pages);
                     self.clean_segment(victim)?;
                     cleaned += 1;
-                    relocated += u64::from(self.volume.layout().pages_per_segment()) - dead;
+                    relocated += live;
                     room_wanted = room_wanted.saturating_sub(dead);
                     if room_wanted == 0 {
                         break;

@@ -156,7 +156,7 @@ impl<F: Flash> SegmentLog<F> {
             if segment < FIRST_LOG_SEGMENT || entry.retired || entry.valid_pages == 0 {
                 continue;
             }
-            let open_dead = u64::from(pages_per_segment - entry.valid_pages);
+            let open_dead = u64::from(pages_per_segment - table.occupied_pages(segment));
             if open_dead >= u64::from(gain_min) {
                 dead.cleanable -= open_dead - overhead;
             } else {
@@ -175,7 +175,7 @@ impl<F: Flash> SegmentLog<F> {
         // can consume more pages than it frees. The emptiest candidate is the best one.
         table
             .emptiest_used(|segment| !self.is_open(segment))
-            .filter(|&segment| table.entry(segment).valid_pages + gain_min <= pages_per_segment)
+            .filter(|&segment| table.occupied_pages(segment) + gain_min <= pages_per_segment)
     }
 
     /// Static wear levelling: the least-worn used segment, when it lags the most-worn segment

@@ -453,8 +453,9 @@ impl<F: Flash> Device<F> {
         }
     }
 
-    /// Marks a segment weak whatever the ECC threshold (a page of it had to be rebuilt).
-    fn mark_weak(&self, segment: u32) {
+    /// Marks a segment weak whatever the ECC threshold (a page of it had to be rebuilt, or a
+    /// block of it went bad under a program: its pages should move).
+    pub(crate) fn mark_weak(&self, segment: u32) {
         let mut weak = self.weak.lock();
         weak.weak_reads += 1;
         if weak.segments.len() < WEAK_SEGMENTS_MAX || weak.segments.contains(&segment) {
@@ -804,6 +805,31 @@ impl<F: Flash> Device<F> {
     /// Whether rows wait for their parity.
     pub fn has_open_rows(&self) -> bool {
         !self.open_rows.is_empty()
+    }
+
+    /// Erases the blocks of a segment on the chips not in `skip`, issuing them together, and
+    /// answers the blocks whose erase failed as a grown or marked bad block (`OperationFailed`,
+    /// `WornOut`, `BadBlock`: the caller masks or retires); any other error is returned.
+    pub fn erase_segment_blocks(
+        &mut self,
+        segment_index: u32,
+        skip: &[u32],
+    ) -> Result<Vec<(u32, NandError)>, NandError> {
+        self.drop_open_rows(segment_index);
+        let issue_ns = self.now_ns();
+        let mut failed = Vec::new();
+        for block in self.layout.blocks_of_segment(segment_index).filter(|block| !skip.contains(&block.chip.0)) {
+            self.operations_issued += 1;
+            match self.flash.erase_block(issue_ns, block) {
+                Ok(_) => {}
+                Err(
+                    error
+                    @ (NandError::OperationFailed { .. } | NandError::WornOut { .. } | NandError::BadBlock { .. }),
+                ) => failed.push((block.chip.0, error)),
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(failed)
     }
 
     /// Erases every block of a segment, issuing them together.

@@ -121,6 +121,16 @@ impl Layout {
         self.redundancy == Redundancy::MirrorMeta
     }
 
+    /// Whether a log segment with `masked` blocks bad can go on with the others (the chip mask,
+    /// format version 8): not with parity (a row needs every chip), not on one chip, not with
+    /// mirror-meta on two (no two good chips left for a pair), and not past
+    /// `MASKED_BLOCKS_MAX`. Otherwise the segment is retired whole.
+    pub fn can_mask_blocks(&self, masked: u32) -> bool {
+        let good_chips = self.chip_count.saturating_sub(masked);
+        let good_needed = if self.mirrors_metadata() { 2 } else { 1 };
+        !self.has_parity() && masked <= crate::segment::segment_table::MASKED_BLOCKS_MAX && good_chips >= good_needed
+    }
+
     /// Flash pages one tree node or segment-table page takes in the log: 2 with mirror-meta.
     pub fn metadata_copies(&self) -> u64 {
         if self.mirrors_metadata() {

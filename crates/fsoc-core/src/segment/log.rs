@@ -25,6 +25,7 @@ use crate::segment::device::{Device, PageTag};
 use crate::segment::layout::{Layout, FIRST_LOG_SEGMENT};
 use crate::segment::segment_table::SegmentTable;
 use fsoc_flash::codec::crc32c;
+use fsoc_flash::convert::u32_from_usize;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SegmentError {
@@ -75,14 +76,32 @@ struct OpenSegment {
     taken_since_guard: Vec<Option<u32>>,
 }
 
+/// The row floor of a chip whose block of the segment is masked out: no page of it is taken.
+const MASKED_FLOOR: u32 = u32::MAX;
+
 impl OpenSegment {
-    fn new(segment_index: u32, chip_count: u32) -> Self {
-        OpenSegment {
+    fn new(segment_index: u32, chip_count: u32, masked_chips: &[u32]) -> Self {
+        let mut open = OpenSegment {
             segment_index,
             next_page: 0,
             row_floor: vec![0; chip_count as usize],
             taken_since_guard: vec![None; chip_count as usize],
+        };
+        for &chip in masked_chips {
+            open.mask(chip);
         }
+        open
+    }
+
+    /// Leaves `chip`'s block out from now on (its pages already taken stay).
+    fn mask(&mut self, chip: u32) {
+        if let Some(floor) = self.row_floor.get_mut(chip as usize) {
+            *floor = MASKED_FLOOR;
+        }
+    }
+
+    fn masked_chip_count(&self) -> u32 {
+        u32_from_usize(self.row_floor.iter().filter(|&&floor| floor == MASKED_FLOOR).count())
     }
 }
 
@@ -153,7 +172,8 @@ impl<F: Flash> SegmentLog<F> {
     /// first write or statfs does.
     pub fn load_table(&mut self, directory: &[PagePointer], index_page_count: u32) -> Result<(), SegmentError> {
         let layout = self.layout();
-        let mut table = SegmentTable::new(layout.segment_count(), layout.pages_per_segment(), layout.page_size_bytes());
+        let mut table = SegmentTable::new(layout.segment_count(), layout.pages_per_segment(), layout.page_size_bytes())
+            .with_block_pages(layout.geometry.pages_per_block);
         let mut buffer = Vec::new();
         if index_page_count > 0 {
             table = table.with_index_pages(index_page_count);
@@ -351,15 +371,22 @@ impl<F: Flash> SegmentLog<F> {
 
     /// Free segments, not counting the open ones (an open segment whose pages were all
     /// dropped before a commit counts as free in the table). O(1).
+    ///
+    /// Free segments with masked blocks hold fewer pages: their masked pages are counted off in
+    /// whole segments (rounded up), so space checks never count on pages that are not there.
     pub fn free_segment_count(&self) -> u32 {
         let table = self.table();
         let open_and_free: u32 =
             self.open.iter().flatten().map(|open| u32::from(table.is_free(open.segment_index))).sum();
-        table.free_segment_count() - open_and_free
+        let (_, free_masked_pages) = table.masked_pages();
+        let masked_segments =
+            u32::try_from(free_masked_pages.div_ceil(u64::from(self.layout().pages_per_segment()))).unwrap_or(u32::MAX);
+        (table.free_segment_count() - open_and_free).saturating_sub(masked_segments)
     }
 
-    /// Opens the least-worn free segment for `head`, erasing it first. A segment whose erase
-    /// fails is retired and its blocks marked bad.
+    /// Opens the least-worn free segment for `head`, erasing it first. Its blocks marked bad,
+    /// and those whose erase fails (marked bad then), are masked out and the others used
+    /// (`masks_blocks`); a segment that cannot be used so is retired.
     fn open_fresh_segment(&mut self, head: LogHead) -> Result<(), SegmentError> {
         for _attempt in 0..RETRIES_MAX {
             // The table keeps free segments ordered by (erase count, index): no scan.
@@ -368,27 +395,69 @@ impl<F: Flash> SegmentLog<F> {
                 return Err(SegmentError::NoFreeSegment);
             };
             *open_slot_mut(&mut self.open, head) = None;
-            match self.device.erase_segment(segment_index) {
-                Ok(()) => {
-                    self.table_mut().record_erase(segment_index);
-                    let chip_count = self.device.layout().chip_count;
-                    *open_slot_mut(&mut self.open, head) = Some(OpenSegment::new(segment_index, chip_count));
-                    return Ok(());
+            let layout = self.device.layout();
+            let mut masked = Vec::new();
+            for block in layout.blocks_of_segment(segment_index) {
+                if self.device.flash().is_bad_block(block)? {
+                    masked.push(block.chip.0);
                 }
-                // A block marked bad in a session whose table never reached flash (a power cut
-                // after its retirement) answers `BadBlock`: retired again, as any failed block.
-                Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. }) => {
-                    // The erase was made (erase counts count erases started): a segment whose
-                    // first erase fails is then retired after use, not taken for one bad from
-                    // the factory, and counts toward the end of life.
-                    self.table_mut().record_erase(segment_index);
-                    self.retire(segment_index, Some(block));
-                }
-                Err(NandError::BadBlock { block }) => self.retire(segment_index, Some(block)),
-                Err(error) => return Err(error.into()),
             }
+            let failed = self.device.erase_segment_blocks(segment_index, &masked)?;
+            // Erase counts count erases started: a segment whose erase fails counts it too (not
+            // one whose blocks were all marked bad before, never erased).
+            let erased = failed.iter().filter(|(_, error)| !matches!(error, NandError::BadBlock { .. })).count()
+                + (layout.chip_count as usize - masked.len() - failed.len());
+            if erased > 0 {
+                self.table_mut().record_erase(segment_index);
+            }
+            for &(chip, _) in &failed {
+                // Best effort: a failed mark leaves the block masked or retired in our table.
+                let _ = self.device.flash_mut().mark_bad_block(fsoc_flash::BlockAddress::new(chip, segment_index));
+                masked.push(chip);
+            }
+            if !masked.is_empty() && !self.can_mask(u32_from_usize(masked.len())) {
+                self.table_mut().retire(segment_index);
+                continue;
+            }
+            self.table_mut().set_masked_blocks(segment_index, u32_from_usize(masked.len()));
+            *open_slot_mut(&mut self.open, head) = Some(OpenSegment::new(segment_index, layout.chip_count, &masked));
+            return Ok(());
         }
         Err(SegmentError::NoFreeSegment)
+    }
+
+    /// `Layout::can_mask_blocks`.
+    fn can_mask(&self, masked: u32) -> bool {
+        self.layout().can_mask_blocks(masked)
+    }
+
+    /// A program into `segment_index` failed on `block` (a grown bad block): the block is
+    /// marked bad and masked out of the open segment, which goes on with its other chips
+    /// (pages already on the block stay, and the segment is marked weak so a refresh moves
+    /// them); or, where a segment cannot go on so (`can_mask`), it is retired.
+    fn fail_block(&mut self, segment_index: u32, block: fsoc_flash::BlockAddress) {
+        let chip = block.chip.0;
+        let masked = self
+            .open
+            .iter()
+            .flatten()
+            .find(|open| open.segment_index == segment_index)
+            .map(|open| open.masked_chip_count() + 1);
+        let Some(masked) = masked.filter(|&masked| block.block.0 == segment_index && self.can_mask(masked)) else {
+            self.retire(segment_index, Some(block));
+            return;
+        };
+        let mut had_pages = false;
+        for open in self.open.iter_mut().flatten().filter(|open| open.segment_index == segment_index) {
+            had_pages |= open.next_page > chip;
+            open.mask(chip);
+        }
+        // Best effort: the block is masked in the table either way.
+        let _ = self.device.flash_mut().mark_bad_block(block);
+        self.table_mut().set_masked_blocks(segment_index, masked);
+        if had_pages {
+            self.device.mark_weak(segment_index);
+        }
     }
 
     fn retire(&mut self, segment_index: u32, bad_block: Option<fsoc_flash::BlockAddress>) {
@@ -517,12 +586,13 @@ impl<F: Flash> SegmentLog<F> {
                     | NandError::WornOut { block, .. }
                     | NandError::BadBlock { block },
                 ) => {
-                    // The failed page (pair) never held live data: drop its count, then retire.
+                    // The failed page (pair) never held live data: drop its count, then mask
+                    // the block out or retire the segment.
                     self.unreserve(address);
                     if self.mirrors(head) {
                         self.unreserve(LogAddress(address.0 + 1));
                     }
-                    self.retire(self.layout().segment_of(address), Some(block));
+                    self.fail_block(self.layout().segment_of(address), block);
                 }
                 Err(error) => return Err(error.into()),
             }
@@ -725,7 +795,7 @@ impl<F: Flash> SegmentLog<F> {
                 Ok(()) => {}
                 Err(NandError::OperationFailed { block, .. } | NandError::WornOut { block, .. }) => {
                     let segment_index = self.layout().segment_of(address);
-                    self.retire(segment_index, Some(block));
+                    self.fail_block(segment_index, block);
                     for &(page, _) in &all {
                         match page {
                             TablePage::Table(page_index) => self.table_mut().mark_page_dirty(page_index),

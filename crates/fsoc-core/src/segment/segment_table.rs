@@ -30,13 +30,23 @@ use fsoc_flash::convert::u32_from_usize;
 pub const SEGMENT_ENTRY_BYTES: usize = 8;
 const RETIRED_FLAG: u32 = 1 << 31;
 const ERASE_COUNT_MASK: u32 = (1 << 28) - 1;
+/// Bits 28..31 of an entry's second word: blocks of the segment masked out (format version 8).
+const MASKED_SHIFT: u32 = 28;
+const MASKED_BITS: u32 = 0b111 << MASKED_SHIFT;
+/// The most blocks of one segment that can be masked out; a segment losing more is retired.
+pub const MASKED_BLOCKS_MAX: u32 = 7;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SegmentEntry {
     pub valid_pages: u32,
     pub erase_count: u32,
-    /// Never allocated from again (a block of the stripe went bad).
+    /// Never allocated from again (its blocks went bad, or one did where a segment cannot go on
+    /// without it: parity, one chip).
     pub retired: bool,
+    /// Blocks of the segment marked bad and left out while the others are used (the chip
+    /// mask; format version 8): which ones, the flash's bad-block marks say when the segment
+    /// is opened. At most `MASKED_BLOCKS_MAX`.
+    pub masked_blocks: u32,
 }
 
 /// A segment's entry as the table keeps it in RAM: 8 bytes, the retired flag beside the erase
@@ -49,9 +59,7 @@ struct PackedEntry {
 
 impl PackedEntry {
     fn pack(entry: SegmentEntry) -> PackedEntry {
-        debug_assert!(entry.erase_count <= ERASE_COUNT_MASK, "erase count {} past the mask", entry.erase_count);
-        let flags = if entry.retired { RETIRED_FLAG } else { 0 };
-        PackedEntry { valid_pages: entry.valid_pages, word: entry.erase_count & ERASE_COUNT_MASK | flags }
+        PackedEntry { valid_pages: entry.valid_pages, word: entry_word(entry) }
     }
 
     fn unpack(self) -> SegmentEntry {
@@ -59,8 +67,17 @@ impl PackedEntry {
             valid_pages: self.valid_pages,
             erase_count: self.word & ERASE_COUNT_MASK,
             retired: self.word & RETIRED_FLAG != 0,
+            masked_blocks: (self.word & MASKED_BITS) >> MASKED_SHIFT,
         }
     }
+}
+
+/// An entry's second word as on flash: erase count, masked blocks, retired flag.
+fn entry_word(entry: SegmentEntry) -> u32 {
+    debug_assert!(entry.erase_count <= ERASE_COUNT_MASK, "erase count {} past the mask", entry.erase_count);
+    debug_assert!(entry.masked_blocks <= MASKED_BLOCKS_MAX, "{} masked blocks", entry.masked_blocks);
+    let flags = if entry.retired { RETIRED_FLAG } else { 0 };
+    entry.erase_count & ERASE_COUNT_MASK | (entry.masked_blocks.min(MASKED_BLOCKS_MAX) << MASKED_SHIFT) | flags
 }
 
 /// Counts segment entries looked at (every accessor call, every element a search passes, every
@@ -133,8 +150,10 @@ struct Indexes {
     used_by_valid: PairSet,
     used_by_wear: PairSet,
     erase_counts: BTreeMap<u32, u32>,
-    /// Used segments per valid count.
+    /// Used segments per occupied count.
     histogram: Vec<u64>,
+    masked_blocks: u64,
+    free_masked_blocks: u64,
 }
 
 impl Indexes {
@@ -156,6 +175,10 @@ impl Indexes {
         }
         if membership.tracked {
             *self.erase_counts.entry(membership.erase_count).or_insert(0) += 1;
+            self.masked_blocks += u64::from(membership.masked_blocks);
+        }
+        if membership.free {
+            self.free_masked_blocks += u64::from(membership.masked_blocks);
         }
     }
 }
@@ -173,21 +196,39 @@ struct Membership {
     /// A log segment, not retired, with no valid page but pages dropped this transaction: a
     /// commit makes it free.
     reclaimable: bool,
+    /// The key of `used_by_valid` and the histogram: valid pages plus the pages of masked
+    /// blocks (`occupied_pages`), so a masked segment full of live pages is no victim.
     valid_pages: u32,
     erase_count: u32,
+    masked_blocks: u32,
+}
+
+/// Pages of a segment that hold live data or cannot hold any (its masked blocks): what its
+/// dead pages are counted from. At most `pages_per_segment` (a block masked while it held
+/// live pages counts them once).
+fn occupied_pages(entry: SegmentEntry, block_pages: u32, pages_per_segment: u32) -> u32 {
+    entry.valid_pages.saturating_add(entry.masked_blocks.saturating_mul(block_pages)).min(pages_per_segment)
 }
 
 /// Which maintained structures a segment with this entry and freed count belongs to.
-fn membership_of(segment_index: u32, entry: SegmentEntry, freed: u32) -> Membership {
+fn membership_of(
+    segment_index: u32,
+    entry: SegmentEntry,
+    freed: u32,
+    block_pages: u32,
+    pages_per_segment: u32,
+) -> Membership {
     let log = segment_index >= FIRST_LOG_SEGMENT;
     let tracked = log && !entry.retired;
+    let used = tracked && entry.valid_pages > 0;
     Membership {
         free: tracked && entry.valid_pages == 0 && freed == 0,
-        used: tracked && entry.valid_pages > 0,
+        used,
         tracked,
         reclaimable: tracked && entry.valid_pages == 0 && freed > 0,
-        valid_pages: entry.valid_pages,
+        valid_pages: if used { occupied_pages(entry, block_pages, pages_per_segment) } else { entry.valid_pages },
         erase_count: entry.erase_count,
+        masked_blocks: entry.masked_blocks,
     }
 }
 
@@ -229,6 +270,11 @@ pub struct SegmentTable {
     dirty_index_pages: BTreeSet<u32>,
     entries_per_page: u32,
     pages_per_segment: u32,
+    /// Pages one masked block takes out of its segment (0 where blocks are never masked).
+    block_pages: u32,
+    /// Masked blocks of the log segments not retired, and of the free ones.
+    masked_blocks: u64,
+    free_masked_blocks: u64,
     /// Maintained with every change, so space checks cost O(1) instead of a scan of the
     /// table (`check_totals` recounts them).
     free_segment_count: u32,
@@ -279,6 +325,9 @@ impl SegmentTable {
             dirty_index_pages: BTreeSet::new(),
             entries_per_page,
             pages_per_segment,
+            block_pages: 0,
+            masked_blocks: 0,
+            free_masked_blocks: 0,
             free_segment_count: 0,
             retired_segment_count: 0,
             retired_after_use_count: 0,
@@ -295,6 +344,14 @@ impl SegmentTable {
         };
         table.recount();
         table
+    }
+
+    /// Sets the pages one masked block takes out of its segment (the log's pages per block;
+    /// the table is recounted).
+    pub fn with_block_pages(mut self, block_pages: u32) -> Self {
+        self.block_pages = block_pages;
+        self.recount();
+        self
     }
 
     /// Makes the table indexed with `index_page_count` index pages, all dirty (a new volume's
@@ -408,6 +465,10 @@ impl SegmentTable {
             }
         }
         self.free_segment_count = self.free_segment_count + u32::from(after.free) - u32::from(before.free);
+        let masked =
+            |membership: Membership, member: bool| if member { u64::from(membership.masked_blocks) } else { 0 };
+        self.masked_blocks = self.masked_blocks + masked(after, after.tracked) - masked(before, before.tracked);
+        self.free_masked_blocks = self.free_masked_blocks + masked(after, after.free) - masked(before, before.free);
         self.reclaimable_segment_count =
             self.reclaimable_segment_count + u32::from(after.reclaimable) - u32::from(before.reclaimable);
         if (before.used, before.valid_pages) != (after.used, after.valid_pages) {
@@ -456,7 +517,10 @@ impl SegmentTable {
         self.entries_visited.add(u64::from(self.segment_count()));
         for (segment_index, entry) in (0u32..).zip(self.entries.iter().map(|packed| packed.unpack())) {
             let freed = self.freed_this_transaction.get(&segment_index).copied().unwrap_or(0);
-            fresh.add(segment_index, membership_of(segment_index, entry, freed));
+            fresh.add(
+                segment_index,
+                membership_of(segment_index, entry, freed, self.block_pages, self.pages_per_segment),
+            );
         }
         fresh.retired_segment_count = self.entries.iter().map(|packed| u32::from(packed.unpack().retired)).sum();
         fresh.retired_after_use_count = self.count_retired_after_use();
@@ -482,6 +546,8 @@ impl SegmentTable {
             used_by_wear: PairSet::new(),
             erase_counts: BTreeMap::new(),
             histogram: vec![0; pages_per_segment as usize + 1],
+            masked_blocks: 0,
+            free_masked_blocks: 0,
         }
     }
 
@@ -495,6 +561,8 @@ impl SegmentTable {
         self.used_by_valid = fresh.used_by_valid;
         self.used_by_wear = fresh.used_by_wear;
         self.erase_counts = fresh.erase_counts;
+        self.masked_blocks = fresh.masked_blocks;
+        self.free_masked_blocks = fresh.free_masked_blocks;
         self.histogram_segments = PrefixSums::new(self.pages_per_segment);
         self.histogram_valid_pages = PrefixSums::new(self.pages_per_segment);
         for (valid_pages, &count) in (0u32..).zip(&fresh.histogram).skip(1) {
@@ -512,7 +580,10 @@ impl SegmentTable {
         let mut fresh = Self::empty_indexes(self.pages_per_segment);
         for (segment_index, entry) in (0u32..).zip(self.entries.iter().map(|packed| packed.unpack())) {
             let freed = self.freed_this_transaction.get(&segment_index).copied().unwrap_or(0);
-            fresh.add(segment_index, membership_of(segment_index, entry, freed));
+            fresh.add(
+                segment_index,
+                membership_of(segment_index, entry, freed, self.block_pages, self.pages_per_segment),
+            );
         }
         let retired: u32 = self.entries.iter().map(|packed| u32::from(packed.unpack().retired)).sum();
         let retired_after_use = self.count_retired_after_use();
@@ -577,6 +648,14 @@ impl SegmentTable {
                 format!("first difference at {histogram_differs:?} valid pages"),
             ),
             (
+                (self.masked_blocks, self.free_masked_blocks) != (fresh.masked_blocks, fresh.free_masked_blocks),
+                "masked block totals",
+                format!(
+                    "{}/{} vs {}/{}",
+                    self.masked_blocks, self.free_masked_blocks, fresh.masked_blocks, fresh.free_masked_blocks
+                ),
+            ),
+            (
                 listed != freed,
                 "segments with dropped pages",
                 format!("{} listed vs {} found", listed.len(), freed.len()),
@@ -609,7 +688,8 @@ impl SegmentTable {
     fn apply(&mut self, segment_index: u32, change: impl FnOnce(&mut SegmentEntry, &mut u32)) {
         self.entries_visited.add(1);
         let (before_entry, before_freed) = self.slot(segment_index);
-        let before = membership_of(segment_index, before_entry, before_freed);
+        let (block_pages, pages_per_segment) = (self.block_pages, self.pages_per_segment);
+        let before = membership_of(segment_index, before_entry, before_freed, block_pages, pages_per_segment);
         let (mut after_entry, mut after_freed) = (before_entry, before_freed);
         change(&mut after_entry, &mut after_freed);
         if let Some(slot) = self.entries.get_mut(segment_index as usize) {
@@ -620,7 +700,7 @@ impl SegmentTable {
         } else {
             self.freed_this_transaction.insert(segment_index, after_freed);
         }
-        let after = membership_of(segment_index, after_entry, after_freed);
+        let after = membership_of(segment_index, after_entry, after_freed, block_pages, pages_per_segment);
         if before != after {
             self.reindex(segment_index, before, after);
         }
@@ -738,6 +818,32 @@ impl SegmentTable {
         self.update(segment_index, |entry, _| entry.retired = true);
     }
 
+    /// Records that `masked_blocks` blocks of the segment are masked out (bad), changing the
+    /// entry only if it differs.
+    pub fn set_masked_blocks(&mut self, segment_index: u32, masked_blocks: u32) {
+        let masked_blocks = masked_blocks.min(MASKED_BLOCKS_MAX);
+        if self.slot(segment_index).0.masked_blocks != masked_blocks {
+            self.update(segment_index, |entry, _| entry.masked_blocks = masked_blocks);
+        }
+    }
+
+    /// Pages of `segment_index` that are live or masked out (at most a segment's).
+    pub fn occupied_pages(&self, segment_index: u32) -> u32 {
+        occupied_pages(self.entry(segment_index), self.block_pages, self.pages_per_segment)
+    }
+
+    /// Masked blocks of the log segments not retired (O(1)).
+    pub fn masked_blocks(&self) -> u64 {
+        self.masked_blocks
+    }
+
+    /// Pages the masked blocks take out of the log segments not retired, and out of the free
+    /// ones (O(1)).
+    pub fn masked_pages(&self) -> (u64, u64) {
+        let block_pages = u64::from(self.block_pages);
+        (self.masked_blocks * block_pages, self.free_masked_blocks * block_pages)
+    }
+
     /// Reusable: a log segment that neither the working nor the committed state references.
     pub fn is_free(&self, segment_index: u32) -> bool {
         self.entries_visited.add(1);
@@ -783,8 +889,7 @@ impl SegmentTable {
         // A page past the table holds no entry: all of it reads as erased.
         for entry in self.entries.get(first..last).unwrap_or_default().iter().map(|packed| packed.unpack()) {
             writer.u32_le(entry.valid_pages);
-            let flags = if entry.retired { RETIRED_FLAG } else { 0 };
-            writer.u32_le(entry.erase_count & ERASE_COUNT_MASK | flags);
+            writer.u32_le(entry_word(entry));
         }
         let mut bytes = writer.bytes;
         bytes.resize(page_size_bytes, 0xFF);
@@ -802,9 +907,8 @@ impl SegmentTable {
             if valid_pages > self.pages_per_segment {
                 return Err(reader.invalid("valid_pages", u64::from(valid_pages)));
             }
-            if word & !(ERASE_COUNT_MASK | RETIRED_FLAG) != 0 {
-                return Err(reader.invalid("flags", u64::from(word)));
-            }
+            // Every bit of the word is defined (erase count, masked blocks, retired), and any
+            // masked count 0..=7 is valid: nothing more to refuse.
             *slot = PackedEntry { valid_pages, word };
         }
         Ok(())
@@ -930,7 +1034,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pages_round_trip_and_flag_garbage_is_rejected() {
+    fn pages_round_trip_and_garbage_is_rejected() {
         let mut table = SegmentTable::new(600, 64, 2048);
         assert_eq!(table.page_count(), 3);
         table.add_valid(300);
@@ -943,9 +1047,11 @@ mod tests {
         assert_eq!(loaded.entry(300).valid_pages, 2);
         assert!(loaded.entry(301).retired);
         assert_eq!(loaded.entry(302).erase_count, 1);
-        let mut bad = bytes.clone();
-        bad[4 * 8 + 7] = 0x40; // an undefined flag bit
-        assert!(loaded.decode_page(1, &bad).is_err());
+        // Bits 28..31 of the second word: masked blocks (format version 8).
+        let mut masked = bytes.clone();
+        masked[4 * 8 + 7] = 0x30;
+        loaded.decode_page(1, &masked).expect("masked blocks");
+        assert_eq!(loaded.entry(256 + 4).masked_blocks, 3);
         let mut too_many = bytes;
         too_many[0..4].copy_from_slice(&65u32.to_le_bytes());
         assert!(loaded.decode_page(1, &too_many).is_err());

@@ -441,15 +441,22 @@ impl<F: Flash> Volume<F> {
             }
         }
         let shape = Self::shape_for(&layout, FORMAT_VERSION);
-        let mut table = SegmentTable::new(layout.segment_count(), layout.pages_per_segment(), layout.page_size_bytes());
+        let mut table = SegmentTable::new(layout.segment_count(), layout.pages_per_segment(), layout.page_size_bytes())
+            .with_block_pages(layout.geometry.pages_per_block);
         if shape.is_indexed() {
             table = table.with_index_pages(shape.index_page_count);
         }
+        // Blocks bad from the factory: masked out of their segment where it can go on without
+        // them, else the segment is retired.
         for segment_index in FIRST_LOG_SEGMENT..layout.segment_count() {
+            let mut bad = 0;
             for block in layout.blocks_of_segment(segment_index) {
-                if device.flash().is_bad_block(block)? {
-                    table.retire(segment_index);
-                }
+                bad += u32::from(device.flash().is_bad_block(block)?);
+            }
+            if bad > 0 && layout.can_mask_blocks(bad) {
+                table.set_masked_blocks(segment_index, bad);
+            } else if bad > 0 {
+                table.retire(segment_index);
             }
         }
         let superblock = Superblock::decode(
@@ -1374,7 +1381,10 @@ impl<F: Flash> Volume<F> {
         self.log.retire_area_segment(failed);
         let mut replacement = None;
         for _attempt in 0..METAROOT_RETRIES_MAX {
-            let Some(candidate) = self.log.table().least_worn_free(|segment| !self.log.is_open(segment)) else {
+            // An area needs every chip's block (records sit on stripe pages): no masked segment.
+            let table = self.log.table();
+            let whole = |segment| !self.log.is_open(segment) && table.entry(segment).masked_blocks == 0;
+            let Some(candidate) = table.least_worn_free(whole) else {
                 break;
             };
             self.log.retire_area_segment(candidate);
@@ -1464,9 +1474,12 @@ impl<F: Flash> Volume<F> {
             return None;
         }
         let table = self.log.table();
-        let retired = table.retired_after_use_count();
+        // Blocks masked out of segments that go on count as a chip's share of a segment each
+        // (bad from the factory included: the mask does not tell them apart).
+        let masked = u32::try_from(table.masked_blocks() / u64::from(self.log.layout().chip_count)).unwrap_or(u32::MAX);
+        let retired = table.retired_after_use_count().saturating_add(masked);
         // Retired before any erase: bad from the factory, never in service.
-        let never_used = table.retired_log_segment_count() - retired;
+        let never_used = table.retired_log_segment_count() - table.retired_after_use_count();
         let in_service = self.log.layout().log_segment_count() - never_used;
         (retired > retired_segments_max(in_service)).then_some(WornOut::Segments { retired, in_service })
     }
