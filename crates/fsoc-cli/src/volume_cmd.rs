@@ -371,7 +371,8 @@ fn nvram_size(text: &str) -> Result<u64, String> {
 /// devices' own (--profile is not used; --blocks and --size are refused). Format erases only
 /// the blocks of segments 0-3 (superblocks, metaroot areas); the log erases each segment just
 /// before it first uses it, so a large device formats in a few erases. Factory bad blocks are
-/// reported (a segment with one is retired). A device that already holds something (its first
+/// reported (masked out of their segments, or a segment retired where it cannot go on without
+/// one). A device that already holds something (its first
 /// page is not erased) is replaced only with --force.
 fn mkfs_mtd(name: &Path, devices: &[std::path::PathBuf], options: &MkfsOptions) -> Result<(), String> {
     if options.blocks.is_some() || options.size.is_some() {
@@ -487,10 +488,12 @@ pub fn info(image: &Path) -> Result<(), String> {
         layout.geometry.spare_bytes
     );
     println!(
-        "segments          {} ({} pages each), {} retired",
+        "segments          {} ({} pages each), {} retired, {} blocks masked out (bad; their segments go on with the \
+         other chips)",
         layout.segment_count(),
         layout.pages_per_segment(),
-        table.retired_segment_count()
+        table.retired_segment_count(),
+        table.masked_blocks()
     );
     println!("commit counter    {}", report.commit_counter);
     println!("last unmount      {}", if report.clean { "clean" } else { "unclean (recovered at mount)" });
@@ -524,8 +527,7 @@ pub fn info(image: &Path) -> Result<(), String> {
     match fs.wear_out() {
         Some(worn) => println!("end of life       reached: the flash is worn out ({worn}); the volume is read-only"),
         None => {
-            let retired = table.retired_after_use_count();
-            let in_service = layout.log_segment_count() - (table.retired_log_segment_count() - retired);
+            let (retired, in_service) = fs.failed_segments().unwrap_or((0, layout.log_segment_count()));
             println!(
                 "end of life       not reached: {retired} of {in_service} log segments in service have failed \
                  (more than {} ends writing)",

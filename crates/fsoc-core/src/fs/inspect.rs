@@ -124,6 +124,11 @@ impl<F: Flash> FileSystem<F> {
         self.volume.wear_out()
     }
 
+    /// (log segments failed in service, log segments put in service): `Volume::failed_segments`.
+    pub fn failed_segments(&self) -> Option<(u32, u32)> {
+        self.volume.failed_segments()
+    }
+
     /// Whether a failed change has made the volume refuse further changes.
     pub fn is_poisoned(&self) -> bool {
         self.volume.is_poisoned()

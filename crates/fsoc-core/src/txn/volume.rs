@@ -1470,18 +1470,25 @@ impl<F: Flash> Volume<F> {
         if let Some(area) = MetarootArea::ALL.into_iter().find(|&area| self.area_failed(area)) {
             return Some(WornOut::MetarootArea { segment: self.area_segment(area) });
         }
+        let (retired, in_service) = self.failed_segments()?;
+        (retired > retired_segments_max(in_service)).then_some(WornOut::Segments { retired, in_service })
+    }
+
+    /// (log segments failed in service, log segments put in service), what end of life counts
+    /// (`None` before the segment table is loaded). Blocks masked out of segments that go on
+    /// count as a chip's share of a segment each (bad from the factory included: the mask does
+    /// not tell them apart). O(1).
+    pub fn failed_segments(&self) -> Option<(u32, u32)> {
         if !self.log.is_table_loaded() {
             return None;
         }
         let table = self.log.table();
-        // Blocks masked out of segments that go on count as a chip's share of a segment each
-        // (bad from the factory included: the mask does not tell them apart).
         let masked = u32::try_from(table.masked_blocks() / u64::from(self.log.layout().chip_count)).unwrap_or(u32::MAX);
         let retired = table.retired_after_use_count().saturating_add(masked);
         // Retired before any erase: bad from the factory, never in service.
         let never_used = table.retired_log_segment_count() - table.retired_after_use_count();
         let in_service = self.log.layout().log_segment_count() - never_used;
-        (retired > retired_segments_max(in_service)).then_some(WornOut::Segments { retired, in_service })
+        Some((retired, in_service))
     }
 
     /// Whether the volume was marked worn out (`set_worn_out`, or a mount that found no metaroot
