@@ -91,47 +91,48 @@ fn listing<F: Flash>(fs: &FileSystem<F>) -> BTreeMap<String, FileKind> {
     names
 }
 
-/// Inodes with a data page on `chip`: the owner tags of its programmed pages (every file is
-/// written once and the volume never cleans, so each tagged page is a live one).
-fn inodes_with_data_on(flash: &SimFlash, chip: u32) -> BTreeSet<u64> {
+/// Every programmed page of `chips`: where, its data and its spare tag.
+fn programmed_pages(flash: &SimFlash, chips: std::ops::Range<u32>) -> Vec<(PageAddress, Vec<u8>, Option<PageTag>)> {
     let geometry = flash.geometry();
-    let (mut data, mut spare) = (vec![0; geometry.page_data_bytes as usize], vec![0; geometry.spare_bytes as usize]);
-    let mut inodes = BTreeSet::new();
-    for block in 0..geometry.block_count {
-        for page in 0..geometry.pages_per_block {
-            let page = PageAddress::new(chip, block, page);
-            if flash.page_state(page).expect("state") == fsoc_media::store::PageState::Erased {
-                continue;
-            }
-            flash.inspect_store(|store| store.read_contents(page, &mut data, &mut spare)).expect("contents");
-            if let Some(PageTag::Data { inode, .. }) = PageTag::decode(&spare) {
-                inodes.insert(inode);
-            }
-        }
-    }
-    inodes
-}
-
-/// Tags of the programmed pages of every chip: (first copies, second copies) of nodes and
-/// table pages.
-fn copies(flash: &SimFlash) -> (u64, u64) {
-    let geometry = flash.geometry();
-    let (mut data, mut spare) = (vec![0; geometry.page_data_bytes as usize], vec![0; geometry.spare_bytes as usize]);
-    let (mut first, mut second) = (0, 0);
-    for chip in 0..flash.chip_count() {
+    let mut pages = Vec::new();
+    for chip in chips {
         for block in 0..geometry.block_count {
             for page in 0..geometry.pages_per_block {
                 let page = PageAddress::new(chip, block, page);
                 if flash.page_state(page).expect("state") == fsoc_media::store::PageState::Erased {
                     continue;
                 }
+                let (mut data, mut spare) =
+                    (vec![0; geometry.page_data_bytes as usize], vec![0; geometry.spare_bytes as usize]);
                 flash.inspect_store(|store| store.read_contents(page, &mut data, &mut spare)).expect("contents");
-                match PageTag::decode(&spare) {
-                    Some(PageTag::Node { .. } | PageTag::SegmentTable { .. }) => first += 1,
-                    Some(PageTag::NodeCopy { .. } | PageTag::SegmentTableCopy { .. }) => second += 1,
-                    _ => {}
-                }
+                pages.push((page, data, PageTag::decode(&spare)));
             }
+        }
+    }
+    pages
+}
+
+/// Inodes with a data page on `chip`: the owner tags of its programmed pages (every file is
+/// written once and the volume never cleans, so each tagged page is a live one).
+fn inodes_with_data_on(flash: &SimFlash, chip: u32) -> BTreeSet<u64> {
+    programmed_pages(flash, chip..chip + 1)
+        .into_iter()
+        .filter_map(|(_, _, tag)| match tag {
+            Some(PageTag::Data { inode, .. }) => Some(inode),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Tags of the programmed pages of every chip: (first copies, second copies) of nodes and
+/// table pages.
+fn copies(flash: &SimFlash) -> (u64, u64) {
+    let (mut first, mut second) = (0, 0);
+    for (_, _, tag) in programmed_pages(flash, 0..flash.chip_count()) {
+        match tag {
+            Some(PageTag::Node { .. } | PageTag::SegmentTable { .. }) => first += 1,
+            Some(PageTag::NodeCopy { .. } | PageTag::SegmentTableCopy { .. }) => second += 1,
+            _ => {}
         }
     }
     (first, second)
@@ -324,35 +325,30 @@ fn a_first_copy_with_wrong_bytes_is_read_from_its_second() {
         let fs = FileSystem::mount(flash.clone(), FsConfig::default()).expect("mount");
         listing(&fs)
     };
-    let geometry = flash.geometry();
-    let (mut data, mut spare) = (vec![0; geometry.page_data_bytes as usize], vec![0; geometry.spare_bytes as usize]);
     let (mut damaged, mut repaired) = (0, 0);
-    for block in 0..geometry.block_count {
-        for page in 0..geometry.pages_per_block {
-            let page = PageAddress::new(1, block, page);
-            if flash.page_state(page).expect("state") == fsoc_media::store::PageState::Erased {
-                continue;
-            }
-            flash.inspect_store(|store| store.read_contents(page, &mut data, &mut spare)).expect("contents");
-            if !matches!(PageTag::decode(&spare), Some(PageTag::Node { .. } | PageTag::SegmentTable { .. })) {
-                continue;
-            }
-            let mut broken = flash.clone();
-            let mut bad = data.clone();
-            for byte in &mut bad[100..612] {
-                *byte ^= 0x5A;
-            }
-            broken.store_mut().write_contents(page, &bad, &spare).expect("damage");
-            damaged += 1;
-            let context = format!("first copy at {page} damaged");
-            let mut fs = FileSystem::mount(broken, FsConfig::default()).expect(&context);
-            assert_eq!(listing(&fs), expected, "{context}");
-            for (path, contents) in files() {
-                assert!(read_file(&mut fs, &path).expect(&context) == contents, "{context}: {path}");
-            }
-            assert_clean(&mut fs, &context);
-            repaired += u32::from(fs.rebuilt_reads() > 0);
+    for (page, data, tag) in programmed_pages(&flash, 1..2) {
+        if !matches!(tag, Some(PageTag::Node { .. } | PageTag::SegmentTable { .. })) {
+            continue;
         }
+        let mut spare = vec![0xFF; flash.geometry().spare_bytes as usize];
+        if let Some(tag) = tag {
+            tag.encode(&mut spare);
+        }
+        let mut broken = flash.clone();
+        let mut bad = data.clone();
+        for byte in &mut bad[100..612] {
+            *byte ^= 0x5A;
+        }
+        broken.store_mut().write_contents(page, &bad, &spare).expect("damage");
+        damaged += 1;
+        let context = format!("first copy at {page} damaged");
+        let mut fs = FileSystem::mount(broken, FsConfig::default()).expect(&context);
+        assert_eq!(listing(&fs), expected, "{context}");
+        for (path, contents) in files() {
+            assert!(read_file(&mut fs, &path).expect(&context) == contents, "{context}: {path}");
+        }
+        assert_clean(&mut fs, &context);
+        repaired += u32::from(fs.rebuilt_reads() > 0);
     }
     // Pages of older commits are damaged too, and never read: some damage nothing live.
     assert!(damaged > 5 && repaired > 3, "{damaged} first copies damaged on chip 1, {repaired} read from a copy");
