@@ -67,6 +67,8 @@ struct Outcome {
     power_cuts: u64,
     enospc: u64,
     retired_segments: u32,
+    /// The superblock's generation at the end: how many times a metaroot area moved.
+    area_moves: u32,
     /// Physical erase counts of the log blocks not retired.
     log_erase_min: u32,
     log_erase_mean: f64,
@@ -243,6 +245,7 @@ fn wear(fs: &mut FileSystem<SimFlash>, outcome: &mut Outcome) {
     outcome.log_erase_min = in_service.iter().copied().min().unwrap_or(0);
     outcome.log_erase_mean = mean(&in_service);
     outcome.retired_segments = table.map_or(0, |table| table.retired_segment_count());
+    outcome.area_moves = fs.superblock().generation;
     outcome.metaroot_erases =
         (1..4).map(|block| flash.erase_count(BlockAddress::new(0, block)).expect("erase count")).collect();
     let counters = flash.counters();
@@ -434,7 +437,7 @@ fn report(run: &Endurance, outcome: &Outcome) -> String {
         "seed {:#x}, MLC {} chip(s) x {} blocks, endurance {} cycles: {} steps, end {}\n  user bytes {} ({:.1} MiB), \
          flash programmed {} pages ({:.1} MiB), write amplification {:.2}, erases {}\n  log erase counts (segments in \
          service) min {} mean {:.1} max {}: max/mean {:.3}; all log blocks mean {:.1} max {}: max/mean {:.3}; metaroot \
-         areas {:?}; retired segments {}\n  remounts {}, power cuts {}, ENOSPC {}, cleaner runs {}, pages relocated {}, \
+         areas {:?}; retired segments {}; area moves {}\n  remounts {}, power cuts {}, ENOSPC {}, cleaner runs {}, pages relocated {}, \
          full commits {}",
         run.seed,
         run.chips,
@@ -457,6 +460,7 @@ fn report(run: &Endurance, outcome: &Outcome) -> String {
         outcome.all_wear_ratio(),
         outcome.metaroot_erases,
         outcome.retired_segments,
+        outcome.area_moves,
         outcome.remounts,
         outcome.power_cuts,
         outcome.enospc,
