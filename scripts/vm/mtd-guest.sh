@@ -36,7 +36,8 @@ mtd_guest_fsoc() {
     fsoc=$FSOC_BIN
   else
     cargo build --release -q -p fsoc-cli || return 1
-    fsoc=$PWD/target/release/fsoc
+    # Where cargo put it: CARGO_TARGET_DIR when set (a stale ./target must not be booted).
+    fsoc=${CARGO_TARGET_DIR:-$PWD/target}/release/fsoc
   fi
 }
 

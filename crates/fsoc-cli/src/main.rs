@@ -508,12 +508,27 @@ enum FlashCommand {
     },
 }
 
+/// A command whose output goes to a pipe that closes early (`fsoc info IMAGE | head`) ends
+/// quietly, as other Unix tools do, instead of panicking in `println!` on EPIPE: Rust ignores
+/// SIGPIPE, this puts the default back. Not for the servers (`mount`, `serve`), whose sockets
+/// must answer EPIPE when a client goes away.
+fn restore_default_sigpipe() {
+    // SAFETY: setting a signal's disposition to its default has no memory-safety
+    // precondition; it runs before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
     // Started as mount.fuse.fsoc or umount.fuse.fsoc (links to this program): mount(8)'s helper.
     if let Some(code) = fuse_cmd::run_as_helper() {
         return code;
     }
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Mount(_) | Command::Serve(_)) {
+        restore_default_sigpipe();
+    }
     let result = match cli.command {
         Command::Demo { profile, chips, seed } => volume_cmd::demo(profile, chips, seed),
         Command::Flash { command: FlashCommand::Create { image, profile, chips, blocks, seed } } => {

@@ -353,3 +353,32 @@ fn eio_is_logged_with_its_cause() {
     assert!(logged.contains(&expected), "the log lacks {expected:?}:\n{logged}");
     assert!(!logged.contains("Failed to umount"), "a clean unmount logged:\n{logged}");
 }
+
+/// Output piped into a reader that stops early (`fsoc info IMAGE | head -1`) ends fsoc quietly,
+/// as other Unix tools end, not with a panic about a broken pipe.
+#[test]
+fn a_pipe_closed_early_ends_the_command_quietly() {
+    let directory = tempfile::tempdir().expect("tempdir");
+    let image = directory.path().join("pipe.img");
+    let made = fsoc(&["mkfs", image.to_str().expect("utf-8"), "--size", "8M"]);
+    assert!(made.status.success(), "{}", text(&made));
+    // `ls -r` of a tree long enough to outlast the pipe's buffer once head has gone.
+    let source = directory.path().join("tree");
+    fs::create_dir(&source).expect("mkdir");
+    for index in 0..3000 {
+        fs::write(source.join(format!("a-rather-long-file-name-to-fill-the-pipe-{index:05}")), b"x").expect("write");
+    }
+    let put = fsoc(&["put", "-r", source.to_str().expect("utf-8"), &format!("{}:/tree", image.display())]);
+    assert!(put.status.success(), "{}", text(&put));
+    let script =
+        format!("'{FSOC}' ls -r '{}:/tree' | head -1; '{FSOC}' info '{}' | head -1", image.display(), image.display());
+    let output = Command::new("sh").args(["-c", &script]).output().expect("run sh");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).lines().count(),
+        2,
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}

@@ -247,3 +247,25 @@ fn a_replacement_block_that_cannot_be_erased_leaves_the_volume_degraded_not_brok
     assert_eq!(fs.missing_chip(), None);
     assert_files(&mut fs, "rebuilt onto another chip");
 }
+
+/// A rebuild asked for one chip while another is blank too is refused before anything is
+/// written: the volume is left as it was (degraded) and can still be rebuilt once the second
+/// chip is back.
+#[test]
+fn a_rebuild_needs_every_other_chip_in_place() {
+    let flash = written(4, 61);
+    let mut two_gone = flash.clone();
+    two_gone.replace_chip(ChipIndex(1)).expect("replace");
+    let saved = two_gone.clone();
+    two_gone.replace_chip(ChipIndex(2)).expect("replace");
+    let (two_gone, report) = rebuild_chip(two_gone, 1, &mut |_, _| {});
+    let error = report.expect_err("two chips gone");
+    assert!(error.to_string().contains("another chip of the volume is missing"), "{error}");
+    drop(two_gone);
+    // With chip 2 back (as it was), chip 1 rebuilds.
+    let (rebuilt, report) = rebuild_chip(saved, 1, &mut |_, _| {});
+    assert_eq!(report.expect("rebuild").unrecoverable_pages, 0);
+    let mut fs = FileSystem::mount(rebuilt, FsConfig::default()).expect("mount");
+    assert_eq!(fs.missing_chip(), None);
+    assert_files(&mut fs, "rebuilt");
+}

@@ -75,6 +75,22 @@ fn rebuild_on<F: Flash>(
         .find_map(|other| Volume::read_superblock_of(device, other).ok())
         .map(|(superblock, _)| superblock)
         .ok_or(TxnError::NotAVolume { reason: "no other chip holds a readable superblock" })?;
+    // Every other chip must be this volume's, in its own position: rebuilding from a chip that
+    // is blank, foreign or out of place would write garbage over the one asked for and lose
+    // two chips' worth of pages.
+    for other in (0..layout.chip_count).filter(|&other| other != chip) {
+        let in_place = Volume::read_superblock_of(device, other).ok().is_some_and(|(found, _)| {
+            found.volume_id == superblock.volume_id
+                && found.chip_index == other
+                && found.chip_count == layout.chip_count
+        });
+        if !in_place {
+            return Err(TxnError::CannotRebuild {
+                reason: "another chip of the volume is missing, blank or out of place: only one chip can be rebuilt, \
+                         from all the others",
+            });
+        }
+    }
     if superblock.chip_count != layout.chip_count || superblock.geometry != layout.geometry {
         return Err(TxnError::WrongDevice { reason: "the chips do not match the volume's superblock" });
     }
