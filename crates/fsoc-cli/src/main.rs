@@ -509,15 +509,23 @@ enum FlashCommand {
 }
 
 /// A command whose output goes to a pipe that closes early (`fsoc info IMAGE | head`) ends
-/// quietly, as other Unix tools do, instead of panicking in `println!` on EPIPE: Rust ignores
-/// SIGPIPE, this puts the default back. Not for the servers (`mount`, `serve`), whose sockets
-/// must answer EPIPE when a client goes away.
-fn restore_default_sigpipe() {
-    // SAFETY: setting a signal's disposition to its default has no memory-safety
-    // precondition; it runs before any thread is started.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+/// quietly with status 0, as `fsoc ls` already did, instead of panicking in `println!` on
+/// EPIPE: the panic that `println!` raises for a closed stdout exits instead. Not for the
+/// servers (`mount`, `serve`), which print nothing their clients read.
+fn exit_quietly_on_closed_stdout() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default_hook(info);
+    }));
 }
 
 fn main() -> ExitCode {
@@ -527,7 +535,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Mount(_) | Command::Serve(_)) {
-        restore_default_sigpipe();
+        exit_quietly_on_closed_stdout();
     }
     let result = match cli.command {
         Command::Demo { profile, chips, seed } => volume_cmd::demo(profile, chips, seed),
