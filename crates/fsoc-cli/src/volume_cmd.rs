@@ -778,6 +778,30 @@ impl CrashOptions {
         })
     }
 
+    /// Writes a run's JSON: its `totals` (an object), what it ran on, and the per-workload
+    /// `reports`.
+    fn write_json(
+        &self,
+        path: &Path,
+        totals: serde_json::Value,
+        reports: &impl serde::Serialize,
+    ) -> Result<(), String> {
+        let mut value = totals;
+        let common = serde_json::json!({
+            "seed": self.seed,
+            "profile": self.profile.name(),
+            "chips": self.chips,
+            "blocks": self.blocks,
+            "redundancy": self.redundancy.name(),
+            "workloads": reports,
+        });
+        if let (Some(value), serde_json::Value::Object(common)) = (value.as_object_mut(), common) {
+            value.extend(common);
+        }
+        let text = serde_json::to_string_pretty(&value).map_err(|error| format!("{}: {error}", path.display()))?;
+        std::fs::write(path, text).map_err(|error| format!("{}: {error}", path.display()))
+    }
+
     /// The closing line of a run: what it ran on and how long it took.
     fn summary(&self, started: Instant) -> String {
         let redundancy = match self.redundancy {
@@ -848,7 +872,7 @@ pub fn chip_loss_crashtest(
     );
     println!("{}", options.summary(started));
     if let Some(path) = json {
-        let value = serde_json::json!({
+        let totals = serde_json::json!({
             "kills": kills,
             "failures": failures,
             "died_idle": total(|report| report.died_idle),
@@ -856,15 +880,8 @@ pub fn chip_loss_crashtest(
             "rebuilt_pages": total(|report| report.rebuilt_pages),
             "files_lost": total(|report| report.files_lost),
             "samples": samples,
-            "seed": options.seed,
-            "profile": options.profile.name(),
-            "chips": options.chips,
-            "blocks": options.blocks,
-            "redundancy": options.redundancy.name(),
-            "workloads": reports,
         });
-        std::fs::write(path, serde_json::to_string_pretty(&value).unwrap_or_default())
-            .map_err(|error| format!("{}: {error}", path.display()))?;
+        options.write_json(path, totals, &reports)?;
     }
     Ok(failures)
 }
@@ -912,19 +929,8 @@ pub fn bad_block_crashtest(
     println!("failures injected: {injections}, wrong outcomes: {failures}");
     println!("{}", options.summary(started));
     if let Some(path) = json {
-        let value = serde_json::json!({
-            "injections": injections,
-            "failures": failures,
-            "stride": stride,
-            "seed": options.seed,
-            "profile": options.profile.name(),
-            "chips": options.chips,
-            "blocks": options.blocks,
-            "redundancy": options.redundancy.name(),
-            "workloads": reports,
-        });
-        std::fs::write(path, serde_json::to_string_pretty(&value).unwrap_or_default())
-            .map_err(|error| format!("{}: {error}", path.display()))?;
+        let totals = serde_json::json!({ "injections": injections, "failures": failures, "stride": stride });
+        options.write_json(path, totals, &reports)?;
     }
     Ok(failures)
 }
@@ -937,7 +943,6 @@ pub fn crashtest(
     cut_after: Option<fsoc_sim::CutPoint>,
     nvram: Option<&str>,
 ) -> Result<u64, String> {
-    let CrashOptions { seed, profile, chips, blocks, .. } = *options;
     let config = CrashConfig { max_cuts, nvram_bytes: nvram.map(nvram_size).transpose()?, ..options.config()? };
     if let Some(cut_after) = cut_after {
         let [workload] = workloads[..] else {
@@ -976,18 +981,7 @@ pub fn crashtest(
     println!("cut points: {cut_points}, failures: {failures}");
     println!("{}", options.summary(started));
     if let Some(path) = json {
-        let value = serde_json::json!({
-            "cut_points": cut_points,
-            "failures": failures,
-            "seed": seed,
-            "profile": profile.name(),
-            "chips": chips,
-            "blocks": blocks,
-            "redundancy": options.redundancy.name(),
-            "workloads": reports,
-        });
-        std::fs::write(path, serde_json::to_string_pretty(&value).expect("serializable"))
-            .map_err(|error| format!("{}: {error}", path.display()))?;
+        options.write_json(path, serde_json::json!({ "cut_points": cut_points, "failures": failures }), &reports)?;
     }
     Ok(failures)
 }

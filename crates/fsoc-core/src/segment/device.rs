@@ -832,15 +832,13 @@ impl<F: Flash> Device<F> {
         Ok(failed)
     }
 
-    /// Erases every block of a segment, issuing them together.
+    /// Erases every block of a segment, issuing them together; the first block that failed is
+    /// the error (the others were still erased).
     pub fn erase_segment(&mut self, segment_index: u32) -> Result<(), NandError> {
-        self.drop_open_rows(segment_index);
-        let issue_ns = self.now_ns();
-        for block in self.layout.blocks_of_segment(segment_index) {
-            self.operations_issued += 1;
-            self.flash.erase_block(issue_ns, block)?;
+        match self.erase_segment_blocks(segment_index, &[])?.into_iter().next() {
+            Some((_, error)) => Err(error),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Waits until every issued operation has completed.
