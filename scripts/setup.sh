@@ -7,12 +7,13 @@
 #
 # `scripts/setup.sh --vm` also installs what scripts/test-v9fs.sh needs to boot a real Linux
 # kernel with its 9P client under QEMU (qemu-system-x86, linux-image-amd64, busybox-static, cpio,
-# kmod, gcc for the static probe program) and scripts/test-mtd.sh (the same, and mtd-utils for
-# its UBI + UBIFS comparison). Opt-in: they are large and only those tests use them.
+# kmod, gcc for the static probe program) and scripts/test-mtd.sh (the same, mtd-utils for
+# its UBI + UBIFS comparison, and nfs-kernel-server, whose programs the guest runs to export the
+# FUSE mount over NFS; on the host its services are not started). Opt-in: they are large and only those tests use them.
 set -euo pipefail
 install_vm_packages() {
   local vm_need=()
-  for package in qemu-system-x86 linux-image-amd64 busybox-static cpio kmod gcc mtd-utils; do
+  for package in qemu-system-x86 linux-image-amd64 busybox-static cpio kmod gcc mtd-utils nfs-kernel-server; do
     dpkg -s "$package" >/dev/null 2>&1 || vm_need+=("$package")
   done
   [ ${#vm_need[@]} -gt 0 ] || return 0

@@ -15,6 +15,11 @@
 #                (info, fsck, get -r byte-identical, writes refused) where it can, `fsoc
 #                rebuild --chip 1` (a rebuild of chip 2 refused first) makes it whole again:
 #                fsck clean, the tree byte-identical, writes work, through the FUSE mount too
+#   nfs_export   (needs nfs-kernel-server on the host and nfsd in the guest kernel) the FUSE
+#                mount exported by the kernel's NFS server, mounted over loopback NFSv4.2:
+#                create, read, write, rename and delete with the caches dropped between steps,
+#                ESTALE for a removed directory's handle, handles kept across an unmount and
+#                remount of the fsoc volume under the export, fsck clean
 #   kill_rounds  kill -9 of the mount's server during fsync'd writes, remount: every fsync'd
 #                file intact and fsck clean, ROUNDS times
 #   mount_reads  (long set only; needs mtd-utils) page reads counted by kprobes: fsoc mount vs
@@ -51,6 +56,17 @@ if command -v flash_erase >/dev/null; then
 else
   echo "SKIP rebuild: flash_erase is missing (package mtd-utils)"
 fi
+nfs_missing=
+for program in rpc.nfsd rpc.mountd exportfs mount.nfs; do
+  command -v "$program" >/dev/null || nfs_missing="$nfs_missing $program"
+done
+if [ -f /etc/netconfig ] && [ -z "$nfs_missing" ] && kernel_version=$(scripts/vm/kernel-version.sh 2>/dev/null) &&
+  modprobe -S "$kernel_version" --show-depends nfsd >/dev/null 2>&1; then
+  default_cases="$default_cases nfs_export"
+else
+  echo "SKIP nfs_export: needs the guest kernel's nfsd module, /etc/netconfig and${nfs_missing:- the NFS programs}" \
+    "(package nfs-kernel-server: scripts/setup.sh --vm)"
+fi
 default_cases="$default_cases kill_rounds"
 if [ $mode = long ]; then
   if command -v ubiformat >/dev/null && command -v ubiattach >/dev/null; then
@@ -85,6 +101,8 @@ cp "$fsoc" "$work/bin/fsoc"
 mtd_guest_initramfs "$work/base.cpio.gz" "$work/bin" $(command -v postmark) >/dev/null || { echo "FAIL build: initramfs"; exit 1; }
 mkdir -p "$work/payload"
 install -m 755 scripts/vm/mtd-workload.sh "$work/payload/run.sh"
+# libtirpc's network table, which the NFS server's programs read (nfs_export).
+[ -f /etc/netconfig ] && cp /etc/netconfig "$work/payload/netconfig"
 cat > "$work/payload/settings" <<EOF
 CASES="$cases"
 FILES=$files

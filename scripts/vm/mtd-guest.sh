@@ -7,8 +7,9 @@
 #   mtd_guest_fsoc              sets $fsoc: $FSOC_BIN, or a release build of fsoc-cli
 #   mtd_guest_initramfs OUT BIN_DIR [PROGRAM...]
 #                               packs BIN_DIR/fsoc, fusermount3, the UBI tools and flash_erase
-#                               the host has (mtd-utils) and PROGRAM... with the modules
-#                               nandsim, fuse, ubi, ubifs and zstd into OUT
+#                               the host has (mtd-utils), its NFS server's programs
+#                               (nfs-kernel-server) and PROGRAM... with the modules nandsim,
+#                               fuse, ubi, ubifs, zstd, nfsd and nfsv4 into OUT
 #                               (scripts/vm/build-initramfs.sh)
 
 mtd_guest_missing() {
@@ -46,8 +47,14 @@ mtd_guest_initramfs() {
   shift 2
   # The guest finds the programs by name: fsoc under its own name.
   local programs=("$bin_directory/fsoc" fusermount3) program
-  for program in ubiformat ubiattach ubidetach ubimkvol flash_erase; do
+  # The NFS server's programs (nfs-kernel-server) for the nfs_export case.
+  for program in ubiformat ubiattach ubidetach ubimkvol flash_erase rpc.nfsd rpc.mountd exportfs mount.nfs; do
     command -v "$program" >/dev/null && programs+=("$program")
   done
-  EXTRA_MODULES="nandsim fuse ubi ubifs zstd" scripts/vm/build-initramfs.sh "$out" "${programs[@]}" "$@"
+  local modules="nandsim fuse ubi ubifs zstd" kernel_version module
+  kernel_version=$(scripts/vm/kernel-version.sh)
+  for module in nfsd nfsv4; do
+    modprobe -S "$kernel_version" --show-depends "$module" >/dev/null 2>&1 && modules="$modules $module"
+  done
+  EXTRA_MODULES="$modules" scripts/vm/build-initramfs.sh "$out" "${programs[@]}" "$@"
 }
