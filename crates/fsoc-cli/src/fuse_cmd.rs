@@ -278,8 +278,8 @@ fn serve(arguments: &MountArgs, options: &MountOptions, reporter: &mut Reporter)
     }
     // Every file of the volume locked exclusively (even read-only: a tool must not change
     // what the mount serves), then opened.
-    let crate::volume_files::OpenVolume { files, fs, locks } =
-        crate::volume_files::open(image, config.read_only, true)?;
+    let (crate::volume_files::OpenVolume { files, fs, locks }, flash_writable) =
+        crate::volume_files::open_for_mount(image, config.read_only)?;
     if let Some(damage) = fs.mount_report().damage {
         log::warn!("{}: {damage}; run `fsoc fsck {}` after unmounting", image.display(), image.display());
     }
@@ -302,7 +302,7 @@ fn serve(arguments: &MountArgs, options: &MountOptions, reporter: &mut Reporter)
     let mut mount = Mount::new(fs, &mount_point, &config).map_err(|error| format!("{}: {error}", image.display()))?;
     let mut unmounter = mount.unmounter();
     let committer = mount.commit_handle();
-    let read_only = config.read_only;
+    let writable = mount.writable_handle();
     let shown_mount_point = mount_point.display().to_string();
     std::thread::Builder::new()
         .name("fsoc-signals".into())
@@ -318,7 +318,28 @@ fn serve(arguments: &MountArgs, options: &MountOptions, reporter: &mut Reporter)
                 return;
             }
             if signal == REQUEST_SIGNAL {
-                answer_request(&information, read_only, |timeout| committer.commit(timeout));
+                answer_request(
+                    &information,
+                    |timeout| committer.commit(timeout),
+                    || {
+                        if !flash_writable {
+                            log::error!("remount read-write: the volume's files or devices were opened read-only");
+                            return ANSWER_READ_ONLY;
+                        }
+                        match writable.make_writable() {
+                            Ok(()) => ANSWER_DONE,
+                            Err(error) => {
+                                log::error!("remount read-write: {error}");
+                                match error {
+                                    // A writable flash under a volume that stays read-only: a chip is missing.
+                                    fsoc_core::FsError::ReadOnly => ANSWER_DEGRADED,
+                                    fsoc_core::FsError::WornOut(_) => ANSWER_WORN_OUT,
+                                    _ => ANSWER_FAILED,
+                                }
+                            }
+                        }
+                    },
+                );
                 continue;
             }
             log::info!("signal {signal}: unmounting {shown_mount_point}");
@@ -559,13 +580,24 @@ const REQUEST_SIGNAL: i32 = libc::SIGUSR1;
 const REQUEST_COMMIT: i32 = 1;
 const REQUEST_WRITABLE: i32 = 2;
 const ANSWER_DONE: i32 = 0;
+/// The volume's files or devices take no writes (opened read-only: write-protected, or this
+/// user may only read them).
 const ANSWER_READ_ONLY: i32 = 1;
 const ANSWER_FAILED: i32 = 2;
+/// A chip of the array is missing: the volume stays read-only until `fsoc rebuild`.
+const ANSWER_DEGRADED: i32 = 3;
+/// The volume is at its end of life: what is on it stays readable, nothing more is written.
+const ANSWER_WORN_OUT: i32 = 4;
 /// How long a remount waits for the server's answer (its commit included).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The server's side: answers one `REQUEST_SIGNAL`.
-fn answer_request(information: &libc::siginfo_t, read_only: bool, commit: impl FnOnce(Duration) -> Result<(), String>) {
+/// The server's side: answers one `REQUEST_SIGNAL`. `make_writable` makes a read-only mount's
+/// volume writable (and does nothing on a writable one), answering with an `ANSWER_*` code.
+fn answer_request(
+    information: &libc::siginfo_t,
+    commit: impl FnOnce(Duration) -> Result<(), String>,
+    make_writable: impl FnOnce() -> i32,
+) {
     // SAFETY: for REQUEST_SIGNAL, sent by kill or sigqueue, si_pid and si_value are filled.
     let (code, sender, value) = unsafe { (information.si_code, information.si_pid(), information.si_value()) };
     let request = value.sival_ptr as usize;
@@ -584,8 +616,7 @@ fn answer_request(information: &libc::siginfo_t, read_only: bool, commit: impl F
                 ANSWER_FAILED
             }
         },
-        Ok(REQUEST_WRITABLE) if read_only => ANSWER_READ_ONLY,
-        Ok(REQUEST_WRITABLE) => ANSWER_DONE,
+        Ok(REQUEST_WRITABLE) => make_writable(),
         _ => {
             log::warn!("ignoring unknown request {request} from pid {sender}");
             return;
@@ -717,12 +748,15 @@ fn remount(mount_point: &Path, options: &MountOptions, list: RemountList) -> Res
                 canonical.display()
             )
         })?;
-        if ask_server(pid, REQUEST_WRITABLE)? == ANSWER_READ_ONLY {
-            return Err(format!(
-                "cannot remount {} read-write: its server (pid {pid}) opened the volume read-only and a running \
-                 FUSE server cannot reopen it; unmount it and mount it again without ro",
-                canonical.display()
-            ));
+        let why = match ask_server(pid, REQUEST_WRITABLE)? {
+            ANSWER_DONE => None,
+            ANSWER_READ_ONLY => Some("the volume's files or devices take no writes (write-protected, or opened by a user who may only read them)"),
+            ANSWER_DEGRADED => Some("a chip of the volume is missing, and a degraded volume stays read-only until `fsoc rebuild` replaces it"),
+            ANSWER_WORN_OUT => Some("the volume is at its end of life: what is on it stays readable, nothing more is written"),
+            _ => Some("the server could not make the volume writable (see its log)"),
+        };
+        if let Some(why) = why {
+            return Err(format!("cannot remount {} read-write (server pid {pid}): {why}", canonical.display()));
         }
     }
     remount_kernel(&canonical, config.per_mount_flags()).map_err(|error| {

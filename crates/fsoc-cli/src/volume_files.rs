@@ -577,6 +577,23 @@ pub fn open_files(files: VolumeFiles, read_only: bool, exclusive: bool) -> Resul
     Ok(OpenVolume { files, fs, locks })
 }
 
+/// `open` for a mount, which holds its files exclusively: a read-only mount opens them for
+/// writing too when it can (a mount's `remount,rw` then makes the volume writable in place),
+/// and mounts the file system read-only all the same. Returns the volume and whether its
+/// flash takes writes.
+pub fn open_for_mount(path: &Path, read_only: bool) -> Result<(OpenVolume, bool), String> {
+    let files = VolumeFiles::locate(path);
+    let locks = files.lock(true)?;
+    let (flash, writable) = match open_flash(&files, false) {
+        Ok(flash) => (flash, true),
+        // A write-protected device (or one this user may only read) still mounts read-only.
+        Err(_) if read_only => (open_flash(&files, true)?, false),
+        Err(error) => return Err(error),
+    };
+    let fs = mount(flash, files.name(), read_only)?;
+    Ok((OpenVolume { files, fs, locks }, writable))
+}
+
 /// Opens the chips of `files` without mounting the file system on them (the caller holds the
 /// locks): for `fsoc serve --raw`, which exports pages, not files. MTD devices are opened
 /// read-write unless `read_only`.

@@ -326,8 +326,8 @@ fn program_remount(volume: &Volume, options: &str) -> Output {
 
 /// Remounting read-only commits before it returns: the server is then killed, and what was
 /// written before the remount (never fsync'd, no periodic commit) is there after a remount.
-/// Back to read-write, writes work again; a server that opened its volume read-only cannot
-/// go read-write, and a file open for writing keeps the mount read-write.
+/// Back to read-write, writes work again; a mount that began read-only goes read-write too
+/// (also after a crash), and a file open for writing keeps the mount read-write.
 #[test]
 fn remount_read_only_commits_and_read_write_resumes() {
     let _helper = HelperLink::install();
@@ -358,14 +358,33 @@ fn remount_read_only_commits_and_read_write_resumes() {
     assert!(output.stderr.contains("open for writing"), "{}", output.text());
     drop(open);
     mounted.unmount();
-    // Mounted read-only: the server has the volume read-only and cannot go read-write.
+    // Mounted read-only (as a root file system at boot), then read-write: the server makes
+    // the volume writable in place.
     let mounted = mount_ok(&volume, "ro");
     assert_eq!(fs::read(mounted.path("after")).expect("read"), b"written after remount,rw");
+    let refused = fs::write(mounted.path("in-ro"), b"x").expect_err("read-only");
+    assert_eq!(refused.raw_os_error(), Some(libc::EROFS));
     let output = program_remount(&volume, "rw");
-    assert_eq!(output.status.code(), Some(EXIT_FAILURE), "{}", output.text());
-    assert!(output.stderr.contains("opened the volume read-only"), "{}", output.text());
-    assert!(mounted.entry().expect("entry").has("ro"), "still read-only");
+    assert!(output.status.success(), "remount,rw of a read-only mount:\n{}", output.text());
+    assert!(mounted.entry().expect("entry").has("rw"), "read-write after the remount");
+    fs::write(mounted.path("after-ro"), b"written after ro, remount,rw").expect("write after ro -> rw");
     mounted.unmount();
+    // The same after a crash: the read-only mount writes nothing, the remount re-anchors the
+    // committed state first (fsck below is clean) and then takes writes.
+    let mounted = mount_ok(&volume, "commit=0");
+    fs::write(mounted.path("lost"), b"never committed").expect("write");
+    std::mem::forget(mounted);
+    kill_server(&volume);
+    let mounted = mount_ok(&volume, "ro");
+    assert_eq!(fs::read(mounted.path("after-ro")).expect("read"), b"written after ro, remount,rw");
+    let output = program_remount(&volume, "rw");
+    assert!(output.status.success(), "remount,rw after a crash:\n{}", output.text());
+    fs::write(mounted.path("after-crash"), b"written after the crash").expect("write after the crash");
+    mounted.unmount();
+    let mounted = mount_ok(&volume, "ro");
+    assert_eq!(fs::read(mounted.path("after-crash")).expect("read"), b"written after the crash");
+    mounted.unmount();
+    volume.fsck();
     // `fsoc mount -o remount,ro` changes only what it names (nosuid stays).
     let mounted = mount_ok(&volume, "nosuid");
     let output = fsoc(&["mount", "-o", "remount,ro", volume.image_arg(), text(&volume.mount_point)]);

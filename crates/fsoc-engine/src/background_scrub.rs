@@ -138,7 +138,10 @@ fn scrub_once<S: VolumeState>(
         }
         Ok(Ok(step)) => step,
     };
-    let weak = volume.read("background scrub", None, |state| state.file_system().weak_segment_count() > 0);
+    // A read-only mount reads but moves nothing, until it is remounted writable.
+    let weak = volume.read("background scrub", None, |state| {
+        state.file_system().weak_segment_count() > 0 && !state.file_system().is_read_only()
+    });
     let mut refreshed = 0;
     if refresh && matches!(weak, Ok(true)) {
         match volume.change("refresh", None, |state| state.file_system_mut().refresh_weak_segments(1)) {

@@ -39,6 +39,6 @@ pub use adapter::{negative_entry, FsocFuse};
 pub use fsoc_engine::DirectoryCursor as DirectoryStream;
 pub use session::{
     check_mount_point, fuser_config, is_mount_point, mounted_image, source_for, unescape_mount_path, BackgroundMount,
-    Mount, MountConfig, MountError, Served, Unmounted, Unmounter, FS_NAME, FUSE_DEVICE,
+    CommitHandle, Mount, MountConfig, MountError, Served, Unmounted, Unmounter, WritableHandle, FS_NAME, FUSE_DEVICE,
 };
 pub use volume_lock::{MountState, VolumeLock, HANDLES_MAX};

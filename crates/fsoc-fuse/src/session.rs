@@ -13,7 +13,8 @@ use std::sync::{mpsc, Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use fsoc_core::fs::attributes::AccessTimes;
-use fsoc_core::FileSystem;
+use fsoc_core::txn::TxnError;
+use fsoc_core::{FileSystem, FsError};
 use fsoc_media::Flash;
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 
@@ -352,7 +353,6 @@ pub struct Mount<F: Flash + Send + Sync + 'static> {
     lock: Arc<VolumeLock<F>>,
     mount_point: PathBuf,
     commit_interval: Option<Duration>,
-    read_only: bool,
     scrub_pages_per_second: u32,
     /// Commit requests (`CommitHandle`) wait here until `run` starts the committer thread.
     commit_requests: Arc<CommitRequests>,
@@ -392,7 +392,6 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
             lock,
             mount_point,
             commit_interval: config.commit_interval,
-            read_only: config.read_only,
             scrub_pages_per_second: config.scrub_pages_per_second,
             commit_requests: Arc::new(CommitRequests::default()),
         })
@@ -401,7 +400,14 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
     /// A handle that makes a transaction point on request, from any thread, while the volume
     /// is served (`mount -o remount,ro` asks for one through `fsoc mount`'s signal thread).
     pub fn commit_handle(&self) -> CommitHandle {
-        CommitHandle { requests: Arc::downgrade(&self.commit_requests), read_only: self.read_only }
+        CommitHandle { requests: Arc::downgrade(&self.commit_requests) }
+    }
+
+    /// A handle that makes a read-only mount's volume writable, from any thread, while it is
+    /// served (`mount -o remount,rw` asks through `fsoc mount`'s signal thread). The flash
+    /// under the volume must take writes: the caller opened it so.
+    pub fn writable_handle(&self) -> WritableHandle<F> {
+        WritableHandle { lock: Arc::downgrade(&self.lock) }
     }
 
     pub fn mount_point(&self) -> &Path {
@@ -416,20 +422,16 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
     /// Serves requests until the volume is unmounted (`fusermount3 -u`, `umount`, or an
     /// `Unmounter`), then returns the file system for the caller's clean unmount.
     pub fn run(self) -> Result<Served<F>, MountError> {
-        let Mount { session, lock, commit_interval, read_only, scrub_pages_per_second, commit_requests, .. } = self;
-        // Read-only: nothing to commit, and `CommitHandle` answers without asking the thread.
-        let committer = if read_only {
-            None
-        } else {
-            let interval = commit_interval.filter(|interval| !interval.is_zero());
-            Some(
-                Committer::start(Arc::downgrade(&lock), interval, commit_requests)
-                    .map_err(|source| MountError::Io { path: PathBuf::from("(commit thread)"), source })?,
-            )
-        };
-        // Scrubbing is upkeep, not service: a mount without its thread still serves.
+        let Mount { session, lock, commit_interval, scrub_pages_per_second, commit_requests, .. } = self;
+        // Started on a read-only mount too, which commits nothing until it is remounted
+        // writable (`WritableHandle`): from then on it commits as a writable mount does.
+        let interval = commit_interval.filter(|interval| !interval.is_zero());
+        let committer = Committer::start(Arc::downgrade(&lock), interval, commit_requests)
+            .map_err(|source| MountError::Io { path: PathBuf::from("(commit thread)"), source })?;
+        // Scrubbing is upkeep, not service: a mount without its thread still serves. It moves
+        // weak data only while the volume is writable.
         let scrubber = (scrub_pages_per_second > 0)
-            .then(|| fsoc_engine::BackgroundScrubber::start(Arc::downgrade(&lock), scrub_pages_per_second, !read_only))
+            .then(|| fsoc_engine::BackgroundScrubber::start(Arc::downgrade(&lock), scrub_pages_per_second, true))
             .and_then(|started| {
                 started.inspect_err(|error| log::warn!("no background scrub: its thread did not start: {error}")).ok()
             });
@@ -442,9 +444,7 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
         }
         // The committer holds the volume only while it commits: stop it before taking the
         // volume back for the final commit.
-        if let Some(committer) = committer {
-            committer.stop();
-        }
+        committer.stop();
         let lock = Arc::try_unwrap(lock).map_err(|_| MountError::StillReferenced)?;
         let state = lock.into_state();
         let failure = state.failure().map(str::to_owned);
@@ -478,16 +478,12 @@ impl Default for CommitRequests {
 #[derive(Clone)]
 pub struct CommitHandle {
     requests: Weak<CommitRequests>,
-    read_only: bool,
 }
 
 impl CommitHandle {
     /// Commits the volume's changes (a delta commit, or nothing when nothing changed) and
-    /// waits for it, at most `timeout`. A read-only mount has nothing to commit.
+    /// waits for it, at most `timeout`. A read-only volume has nothing to commit.
     pub fn commit(&self, timeout: Duration) -> Result<(), String> {
-        if self.read_only {
-            return Ok(());
-        }
         let requests = self.requests.upgrade().ok_or("the volume is no longer served")?;
         let (sender, receiver) = mpsc::channel();
         match requests.pending.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
@@ -503,6 +499,31 @@ impl CommitHandle {
             Err(mpsc::RecvTimeoutError::Timeout) => Err(format!("no commit within {timeout:?}")),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err("the volume stopped being served".into()),
         }
+    }
+}
+
+/// Makes a served read-only volume writable (see `Mount::writable_handle`).
+pub struct WritableHandle<F: Flash> {
+    lock: Weak<VolumeLock<F>>,
+}
+
+impl<F: Flash> WritableHandle<F> {
+    /// `FileSystem::make_writable` under the volume lock: on success the volume takes changes
+    /// (the kernel's own read-only flag is the caller's to clear); on failure it stays
+    /// read-only and the error says why (a volume no longer served, or poisoned by an
+    /// internal error, answers `Poisoned`).
+    pub fn make_writable(&self) -> Result<(), FsError> {
+        let poisoned = || FsError::Io(TxnError::Poisoned);
+        let lock = self.lock.upgrade().ok_or_else(poisoned)?;
+        let mut failure = None;
+        lock.run("remount read-write", |state| {
+            state.fs.make_writable().map_err(|error| {
+                let errno = crate::attributes::errno(&error);
+                failure = Some(error);
+                errno
+            })
+        })
+        .map_err(|_| failure.unwrap_or_else(poisoned))
     }
 }
 

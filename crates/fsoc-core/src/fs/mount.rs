@@ -78,6 +78,34 @@ impl<F: Flash> FileSystem<F> {
         Ok(fs)
     }
 
+    /// Whether the file system takes no change: mounted read-only, or made so by a degraded
+    /// array or the end of life.
+    pub fn is_read_only(&self) -> bool {
+        self.config.volume.read_only
+    }
+
+    /// Turns a file system mounted read-only into a writable one (`mount -o remount,rw` of a
+    /// mount that began read-only), doing then what a writable mount does at once: the
+    /// volume's re-anchoring after an unclean unmount (`Volume::make_writable`) and the removal
+    /// of a crash's orphans (when no file is open). The flash must take programs and erases (the caller opened it
+    /// so). A degraded, poisoned or worn-out volume stays read-only and this says why.
+    pub fn make_writable(&mut self) -> Result<(), FsError> {
+        if !self.config.volume.read_only {
+            return Ok(());
+        }
+        if let Some(worn) = self.volume.worn_out() {
+            return Err(FsError::WornOut(worn));
+        }
+        self.volume.make_writable()?;
+        self.config.volume.read_only = false;
+        // A crash's orphans have no name, but a file handle may have opened one in the
+        // read-only session: then all are left for the next mount to remove.
+        if self.open_counts.is_empty() {
+            self.remove_orphans()?;
+        }
+        Ok(())
+    }
+
     pub(super) fn from_volume(volume: Volume<F>, config: FsConfig) -> Self {
         // With NVRAM the delta's increment may fill the log, and its cumulative view a
         // metaroot page (the flash delta commit the tier falls back to).

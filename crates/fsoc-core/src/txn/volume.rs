@@ -286,6 +286,9 @@ pub struct Volume<F: Flash> {
     /// Metaroot areas whose erase failed in this session (their segments are retired in the
     /// segment table at the next commit, so a later session knows them too).
     failed_areas: [bool; 3],
+    /// A read-only mount of a volume that was not unmounted cleanly: the re-anchoring a
+    /// writable mount does first is still owed (`make_writable`); `Some(oldest_area_only)`.
+    reanchor_owed: Option<bool>,
 }
 
 fn decode_error(structure: &'static str) -> impl Fn(DecodeError) -> TxnError {
@@ -528,6 +531,7 @@ impl<F: Flash> Volume<F> {
             nvram_mount_report: NvramMountReport::default(),
             worn_out: None,
             failed_areas: [false; 3],
+            reanchor_owed: None,
         };
         volume.commit(false)?;
         Ok(volume)
@@ -651,6 +655,8 @@ impl<F: Flash> Volume<F> {
             nvram_mount_report,
             worn_out: None,
             failed_areas: [false; 3],
+            // Page 0's predecessor is in another area, which must not be erased now.
+            reanchor_owed: (!clean).then_some(found.page_index == 0),
         };
         volume.may_have_orphans = volume.committed.may_have_orphans();
         volume.mount_report = MountReport {
@@ -660,27 +666,59 @@ impl<F: Flash> Volume<F> {
             damage,
             missing_chip,
         };
-        if !clean && !config.read_only {
-            // The last metaroot page may hold unstable bits, and pages after it may be torn:
-            // re-anchor the committed state in a freshly erased area before anything else is
-            // erased or appended (docs/DESIGN.md, "Mount after a power cut").
-            volume.cursor.next_page = u32::MAX;
-            // Page 0's predecessor is in another area, which must not be erased now.
-            volume.cursor.oldest_area_only = found.page_index == 0;
-            let found_record = volume.committed.clone();
-            volume.advance_counter()?;
-            match volume.write_metaroot(volume.committed.flags & FLAG_ORPHANS) {
-                Ok(()) => {}
-                Err(TxnError::WornOut(worn)) => {
-                    // No area may take the copy: the volume is at its end of life. Nothing was
-                    // changed (only an erase failed), so it mounts read-only as it is.
-                    volume.committed = found_record;
-                    volume.worn_out = Some(worn);
-                }
-                Err(error) => return Err(error),
-            }
+        if !config.read_only {
+            volume.reanchor_if_owed()?;
         }
         Ok(volume)
+    }
+
+    /// After an unclean unmount (`reanchor_owed`), before the first change: the last metaroot
+    /// page may hold unstable bits, and pages after it may be torn, so the committed state is
+    /// re-anchored in a freshly erased area before anything else is erased or appended
+    /// (docs/DESIGN.md, "Mount after a power cut").
+    fn reanchor_if_owed(&mut self) -> Result<(), TxnError> {
+        let Some(oldest_area_only) = self.reanchor_owed.take() else {
+            return Ok(());
+        };
+        self.cursor.next_page = u32::MAX;
+        self.cursor.oldest_area_only = oldest_area_only;
+        let found_record = self.committed.clone();
+        self.advance_counter()?;
+        match self.write_metaroot(self.committed.flags & FLAG_ORPHANS) {
+            Ok(()) => Ok(()),
+            Err(TxnError::WornOut(worn)) => {
+                // No area may take the copy: the volume is at its end of life. Nothing was
+                // changed (only an erase failed), so it mounts read-only as it is.
+                self.committed = found_record;
+                self.worn_out = Some(worn);
+                Ok(())
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Turns a volume mounted read-only into a writable one (`mount -o remount,rw`), as if it
+    /// had been mounted writable: the flash under it must take programs and erases. What a
+    /// writable mount does first is done now: the re-anchoring after an unclean unmount, and
+    /// the trees' dirty-node bound. A degraded volume (a chip missing), a poisoned one and one
+    /// at its end of life stay read-only and say why.
+    pub fn make_writable(&mut self) -> Result<(), TxnError> {
+        if !self.config.read_only {
+            return Ok(());
+        }
+        if self.poisoned {
+            return Err(self.worn_out.map_or(TxnError::Poisoned, TxnError::WornOut));
+        }
+        if let Some(worn) = self.worn_out {
+            return Err(TxnError::WornOut(worn));
+        }
+        if self.missing_chip().is_some() {
+            return Err(TxnError::ReadOnly);
+        }
+        self.config.read_only = false;
+        self.directory.set_dirty_nodes_max(self.config.dirty_nodes_max);
+        self.allocation.set_dirty_nodes_max(self.config.dirty_nodes_max);
+        self.reanchor_if_owed()
     }
 
     /// Reads chip 0's superblock: the first copy, or the second if the first is unreadable.

@@ -272,6 +272,12 @@ impl Tree {
         self.config
     }
 
+    /// How many dirty nodes the tree may hold before an update flushes: a volume remounted
+    /// read-write takes back the bound its read-only mount lifted.
+    pub fn set_dirty_nodes_max(&mut self, dirty_nodes_max: usize) {
+        self.config.dirty_nodes_max = dirty_nodes_max;
+    }
+
     /// Levels of the working tree (1 = the root is a leaf).
     pub fn height(&self) -> u8 {
         self.height
