@@ -612,9 +612,14 @@ pub fn run(options: &FuseOptions, progress: &mut dyn FnMut(Progress<'_>)) -> Res
             volume_size_bytes: size_bytes,
             fsoc_profile: options.profile.clone(),
             image_directory: IMAGE_DIRECTORY,
-            fsoc_setup: format!("fsoc mkfs IMAGE --size {} --profile {}; fsoc mount IMAGE DIR --daemon; fsoc umount DIR", options.size, options.profile),
+            fsoc_setup: format!(
+                "fsoc mkfs IMAGE --size {} --profile {}; fallocate IMAGE (whole file); fsoc mount IMAGE DIR --daemon; \
+                 fsoc umount DIR",
+                options.size, options.profile
+            ),
             ext4_setup: format!(
-                "mkfs.ext4 -q -F -E {} IMAGE; losetup --find --show IMAGE; mount -t ext4 LOOP DIR; umount DIR; losetup -d LOOP",
+                "fallocate IMAGE (whole file); mkfs.ext4 -q -F -E {} IMAGE; losetup --find --show IMAGE; \
+                 mount -t ext4 LOOP DIR; umount DIR; losetup -d LOOP",
                 mounts::MKFS_EXT4_EXTENDED
             ),
             order: "per repetition, per workload: fsoc then ext4, each on a fresh volume",
