@@ -684,8 +684,10 @@ enum RemountList {
 /// nodev, noexec, access time) of the live mount, which the kernel does without the server.
 /// Going read-only, the kernel writes back cached writes and refuses while a file is open for
 /// writing; then the server commits, so all that was written is on flash when this returns.
-/// Going read-write is refused when the server opened the volume read-only: a running server
-/// cannot reopen it. The server's other options stay as they were started.
+/// Going read-write asks the server first: a mount that began read-only makes its volume
+/// writable in place (`FileSystem::make_writable`), unless its files take no writes or the
+/// volume is degraded or worn out, which the refusal names. The server's other options stay as
+/// they were started.
 fn remount(mount_point: &Path, options: &MountOptions, list: RemountList) -> Result<(), String> {
     let canonical = mount_point.canonicalize().map_err(|error| format!("{}: {error}", mount_point.display()))?;
     let table = mount_table()?;
