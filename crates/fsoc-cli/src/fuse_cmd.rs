@@ -276,6 +276,13 @@ fn serve(arguments: &MountArgs, options: &MountOptions, reporter: &mut Reporter)
             ));
         }
     }
+    // Block the server's signals before any thread starts, so they reach only `sigwaitinfo`:
+    // opening an array of chip files starts its chip workers, which inherit this mask (a
+    // worker left without it took a SIGUSR1 or SIGTERM and the process died without its final
+    // commit; tests/redundancy.rs `a_degraded_array_refuses_remount_read_write`).
+    let signals = server_signals();
+    // SAFETY: changes this thread's mask (inherited by threads spawned later); the set is valid.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut()) };
     // Every file of the volume locked exclusively (even read-only: a tool must not change
     // what the mount serves), then opened.
     let (crate::volume_files::OpenVolume { files, fs, locks }, flash_writable) =
@@ -295,10 +302,6 @@ fn serve(arguments: &MountArgs, options: &MountOptions, reporter: &mut Reporter)
     } else {
         fsoc_fuse::FS_NAME.into()
     };
-    // Block the server's signals before any thread starts, so they reach only `sigwaitinfo`.
-    let signals = server_signals();
-    // SAFETY: changes this thread's mask (inherited by threads spawned later); the set is valid.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut()) };
     let mut mount = Mount::new(fs, &mount_point, &config).map_err(|error| format!("{}: {error}", image.display()))?;
     let mut unmounter = mount.unmounter();
     let committer = mount.commit_handle();

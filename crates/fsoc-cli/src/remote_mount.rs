@@ -800,14 +800,15 @@ pub fn serve(
     if let Some(path) = secret_file {
         connect_options = connect_options.secret_file(path).map_err(|error| error.to_string())?;
     }
+    // Block the stopping signals before any thread starts (the client's connection has its
+    // own), so only `sigwait` takes them.
+    let signals = crate::serve_cmd::block_termination_signals();
     let client = Client::connect(address, &connect_options).map_err(|error| format!("{address}: {error}"))?;
     // The kernel's write-back cache makes it the authority on a file's size: a size changed by
     // another host would not be seen (tests/remote_mount.rs). Off unless asked for with
     // `-o writeback_cache`, for a volume this mount alone writes.
     let writeback_cache = options.writeback_cache.unwrap_or(false);
     let remote = RemoteFs::new(client, writeback_cache).map_err(|error| format!("{address}: {error}"))?;
-    // Block the stopping signals before fuser starts its threads, so only `sigwait` takes them.
-    let signals = crate::serve_cmd::block_termination_signals();
     // The local mount's options; the mount table's source names the server.
     let config = MountConfig { source: format!("{}:{address}", fsoc_fuse::FS_NAME), ..config };
     let mut session = Session::new(remote, &mount_point, &fsoc_fuse::fuser_config(&config))

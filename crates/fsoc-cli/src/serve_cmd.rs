@@ -101,8 +101,9 @@ fn stop_on_signal(signals: libc::sigset_t, stopper: fsoc_serve::Stopper) -> Resu
 fn serve_raw(arguments: &ServeArgs, address: &ListenAddress, secret: Option<Vec<u8>>) -> Result<(), String> {
     let files = crate::volume_files::VolumeFiles::locate(&arguments.image);
     let locks = files.lock(true)?;
-    let flash = crate::volume_files::open_flash(&files, false)?;
+    // Before the chip workers of an array start: they inherit the mask.
     let signals = block_termination_signals();
+    let flash = crate::volume_files::open_flash(&files, false)?;
     let listener = address.bind().map_err(|error| error.to_string())?;
     let bound = listener.local_address().map_err(|error| format!("{address}: {error}"))?;
     let server = fsoc_serve::RawServer::new(flash, secret);
@@ -151,6 +152,9 @@ pub fn run(arguments: ServeArgs) -> Result<(), String> {
     if arguments.raw {
         return serve_raw(&arguments, &address, secret);
     }
+    // Before the chip workers of an array start: they inherit the mask (a worker without it
+    // would take a SIGTERM and end the process without the clean stop).
+    let signals = block_termination_signals();
     let crate::volume_files::OpenVolume { files, fs, locks } =
         crate::volume_files::open(image, arguments.read_only, true)?;
     if let Some(damage) = fs.mount_report().damage {
@@ -165,7 +169,6 @@ pub fn run(arguments: ServeArgs) -> Result<(), String> {
         trace: arguments.trace,
         ..ServeConfig::default()
     };
-    let signals = block_termination_signals();
     let listener = address.bind().map_err(|error| error.to_string())?;
     let bound = listener.local_address().map_err(|error| format!("{address}: {error}"))?;
     let server = Server::new(fs, config).map_err(|error| error.to_string())?;

@@ -368,3 +368,51 @@ fn an_image_with_mirror_meta_lists_every_name_without_a_chip() {
     assert!(!rebuild.status.success(), "{}", rebuild.text());
     assert!(rebuild.stderr.contains("mirror-meta"), "{}", rebuild.text());
 }
+
+/// A degraded array (chip 1 blank) mounted read-only stays read-only: `mount -o remount,rw`
+/// asks its server, which refuses and names the missing chip, and the mount keeps refusing
+/// writes; every file still reads.
+#[test]
+fn a_degraded_array_refuses_remount_read_write() {
+    let directory = tempfile::tempdir().expect("tempdir");
+    let base = directory.path().join("array");
+    fsoc_ok(&["array", "mkfs", arg(&base), "--chips", "3", "--blocks", "32", "--redundancy", "parity"]);
+    write_array_files(&base);
+    std::fs::remove_file(chip_file_path(&base, 1)).expect("remove chip 1");
+    create_blank_chip_file(&chip_file_path(&base, 1), &chip_file_path(&base, 0)).expect("blank chip");
+    let mount_point = directory.path().join("mnt");
+    std::fs::create_dir(&mount_point).expect("mount point");
+    let volume = support::Volume { directory, image: base.clone(), mount_point: mount_point.clone() };
+    let mounted = volume.mount_with(&["-o", "ro"]);
+    let output = fsoc(&["mount", "-o", "remount,rw", arg(&base), arg(&mount_point)]);
+    assert!(!output.status.success(), "remount,rw of a degraded array:\n{}", output.text());
+    assert!(output.stderr.contains("a chip of the volume is missing"), "{}", output.text());
+    let refused = std::fs::write(mount_point.join("new"), b"x").expect_err("still read-only");
+    assert_eq!(refused.raw_os_error(), Some(libc::EROFS));
+    for (path, contents) in files() {
+        assert_eq!(std::fs::read(mount_point.join(&path)).expect("read"), contents, "{path}");
+    }
+    mounted.unmount();
+
+    // Rebuilt, the array mounts whole, writable: a remount read-only (the server asked to
+    // commit, by SIGUSR1) and back read-write leaves its server running, and what was written
+    // on either side of them is there after the unmount.
+    fsoc_ok(&["rebuild", arg(&base), "--chip", "1"]);
+    let mut mounted = volume.mount_with(&[]);
+    std::fs::write(mount_point.join("before"), b"written before remount,ro").expect("write");
+    for (options, what) in [("remount,ro", "read-only"), ("remount,rw", "read-write")] {
+        let output = fsoc(&["mount", "-o", options, arg(&base), arg(&mount_point)]);
+        assert!(output.status.success(), "{options} of the whole array:\n{}", output.text());
+        assert!(mounted.is_running(), "the array's server died on the remount {what}");
+    }
+    std::fs::write(mount_point.join("after"), b"written after remount,rw").expect("write");
+    mounted.unmount();
+    let flash = ThreadedFlash::open(&base).expect("open chip files");
+    let mut fs = FileSystem::mount(flash, FsConfig::default()).expect("mount");
+    for (name, contents) in [("before", &b"written before remount,ro"[..]), ("after", b"written after remount,rw")] {
+        let fd = fs.open(format!("/{name}").as_bytes(), OpenFlags { read: true, ..Default::default() }, 0).expect(name);
+        assert_eq!(fs.read_fd(fd, 1 << 20).expect("read"), contents, "{name}");
+        fs.close(fd).expect("close");
+    }
+    fs.unmount().expect("unmount").close().expect("close chip files");
+}
