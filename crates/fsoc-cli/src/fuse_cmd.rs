@@ -753,6 +753,9 @@ fn remount(mount_point: &Path, options: &MountOptions, list: RemountList) -> Res
                 canonical.display()
             )
         })?;
+        // The server first: should the kernel's remount then fail, the volume takes writes
+        // the kernel still refuses, which is harmless; the other order could leave the kernel
+        // sending writes to a read-only volume.
         let why = match ask_server(pid, REQUEST_WRITABLE)? {
             ANSWER_DONE => None,
             ANSWER_READ_ONLY => Some("the volume's files or devices take no writes (write-protected, or opened by a user who may only read them)"),

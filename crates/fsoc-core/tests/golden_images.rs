@@ -198,6 +198,19 @@ fn golden_image_of_format_version_6_with_nvram_reads_back() {
     }
 }
 
+/// The golden image `packed`, unpacked into a temporary directory (returned: the image lives as
+/// long as it), mounted with chip `chip` failed: degraded, that chip named missing.
+fn mount_without_chip(packed: &[u8], chip: u32) -> (FileSystem<SimFlash<ImageStore>>, tempfile::TempDir) {
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let path = directory.path().join("degraded.img");
+    unpack_sparse(packed, &path);
+    let mut flash = SimFlash::open_image(&path).expect("open image");
+    flash.fail_chip(fsoc_media::ChipIndex(chip)).expect("fail chip");
+    let fs = FileSystem::mount(flash, FsConfig::default()).expect("degraded mount");
+    assert_eq!(fs.missing_chip(), Some(chip));
+    (fs, directory)
+}
+
 /// Format version 7 without redundancy: version 6 plus the superblock's extension.
 #[test]
 fn golden_image_of_format_version_7_reads_back() {
@@ -214,13 +227,7 @@ fn golden_image_of_format_version_7_with_parity_reads_back_without_any_one_chip(
     assert_eq!(fs.superblock().redundancy, fsoc_core::segment::Redundancy::Parity);
     drop(fs);
     for chip in 0..3 {
-        let directory = tempfile::tempdir().expect("temporary directory");
-        let path = directory.path().join("degraded.img");
-        unpack_sparse(packed, &path);
-        let mut flash = SimFlash::open_image(&path).expect("open image");
-        flash.fail_chip(fsoc_media::ChipIndex(chip)).expect("fail chip");
-        let mut fs = FileSystem::mount(flash, FsConfig::default()).expect("degraded mount");
-        assert_eq!(fs.missing_chip(), Some(chip));
+        let (mut fs, _directory) = mount_without_chip(packed, chip);
         check_contents(&mut fs, &format!("golden-v7-parity without chip {chip}"));
         assert_clean(&mut fs, &format!("golden-v7-parity without chip {chip}"));
     }
@@ -244,13 +251,7 @@ fn golden_image_of_format_version_8_with_mirror_meta_lists_every_name_without_an
     drop(fs);
     for chip in 0..3 {
         let context = format!("golden-v8-mirror-meta without chip {chip}");
-        let directory = tempfile::tempdir().expect("temporary directory");
-        let path = directory.path().join("degraded.img");
-        unpack_sparse(packed, &path);
-        let mut flash = SimFlash::open_image(&path).expect("open image");
-        flash.fail_chip(fsoc_media::ChipIndex(chip)).expect("fail chip");
-        let mut fs = FileSystem::mount(flash, FsConfig::default()).expect("degraded mount");
-        assert_eq!(fs.missing_chip(), Some(chip));
+        let (mut fs, _directory) = mount_without_chip(packed, chip);
         for (directory, count) in [("/", 5), ("/docs", 1), ("/docs/notes", 1), ("/data", 1)] {
             assert_eq!(names(&mut fs, directory).len(), count, "{context}: {directory}");
         }
