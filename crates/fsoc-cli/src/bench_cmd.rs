@@ -201,6 +201,7 @@ pub fn fuse(
     size: String,
     profile: Profile,
     workloads: Vec<String>,
+    io_uring: bool,
 ) -> Result<(), String> {
     let size_bytes = crate::volume_cmd::parse_size(&size)?;
     if json.extension().is_some_and(|extension| extension == "svg") {
@@ -212,7 +213,8 @@ pub fn fuse(
     let fsoc: PathBuf = std::env::current_exe().map_err(|error| format!("cannot find the fsoc executable: {error}"))?;
     crate::interrupts::catch_interrupts();
     fuse::mounts::stop_when(crate::interrupts::flag());
-    let options = FuseOptions { fsoc, reps, quick, size, size_bytes, profile: profile.name().to_string(), workloads };
+    let options =
+        FuseOptions { fsoc, reps, quick, size, size_bytes, profile: profile.name().to_string(), workloads, io_uring };
     let mut bar: Option<ProgressBar> = None;
     let report = fuse::run(&options, &mut |progress| match progress {
         Progress::Skipped { workload, reason } => println!("skipping {workload}: {reason}"),

@@ -448,6 +448,12 @@ enum BenchCommand {
         /// small_writes (default: all five).
         #[arg(long, value_delimiter = ',')]
         workloads: Vec<String>,
+        /// How the fsoc mount talks with the kernel: io-uring (FUSE over io_uring, `-o
+        /// io_uring`; the fuse module's enable_uring switch is turned on for the run and back
+        /// off after; where the kernel has no such switch, /dev/fuse is used and the report
+        /// says so) or dev-fuse (fsoc mount's default).
+        #[arg(long, default_value = "io-uring", value_parser = ["io-uring", "dev-fuse"])]
+        fuse_transport: String,
     },
     /// fsoc against UBI + UBIFS on the kernel's nandsim (real kernel, datasheet delays): mount
     /// page reads and time from 256 MiB to 8 GiB, durable small files, sequential I/O, PostMark;
@@ -705,9 +711,9 @@ fn main() -> ExitCode {
             bench_cmd::mount(&files, json.as_deref(), seed)
         }
         #[cfg(feature = "lab")]
-        Command::Bench { command: BenchCommand::Fuse { json, reps, quick, size, profile, workloads } } => {
-            bench_cmd::fuse(&json, reps, quick, size, profile, workloads)
-        }
+        Command::Bench {
+            command: BenchCommand::Fuse { json, reps, quick, size, profile, workloads, fuse_transport },
+        } => bench_cmd::fuse(&json, reps, quick, size, profile, workloads, fuse_transport == "io-uring"),
         #[cfg(feature = "lab")]
         Command::Bench { command: BenchCommand::Mtd(arguments) } => mtd_bench_cmd::run(arguments),
         Command::Array {

@@ -34,6 +34,8 @@ pub struct MountOptions {
     /// Pages a second the background scrub reads; 0: no background scrub.
     pub scrub_pages_per_second: Option<u32>,
     pub writeback_cache: Option<bool>,
+    /// FUSE over io_uring when the kernel offers it (`io_uring`/`no_io_uring`).
+    pub io_uring: Option<bool>,
     /// Extended attributes served (`xattr`/`noxattr`, as ext4's `user_xattr`).
     pub xattrs: Option<bool>,
     /// POSIX ACLs enforced (`acl`/`noacl`, as ext4's).
@@ -57,7 +59,7 @@ const FUSE_KERNEL_PREFIXES: [&str; 5] = ["user_id=", "group_id=", "rootmode=", "
 /// Every option name fsoc knows, for messages.
 pub const KNOWN_OPTIONS: &str = "ro, rw, suid, nosuid, dev, nodev, exec, noexec, atime, noatime, relatime, \
      strictatime, allow_other, no_allow_other, default_permissions, commit=SECONDS, threads=N, writeback_cache, \
-     no_writeback_cache, xattr, noxattr, acl, noacl, scrub=PAGES_PER_SECOND, log=PATH, remount";
+     no_writeback_cache, io_uring, no_io_uring, xattr, noxattr, acl, noacl, scrub=PAGES_PER_SECOND, log=PATH, remount";
 
 /// Parses a comma-separated option list. With `sloppy` (mount -s), unknown options are
 /// returned as warnings instead of refused.
@@ -139,6 +141,8 @@ impl MountOptions {
             }
             "writeback_cache" => self.writeback_cache = flag(value, true)?,
             "no_writeback_cache" => self.writeback_cache = flag(value, false)?,
+            "io_uring" => self.io_uring = flag(value, true)?,
+            "no_io_uring" => self.io_uring = flag(value, false)?,
             "xattr" | "user_xattr" => self.xattrs = flag(value, true)?,
             "noxattr" | "nouser_xattr" => self.xattrs = flag(value, false)?,
             "acl" => self.posix_acl = flag(value, true)?,
@@ -192,6 +196,7 @@ impl MountOptions {
             thread_count: later.thread_count.or(self.thread_count),
             scrub_pages_per_second: later.scrub_pages_per_second.or(self.scrub_pages_per_second),
             writeback_cache: later.writeback_cache.or(self.writeback_cache),
+            io_uring: later.io_uring.or(self.io_uring),
             xattrs: later.xattrs.or(self.xattrs),
             posix_acl: later.posix_acl.or(self.posix_acl),
             log: later.log.clone().or_else(|| self.log.clone()),
@@ -231,6 +236,9 @@ impl MountOptions {
         if let Some(writeback_cache) = self.writeback_cache {
             config.writeback_cache = writeback_cache;
         }
+        if let Some(io_uring) = self.io_uring {
+            config.io_uring = io_uring;
+        }
         if let Some(xattrs) = self.xattrs {
             config.xattrs = xattrs;
         }
@@ -255,6 +263,7 @@ impl MountOptions {
         push(self.execute, "exec", "noexec");
         push(self.allow_other, "allow_other", "no_allow_other");
         push(self.writeback_cache, "writeback_cache", "no_writeback_cache");
+        push(self.io_uring, "io_uring", "no_io_uring");
         push(self.xattrs, "xattr", "noxattr");
         push(self.posix_acl, "acl", "noacl");
         if let Some(access_time) = self.access_time {
@@ -302,13 +311,14 @@ mod tests {
 
     #[test]
     fn every_flag_option_sets_its_setting() {
-        let on_off: [(&str, &str, Setting); 9] = [
+        let on_off: [(&str, &str, Setting); 10] = [
             ("ro", "rw", |options| options.read_only),
             ("suid", "nosuid", |options| options.set_user_id),
             ("dev", "nodev", |options| options.devices),
             ("exec", "noexec", |options| options.execute),
             ("allow_other", "no_allow_other", |options| options.allow_other),
             ("writeback_cache", "no_writeback_cache", |options| options.writeback_cache),
+            ("io_uring", "no_io_uring", |options| options.io_uring),
             ("xattr", "noxattr", |options| options.xattrs),
             ("acl", "noacl", |options| options.posix_acl),
             ("remount", "remount", |options| Some(options.remount)),

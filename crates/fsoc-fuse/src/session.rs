@@ -68,6 +68,12 @@ pub struct MountConfig {
     /// a few pages at a time, with data found near the ECC's limit moved before it is lost
     /// (fsoc-engine's `BackgroundScrubber`).
     pub scrub_pages_per_second: u32,
+    /// Use FUSE over io_uring when the kernel offers it (`io_uring`; off by default:
+    /// `no_io_uring`). Linux offers it from 6.14 when the fuse module's `enable_uring`
+    /// parameter is on (`/sys/module/fuse/parameters/enable_uring`); otherwise, and with this
+    /// off, requests go through /dev/fuse. Off by default because it is faster only while the
+    /// server and the programs using the mount share a scheduling group (docs/MOUNT.md).
+    pub io_uring: bool,
 }
 
 /// Default periodic transaction point of a mount.
@@ -89,6 +95,7 @@ impl Default for MountConfig {
             xattrs: true,
             posix_acl: true,
             scrub_pages_per_second: fsoc_engine::SCRUB_PAGES_PER_SECOND_DEFAULT,
+            io_uring: false,
         }
     }
 }
@@ -356,17 +363,26 @@ pub struct Mount<F: Flash + Send + Sync + 'static> {
     scrub_pages_per_second: u32,
     /// Commit requests (`CommitHandle`) wait here until `run` starts the committer thread.
     commit_requests: Arc<CommitRequests>,
+    /// The kernel granted FUSE over io_uring (set during the handshake, before `new` returns).
+    ring: Arc<AtomicBool>,
 }
 
 impl<F: Flash + Send + Sync + 'static> Mount<F> {
+    /// Whether requests travel over io_uring rather than /dev/fuse (`MountConfig::io_uring`).
+    pub fn uses_io_uring(&self) -> bool {
+        self.ring.load(Ordering::Relaxed)
+    }
+
     /// Mounts `fs` on `mount_point` (checked with `check_mount_point` first).
     pub fn new(fs: FileSystem<F>, mount_point: &Path, config: &MountConfig) -> Result<Mount<F>, MountError> {
         check_config(config)?;
         let mount_point = check_mount_point(mount_point)?;
         let lock = Arc::new(VolumeLock::new(fs));
+        let ring = Arc::new(AtomicBool::new(false));
         let session = Session::new(
             FsocFuse::new(lock.clone(), config.writeback_cache, config.xattrs, config.posix_acl)
-                .with_access_times(access_times(config.access_time)),
+                .with_access_times(access_times(config.access_time))
+                .with_io_uring(config.io_uring, ring.clone()),
             &mount_point,
             &fuser_config(config),
         )
@@ -394,6 +410,7 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
             commit_interval: config.commit_interval,
             scrub_pages_per_second: config.scrub_pages_per_second,
             commit_requests: Arc::new(CommitRequests::default()),
+            ring,
         })
     }
 

@@ -40,6 +40,10 @@ pub struct FuseOptions {
     pub profile: String,
     /// Names of the workloads to run; empty runs all.
     pub workloads: Vec<String>,
+    /// Mount fsoc with FUSE over io_uring (`-o io_uring`), turning the kernel's switch on for
+    /// the run; without it, or when the kernel has no such switch, requests go through
+    /// /dev/fuse.
+    pub io_uring: bool,
 }
 
 /// What `run` reports as it goes, for the caller to show.
@@ -156,6 +160,8 @@ struct Config {
     fsoc_profile: String,
     image_directory: &'static str,
     fsoc_setup: String,
+    /// How the fsoc mount talked with the kernel: "io_uring" or "/dev/fuse", and why.
+    fsoc_transport: String,
     ext4_setup: String,
     order: &'static str,
     scale: Scale,
@@ -445,6 +451,7 @@ struct Context<'a> {
     profile: &'a str,
     scale: &'a Scale,
     tools: &'a Tools,
+    io_uring: bool,
 }
 
 /// Makes a fresh volume, runs the workload in its `bench` directory, unmounts; the guards clean
@@ -452,7 +459,11 @@ struct Context<'a> {
 fn measure(fs: FsKind, workload: Workload, context: &Context<'_>) -> Result<(Vec<f64>, Option<ServerUsage>), String> {
     match fs {
         FsKind::Fsoc => {
-            let mount = FsocMount::create(context.fsoc, context.scratch, context.size, context.profile)?;
+            let mount =
+                FsocMount::create(context.fsoc, context.scratch, context.size, context.profile, context.io_uring)?;
+            if context.io_uring && !mount.uses_io_uring() {
+                return Err("the fsoc mount did not get FUSE over io_uring from the kernel (see its log)".into());
+            }
             let values =
                 workloads::run(workload, &mount.root().join("bench"), context.scratch, context.scale, context.tools)?;
             let usage = mount.server_usage()?;
@@ -550,8 +561,28 @@ pub fn run(options: &FuseOptions, progress: &mut dyn FnMut(Progress<'_>)) -> Res
     if runnable.is_empty() {
         return Err("no workload can run here (see the reasons above)".into());
     }
+    // The kernel's switch for FUSE over io_uring, on for the run (and back as it was after).
+    let (ring_switch, fsoc_transport) = if options.io_uring {
+        match mounts::IoUringSwitch::turn_on() {
+            Ok(switch) => {
+                let how = if switch.was_off() {
+                    "io_uring (-o io_uring; the fuse module's enable_uring was N, set to Y for the run and back after)"
+                } else {
+                    "io_uring (-o io_uring; the fuse module's enable_uring was already Y)"
+                };
+                (Some(switch), how.to_string())
+            }
+            Err(reason) => {
+                progress(Progress::Skipped { workload: "io_uring", reason: &format!("{reason}; fsoc uses /dev/fuse") });
+                (None, format!("/dev/fuse ({reason})"))
+            }
+        }
+    } else {
+        (None, "/dev/fuse (--fuse-transport dev-fuse)".to_string())
+    };
     let scratch = ScratchDirectory::create(Path::new(IMAGE_DIRECTORY))?;
     let context = Context {
+        io_uring: ring_switch.is_some(),
         fsoc: &options.fsoc,
         scratch: scratch.path(),
         size: &options.size,
@@ -599,6 +630,8 @@ pub fn run(options: &FuseOptions, progress: &mut dyn FnMut(Progress<'_>)) -> Res
         }
     }
     drop(scratch);
+    let io_uring = ring_switch.is_some();
+    drop(ring_switch);
 
     let summaries: BTreeMap<&'static str, WorkloadSummary> =
         runnable.iter().map(|&workload| (workload.name(), summarize(workload, &samples))).collect();
@@ -613,10 +646,13 @@ pub fn run(options: &FuseOptions, progress: &mut dyn FnMut(Progress<'_>)) -> Res
             fsoc_profile: options.profile.clone(),
             image_directory: IMAGE_DIRECTORY,
             fsoc_setup: format!(
-                "fsoc mkfs IMAGE --size {} --profile {}; fallocate IMAGE (whole file); fsoc mount IMAGE DIR --daemon; \
+                "fsoc mkfs IMAGE --size {} --profile {}; fallocate IMAGE (whole file); fsoc mount IMAGE DIR --daemon{}; \
                  fsoc umount DIR",
-                options.size, options.profile
+                options.size,
+                options.profile,
+                if io_uring { " -o io_uring --verbose" } else { "" }
             ),
+            fsoc_transport,
             ext4_setup: format!(
                 "fallocate IMAGE (whole file); mkfs.ext4 -q -F -E {} IMAGE; losetup --find --show IMAGE; \
                  mount -t ext4 LOOP DIR; umount DIR; losetup -d LOOP",
@@ -664,8 +700,9 @@ fn summary(report: &Report, runnable: &[Workload]) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "\nfsoc (FUSE, {} profile) vs ext4 (loop device), {} MiB volumes in {IMAGE_DIRECTORY}; medians of {} repetition{}{}; \
+        "\nfsoc (FUSE over {}, {} profile) vs ext4 (loop device), {} MiB volumes in {IMAGE_DIRECTORY}; medians of {} repetition{}{}; \
          load average {:.1} at the start, {:.1} at the end ({} CPUs)",
+        if report.config.fsoc_transport.starts_with("io_uring") { "io_uring" } else { "/dev/fuse" },
         report.config.fsoc_profile,
         report.config.volume_size_bytes >> 20,
         report.repetitions,
@@ -1005,6 +1042,7 @@ mod tests {
                     fsoc_profile: "mlc".into(),
                     image_directory: IMAGE_DIRECTORY,
                     fsoc_setup: String::new(),
+                    fsoc_transport: String::new(),
                     ext4_setup: String::new(),
                     order: "",
                     scale: Scale::quick(),
