@@ -11,9 +11,12 @@
 //! task runs on, so each queue's threads are pinned to that CPU.
 //!
 //! Layout here: every ring thread owns one io_uring instance with one entry, so a request that
-//! blocks (an fsync) holds up only its own thread. A request is copied out of the entry before
-//! it is dispatched, which leaves the entry free for the reply whenever it comes (from the
-//! dispatching thread or, later, from another one).
+//! blocks (an fsync) holds up only its own thread. A request is parsed where the kernel put
+//! it (its two headers copied just before the payload, so a write's data is never copied), and
+//! its reply goes into the same entry: straight away when that cannot overwrite request bytes
+//! still borrowed, otherwise once dispatch returns (`EntryState`). The commit is always made
+//! by the ring thread's next wait while it dispatches, at once for a reply sent later from
+//! another thread.
 //!
 //! FORGET, INTERRUPT and notifications still use /dev/fuse, as do all requests until every
 //! queue has an entry; the session keeps its /dev/fuse threads for them. If the kernel refuses
@@ -86,6 +89,23 @@ fn parse_cpu_list_count(list: &str) -> Option<usize> {
     highest.map(|h| h + 1)
 }
 
+/// Room before the payload buffer for a request's in-header and opcode header, so that a
+/// request can be parsed where the kernel put it: `[in-header][op header][payload]`, contiguous.
+const HEADROOM: usize = IN_HEADER_BYTES + MAX_OP_IN_BYTES;
+
+/// Who may touch the entry while a request is being answered.
+#[derive(Default)]
+struct EntryState {
+    /// The ring thread is dispatching a request parsed in place: its payload bytes are
+    /// borrowed until dispatch returns, and only the ring thread submits.
+    dispatching: bool,
+    /// Bytes of the request still in the payload buffer (0 when it was copied out).
+    request_payload: usize,
+    /// A reply that arrived while the request's payload was still borrowed: written into the
+    /// entry and committed once dispatch returns (`fuse_out_header` then data).
+    pending: Option<Vec<u8>>,
+}
+
 /// One ring thread's io_uring and its one entry.
 struct RingThread {
     ring: IoUring<squeue::Entry128>,
@@ -93,19 +113,20 @@ struct RingThread {
     submit_lock: Mutex<()>,
     fd: RawFd,
     qid: u16,
-    /// `header` then `payload`, as registered (their addresses never change).
+    /// The header area, as registered (its address never changes).
     header: Box<[u64; HEADER_BYTES / 8]>,
-    payload: Box<[u8]>,
+    /// `HEADROOM` bytes, then the payload buffer as registered (8-byte aligned storage).
+    payload: Box<[u64]>,
+    payload_bytes: usize,
     iov: Box<[libc::iovec; 2]>,
-    /// The ring thread. A reply it sends is submitted by its next wait (one system call per
-    /// request); a reply from any other thread is submitted at once.
-    owner: std::sync::OnceLock<std::thread::ThreadId>,
+    state: Mutex<EntryState>,
 }
 
 // SAFETY: the buffers are written by the kernel only while the entry is in the kernel, and by
-// this process only by the one holder of the entry (the ring thread while it copies a request
-// out, the one `RingReply` while it writes the answer); the io_uring submission queue is
-// guarded by `submit_lock`, its completion queue read by the ring thread alone.
+// this process only by the one holder of the entry (the ring thread while a request arrives,
+// the one `RingReply` while it writes the answer, never into bytes a dispatched request still
+// borrows: `EntryState`); the io_uring submission queue is guarded by `submit_lock`, its
+// completion queue read by the ring thread alone.
 unsafe impl Send for RingThread {}
 unsafe impl Sync for RingThread {}
 
@@ -113,10 +134,12 @@ impl RingThread {
     fn new(fd: RawFd, qid: u16, payload_bytes: usize) -> io::Result<Arc<RingThread>> {
         let ring = IoUring::<squeue::Entry128>::builder().build(4)?;
         let mut header = Box::new([0u64; HEADER_BYTES / 8]);
-        let mut payload = vec![0u8; payload_bytes].into_boxed_slice();
+        let mut payload = vec![0u64; (HEADROOM + payload_bytes).div_ceil(8)].into_boxed_slice();
+        // SAFETY: HEADROOM is within the allocation (it holds HEADROOM + payload_bytes).
+        let payload_base = unsafe { payload.as_mut_ptr().cast::<u8>().add(HEADROOM) };
         let iov = Box::new([
             libc::iovec { iov_base: header.as_mut_ptr().cast(), iov_len: HEADER_BYTES },
-            libc::iovec { iov_base: payload.as_mut_ptr().cast(), iov_len: payload_bytes },
+            libc::iovec { iov_base: payload_base.cast(), iov_len: payload_bytes },
         ]);
         Ok(Arc::new(RingThread {
             ring,
@@ -125,8 +148,9 @@ impl RingThread {
             qid,
             header,
             payload,
+            payload_bytes,
             iov,
-            owner: std::sync::OnceLock::new(),
+            state: Mutex::new(EntryState::default()),
         }))
     }
 
@@ -139,12 +163,55 @@ impl RingThread {
         self.header.as_ptr().cast::<u8>().cast_mut()
     }
 
-    fn payload_ptr(&self) -> *mut u8 {
-        self.payload.as_ptr().cast_mut()
+    /// The start of the storage: `HEADROOM` bytes before the registered payload buffer.
+    fn storage_ptr(&self) -> *mut u8 {
+        self.payload.as_ptr().cast::<u8>().cast_mut()
     }
 
-    /// Pushes one command for the entry and submits it (without waiting).
-    fn submit(&self, command: u32, commit_id: u64) -> io::Result<()> {
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, EntryState> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Writes a reply (`fuse_out_header` then data, as for /dev/fuse) into the entry.
+    fn write_reply(&self, data: &[&[u8]]) -> io::Result<()> {
+        let total: usize = data.iter().map(|slice| slice.len()).sum();
+        let payload_bytes =
+            total.checked_sub(OUT_HEADER_BYTES).ok_or_else(|| io::Error::other("reply without a header"))?;
+        if payload_bytes > self.payload_bytes {
+            return Err(io::Error::other(format!("reply of {payload_bytes} bytes exceeds the ring's payload buffer")));
+        }
+        let mut header = [0u8; OUT_HEADER_BYTES];
+        let mut written = 0usize;
+        // SAFETY: HEADROOM is within the storage.
+        let payload_ptr = unsafe { self.storage_ptr().add(HEADROOM) };
+        for slice in data {
+            let mut bytes: &[u8] = slice;
+            if written < OUT_HEADER_BYTES {
+                let take = bytes.len().min(OUT_HEADER_BYTES - written);
+                header[written..written + take].copy_from_slice(&bytes[..take]);
+                written += take;
+                bytes = &bytes[take..];
+            }
+            if !bytes.is_empty() {
+                let at = written - OUT_HEADER_BYTES;
+                // SAFETY: at + len ≤ payload_bytes ≤ the payload buffer's length (checked
+                // above); the caller owns the entry and no request bytes there are borrowed.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), payload_ptr.add(at), bytes.len()) };
+                written += bytes.len();
+            }
+        }
+        // SAFETY: both ranges lie inside the 288-byte header area, owned by the caller.
+        unsafe {
+            std::ptr::copy_nonoverlapping(header.as_ptr(), self.header_ptr(), OUT_HEADER_BYTES);
+            let size = (payload_bytes as u32).to_ne_bytes();
+            std::ptr::copy_nonoverlapping(size.as_ptr(), self.header_ptr().add(PAYLOAD_SZ_OFFSET), 4);
+        }
+        Ok(())
+    }
+
+    /// Pushes one command for the entry; submits it at once when `submit_now`, otherwise the
+    /// ring thread's next wait submits it.
+    fn push(&self, command: u32, commit_id: u64, submit_now: bool) -> io::Result<()> {
         let mut cmd = [0u8; 80];
         // struct fuse_uring_cmd_req: flags u64, commit_id u64, qid u16, padding.
         cmd[8..16].copy_from_slice(&commit_id.to_ne_bytes());
@@ -167,7 +234,7 @@ impl RingThread {
             let mut queue = self.ring.submission_shared();
             queue.push(&entry).map_err(|_| io::Error::other("io_uring submission queue full"))?;
         }
-        if command == CMD_COMMIT_AND_FETCH && self.owner.get() == Some(&std::thread::current().id()) {
+        if !submit_now {
             return Ok(());
         }
         loop {
@@ -194,42 +261,25 @@ impl std::fmt::Debug for RingReply {
 }
 
 impl RingReply {
-    /// Writes a reply (`fuse_out_header` then its data, as for /dev/fuse) into the entry and
-    /// commits it.
+    /// Answers the request: the reply goes into the entry, and `COMMIT_AND_FETCH` hands it to
+    /// the kernel. While the ring thread is still dispatching, the commit waits for it (the
+    /// kernel would put the next request where the current one may still be read); a reply
+    /// with data for a request whose payload is still borrowed waits in `pending`.
     pub(crate) fn send(&self, data: &[io::IoSlice<'_>]) -> io::Result<()> {
-        let total: usize = data.iter().map(|slice| slice.len()).sum();
-        let payload_bytes = total.checked_sub(OUT_HEADER_BYTES).ok_or_else(|| io::Error::other("reply without a header"))?;
-        if payload_bytes > self.thread.payload.len() {
-            return Err(io::Error::other(format!("reply of {payload_bytes} bytes exceeds the ring's payload buffer")));
-        }
-        let mut header = [0u8; OUT_HEADER_BYTES];
-        let mut written = 0usize;
-        let header_ptr = self.thread.header_ptr();
-        let payload_ptr = self.thread.payload_ptr();
-        for slice in data {
-            let mut bytes: &[u8] = slice;
-            if written < OUT_HEADER_BYTES {
-                let take = bytes.len().min(OUT_HEADER_BYTES - written);
-                header[written..written + take].copy_from_slice(&bytes[..take]);
-                written += take;
-                bytes = &bytes[take..];
-            }
-            if !bytes.is_empty() {
-                let at = written - OUT_HEADER_BYTES;
-                // SAFETY: at + len ≤ payload_bytes ≤ the payload's length (checked above); the
-                // entry is this reply's alone until the commit below.
-                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), payload_ptr.add(at), bytes.len()) };
-                written += bytes.len();
-            }
-        }
-        // SAFETY: both ranges lie inside the 288-byte header area, owned by this reply.
-        unsafe {
-            std::ptr::copy_nonoverlapping(header.as_ptr(), header_ptr, OUT_HEADER_BYTES);
-            let size = (payload_bytes as u32).to_ne_bytes();
-            std::ptr::copy_nonoverlapping(size.as_ptr(), header_ptr.add(PAYLOAD_SZ_OFFSET), 4);
-        }
         RING_REQUESTS.fetch_add(1, Ordering::Relaxed);
-        self.thread.submit(CMD_COMMIT_AND_FETCH, self.commit_id)
+        let total: usize = data.iter().map(|slice| slice.len()).sum();
+        let mut state = self.thread.lock_state();
+        if state.dispatching && state.request_payload > 0 && total > OUT_HEADER_BYTES {
+            let mut pending = Vec::with_capacity(total);
+            for slice in data {
+                pending.extend_from_slice(slice);
+            }
+            state.pending = Some(pending);
+            return Ok(());
+        }
+        let slices: Vec<&[u8]> = data.iter().map(|slice| &slice[..]).collect();
+        self.thread.write_reply(&slices)?;
+        self.thread.push(CMD_COMMIT_AND_FETCH, self.commit_id, !state.dispatching)
     }
 }
 
@@ -274,11 +324,7 @@ fn pin_to_cpu(cpu: u16) {
 /// A ring thread: registers its entry, then answers requests until the connection ends.
 fn serve<FS: Filesystem>(thread: Arc<RingThread>, event_loop: Arc<SessionEventLoop<FS>>) -> io::Result<()> {
     pin_to_cpu(thread.qid);
-    let _ = thread.owner.set(std::thread::current().id());
-    // The request, copied out of the entry with the in-header 8-byte aligned as fuser's parser
-    // expects (a u64 buffer).
-    let mut request = vec![0u64; (IN_HEADER_BYTES + MAX_OP_IN_BYTES + thread.payload.len()).div_ceil(8)];
-    thread.submit(CMD_REGISTER, 0)?;
+    thread.push(CMD_REGISTER, 0, true)?;
     let mut counted = false;
     loop {
         match thread.ring.submitter().submit_and_wait(1) {
@@ -287,9 +333,8 @@ fn serve<FS: Filesystem>(thread: Arc<RingThread>, event_loop: Arc<SessionEventLo
             Err(error) => return Err(error),
         }
         // SAFETY: only this thread reads the completion queue.
-        let completions: Vec<(u64, i32)> =
-            unsafe { thread.ring.completion_shared() }.map(|entry| (entry.user_data(), entry.result())).collect();
-        for (_, result) in completions {
+        let completions: Vec<i32> = unsafe { thread.ring.completion_shared() }.map(|entry| entry.result()).collect();
+        for result in completions {
             if result < 0 {
                 if counted {
                     RING_THREADS_SERVING.fetch_sub(1, Ordering::Relaxed);
@@ -308,42 +353,70 @@ fn serve<FS: Filesystem>(thread: Arc<RingThread>, event_loop: Arc<SessionEventLo
                 counted = true;
                 RING_THREADS_SERVING.fetch_add(1, Ordering::Relaxed);
             }
-            let header = thread.header_bytes();
-            let length = u32::from_ne_bytes(header[0..4].try_into().expect("4 bytes")) as usize;
-            let commit_id = u64::from_ne_bytes(header[COMMIT_ID_OFFSET..COMMIT_ID_OFFSET + 8].try_into().expect("8"));
-            let payload_bytes =
-                u32::from_ne_bytes(header[PAYLOAD_SZ_OFFSET..PAYLOAD_SZ_OFFSET + 4].try_into().expect("4")) as usize;
-            let reply = RingReply { thread: thread.clone(), commit_id };
-            let op_in_bytes = length.checked_sub(IN_HEADER_BYTES + payload_bytes);
-            let Some(op_in_bytes) = op_in_bytes.filter(|&bytes| bytes <= MAX_OP_IN_BYTES && payload_bytes <= thread.payload.len())
-            else {
-                error!("FUSE ring: malformed request (length {length}, payload {payload_bytes})");
-                let unique = u64::from_ne_bytes(header[8..16].try_into().expect("8"));
-                send_error(&reply, unique, ll::Errno::EIO);
-                continue;
-            };
-            // SAFETY: `request` is a u64 buffer of at least IN_HEADER + MAX_OP_IN + payload
-            // bytes; the sources are the entry's buffers, which the kernel filled and leaves
-            // alone until this entry is committed.
-            let bytes = unsafe {
-                let out = request.as_mut_ptr().cast::<u8>();
-                std::ptr::copy_nonoverlapping(header.as_ptr(), out, IN_HEADER_BYTES);
-                std::ptr::copy_nonoverlapping(header.as_ptr().add(OP_IN_OFFSET), out.add(IN_HEADER_BYTES), op_in_bytes);
-                std::ptr::copy_nonoverlapping(thread.payload.as_ptr(), out.add(IN_HEADER_BYTES + op_in_bytes), payload_bytes);
-                std::slice::from_raw_parts(out.cast_const(), length)
-            };
-            let Some(request) = RequestWithSender::with_ring(event_loop.ch.sender(), reply.clone(), bytes) else {
-                let unique = u64::from_ne_bytes(header[8..16].try_into().expect("8"));
-                send_error(&reply, unique, ll::Errno::EIO);
-                continue;
-            };
-            if let Ok(Operation::Destroy(_)) = request.request.operation() {
-                request.reply::<ReplyEmpty>().ok();
-                continue;
-            }
-            request.dispatch(&event_loop);
+            answer(&thread, &event_loop)?;
         }
     }
+}
+
+/// Parses the request in the entry where it lies and dispatches it; commits a reply that had
+/// to wait for the dispatch to end.
+fn answer<FS: Filesystem>(thread: &Arc<RingThread>, event_loop: &SessionEventLoop<FS>) -> io::Result<()> {
+    let header = thread.header_bytes();
+    let number = |at: usize| u32::from_ne_bytes(header[at..at + 4].try_into().expect("4 bytes")) as usize;
+    let length = number(0);
+    let unique = u64::from_ne_bytes(header[8..16].try_into().expect("8 bytes"));
+    let commit_id = u64::from_ne_bytes(header[COMMIT_ID_OFFSET..COMMIT_ID_OFFSET + 8].try_into().expect("8 bytes"));
+    let payload_bytes = number(PAYLOAD_SZ_OFFSET);
+    let reply = RingReply { thread: thread.clone(), commit_id };
+    let op_in_bytes = length
+        .checked_sub(IN_HEADER_BYTES + payload_bytes)
+        .filter(|&bytes| bytes <= MAX_OP_IN_BYTES && payload_bytes <= thread.payload_bytes);
+    // fuser's parser wants the in-header 8-byte aligned; every opcode header is a multiple of
+    // 8 bytes long, so this holds for every request the kernel sends.
+    let Some(op_in_bytes) = op_in_bytes.filter(|bytes| bytes % 8 == 0) else {
+        error!("FUSE ring: malformed request (length {length}, payload {payload_bytes})");
+        send_error(&reply, unique, ll::Errno::EIO);
+        return Ok(());
+    };
+    let start = HEADROOM - IN_HEADER_BYTES - op_in_bytes;
+    // SAFETY: start + IN_HEADER + op_in = HEADROOM, inside the storage's headroom, which the
+    // kernel never writes; the sources are the header area the kernel filled.
+    let bytes = unsafe {
+        let storage = thread.storage_ptr();
+        std::ptr::copy_nonoverlapping(header.as_ptr(), storage.add(start), IN_HEADER_BYTES);
+        std::ptr::copy_nonoverlapping(
+            header.as_ptr().add(OP_IN_OFFSET),
+            storage.add(start + IN_HEADER_BYTES),
+            op_in_bytes,
+        );
+        std::slice::from_raw_parts(storage.add(start).cast_const(), length)
+    };
+    {
+        let mut state = thread.lock_state();
+        state.dispatching = true;
+        state.request_payload = payload_bytes;
+    }
+    match RequestWithSender::with_ring(event_loop.ch.sender(), reply.clone(), bytes) {
+        Some(request) => {
+            if let Ok(Operation::Destroy(_)) = request.request.operation() {
+                request.reply::<ReplyEmpty>().ok();
+            } else {
+                request.dispatch(event_loop);
+            }
+        }
+        None => send_error(&reply, unique, ll::Errno::EIO),
+    }
+    let pending = {
+        let mut state = thread.lock_state();
+        state.dispatching = false;
+        state.request_payload = 0;
+        state.pending.take()
+    };
+    if let Some(pending) = pending {
+        thread.write_reply(&[&pending])?;
+        thread.push(CMD_COMMIT_AND_FETCH, commit_id, false)?;
+    }
+    Ok(())
 }
 
 fn send_error(reply: &RingReply, unique: u64, errno: ll::Errno) {
