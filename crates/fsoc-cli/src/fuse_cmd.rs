@@ -100,8 +100,8 @@ pub struct MountArgs {
     /// Mount options as mount(8) takes them, comma-separated (may be repeated; applied after
     /// the flags above, later ones win): ro, rw, suid, nosuid, dev, nodev, exec, noexec, atime,
     /// noatime, relatime, strictatime, allow_other, no_allow_other, default_permissions,
-    /// commit=SECONDS, threads=N, writeback_cache, no_writeback_cache, io_uring, no_io_uring
-    /// (FUSE over io_uring when the kernel offers it, the default), xattr, noxattr (no
+    /// commit=SECONDS, threads=N, writeback_cache, no_writeback_cache, io_uring (FUSE over
+    /// io_uring when the kernel offers it), no_io_uring (the default), xattr, noxattr (no
     /// extended attributes), acl, noacl (no POSIX ACLs), scrub=PAGES_PER_SECOND (the
     /// background scrub's rate, default 128; 0 turns it off), log=PATH, and remount
     /// (change ro/rw and the flags of the live mount on MOUNTPOINT). Defaults as for a kernel
@@ -186,8 +186,8 @@ impl Reporter {
 }
 
 /// Starts `fsoc` with `arguments` (a foreground `fsoc mount`) in a process group of its own
-/// with no terminal input or output, its log lines appended to `log` (or discarded), and waits until it reports that
-/// the volume is mounted (or why it is not). Returns the server's pid.
+/// with no terminal input or output, its log lines appended to `log` (or discarded), and waits
+/// until it reports that the volume is mounted (or why it is not). Returns the server's pid.
 fn spawn_daemon(arguments: Vec<OsString>, log: Option<&Path>) -> Result<u32, String> {
     let mut fds = [0i32; 2];
     // SAFETY: `fds` has room for the two descriptors pipe writes.
@@ -304,7 +304,7 @@ fn serve(arguments: &MountArgs, options: &MountOptions, reporter: &mut Reporter)
     };
     let mut mount = Mount::new(fs, &mount_point, &config).map_err(|error| format!("{}: {error}", image.display()))?;
     if mount.uses_io_uring() {
-        log::info!("FUSE over io_uring: requests and replies travel through io_uring");
+        log::info!("{}", fsoc_fuse::IO_URING_GRANTED);
     } else if config.io_uring {
         log::warn!(
             "io_uring asked for, but the kernel does not offer FUSE over io_uring (it needs Linux 6.14 or later \

@@ -14,44 +14,26 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Mutex;
 
+use fsoc_fuse::{IoUringSwitch, IO_URING_GRANTED, IO_URING_SWITCH};
 use support::{attributes, set_attribute, Volume};
 
-const SWITCH_PATH: &str = "/sys/module/fuse/parameters/enable_uring";
-const GRANTED_LINE: &str = "FUSE over io_uring: requests and replies travel through io_uring";
 const REFUSED_LINE: &str = "io_uring asked for, but the kernel does not offer FUSE over io_uring";
 
 static SWITCH: Mutex<()> = Mutex::new(());
 
-/// The kernel's switch set to `on` until dropped, then back as it was.
-struct Switch {
-    previous: String,
-}
-
-impl Switch {
-    /// `None` (with the reason printed) when this machine cannot run the test.
-    fn set(on: bool) -> Option<Switch> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIP: FUSE over io_uring tests need root (to set {SWITCH_PATH})");
-            return None;
-        }
-        let Ok(previous) = fs::read_to_string(SWITCH_PATH) else {
-            eprintln!("SKIP: {SWITCH_PATH} is missing: this kernel has no FUSE over io_uring (Linux 6.14 or later)");
-            return None;
-        };
-        fs::write(SWITCH_PATH, if on { "Y\n" } else { "N\n" }).expect("set the fuse module's enable_uring");
-        Some(Switch { previous: previous.trim().to_string() })
+/// The kernel's switch set to `on` until dropped (then back as it was); `None`, with the
+/// reason printed, when this machine cannot run the test.
+fn switch(on: bool) -> Option<IoUringSwitch> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP: FUSE over io_uring tests need root (to set {IO_URING_SWITCH})");
+        return None;
     }
-}
-
-impl Drop for Switch {
-    fn drop(&mut self) {
-        let _ = fs::write(SWITCH_PATH, format!("{}\n", self.previous));
+    if !Path::new(IO_URING_SWITCH).exists() {
+        eprintln!("SKIP: {IO_URING_SWITCH} is missing: this kernel has no FUSE over io_uring (Linux 6.14 or later)");
+        return None;
     }
-}
-
-fn mount_log(volume: &Volume) -> String {
-    fs::read_to_string(volume.directory.path().join("mount.log")).unwrap_or_default()
+    Some(IoUringSwitch::set(on).expect("set the fuse module's enable_uring"))
 }
 
 /// Files of several sizes written, read back whole and in pieces, appended to, overwritten in
@@ -130,10 +112,11 @@ fn exercise(root: &Path) {
 #[test]
 fn a_mount_over_io_uring_behaves_as_over_dev_fuse() {
     let _serial = SWITCH.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let Some(_switch) = Switch::set(true) else { return };
+    let Some(_switch) = switch(true) else { return };
     let volume = Volume::new("256M");
     let mounted = volume.mount_with(&["-o", "io_uring", "--verbose"]);
-    assert!(mount_log(&volume).contains(GRANTED_LINE), "the kernel did not grant io_uring:\n{}", mount_log(&volume));
+    let log = mounted.log();
+    assert!(log.contains(IO_URING_GRANTED), "the kernel did not grant io_uring:\n{log}");
     exercise(mounted.root());
     let mounted = support::check_round_trip(mounted);
     mounted.unmount();
@@ -143,11 +126,11 @@ fn a_mount_over_io_uring_behaves_as_over_dev_fuse() {
 #[test]
 fn io_uring_refused_by_the_kernel_falls_back_to_dev_fuse_with_a_warning() {
     let _serial = SWITCH.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let Some(_switch) = Switch::set(false) else { return };
+    let Some(_switch) = switch(false) else { return };
     let volume = Volume::new("128M");
     let mounted = volume.mount_with(&["-o", "io_uring"]);
-    let log = mount_log(&volume);
-    assert!(log.contains(REFUSED_LINE) && !log.contains(GRANTED_LINE), "{log}");
+    let log = mounted.log();
+    assert!(log.contains(REFUSED_LINE) && !log.contains(IO_URING_GRANTED), "{log}");
     fs::write(mounted.path("still-works"), b"over /dev/fuse").expect("write");
     assert_eq!(fs::read(mounted.path("still-works")).expect("read"), b"over /dev/fuse");
     mounted.unmount();

@@ -59,9 +59,8 @@ pub struct FsocFuse<F: Flash> {
     posix_acl: bool,
     /// When reads update access times (the mount's relatime, strictatime or noatime).
     access_times: AccessTimes,
-    /// Ask for FUSE over io_uring (`io_uring`); `ring` says whether the kernel granted it.
-    io_uring: bool,
-    ring: std::sync::Arc<AtomicBool>,
+    /// With `io_uring` asked for: set when the kernel granted FUSE over io_uring.
+    ring: Option<std::sync::Arc<AtomicBool>>,
     /// The kernel's lookup counts, and the unlinked inodes kept alive for them.
     references: KernelReferences,
 }
@@ -80,17 +79,15 @@ impl<F: Flash> FsocFuse<F> {
             xattrs,
             posix_acl: posix_acl && xattrs,
             access_times: AccessTimes::Relative,
-            io_uring: false,
-            ring: std::sync::Arc::new(AtomicBool::new(false)),
+            ring: None,
             references: KernelReferences::default(),
         }
     }
 
     /// Asks the kernel for FUSE over io_uring when it offers it (Linux 6.14 on, with the
     /// `fuse` module's `enable_uring` on); `granted` is set when it did.
-    pub fn with_io_uring(mut self, asked: bool, granted: std::sync::Arc<AtomicBool>) -> Self {
-        self.io_uring = asked;
-        self.ring = granted;
+    pub fn with_io_uring(mut self, granted: std::sync::Arc<AtomicBool>) -> Self {
+        self.ring = Some(granted);
         self
     }
 
@@ -384,11 +381,13 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         // before every write: 4-byte writes ran at 47,000/s instead of 1,000,000/s.
         let _ = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
         // FUSE over io_uring: a request and its reply in one system call on the caller's CPU,
-        // instead of a read and a write on /dev/fuse. A metadata round trip took 9.7 µs instead
-        // of 21–27 µs on the build machine (docs/MOUNT.md). The kernel offers it only when the
-        // fuse module's `enable_uring` parameter is on.
-        if self.io_uring && config.add_capabilities(InitFlags::FUSE_OVER_IO_URING).is_ok() {
-            self.ring.store(true, Ordering::Relaxed);
+        // instead of a read and a write on /dev/fuse. A metadata round trip took 10–11 µs
+        // instead of 21–27 µs on the build machine (docs/MOUNT.md). The kernel offers it only
+        // when the fuse module's `enable_uring` parameter is on.
+        if let Some(granted) = &self.ring {
+            if config.add_capabilities(InitFlags::FUSE_OVER_IO_URING).is_ok() {
+                granted.store(true, Ordering::Relaxed);
+            }
         }
         if self.posix_acl && config.add_capabilities(InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK).is_err() {
             log::warn!("the kernel does not offer POSIX ACLs to FUSE: mounted without them");

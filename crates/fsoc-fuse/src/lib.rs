@@ -28,6 +28,7 @@
 
 mod adapter;
 mod attributes;
+mod io_uring;
 pub mod logger;
 mod permissions;
 mod references;
@@ -37,6 +38,7 @@ mod volume_lock;
 pub use adapter::{negative_entry, FsocFuse};
 /// An open directory's listing position (fsoc-engine's cursor, shared with the 9P server).
 pub use fsoc_engine::DirectoryCursor as DirectoryStream;
+pub use io_uring::{IoUringSwitch, IO_URING_GRANTED, IO_URING_SWITCH};
 pub use session::{
     check_mount_point, fuser_config, is_mount_point, mounted_image, source_for, unescape_mount_path, BackgroundMount,
     CommitHandle, Mount, MountConfig, MountError, Served, Unmounted, Unmounter, WritableHandle, FS_NAME, FUSE_DEVICE,

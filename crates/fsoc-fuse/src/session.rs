@@ -379,24 +379,24 @@ impl<F: Flash + Send + Sync + 'static> Mount<F> {
         let mount_point = check_mount_point(mount_point)?;
         let lock = Arc::new(VolumeLock::new(fs));
         let ring = Arc::new(AtomicBool::new(false));
-        let session = Session::new(
-            FsocFuse::new(lock.clone(), config.writeback_cache, config.xattrs, config.posix_acl)
-                .with_access_times(access_times(config.access_time))
-                .with_io_uring(config.io_uring, ring.clone()),
-            &mount_point,
-            &fuser_config(config),
-        )
-        .map_err(|source| match source.raw_os_error() {
-            Some(libc::EBUSY) => MountError::MountPointBusy(mount_point.clone()),
-            Some(libc::ENOENT) if !Path::new(FUSE_DEVICE).exists() => MountError::FuseDeviceMissing,
-            Some(libc::EACCES) if !fuse_device_accessible() => MountError::FuseDeviceNotAccessible,
-            Some(libc::EPERM | libc::EACCES) => {
-                MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
+        let mut adapter = FsocFuse::new(lock.clone(), config.writeback_cache, config.xattrs, config.posix_acl)
+            .with_access_times(access_times(config.access_time));
+        if config.io_uring {
+            adapter = adapter.with_io_uring(ring.clone());
+        }
+        let session = Session::new(adapter, &mount_point, &fuser_config(config)).map_err(|source| {
+            match source.raw_os_error() {
+                Some(libc::EBUSY) => MountError::MountPointBusy(mount_point.clone()),
+                Some(libc::ENOENT) if !Path::new(FUSE_DEVICE).exists() => MountError::FuseDeviceMissing,
+                Some(libc::EACCES) if !fuse_device_accessible() => MountError::FuseDeviceNotAccessible,
+                Some(libc::EPERM | libc::EACCES) => {
+                    MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
+                }
+                _ if source.kind() == io::ErrorKind::PermissionDenied => {
+                    MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
+                }
+                _ => MountError::Io { path: mount_point.clone(), source },
             }
-            _ if source.kind() == io::ErrorKind::PermissionDenied => {
-                MountError::PermissionDenied { path: mount_point.clone(), detail: source.to_string() }
-            }
-            _ => MountError::Io { path: mount_point.clone(), source },
         })?;
         if config.access_time == ACCESS_TIME_STRICT {
             // Dropping `session` on error unmounts again.

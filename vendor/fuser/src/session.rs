@@ -309,9 +309,18 @@ impl<FS: Filesystem> Session<FS> {
                 session_owner,
             });
             debug!("FUSE over io_uring: {queues} queues, {per_queue} threads each, {payload_bytes}-byte payloads");
+            // A ring that cannot be set up (io_uring refused by a sysctl or a seccomp filter)
+            // never becomes ready, and the kernel keeps sending everything through /dev/fuse.
             for qid in 0..queues {
-                let qid = u16::try_from(qid).map_err(|_| io::Error::other("too many CPUs for FUSE queues"))?;
-                threads.extend(crate::uring::spawn_queue(qid, per_queue, &channels[0], event_loop.clone(), payload_bytes)?);
+                let spawned = u16::try_from(qid)
+                    .map_err(|_| io::Error::other("too many CPUs for FUSE queues"))
+                    .and_then(|qid| {
+                        crate::uring::spawn_queue(qid, per_queue, &channels[0], &event_loop, payload_bytes, &mut threads)
+                    });
+                if let Err(error) = spawned {
+                    warn!("FUSE over io_uring: queue {qid}: {error}; requests stay on /dev/fuse");
+                    break;
+                }
             }
         }
         #[cfg(not(target_os = "linux"))]

@@ -23,12 +23,11 @@
 //! a registration, it keeps using /dev/fuse for everything and the ring threads end.
 
 use std::io;
+use std::os::fd::AsFd;
 use std::os::fd::AsRawFd;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicUsize;
-use std::sync::atomic::Ordering;
 
 use io_uring::IoUring;
 use io_uring::opcode;
@@ -60,11 +59,6 @@ const COMMIT_ID_OFFSET: usize = ENT_IN_OUT_OFFSET + 8;
 const PAYLOAD_SZ_OFFSET: usize = ENT_IN_OUT_OFFSET + 16;
 const IN_HEADER_BYTES: usize = 40;
 const OUT_HEADER_BYTES: usize = 16;
-
-/// How many ring threads serve the queues, counted across all of them.
-pub(crate) static RING_THREADS_SERVING: AtomicUsize = AtomicUsize::new(0);
-/// Requests answered through a ring since the process started (all sessions).
-pub(crate) static RING_REQUESTS: AtomicUsize = AtomicUsize::new(0);
 
 /// The queues a ring needs: one per possible CPU (the kernel's `num_possible_cpus()`).
 pub(crate) fn queue_count() -> usize {
@@ -173,7 +167,7 @@ impl RingThread {
     }
 
     /// Writes a reply (`fuse_out_header` then data, as for /dev/fuse) into the entry.
-    fn write_reply(&self, data: &[&[u8]]) -> io::Result<()> {
+    fn write_reply<S: std::ops::Deref<Target = [u8]>>(&self, data: &[S]) -> io::Result<()> {
         let total: usize = data.iter().map(|slice| slice.len()).sum();
         let payload_bytes =
             total.checked_sub(OUT_HEADER_BYTES).ok_or_else(|| io::Error::other("reply without a header"))?;
@@ -266,7 +260,6 @@ impl RingReply {
     /// kernel would put the next request where the current one may still be read); a reply
     /// with data for a request whose payload is still borrowed waits in `pending`.
     pub(crate) fn send(&self, data: &[io::IoSlice<'_>]) -> io::Result<()> {
-        RING_REQUESTS.fetch_add(1, Ordering::Relaxed);
         let total: usize = data.iter().map(|slice| slice.len()).sum();
         let mut state = self.thread.lock_state();
         if state.dispatching && state.request_payload > 0 && total > OUT_HEADER_BYTES {
@@ -277,24 +270,24 @@ impl RingReply {
             state.pending = Some(pending);
             return Ok(());
         }
-        let slices: Vec<&[u8]> = data.iter().map(|slice| &slice[..]).collect();
-        self.thread.write_reply(&slices)?;
+        self.thread.write_reply(data)?;
         self.thread.push(CMD_COMMIT_AND_FETCH, self.commit_id, !state.dispatching)
     }
 }
 
-/// Starts the ring threads of one queue (`threads` of them, pinned to CPU `qid`). Returns
-/// their handles; each ends when the connection ends or the kernel refuses the ring.
+/// Starts the ring threads of one queue (`threads` of them, pinned to CPU `qid`), adding
+/// their handles to `handles` (also those started before a failure, so they are joined);
+/// each ends when the connection ends or the kernel refuses the ring.
 pub(crate) fn spawn_queue<FS: Filesystem + 'static>(
     qid: u16,
     threads: usize,
     channel: &Channel,
-    event_loop: Arc<SessionEventLoop<FS>>,
+    event_loop: &Arc<SessionEventLoop<FS>>,
     payload_bytes: usize,
-) -> io::Result<Vec<std::thread::JoinHandle<io::Result<()>>>> {
-    let mut handles = Vec::with_capacity(threads);
+    handles: &mut Vec<std::thread::JoinHandle<io::Result<()>>>,
+) -> io::Result<()> {
     for index in 0..threads {
-        let fd = channel.as_fd_raw();
+        let fd = channel.as_fd().as_raw_fd();
         let thread = RingThread::new(fd, qid, payload_bytes)?;
         let event_loop = event_loop.clone();
         handles.push(
@@ -303,7 +296,7 @@ pub(crate) fn spawn_queue<FS: Filesystem + 'static>(
                 .spawn(move || serve(thread, event_loop))?,
         );
     }
-    Ok(handles)
+    Ok(())
 }
 
 fn pin_to_cpu(cpu: u16) {
@@ -325,7 +318,6 @@ fn pin_to_cpu(cpu: u16) {
 fn serve<FS: Filesystem>(thread: Arc<RingThread>, event_loop: Arc<SessionEventLoop<FS>>) -> io::Result<()> {
     pin_to_cpu(thread.qid);
     thread.push(CMD_REGISTER, 0, true)?;
-    let mut counted = false;
     loop {
         match thread.ring.submitter().submit_and_wait(1) {
             Ok(_) => {}
@@ -333,25 +325,18 @@ fn serve<FS: Filesystem>(thread: Arc<RingThread>, event_loop: Arc<SessionEventLo
             Err(error) => return Err(error),
         }
         // SAFETY: only this thread reads the completion queue.
-        let completions: Vec<i32> = unsafe { thread.ring.completion_shared() }.map(|entry| entry.result()).collect();
-        for result in completions {
+        while let Some(completion) = unsafe { thread.ring.completion_shared() }.next() {
+            let result = completion.result();
             if result < 0 {
-                if counted {
-                    RING_THREADS_SERVING.fetch_sub(1, Ordering::Relaxed);
-                }
-                let error = io::Error::from_raw_os_error(-result);
                 return match -result {
                     // The connection ended (unmount or abort) or the ring was torn down.
                     libc::ENOTCONN | libc::ECONNABORTED | libc::ECANCELED | libc::ENODEV => Ok(()),
-                    _ => {
+                    errno => {
+                        let error = io::Error::from_raw_os_error(errno);
                         warn!("FUSE ring queue {}: {error}; requests stay on /dev/fuse", thread.qid);
                         Ok(())
                     }
                 };
-            }
-            if !counted {
-                counted = true;
-                RING_THREADS_SERVING.fetch_add(1, Ordering::Relaxed);
             }
             answer(&thread, &event_loop)?;
         }
@@ -413,7 +398,7 @@ fn answer<FS: Filesystem>(thread: &Arc<RingThread>, event_loop: &SessionEventLoo
         state.pending.take()
     };
     if let Some(pending) = pending {
-        thread.write_reply(&[&pending])?;
+        thread.write_reply(&[pending.as_slice()])?;
         thread.push(CMD_COMMIT_AND_FETCH, commit_id, false)?;
     }
     Ok(())
@@ -426,17 +411,5 @@ fn send_error(reply: &RingReply, unique: u64, errno: ll::Errno) {
     header[8..16].copy_from_slice(&unique.to_ne_bytes());
     if let Err(error) = reply.send(&[io::IoSlice::new(&header)]) {
         error!("FUSE ring: cannot answer a malformed request: {error}");
-    }
-}
-
-/// The fd of a channel, for io_uring commands on it.
-pub(crate) trait RawChannelFd {
-    fn as_fd_raw(&self) -> RawFd;
-}
-
-impl RawChannelFd for Channel {
-    fn as_fd_raw(&self) -> RawFd {
-        use std::os::fd::AsFd;
-        self.as_fd().as_raw_fd()
     }
 }

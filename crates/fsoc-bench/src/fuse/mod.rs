@@ -162,6 +162,8 @@ struct Config {
     fsoc_setup: String,
     /// How the fsoc mount talked with the kernel: "io_uring" or "/dev/fuse", and why.
     fsoc_transport: String,
+    /// Whether that was FUSE over io_uring.
+    fsoc_io_uring: bool,
     ext4_setup: String,
     order: &'static str,
     scale: Scale,
@@ -563,14 +565,11 @@ pub fn run(options: &FuseOptions, progress: &mut dyn FnMut(Progress<'_>)) -> Res
     }
     // The kernel's switch for FUSE over io_uring, on for the run (and back as it was after).
     let (ring_switch, fsoc_transport) = if options.io_uring {
-        match mounts::IoUringSwitch::turn_on() {
+        match fsoc_fuse::IoUringSwitch::set(true) {
             Ok(switch) => {
-                let how = if switch.was_off() {
-                    "io_uring (-o io_uring; the fuse module's enable_uring was N, set to Y for the run and back after)"
-                } else {
-                    "io_uring (-o io_uring; the fuse module's enable_uring was already Y)"
-                };
-                (Some(switch), how.to_string())
+                let before = if switch.was_on() { "already Y" } else { "N, set to Y for the run and back after" };
+                let how = format!("io_uring (-o io_uring; the fuse module's enable_uring was {before})");
+                (Some(switch), how)
             }
             Err(reason) => {
                 progress(Progress::Skipped { workload: "io_uring", reason: &format!("{reason}; fsoc uses /dev/fuse") });
@@ -580,9 +579,10 @@ pub fn run(options: &FuseOptions, progress: &mut dyn FnMut(Progress<'_>)) -> Res
     } else {
         (None, "/dev/fuse (--fuse-transport dev-fuse)".to_string())
     };
+    let io_uring = ring_switch.is_some();
     let scratch = ScratchDirectory::create(Path::new(IMAGE_DIRECTORY))?;
     let context = Context {
-        io_uring: ring_switch.is_some(),
+        io_uring,
         fsoc: &options.fsoc,
         scratch: scratch.path(),
         size: &options.size,
@@ -630,7 +630,6 @@ pub fn run(options: &FuseOptions, progress: &mut dyn FnMut(Progress<'_>)) -> Res
         }
     }
     drop(scratch);
-    let io_uring = ring_switch.is_some();
     drop(ring_switch);
 
     let summaries: BTreeMap<&'static str, WorkloadSummary> =
@@ -653,6 +652,7 @@ pub fn run(options: &FuseOptions, progress: &mut dyn FnMut(Progress<'_>)) -> Res
                 if io_uring { " -o io_uring --verbose" } else { "" }
             ),
             fsoc_transport,
+            fsoc_io_uring: io_uring,
             ext4_setup: format!(
                 "fallocate IMAGE (whole file); mkfs.ext4 -q -F -E {} IMAGE; losetup --find --show IMAGE; \
                  mount -t ext4 LOOP DIR; umount DIR; losetup -d LOOP",
@@ -702,7 +702,7 @@ fn summary(report: &Report, runnable: &[Workload]) -> String {
         text,
         "\nfsoc (FUSE over {}, {} profile) vs ext4 (loop device), {} MiB volumes in {IMAGE_DIRECTORY}; medians of {} repetition{}{}; \
          load average {:.1} at the start, {:.1} at the end ({} CPUs)",
-        if report.config.fsoc_transport.starts_with("io_uring") { "io_uring" } else { "/dev/fuse" },
+        if report.config.fsoc_io_uring { "io_uring" } else { "/dev/fuse" },
         report.config.fsoc_profile,
         report.config.volume_size_bytes >> 20,
         report.repetitions,
@@ -1043,6 +1043,7 @@ mod tests {
                     image_directory: IMAGE_DIRECTORY,
                     fsoc_setup: String::new(),
                     fsoc_transport: String::new(),
+                    fsoc_io_uring: false,
                     ext4_setup: String::new(),
                     order: "",
                     scale: Scale::quick(),

@@ -317,46 +317,6 @@ pub struct FsocMount {
     server: Option<ServerProcess>,
 }
 
-/// The fuse module's switch for FUSE over io_uring (Linux 6.14 on, `CONFIG_FUSE_IO_URING`).
-pub const FUSE_IO_URING_PARAMETER: &str = "/sys/module/fuse/parameters/enable_uring";
-
-/// The kernel's FUSE-over-io_uring switch turned on for a run, and back off afterwards if it
-/// was off (also on error and Ctrl-C: `Drop`).
-pub struct IoUringSwitch {
-    was_off: bool,
-}
-
-impl IoUringSwitch {
-    /// Turns the switch on. Fails when the kernel has none (older than 6.14, or built
-    /// without it) or it cannot be written (not root).
-    pub fn turn_on() -> Result<IoUringSwitch, String> {
-        let value = fs::read_to_string(FUSE_IO_URING_PARAMETER).map_err(|error| {
-            format!("{FUSE_IO_URING_PARAMETER}: {error} (the kernel has no FUSE over io_uring: it needs Linux 6.14 or later)")
-        })?;
-        let was_off = value.trim() != "Y";
-        if was_off {
-            fs::write(FUSE_IO_URING_PARAMETER, "Y\n").map_err(|error| format!("{FUSE_IO_URING_PARAMETER}: {error}"))?;
-        }
-        Ok(IoUringSwitch { was_off })
-    }
-
-    /// Whether the switch was off before the run.
-    pub fn was_off(&self) -> bool {
-        self.was_off
-    }
-}
-
-impl Drop for IoUringSwitch {
-    fn drop(&mut self) {
-        if self.was_off {
-            let _ = fs::write(FUSE_IO_URING_PARAMETER, "N\n");
-        }
-    }
-}
-
-/// The line `fsoc mount` logs when the kernel granted FUSE over io_uring.
-const IO_URING_LOG_LINE: &str = "FUSE over io_uring: requests and replies travel through io_uring";
-
 impl FsocMount {
     /// `fsoc mkfs IMAGE --size SIZE --profile PROFILE`, the image preallocated, then `fsoc mount
     /// IMAGE DIR --daemon` (with `-o io_uring` when asked).
@@ -396,7 +356,8 @@ impl FsocMount {
 
     /// Whether the server says requests travel over io_uring (its log's line at mount).
     pub fn uses_io_uring(&self) -> bool {
-        fs::read_to_string(self.scratch.join("fsoc-mount.log")).is_ok_and(|log| log.contains(IO_URING_LOG_LINE))
+        fs::read_to_string(self.scratch.join("fsoc-mount.log"))
+            .is_ok_and(|log| log.contains(fsoc_fuse::IO_URING_GRANTED))
     }
 
     /// The server's CPU time and peak memory so far.

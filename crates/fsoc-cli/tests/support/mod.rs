@@ -198,6 +198,11 @@ impl Mounted<'_> {
         &self.volume.mount_point
     }
 
+    /// What the server wrote to its log (stderr) so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
     }
