@@ -186,6 +186,8 @@ pub(crate) fn serve<F: Flash + Send + Sync + 'static>(shared: Arc<Shared<F>>, st
 impl<F: Flash + Send + Sync + 'static> Connection<F> {
     fn read_loop(self: &Arc<Self>, mut stream: Stream, workers: &mut Vec<std::thread::JoinHandle<()>>) -> String {
         let mut small = [0u8; SMALL_FRAME_BYTES];
+        // The reply buffer of the requests the reader runs itself (`runs_in_reader`).
+        let mut reader_reply = None;
         loop {
             if self.broken.load(Ordering::Acquire) {
                 return "closed by the server".into();
@@ -214,7 +216,7 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
                     _ => match self.take_buffer() {
                         Some(mut buffer) => {
                             copy_into(&mut buffer, frame);
-                            self.enqueue(buffer, size, workers)
+                            self.enqueue(buffer, size, workers, &mut reader_reply)
                         }
                         None => Flow::Disconnect("closing"),
                     },
@@ -248,7 +250,7 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
                         self.return_buffer(buffer);
                         flow
                     }
-                    _ => self.enqueue(buffer, size, workers),
+                    _ => self.enqueue(buffer, size, workers, &mut reader_reply),
                 }
             };
             if let Flow::Disconnect(reason) = flow {
@@ -307,6 +309,7 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
         buffer: Vec<u8>,
         length: usize,
         workers: &mut Vec<std::thread::JoinHandle<()>>,
+        reader_reply: &mut Option<Vec<u8>>,
     ) -> Flow {
         let tag = match buffer.get(..length).map(decode_header) {
             Some(Ok(header)) => header.tag,
@@ -326,8 +329,19 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             self.give_back(&mut state, buffer);
             return Flow::Disconnect("a tag already in flight was reused");
         }
-        state.in_flight.insert(tag.0, TagState::Queued);
         let generation = state.generation;
+        if state.in_flight.is_empty() && runs_in_reader(buffer.get(4).copied()) {
+            // Nothing else in flight and a request that never waits for the flash: the
+            // reader runs it itself, a thread switch less per round trip (no request can
+            // arrive meanwhile that it would hold up, since the client waits for this one).
+            state.in_flight.insert(tag.0, TagState::Running { flushes: Vec::new() });
+            let msize = state.msize;
+            drop(state);
+            let small_reply = reader_reply.get_or_insert_with(|| vec![0u8; SMALL_REPLY_BYTES]);
+            self.run(Work { tag, buffer, length, generation }, msize, small_reply);
+            return Flow::Continue;
+        }
+        state.in_flight.insert(tag.0, TagState::Queued);
         state.queue.push_back(Work { tag, buffer, length, generation });
         // One wake-up per request: an idle worker nobody has woken yet, else a new worker,
         // else none (every worker is busy or already woken, and each looks at the queue before
@@ -380,26 +394,32 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
                     state.wakeups_pending = state.wakeups_pending.saturating_sub(1).min(state.idle_workers);
                 }
             };
-            let (Work { tag, mut buffer, length, generation }, msize) = work;
-            let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
-                operations::execute(&self, tag, &mut buffer, length, &mut small_reply, msize)
-            }))
-            .unwrap_or_else(|payload| {
-                let message = payload
-                    .downcast_ref::<&str>()
-                    .map(|text| text.to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                log::error!("internal error executing a request: {message}; answering EIO");
-                Outcome::Small(encode(tag, &Reply::Lerror { errno: Errno::EIO }, &mut small_reply).unwrap_or(0))
-            });
-            let reply = match outcome {
-                Outcome::Small(length) => small_reply.get(..length),
-                Outcome::InBuffer(length) => buffer.get(..length),
-            };
-            self.finish(tag, generation, reply.unwrap_or(&[]));
-            self.return_buffer(buffer);
+            let (work, msize) = work;
+            self.run(work, msize, &mut small_reply);
         }
+    }
+
+    /// Executes one request, sends its reply and gives its buffer back.
+    fn run(&self, work: Work, msize: u32, small_reply: &mut [u8]) {
+        let Work { tag, mut buffer, length, generation } = work;
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+            operations::execute(self, tag, &mut buffer, length, small_reply, msize)
+        }))
+        .unwrap_or_else(|payload| {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            log::error!("internal error executing a request: {message}; answering EIO");
+            Outcome::Small(encode(tag, &Reply::Lerror { errno: Errno::EIO }, small_reply).unwrap_or(0))
+        });
+        let reply = match outcome {
+            Outcome::Small(length) => small_reply.get(..length),
+            Outcome::InBuffer(length) => buffer.get(..length),
+        };
+        self.finish(tag, generation, reply.unwrap_or(&[]));
+        self.return_buffer(buffer);
     }
 
     /// Sends the reply of request `tag`, then the Rflush of every Tflush waiting for it.
@@ -591,6 +611,38 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             log::warn!("releasing {} open files at the end of a session: {error}", open.len());
         }
     }
+}
+
+/// Whether a request of this type may be run by the reader when nothing else is in flight: the
+/// metadata requests, which touch only the engine's memory (and wait for nothing but the volume
+/// lock). Reads, writes, directory reads, fsync and locks go to a worker, so that the requests
+/// a client pipelines behind them are read and run meanwhile (reads on different chips overlap).
+fn runs_in_reader(message: Option<u8>) -> bool {
+    use message_type::*;
+    matches!(
+        message,
+        Some(
+            TWALK
+                | TGETATTR
+                | TCLUNK
+                | TLOPEN
+                | TLCREATE
+                | TUNLINKAT
+                | TMKDIR
+                | TSETATTR
+                | TSTATFS
+                | TSYMLINK
+                | TMKNOD
+                | TLINK
+                | TRENAME
+                | TRENAMEAT
+                | TREADLINK
+                | TREMOVE
+                | TATTACH
+                | TXATTRWALK
+                | TGETLOCK
+        )
+    )
 }
 
 fn copy_into(buffer: &mut Vec<u8>, frame: &[u8]) {
