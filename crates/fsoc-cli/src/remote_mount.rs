@@ -44,8 +44,11 @@ use fuser::{
 
 use crate::mount_options::MountOptions;
 
+#[path = "remote_directory_attributes.rs"]
+mod directory_attributes;
 #[path = "remote_write_behind.rs"]
 mod write_behind;
+use directory_attributes::DirectoryAttributes;
 use write_behind::{OpenFile, WriteBehind};
 
 /// How long the kernel may cache attributes and names: short, because another host may change
@@ -67,6 +70,9 @@ struct InodeEntry {
     /// A fid of this file opened read-write by a handle since released, kept for the next open
     /// (saving its Twalk, Tlopen and Tclunk); clunked when the kernel forgets the inode.
     idle_open: Option<Node>,
+    /// The same for a fid opened read-write with O_APPEND (the server places its writes), kept
+    /// for the next append: PostMark opens every file it appends to anew.
+    idle_append: Option<Node>,
 }
 
 struct HandleEntry {
@@ -87,6 +93,9 @@ pub struct RemoteFs {
     /// Small writes gathered per inode while the kernel's write-back cache is off.
     write_behind: WriteBehind,
     writeback: AtomicBool,
+    /// Directory attributes fetched with this mount's creates and unlinks, for the GETATTR
+    /// the kernel sends after each.
+    directories: DirectoryAttributes,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -150,8 +159,10 @@ impl RemoteFs {
         let root = client.root().clone_node()?;
         let root_ino = root.qid().path;
         assert_eq!(root_ino, INodeNo::ROOT.0, "the server's root must be inode 1, FUSE's root");
-        let inodes =
-            HashMap::from([(root_ino, InodeEntry { node: Arc::new(root), lookups: u64::MAX, idle_open: None })]);
+        let inodes = HashMap::from([(
+            root_ino,
+            InodeEntry { node: Arc::new(root), lookups: u64::MAX, idle_open: None, idle_append: None },
+        )]);
         Ok(RemoteFs {
             client,
             inodes: Mutex::new(inodes),
@@ -160,6 +171,7 @@ impl RemoteFs {
             writeback_cache,
             write_behind: WriteBehind::default(),
             writeback: AtomicBool::new(false),
+            directories: DirectoryAttributes::default(),
         })
     }
 
@@ -192,8 +204,9 @@ impl RemoteFs {
         let (Some(inode), Ok(node)) = (entry.reusable_for, Arc::try_unwrap(entry.node)) else { return Ok(()) };
         let mut inodes = lock(&self.inodes);
         if let Some(inode_entry) = inodes.get_mut(&inode) {
-            if inode_entry.idle_open.is_none() {
-                inode_entry.idle_open = Some(node);
+            let slot = if entry.server_append { &mut inode_entry.idle_append } else { &mut inode_entry.idle_open };
+            if slot.is_none() {
+                *slot = Some(node);
             }
         }
         Ok(())
@@ -203,13 +216,19 @@ impl RemoteFs {
     /// kernel asked (it checks permissions itself under `default_permissions`), so one open fid
     /// serves any later open: it is kept at release and taken again here, saving a Twalk, a
     /// Tlopen and a Tclunk per open. An append without the write-back cache needs the server's
-    /// O_APPEND (it places each write at the end), so it gets a fid of its own, as does an open
-    /// whose read-write open is refused (a read-only server).
+    /// O_APPEND (it places each write at the end): such fids are kept apart, for appends. An
+    /// open whose read-write open is refused (a read-only server, a file the attach's user may
+    /// not write) gets a fid of its own with the kernel's flags.
     fn open_file(&self, inode: INodeNo, flags: i32) -> Result<FileHandle, Errno> {
         let writeback = self.writeback.load(Ordering::Relaxed);
-        let reusable = writeback || flags & libc::O_APPEND == 0;
-        let idle =
-            if reusable { lock(&self.inodes).get_mut(&inode.0).and_then(|entry| entry.idle_open.take()) } else { None };
+        let server_append = flags & libc::O_APPEND != 0 && !writeback;
+        let idle = lock(&self.inodes).get_mut(&inode.0).and_then(|entry| {
+            if server_append {
+                entry.idle_append.take()
+            } else {
+                entry.idle_open.take()
+            }
+        });
         let node = self.node(inode)?;
         if flags & libc::O_TRUNC != 0 {
             // Gathered writes land before the truncation, as they were made.
@@ -221,19 +240,16 @@ impl RemoteFs {
                     .setattr(SetAttributes { valid_mask: setattr::SIZE, size_bytes: 0, ..SetAttributes::default() })
                     .map_err(errno)?;
             }
-            return Ok(self.add_handle(opened, Some(inode.0), false));
+            return Ok(self.add_handle(opened, Some(inode.0), server_append));
         }
-        let mut opened = node.clone_node().map_err(errno)?;
-        if reusable {
-            let truncate = if flags & libc::O_TRUNC != 0 { open_flags::TRUNCATE } else { 0 };
-            match opened.lopen(open_flags::READ_WRITE | truncate) {
-                Ok(()) => return Ok(self.add_handle(opened, Some(inode.0), false)),
-                Err(error) if matches!(error.raw_os_error(), Some(libc::EROFS | libc::EISDIR)) => {}
-                Err(error) => return Err(errno(error)),
-            }
+        let truncate = if flags & libc::O_TRUNC != 0 { open_flags::TRUNCATE } else { 0 };
+        let append = if server_append { open_flags::APPEND } else { 0 };
+        match node.open_clone(open_flags::READ_WRITE | truncate | append) {
+            Ok(opened) => return Ok(self.add_handle(opened, Some(inode.0), server_append)),
+            Err(error) if matches!(error.raw_os_error(), Some(libc::EROFS | libc::EISDIR | libc::EACCES)) => {}
+            Err(error) => return Err(errno(error)),
         }
-        let server_append = flags & libc::O_APPEND != 0 && !writeback;
-        opened.lopen(self.open_flags(flags)).map_err(errno)?;
+        let opened = node.open_clone(self.open_flags(flags)).map_err(errno)?;
         Ok(self.add_handle(opened, None, server_append))
     }
 
@@ -244,7 +260,10 @@ impl RemoteFs {
         match inodes.get_mut(&metadata.ino()) {
             Some(entry) => entry.lookups = entry.lookups.saturating_add(1),
             None => {
-                inodes.insert(metadata.ino(), InodeEntry { node: Arc::new(node), lookups: 1, idle_open: None });
+                inodes.insert(
+                    metadata.ino(),
+                    InodeEntry { node: Arc::new(node), lookups: 1, idle_open: None, idle_append: None },
+                );
             }
         }
     }
@@ -252,10 +271,13 @@ impl RemoteFs {
     /// Walks `name` in `parent`, describes it and counts the lookup.
     fn look_up(&self, parent: INodeNo, name: &OsStr) -> Result<FileAttr, Errno> {
         let directory = self.node(parent)?;
-        let node = directory.walk(&[name.as_bytes()]).map_err(errno)?;
+        // The walk and the attributes in one round trip (on an ordered connection).
+        let (node, mut metadata) = directory.walk_with_attributes(&[name.as_bytes()]).map_err(errno)?;
         // The size the kernel is told must count this mount's gathered writes.
-        self.write_behind.settle(node.qid().path);
-        let metadata = node.getattr().map_err(errno)?;
+        if self.write_behind.holds(node.qid().path) {
+            self.write_behind.settle(node.qid().path);
+            metadata = node.getattr().map_err(errno)?;
+        }
         let attr = file_attr(&metadata);
         self.remember(node, &metadata);
         Ok(attr)
@@ -298,6 +320,17 @@ impl RemoteFs {
             result |= open_flags::APPEND;
         }
         result
+    }
+
+    /// Unlinks `name` in `parent`, fetching the directory's attributes after it for the
+    /// kernel's next GETATTR of it.
+    fn unlink_in(&self, parent: INodeNo, name: &OsStr, directory: bool) -> Result<(), Errno> {
+        let epoch = self.directories.epoch();
+        let after = self.node(parent)?.unlinkat_with_attributes(name.as_bytes(), directory).map_err(errno)?;
+        if let Some(metadata) = after {
+            self.directories.keep(epoch, file_attr(&metadata));
+        }
+        Ok(())
     }
 
     fn pipeline_depth(&self) -> usize {
@@ -348,11 +381,16 @@ impl Filesystem for RemoteFs {
                 // Dropping the last reference clunks the fid.
                 inodes.remove(&inode.0);
                 self.write_behind.forget(inode.0);
+                self.directories.forget(inode.0);
             }
         }
     }
 
     fn getattr(&self, _request: &Request, inode: INodeNo, _handle: Option<FileHandle>, reply: ReplyAttr) {
+        if let Some(attr) = self.directories.take(inode.0) {
+            reply.attr(&CACHE_TTL, &attr);
+            return;
+        }
         self.write_behind.settle(inode.0);
         match self.node(inode).and_then(|node| node.getattr().map_err(errno)) {
             Ok(metadata) => reply.attr(&CACHE_TTL, &file_attr(&metadata)),
@@ -399,9 +437,10 @@ impl Filesystem for RemoteFs {
             attributes.size_bytes = size;
         }
         self.write_behind.settle(inode.0);
+        self.directories.forget(inode.0);
         let result = self.node(inode).and_then(|node| {
             if attributes.valid_mask != 0 {
-                node.setattr(attributes).map_err(errno)?;
+                return node.setattr_with_attributes(attributes).map_err(errno);
             }
             node.getattr().map_err(errno)
         });
@@ -434,6 +473,7 @@ impl Filesystem for RemoteFs {
             reply.error(Errno::EPERM);
             return;
         }
+        self.directories.forget(parent.0);
         let result = self.node(parent).and_then(|directory| {
             let mut node = directory.clone_node().map_err(errno)?;
             let flags = open_flags::WRITE_ONLY | open_flags::CREATE | open_flags::EXCLUSIVE;
@@ -449,6 +489,7 @@ impl Filesystem for RemoteFs {
     }
 
     fn mkdir(&self, request: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        self.directories.forget(parent.0);
         let result = self.node(parent).and_then(|directory| {
             directory.mkdir(name.as_bytes(), mode & 0o7777, request.gid()).map_err(errno)?;
             self.look_up_made(parent, name, request.uid())
@@ -460,20 +501,21 @@ impl Filesystem for RemoteFs {
     }
 
     fn unlink(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.node(parent).and_then(|directory| directory.unlinkat(name.as_bytes(), false).map_err(errno)) {
+        match self.unlink_in(parent, name, false) {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
         }
     }
 
     fn rmdir(&self, _request: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.node(parent).and_then(|directory| directory.unlinkat(name.as_bytes(), true).map_err(errno)) {
+        match self.unlink_in(parent, name, true) {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
         }
     }
 
     fn symlink(&self, request: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        self.directories.forget(parent.0);
         let result = self.node(parent).and_then(|directory| {
             let target = target.as_os_str().as_bytes();
             directory.symlink(link_name.as_bytes(), target, request.gid()).map_err(errno)?;
@@ -499,6 +541,8 @@ impl Filesystem for RemoteFs {
             reply.error(Errno::EINVAL);
             return;
         }
+        self.directories.forget(parent.0);
+        self.directories.forget(new_parent.0);
         let result = self.node(parent).and_then(|from| {
             let to = self.node(new_parent)?;
             if flags.contains(RenameFlags::RENAME_NOREPLACE) {
@@ -518,6 +562,7 @@ impl Filesystem for RemoteFs {
     }
 
     fn link(&self, _request: &Request, inode: INodeNo, new_parent: INodeNo, new_name: &OsStr, reply: ReplyEntry) {
+        self.directories.forget(new_parent.0);
         let result = self.node(inode).and_then(|file| {
             self.node(new_parent)?.link(&file, new_name.as_bytes()).map_err(errno)?;
             let metadata = file.getattr().map_err(errno)?;
@@ -750,30 +795,40 @@ impl Filesystem for RemoteFs {
         reply: ReplyCreate,
     ) {
         let result = self.node(parent).and_then(|directory| {
-            let mut opened = directory.clone_node().map_err(errno)?;
             // Read-write unless it is an append the server must place (see open_file), so the
             // fid can serve later opens.
             let server_append = flags & libc::O_APPEND != 0 && !self.writeback.load(Ordering::Relaxed);
-            let access = if server_append {
-                self.open_flags(flags)
-            } else {
-                self.open_flags(flags) & !open_flags::ACCESS_MODE_MASK | open_flags::READ_WRITE
-            };
+            let access = self.open_flags(flags) & !open_flags::ACCESS_MODE_MASK | open_flags::READ_WRITE;
             let mut create_flags = access | open_flags::CREATE;
             if flags & libc::O_EXCL != 0 {
                 create_flags |= open_flags::EXCLUSIVE;
             }
-            opened.lcreate(name.as_bytes(), create_flags, mode & 0o7777, request.gid()).map_err(errno)?;
-            self.own(&opened, request.uid())?;
-            // The inode's own fid: a clone of the open one (clones are never open), asked for
-            // together with the attributes.
-            let (node, metadata) = opened.clone_with_attributes().map_err(errno)?;
+            let mode = mode & 0o7777;
+            let (opened, node, metadata) = if request.uid() == self.client.options().uid {
+                // The create, the inode's own fid (a clone of the open one: clones are never
+                // open), its attributes and the directory's after the create: one round trip
+                // on an ordered connection.
+                let epoch = self.directories.epoch();
+                let created =
+                    directory.create_file(name.as_bytes(), create_flags, mode, request.gid(), true).map_err(errno)?;
+                if let Some(directory) = &created.directory {
+                    self.directories.keep(epoch, file_attr(directory));
+                }
+                (created.opened, created.node, created.metadata)
+            } else {
+                // Given to the caller after the create, then described.
+                self.directories.forget(parent.0);
+                let mut opened = directory.clone_node().map_err(errno)?;
+                opened.lcreate(name.as_bytes(), create_flags, mode, request.gid()).map_err(errno)?;
+                self.own(&opened, request.uid())?;
+                let (node, metadata) = opened.clone_with_attributes().map_err(errno)?;
+                (opened, node, metadata)
+            };
             let attr = file_attr(&metadata);
             self.remember(node, &metadata);
-            // Created read-write: reusable like any open fid.
-            let reusable = create_flags & open_flags::ACCESS_MODE_MASK == open_flags::READ_WRITE
-                && create_flags & open_flags::APPEND == 0;
-            Ok((attr, self.add_handle(opened, reusable.then_some(metadata.ino()), server_append)))
+            // Created read-write: kept at release like any open fid (with the appending ones
+            // when the server places its writes).
+            Ok((attr, self.add_handle(opened, Some(metadata.ino()), server_append)))
         });
         match result {
             Ok((attr, handle)) => reply.created(&CACHE_TTL, &attr, GENERATION, handle, FopenFlags::empty()),

@@ -132,6 +132,11 @@ impl WriteBehind {
         Ok(data.len())
     }
 
+    /// Whether `inode` has a run waiting (a lookup then sends it and describes the inode again).
+    pub fn holds(&self, inode: u64) -> bool {
+        self.existing(inode).is_some_and(|slot| lock(&slot).run.is_some())
+    }
+
     /// Sends `inode`'s run, if any, for an operation that observes the inode but cannot report a
     /// write error (the error is kept for the next fsync or close).
     pub fn settle(&self, inode: u64) {

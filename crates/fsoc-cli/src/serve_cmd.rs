@@ -43,6 +43,11 @@ pub struct ServeArgs {
     /// large messages would pass 16 MiB of buffers per connection.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
     requests_in_flight: u16,
+    /// Microseconds a connection polls for the next request before sleeping, 0 to 100000
+    /// (0: never polls). Polling spends up to this much CPU after each request; a client that
+    /// answers sooner is served without a thread wake-up (docs/PROTOCOL.md 8.3).
+    #[arg(long, value_name = "MICROSECONDS", default_value_t = fsoc_serve::POLL_BEFORE_SLEEP_DEFAULT.as_micros() as u32, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    poll_us: u32,
     /// Connections served at once, 1 to 1024.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
     connections: u16,
@@ -167,6 +172,7 @@ pub fn run(arguments: ServeArgs) -> Result<(), String> {
         commit_interval: (arguments.commit_interval > 0).then(|| Duration::from_secs(arguments.commit_interval)),
         scrub_pages_per_second: arguments.scrub_rate,
         trace: arguments.trace,
+        poll_before_sleep: Duration::from_micros(u64::from(arguments.poll_us)),
         ..ServeConfig::default()
     };
     let listener = address.bind().map_err(|error| error.to_string())?;

@@ -140,6 +140,13 @@ impl Client {
         &self.inner.root
     }
 
+    /// Whether the server agreed to run requests in arrival order (Tversion 9P2000.L.fsoc, as
+    /// `fsoc serve` does): then `Node`'s batched calls (`walk_with_attributes`, `open_clone`,
+    /// `create_file`, ...) take one round trip.
+    pub fn ordered(&self) -> bool {
+        self.inner.root.connection().ordered()
+    }
+
     pub fn options(&self) -> &ConnectOptions {
         &self.inner.options
     }

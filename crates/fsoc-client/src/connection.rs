@@ -15,7 +15,9 @@
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use fsoc_9p::constants::{HEADER_SIZE_BYTES, VERSION_9P2000_L, WRITE_HEADER_SIZE_BYTES};
+use fsoc_9p::constants::{
+    HEADER_SIZE_BYTES, VERSION_9P2000_L, VERSION_9P2000_L_FSOC, VERSION_UNKNOWN, WRITE_HEADER_SIZE_BYTES,
+};
 use fsoc_9p::{decode_header, decode_reply, encode, encode_write_header, frame_size, Fid, Reply, Request, Tag};
 
 use crate::address::Stream;
@@ -86,6 +88,7 @@ pub(crate) struct Connection {
     writer: Mutex<Stream>,
     shared: Arc<Shared>,
     msize_bytes: u32,
+    ordered: bool,
 }
 
 /// A request sent and not yet answered. Dropping it without `wait` lets the reply be
@@ -99,23 +102,30 @@ pub(crate) struct Pending<'c> {
 impl Connection {
     /// Negotiates the version on `stream` (msize at most `msize_bytes`); `tags_max` requests
     /// may then be in flight at once.
+    ///
+    /// It offers fsoc's ordered variant first (9P2000.L.fsoc: the server runs requests in
+    /// arrival order, docs/PROTOCOL.md 2.1) and plain 9P2000.L to a server that answers
+    /// "unknown"; `ordered()` says which was agreed.
     pub fn open(mut stream: Stream, msize_bytes: u32, tags_max: usize) -> io::Result<Connection> {
-        let mut buffer = [0u8; 64];
-        let request = Request::Version { msize: msize_bytes, version: VERSION_9P2000_L };
-        let length = encode(Tag::NONE, &request, &mut buffer).map_err(|error| protocol_error(&error.to_string()))?;
-        stream.write_all(buffer.get(..length).unwrap_or_default())?;
-        let reply = read_message(&mut stream, msize_bytes)?;
-        let negotiated = match decode_reply(&reply) {
-            Ok((_, Reply::Version { msize, version })) if version == VERSION_9P2000_L => msize,
-            Ok((_, Reply::Version { version, .. })) => {
-                return Err(protocol_error(&format!(
-                    "the server does not speak 9P2000.L at msize {msize_bytes} (it answered {:?})",
-                    String::from_utf8_lossy(version)
-                )))
+        let mut offers = [VERSION_9P2000_L_FSOC, VERSION_9P2000_L].into_iter().peekable();
+        let (negotiated, ordered) = loop {
+            let Some(offer) = offers.next() else { unreachable!("the last offer returns") };
+            let mut buffer = [0u8; 64];
+            let request = Request::Version { msize: msize_bytes, version: offer };
+            let length =
+                encode(Tag::NONE, &request, &mut buffer).map_err(|error| protocol_error(&error.to_string()))?;
+            stream.write_all(buffer.get(..length).unwrap_or_default())?;
+            let reply = read_message(&mut stream, msize_bytes)?;
+            match decode_reply(&reply) {
+                Ok((_, Reply::Version { msize, version })) if version == VERSION_9P2000_L_FSOC && offer == version => {
+                    break (msize, true)
+                }
+                Ok((_, Reply::Version { msize, version })) if version == VERSION_9P2000_L => break (msize, false),
+                Ok((_, Reply::Version { version, .. })) if version == VERSION_UNKNOWN && offers.peek().is_some() => {
+                    continue
+                }
+                reply => break (Self::refused_version(reply, msize_bytes)?, false),
             }
-            Ok((_, Reply::Lerror { errno })) => return Err(reply_error(errno)),
-            Ok((_, other)) => return Err(protocol_error(&format!("Tversion answered with {other:?}"))),
-            Err(error) => return Err(protocol_error(&format!("Rversion: {error}"))),
         };
         if negotiated > msize_bytes || negotiated < fsoc_9p::constants::MSIZE_MIN_BYTES {
             return Err(protocol_error(&format!("Rversion offers msize {negotiated}, asked for {msize_bytes}")));
@@ -134,7 +144,26 @@ impl Connection {
             reader: Mutex::new(stream.try_clone()?),
             msize_bytes: negotiated,
         });
-        Ok(Connection { writer: Mutex::new(stream), shared, msize_bytes: negotiated })
+        Ok(Connection { writer: Mutex::new(stream), shared, msize_bytes: negotiated, ordered })
+    }
+
+    /// The error for an Rversion that agrees on no version this client speaks.
+    fn refused_version(reply: Result<(Tag, Reply<'_>), fsoc_9p::DecodeError>, msize_bytes: u32) -> io::Result<u32> {
+        match reply {
+            Ok((_, Reply::Version { version, .. })) => Err(protocol_error(&format!(
+                "the server does not speak 9P2000.L at msize {msize_bytes} (it answered {:?})",
+                String::from_utf8_lossy(version)
+            ))),
+            Ok((_, Reply::Lerror { errno })) => Err(reply_error(errno)),
+            Ok((_, other)) => Err(protocol_error(&format!("Tversion answered with {other:?}"))),
+            Err(error) => Err(protocol_error(&format!("Rversion: {error}"))),
+        }
+    }
+
+    /// Whether the server runs this connection's requests in arrival order (9P2000.L.fsoc):
+    /// then requests that depend on each other may be in flight together (`Batch`).
+    pub fn ordered(&self) -> bool {
+        self.ordered
     }
 
     pub fn msize_bytes(&self) -> u32 {
@@ -399,5 +428,73 @@ impl Shared {
         }
         drop(tags);
         self.changed.notify_all();
+    }
+}
+
+/// Requests that go together, in order, answered together. On an ordered connection (the
+/// server runs requests in arrival order) they are in flight at once: one round trip for the
+/// lot, even when a request names a fid an earlier one makes. Otherwise each is sent once the
+/// previous one has been answered, and after a refused one (Rlerror) the rest are not sent
+/// (their results are ECANCELED), as a server without ordering would run them against a fid
+/// that may not exist.
+pub(crate) struct Batch<'c> {
+    connection: &'c Connection,
+    pending: Vec<Pending<'c>>,
+    replies: Vec<io::Result<Vec<u8>>>,
+    refused: bool,
+}
+
+/// Whether a reply message is an Rlerror.
+pub(crate) fn is_refusal(message: &[u8]) -> bool {
+    message.get(4) == Some(&fsoc_9p::constants::message_type::RLERROR)
+}
+
+impl<'c> Batch<'c> {
+    pub fn new(connection: &'c Connection) -> Batch<'c> {
+        Batch { connection, pending: Vec::new(), replies: Vec::new(), refused: false }
+    }
+
+    /// Sends `request` after the ones pushed before.
+    pub fn push(&mut self, request: &Request<'_>) {
+        if !self.connection.ordered {
+            let reply = if self.refused {
+                Err(io::Error::from_raw_os_error(libc::ECANCELED))
+            } else {
+                self.connection.call(request)
+            };
+            self.refused |= reply.as_ref().map_or(true, |message| is_refusal(message));
+            self.replies.push(reply);
+            return;
+        }
+        // A thread that holds tags must not block for another (see `acquire_tag`): with no tag
+        // free, the replies so far are collected first.
+        let sent = if self.pending.is_empty() {
+            self.connection.send(request).map(Some)
+        } else {
+            self.connection.try_send(request)
+        };
+        match sent {
+            Ok(Some(pending)) => self.pending.push(pending),
+            Ok(None) => {
+                self.collect();
+                self.replies.push(self.connection.call(request));
+            }
+            Err(error) => {
+                self.collect();
+                self.replies.push(Err(error));
+            }
+        }
+    }
+
+    fn collect(&mut self) {
+        for pending in self.pending.drain(..) {
+            self.replies.push(pending.wait());
+        }
+    }
+
+    /// Every reply, in the order the requests were pushed.
+    pub fn finish(mut self) -> Vec<io::Result<Vec<u8>>> {
+        self.collect();
+        std::mem::take(&mut self.replies)
     }
 }

@@ -43,4 +43,4 @@ pub use address::Address;
 pub use client::{Client, ConnectOptions, ReadDir};
 pub use file::{File, OpenOptions};
 pub use metadata::{DirEntry, FileType, Metadata, StatFs};
-pub use node::{Node, RawEntry};
+pub use node::{Created, Node, RawEntry};

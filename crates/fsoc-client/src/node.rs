@@ -14,7 +14,7 @@ use std::sync::Arc;
 use fsoc_9p::constants::{getattr, IO_HEADER_SIZE_BYTES, READDIR_HEADER_SIZE_BYTES, WALK_ELEMENT_COUNT_MAX};
 use fsoc_9p::{decode_reply, Errno, Fid, Qid, QidType, Reply, Request, SetAttributes, WalkNames};
 
-use crate::connection::{Connection, Pending};
+use crate::connection::{Batch, Connection, Pending};
 use crate::error::{protocol_error, reply_error};
 use crate::metadata::{Metadata, StatFs};
 
@@ -32,6 +32,36 @@ pub(crate) fn expect<'m, T>(
     // `Reply` is Copy: the description is made only for a mismatch (formatting every reply,
     // an Rread's data byte by byte, once cost more CPU than the rest of the client).
     pick(reply).ok_or_else(|| protocol_error(&format!("{request_name} answered with {reply:?}")))
+}
+
+/// `expect` for one reply of a `Batch`.
+fn expect_reply<T>(
+    request_name: &str,
+    reply: Option<io::Result<Vec<u8>>>,
+    pick: impl FnOnce(Reply<'_>) -> Option<T>,
+) -> io::Result<T> {
+    let message = reply.unwrap_or_else(|| Err(protocol_error("a batched reply is missing")))?;
+    expect(request_name, &message, pick)
+}
+
+/// The attributes in one reply of a `Batch` (an Rgetattr).
+fn attributes_in(reply: Option<io::Result<Vec<u8>>>) -> io::Result<Metadata> {
+    expect_reply("Tgetattr", reply, |reply| match reply {
+        Reply::Getattr { attributes } => Some(Metadata::new(attributes)),
+        _ => None,
+    })
+}
+
+/// What `Node::create_file` made.
+#[derive(Debug)]
+pub struct Created {
+    /// The new file, open.
+    pub opened: Node,
+    /// A second fid for it, not open.
+    pub node: Node,
+    pub metadata: Metadata,
+    /// The directory's attributes after the create, when asked for (None if that failed).
+    pub directory: Option<Metadata>,
 }
 
 /// One entry of an Rreaddir, owned.
@@ -70,6 +100,10 @@ pub(crate) struct Walked {
 impl Node {
     pub(crate) fn attached(connection: Arc<Connection>, fid: Fid, qid: Qid) -> Node {
         Node { connection, fid, qid, iounit: 0 }
+    }
+
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.connection
     }
 
     pub fn qid(&self) -> Qid {
@@ -193,6 +227,108 @@ impl Node {
                 Err(error)
             }
         }
+    }
+
+    /// Walks up to 16 `names` (at least one) and gets the attributes of what they reach: one
+    /// round trip on an ordered connection. ENOENT or ENOTDIR as `walk` for a short walk.
+    pub fn walk_with_attributes(&self, names: &[&[u8]]) -> io::Result<(Node, Metadata)> {
+        assert!((1..=WALK_ELEMENT_COUNT_MAX).contains(&names.len()), "{} names in one walk", names.len());
+        let names = WalkNames::from_slice(names).map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error))?;
+        let new_fid = self.connection.allocate_fid();
+        let mut batch = Batch::new(&self.connection);
+        batch.push(&Request::Walk { fid: self.fid, new_fid, names });
+        batch.push(&Request::Getattr { fid: new_fid, request_mask: getattr::BASIC });
+        let mut replies = batch.finish().into_iter();
+        let walked = self.walked(new_fid, names.len(), replies.next())?;
+        let node = walked.ok_or_else(|| io::Error::from_raw_os_error(Errno::ENOENT.0 as i32))?;
+        Ok((node, attributes_in(replies.next())?))
+    }
+
+    /// The node a batched Twalk to `new_fid` of `count` names made, from its reply: None for a
+    /// short walk (the error of its last qid: ENOENT, or ENOTDIR after a non-directory), an
+    /// error for a refused one (the fid goes back to the pool either way; requests batched
+    /// after it on the fid were refused by the server).
+    fn walked(&self, new_fid: Fid, count: usize, reply: Option<io::Result<Vec<u8>>>) -> io::Result<Option<Node>> {
+        let qids = reply.unwrap_or_else(|| Err(protocol_error("a batched reply is missing"))).and_then(|message| {
+            expect("Twalk", &message, |reply| match reply {
+                Reply::Walk { qids } => Some(qids.as_slice().to_vec()),
+                _ => None,
+            })
+        });
+        match qids {
+            Ok(qids) if qids.len() == count => {
+                let qid = qids.last().copied().unwrap_or(self.qid);
+                Ok(Some(Node { connection: self.connection.clone(), fid: new_fid, qid, iounit: 0 }))
+            }
+            Ok(qids) if qids.len() < count => {
+                self.connection.release_fid(new_fid);
+                Err(short_walk_error(qids.last().copied().unwrap_or(self.qid)))
+            }
+            Ok(qids) => {
+                self.connection.release_fid(new_fid);
+                Err(protocol_error(&format!("Rwalk of {} qids for {count} names", qids.len())))
+            }
+            Err(error) => {
+                self.connection.release_fid(new_fid);
+                Err(error)
+            }
+        }
+    }
+
+    /// A clone of this node opened with `flags` (Twalk and Tlopen): one round trip on an
+    /// ordered connection.
+    pub fn open_clone(&self, flags: u32) -> io::Result<Node> {
+        let new_fid = self.connection.allocate_fid();
+        let mut batch = Batch::new(&self.connection);
+        batch.push(&Request::Walk { fid: self.fid, new_fid, names: WalkNames::new() });
+        batch.push(&Request::Lopen { fid: new_fid, flags });
+        let mut replies = batch.finish().into_iter();
+        let mut node = self.walked(new_fid, 0, replies.next())?.ok_or_else(|| protocol_error("a clone walk failed"))?;
+        let (qid, iounit) = expect_reply("Tlopen", replies.next(), |reply| match reply {
+            Reply::Lopen { qid, iounit } => Some((qid, iounit)),
+            _ => None,
+        })?;
+        node.opened(qid, iounit);
+        Ok(node)
+    }
+
+    /// Creates `name` in this directory and opens it (Tlcreate on a clone), with a second fid
+    /// for the new file, its attributes and, with `directory_too`, this directory's attributes
+    /// after the create: one round trip on an ordered connection.
+    pub fn create_file(
+        &self,
+        name: &[u8],
+        flags: u32,
+        mode: u32,
+        gid: u32,
+        directory_too: bool,
+    ) -> io::Result<Created> {
+        let opened_fid = self.connection.allocate_fid();
+        let node_fid = self.connection.allocate_fid();
+        let mut batch = Batch::new(&self.connection);
+        batch.push(&Request::Walk { fid: self.fid, new_fid: opened_fid, names: WalkNames::new() });
+        batch.push(&Request::Lcreate { fid: opened_fid, name, flags, mode, gid });
+        batch.push(&Request::Walk { fid: opened_fid, new_fid: node_fid, names: WalkNames::new() });
+        batch.push(&Request::Getattr { fid: opened_fid, request_mask: getattr::BASIC });
+        if directory_too {
+            batch.push(&Request::Getattr { fid: self.fid, request_mask: getattr::BASIC });
+        }
+        let mut replies = batch.finish().into_iter();
+        let opened = self.walked(opened_fid, 0, replies.next());
+        let created = expect_reply("Tlcreate", replies.next(), |reply| match reply {
+            Reply::Lcreate { qid, iounit } => Some((qid, iounit)),
+            _ => None,
+        });
+        // Made by the walk whether or not the create worked: clunked on drop if unused.
+        let node = self.walked(node_fid, 0, replies.next());
+        let mut opened = opened?.ok_or_else(|| protocol_error("a clone walk failed"))?;
+        let (qid, iounit) = created?;
+        opened.opened(qid, iounit);
+        let mut node = node?.ok_or_else(|| protocol_error("a clone walk failed"))?;
+        node.qid = qid;
+        let metadata = attributes_in(replies.next())?;
+        let directory = if directory_too { attributes_in(replies.next()).ok() } else { None };
+        Ok(Created { opened, node, metadata, directory })
     }
 
     pub fn getattr(&self) -> io::Result<Metadata> {
@@ -417,6 +553,28 @@ impl Node {
 
     /// Removes `name` from this directory: a file or symlink, or with `directory` an empty
     /// directory.
+    /// Unlinks `name` (Tunlinkat, as `unlinkat`) and gets this directory's attributes after
+    /// it (None if the Tgetattr failed): one round trip on an ordered connection.
+    pub fn unlinkat_with_attributes(&self, name: &[u8], directory: bool) -> io::Result<Option<Metadata>> {
+        let flags = if directory { fsoc_9p::constants::UNLINKAT_REMOVE_DIRECTORY } else { 0 };
+        let mut batch = Batch::new(&self.connection);
+        batch.push(&Request::Unlinkat { directory_fid: self.fid, name, flags });
+        batch.push(&Request::Getattr { fid: self.fid, request_mask: getattr::BASIC });
+        let mut replies = batch.finish().into_iter();
+        expect_reply("Tunlinkat", replies.next(), |reply| matches!(reply, Reply::Unlinkat).then_some(()))?;
+        Ok(attributes_in(replies.next()).ok())
+    }
+
+    /// Tsetattr, then the attributes after it: one round trip on an ordered connection.
+    pub fn setattr_with_attributes(&self, attributes: SetAttributes) -> io::Result<Metadata> {
+        let mut batch = Batch::new(&self.connection);
+        batch.push(&Request::Setattr { fid: self.fid, attributes });
+        batch.push(&Request::Getattr { fid: self.fid, request_mask: getattr::BASIC });
+        let mut replies = batch.finish().into_iter();
+        expect_reply("Tsetattr", replies.next(), |reply| matches!(reply, Reply::Setattr).then_some(()))?;
+        attributes_in(replies.next())
+    }
+
     pub fn unlinkat(&self, name: &[u8], directory: bool) -> io::Result<()> {
         let flags = if directory { fsoc_9p::constants::UNLINKAT_REMOVE_DIRECTORY } else { 0 };
         self.call(&Request::Unlinkat { directory_fid: self.fid, name, flags }, |reply| {

@@ -8,6 +8,12 @@
 //! worker decodes and executes it (`operations::execute`) and writes the reply under the write
 //! lock.
 //!
+//! Ordered sessions (Tversion "9P2000.L.fsoc", docs/PROTOCOL.md 2.1): requests are held in
+//! arrival order (`State::held`) and start as `Order` says: a sequential request once every
+//! earlier one has ended, a concurrent one (Tread, Twrite, Treaddir, Tfsync) once every
+//! earlier sequential one has; so a client may send a walk and a request on its new fid, or a
+//! create and a Tgetattr of the directory, without waiting between them.
+//!
 //! Bounds: at most `ServeConfig::requests_in_flight(msize)` requests are in flight (queued or
 //! running until their reply is written), each holding one request buffer of at most msize
 //! bytes; while that many are in flight the reader waits and reads nothing more, so a client
@@ -30,7 +36,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use fsoc_9p::constants::{message_type, HEADER_SIZE_BYTES, VERSION_9P2000_L, VERSION_UNKNOWN};
+use fsoc_9p::constants::{message_type, HEADER_SIZE_BYTES, VERSION_9P2000_L, VERSION_9P2000_L_FSOC, VERSION_UNKNOWN};
 use fsoc_9p::{decode_header, decode_request, encode, frame_size, Errno, Reply, Request, Tag};
 use fsoc_flash::Flash;
 
@@ -58,18 +64,51 @@ enum TagState {
     Flush,
 }
 
+/// How a request of an ordered session (Tversion 9P2000.L.fsoc) is ordered against the others.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Order {
+    /// Not ordered: a 9P2000.L session, or a request the reader runs itself.
+    Free,
+    /// Tread, Twrite, Treaddir, Tfsync: starts once every earlier sequential request has
+    /// ended; runs alongside other concurrent ones (reads on different chips overlap).
+    Concurrent,
+    /// Every other request: starts once every earlier request has ended, and no later one
+    /// starts before it ends.
+    Sequential,
+}
+
+impl Order {
+    fn of(message: Option<u8>) -> Order {
+        use message_type::*;
+        match message {
+            Some(TREAD | TWRITE | TREADDIR | TFSYNC) => Order::Concurrent,
+            _ => Order::Sequential,
+        }
+    }
+}
+
 /// A request waiting for a worker.
 struct Work {
     tag: Tag,
     buffer: Vec<u8>,
     length: usize,
     generation: u64,
+    order: Order,
 }
 
 struct State {
     /// Negotiated by Tversion; before it, the server's maximum (for framing Tversion only).
     msize: u32,
     negotiated: bool,
+    /// The session is ordered (Tversion 9P2000.L.fsoc): requests start in arrival order as
+    /// `Order` says.
+    ordered: bool,
+    /// Ordered sessions: requests that may not start yet, in arrival order.
+    held: VecDeque<Work>,
+    /// Ordered sessions: requests started (queued for a worker or running) and not ended, and
+    /// whether one of them is sequential (then it is the only one).
+    started: usize,
+    started_sequential: bool,
     /// Raised by every Tversion: replies of requests from an older session are not sent.
     generation: u64,
     queue: VecDeque<Work>,
@@ -147,6 +186,10 @@ pub(crate) fn serve<F: Flash + Send + Sync + 'static>(shared: Arc<Shared<F>>, st
         state: Mutex::new(State {
             msize: msize_max,
             negotiated: false,
+            ordered: false,
+            held: VecDeque::new(),
+            started: 0,
+            started_sequential: false,
             generation: 0,
             queue: VecDeque::new(),
             in_flight: HashMap::new(),
@@ -193,6 +236,7 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
                 return "closed by the server".into();
             }
             let mut size_field = [0u8; 4];
+            stream.poll_readable(self.shared.config.poll_before_sleep);
             if let Err(error) = stream.read_exact(&mut size_field) {
                 return format!("read ended: {error}");
             }
@@ -330,7 +374,8 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             return Flow::Disconnect("a tag already in flight was reused");
         }
         let generation = state.generation;
-        if state.in_flight.is_empty() && runs_in_reader(buffer.get(4).copied()) {
+        let message = buffer.get(4).copied();
+        if state.in_flight.is_empty() && runs_in_reader(message) {
             // Nothing else in flight and a request that never waits for the flash: the
             // reader runs it itself, a thread switch less per round trip (no request can
             // arrive meanwhile that it would hold up, since the client waits for this one).
@@ -338,19 +383,21 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             let msize = state.msize;
             drop(state);
             let small_reply = reader_reply.get_or_insert_with(|| vec![0u8; SMALL_REPLY_BYTES]);
-            self.run(Work { tag, buffer, length, generation }, msize, small_reply);
+            self.run(Work { tag, buffer, length, generation, order: Order::Free }, msize, small_reply);
             return Flow::Continue;
         }
         state.in_flight.insert(tag.0, TagState::Queued);
-        state.queue.push_back(Work { tag, buffer, length, generation });
-        // One wake-up per request: an idle worker nobody has woken yet, else a new worker,
-        // else none (every worker is busy or already woken, and each looks at the queue before
-        // it waits again, so the request is taken).
+        let unserved = if state.ordered {
+            state.held.push_back(Work { tag, buffer, length, generation, order: Order::of(message) });
+            self.release_held(&mut state, false)
+        } else {
+            state.queue.push_back(Work { tag, buffer, length, generation, order: Order::Free });
+            usize::from(!self.wake_worker(&mut state))
+        };
+        // Work no idle worker was woken for: a new worker, else none (every worker is busy or
+        // already woken, and each looks at the queue before it waits again, so it is taken).
         let mut start_worker = false;
-        if state.idle_workers > state.wakeups_pending {
-            state.wakeups_pending += 1;
-            self.work_queued.notify_one();
-        } else if state.workers < self.shared.config.workers_per_connection_max {
+        if unserved > 0 && state.workers < self.shared.config.workers_per_connection_max {
             state.workers += 1;
             start_worker = true;
         }
@@ -369,6 +416,45 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             }
         }
         Flow::Continue
+    }
+
+    /// Wakes an idle worker nobody has woken yet for one queued request (one wake-up per
+    /// request); false if there is none.
+    fn wake_worker(&self, state: &mut State) -> bool {
+        if state.idle_workers > state.wakeups_pending {
+            state.wakeups_pending += 1;
+            self.work_queued.notify_one();
+            return true;
+        }
+        false
+    }
+
+    /// Ordered sessions: moves the held requests that may start now to the workers' queue, in
+    /// arrival order, and returns how many of them no idle worker was woken for. A worker that
+    /// has just ended a request (`by_worker`) takes the first itself, without a wake-up.
+    fn release_held(&self, state: &mut State, by_worker: bool) -> usize {
+        let mut unserved = 0;
+        let mut first = true;
+        while let Some(front) = state.held.front() {
+            let may_start = match front.order {
+                Order::Sequential => state.started == 0,
+                Order::Concurrent | Order::Free => !state.started_sequential,
+            };
+            if !may_start {
+                break;
+            }
+            let Some(work) = state.held.pop_front() else { break };
+            state.started += 1;
+            state.started_sequential |= work.order == Order::Sequential;
+            assert!(!state.started_sequential || state.started == 1, "a sequential request started beside others");
+            state.queue.push_back(work);
+            let taken_by_this_worker = by_worker && first;
+            if !taken_by_this_worker {
+                unserved += usize::from(!self.wake_worker(state));
+            }
+            first = false;
+        }
+        unserved
     }
 
     /// A worker: executes queued requests until the connection closes and the queue is empty.
@@ -401,7 +487,7 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
 
     /// Executes one request, sends its reply and gives its buffer back.
     fn run(&self, work: Work, msize: u32, small_reply: &mut [u8]) {
-        let Work { tag, mut buffer, length, generation } = work;
+        let Work { tag, mut buffer, length, generation, order } = work;
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
             operations::execute(self, tag, &mut buffer, length, small_reply, msize)
         }))
@@ -418,12 +504,13 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             Outcome::Small(length) => small_reply.get(..length),
             Outcome::InBuffer(length) => buffer.get(..length),
         };
-        self.finish(tag, generation, reply.unwrap_or(&[]));
+        self.finish(tag, generation, order, reply.unwrap_or(&[]));
         self.return_buffer(buffer);
     }
 
-    /// Sends the reply of request `tag`, then the Rflush of every Tflush waiting for it.
-    fn finish(&self, tag: Tag, generation: u64, reply: &[u8]) {
+    /// Sends the reply of request `tag`, then the Rflush of every Tflush waiting for it; in an
+    /// ordered session, lets the held requests start that waited for this one.
+    fn finish(&self, tag: Tag, generation: u64, order: Order, reply: &[u8]) {
         let mut writer = lock(&self.writer);
         let (current, flushes) = {
             let mut state = lock(&self.state);
@@ -433,6 +520,10 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             };
             for flush in &flushes {
                 state.in_flight.remove(&flush.0);
+            }
+            if order != Order::Free {
+                self.end_started(&mut state, order);
+                self.release_held(&mut state, true);
             }
             self.wake_reader(&state);
             (state.generation == generation, flushes)
@@ -453,6 +544,15 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             self.close("a reply could not be sent");
         } else if self.close_after_reply.load(Ordering::Acquire) {
             self.close("too many failed attaches");
+        }
+    }
+
+    /// Ordered sessions: a started request has ended (or was dropped from the queue).
+    fn end_started(&self, state: &mut State, order: Order) {
+        assert!(state.started > 0, "an ordered request ended that had not started");
+        state.started -= 1;
+        if order == Order::Sequential {
+            state.started_sequential = false;
         }
     }
 
@@ -521,6 +621,13 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
             state.generation += 1;
             while let Some(work) = state.queue.pop_front() {
                 state.in_flight.remove(&work.tag.0);
+                if work.order != Order::Free {
+                    self.end_started(&mut state, work.order);
+                }
+                self.give_back(&mut state, work.buffer);
+            }
+            while let Some(work) = state.held.pop_front() {
+                state.in_flight.remove(&work.tag.0);
                 self.give_back(&mut state, work.buffer);
             }
             while !state.in_flight.is_empty() && !self.broken.load(Ordering::Acquire) {
@@ -529,10 +636,12 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
         }
         self.release_all_fids();
         let agreed = client_msize.min(self.shared.config.msize_max_bytes);
-        let understood = version == VERSION_9P2000_L && agreed >= MSIZE_FLOOR_BYTES;
+        let ordered = version == VERSION_9P2000_L_FSOC;
+        let understood = (version == VERSION_9P2000_L || ordered) && agreed >= MSIZE_FLOOR_BYTES;
         {
             let mut state = lock(&self.state);
             state.negotiated = understood;
+            state.ordered = understood && ordered;
             if understood {
                 state.msize = agreed;
                 state.buffers_max = self.shared.config.requests_in_flight(agreed);
@@ -540,7 +649,11 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
                 state.free_buffers.clear();
             }
         }
-        let answer = if understood { VERSION_9P2000_L } else { VERSION_UNKNOWN };
+        let answer = match (understood, ordered) {
+            (true, true) => VERSION_9P2000_L_FSOC,
+            (true, false) => VERSION_9P2000_L,
+            (false, _) => VERSION_UNKNOWN,
+        };
         self.send_small(tag, &Reply::Version { msize: agreed, version: answer })
     }
 
@@ -562,9 +675,22 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
         }
         let answer_now = match state.in_flight.get_mut(&old_tag.0) {
             Some(TagState::Queued) => {
-                let position = state.queue.iter().position(|work| work.tag == old_tag);
-                if let Some(work) = position.and_then(|position| state.queue.remove(position)) {
+                let queued = state.queue.iter().position(|work| work.tag == old_tag);
+                if let Some(work) = queued.and_then(|position| state.queue.remove(position)) {
+                    if work.order != Order::Free {
+                        self.end_started(&mut state, work.order);
+                    }
                     self.give_back(&mut state, work.buffer);
+                } else {
+                    let held = state.held.iter().position(|work| work.tag == old_tag);
+                    if let Some(work) = held.and_then(|position| state.held.remove(position)) {
+                        self.give_back(&mut state, work.buffer);
+                    }
+                }
+                if state.ordered {
+                    // What waited for the dropped request may start (a worker is running or
+                    // idle: the requests it waited for were given to one).
+                    self.release_held(&mut state, false);
                 }
                 state.in_flight.remove(&old_tag.0);
                 true

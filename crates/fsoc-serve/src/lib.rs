@@ -44,7 +44,7 @@ mod server;
 mod trace;
 mod wire_counters;
 
-pub use config::{ServeConfig, MSIZE_FLOOR_BYTES};
+pub use config::{ServeConfig, MSIZE_FLOOR_BYTES, POLL_BEFORE_SLEEP_DEFAULT};
 pub use listen::{ListenAddress, ListenError, Listener};
 pub use raw_server::RawServer;
 pub use remote_flash::{raw_operation_name, RemoteFlash};
