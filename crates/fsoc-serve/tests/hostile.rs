@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use fsoc_9p::constants::{message_type, open_flags};
+use fsoc_9p::constants::{message_type, open_flags, VERSION_9P2000_L, VERSION_9P2000_L_FSOC};
 use fsoc_9p::{
     decode_reply, encode, Fid, LockQuery, LockRequest, LockType, Request, SetAttributes, Tag, Timestamp, WalkNames,
 };
@@ -145,7 +145,11 @@ fn sample_request<'d>(rng: &mut SeededRng, data: &'d [u8]) -> Request<'d> {
         },
         25 => Request::Flush { old_tag: Tag(rng.below(64) as u16) },
         // Renegotiates (clunking every fid) at msize 8192 or more, or is refused (4096).
-        _ => Request::Version { msize: [8192, 4096, 1 << 30, 9000][rng.below(4) as usize], version: b"9P2000.L" },
+        // (plain or ordered: docs/PROTOCOL.md 6.3.1).
+        _ => Request::Version {
+            msize: [8192, 4096, 1 << 30, 9000][rng.below(4) as usize],
+            version: if rng.chance_percent(50) { VERSION_9P2000_L_FSOC } else { VERSION_9P2000_L },
+        },
     }
 }
 
@@ -225,7 +229,9 @@ fn hostile_connection(server_path: &std::path::Path, seed: u64) -> usize {
     // Mostly a negotiated, attached session, so the frames reach the operations.
     if rng.chance_percent(90) {
         let mut buffer = [0u8; 64];
-        let length = encode(Tag::NONE, &Request::Version { msize, version: b"9P2000.L" }, &mut buffer).expect("encode");
+        // Half the sessions ordered, so held requests, their flushes and Tversion meet too.
+        let version = if rng.chance_percent(50) { VERSION_9P2000_L_FSOC } else { VERSION_9P2000_L };
+        let length = encode(Tag::NONE, &Request::Version { msize, version }, &mut buffer).expect("encode");
         let _ = stream.write_all(&buffer[..length]);
         let attach = Request::Attach { fid: Fid(ROOT), afid: Fid::NONE, uname: b"u", aname: b"", n_uname: 0 };
         let length = encode(Tag(0), &attach, &mut buffer).expect("encode");
