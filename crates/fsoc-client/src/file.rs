@@ -29,6 +29,7 @@ pub struct OpenOptions {
     truncate: bool,
     create: bool,
     create_new: bool,
+    sync: bool,
     mode: Option<u32>,
 }
 
@@ -60,6 +61,13 @@ impl OpenOptions {
         self.create_new = create_new;
         self
     }
+    /// O_SYNC: every write returns once durable, and so does the open itself when it creates
+    /// or truncates the file (`fsoc serve` makes a transaction point before the reply; the
+    /// std::os::unix OpenOptionsExt equivalent is `custom_flags(libc::O_SYNC)`).
+    pub fn sync(&mut self, sync: bool) -> &mut Self {
+        self.sync = sync;
+        self
+    }
     /// Permission bits of a created file (default 0o666; the server applies no umask).
     pub fn mode(&mut self, mode: u32) -> &mut Self {
         self.mode = Some(mode);
@@ -88,6 +96,9 @@ impl OpenOptions {
         }
         if self.truncate {
             flags |= open_flags::TRUNCATE;
+        }
+        if self.sync {
+            flags |= open_flags::SYNC | open_flags::DATA_SYNC; // as Linux's O_SYNC
         }
         Ok(flags)
     }

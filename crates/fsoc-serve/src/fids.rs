@@ -20,6 +20,9 @@ pub(crate) struct OpenMode {
     pub write: bool,
     /// O_APPEND: every write goes to the end of the file, decided under the volume lock.
     pub append: bool,
+    /// O_SYNC or O_DSYNC: every write (and the create or truncation of the open) is made
+    /// durable, by a transaction point, before its reply.
+    pub sync: bool,
 }
 
 /// An extended-attribute fid: what Txattrwalk or Txattrcreate made of it.

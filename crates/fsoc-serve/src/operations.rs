@@ -287,16 +287,7 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
             }
             Request::Fsync { fid, .. } => {
                 let entry = self.fid(fid)?;
-                // fdatasync and fsync alike: a transaction point makes data and metadata durable.
-                if !self.read_only() {
-                    // The flash's flush runs with the volume released (other requests proceed);
-                    // the reply waits for it.
-                    self.connection.shared.volume.change_then_flush(
-                        "fsync",
-                        Some(entry.inode),
-                        |fs| -> Answer<_> { Ok(((), fs.begin_fsync(entry.inode)?)) },
-                    )??;
-                }
+                self.make_durable(entry.inode)?;
                 Reply::Fsync
             }
             Request::Statfs { fid } => {
@@ -402,6 +393,20 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
         Ok(qids)
     }
 
+    /// A transaction point (fdatasync and fsync alike: data and metadata become durable), for
+    /// Tfsync and for files opened O_SYNC or O_DSYNC; nothing on a read-only volume. The
+    /// flash's flush runs with the volume released (other requests proceed); the caller's reply
+    /// waits for it.
+    fn make_durable(&self, inode: u64) -> Answer<()> {
+        if !self.read_only() {
+            self.connection
+                .shared
+                .volume
+                .change_then_flush("fsync", Some(inode), |fs| -> Answer<_> { Ok(((), fs.begin_fsync(inode)?)) })??;
+        }
+        Ok(())
+    }
+
     fn lopen(&self, fid: Fid, flags: u32) -> Answer<Qid> {
         let entry = self.fid(fid)?;
         if entry.open.is_some() || entry.xattr.is_some() {
@@ -441,6 +446,9 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
                         entry.open = Some(mode);
                     })
                 })??;
+                if mode.sync && truncate {
+                    self.make_durable(inode)?;
+                }
             }
         }
         Ok(qid(inode, entry.kind))
@@ -508,6 +516,11 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
             })?;
             Ok(inode)
         })?;
+        if open_mode.sync {
+            // A create (or truncation) asked to be synchronous is durable with its reply: one
+            // message where a create then a Tfsync take two (docs/PROTOCOL.md 6.5).
+            self.make_durable(inode)?;
+        }
         Ok(qid(inode, FileKind::File))
     }
 
@@ -582,6 +595,9 @@ impl<F: Flash + Send + Sync + 'static> Session<'_, F> {
             let offset = if mode.append { fs.getattr(entry.inode)?.size } else { offset };
             Ok(fs.write(entry.inode, offset, data)?)
         })?;
+        if mode.sync {
+            self.make_durable(entry.inode)?;
+        }
         Ok(u32::try_from(written).map_err(|_| Errno::EIO)?)
     }
 
@@ -839,10 +855,12 @@ fn open_counted<F: Flash>(fs: &mut FileSystem<F>, inode: u64, mode: OpenMode, tr
 
 fn open_mode(flags: u32) -> Answer<OpenMode> {
     let append = flags & open_flags::APPEND != 0;
+    // O_SYNC includes O_DSYNC's bit on Linux; either makes writes durable before their reply.
+    let sync = flags & (open_flags::SYNC | open_flags::DATA_SYNC) != 0;
     match flags & open_flags::ACCESS_MODE_MASK {
-        open_flags::READ_ONLY => Ok(OpenMode { read: true, write: false, append }),
-        open_flags::WRITE_ONLY => Ok(OpenMode { read: false, write: true, append }),
-        open_flags::READ_WRITE => Ok(OpenMode { read: true, write: true, append }),
+        open_flags::READ_ONLY => Ok(OpenMode { read: true, write: false, append, sync }),
+        open_flags::WRITE_ONLY => Ok(OpenMode { read: false, write: true, append, sync }),
+        open_flags::READ_WRITE => Ok(OpenMode { read: true, write: true, append, sync }),
         _ => Err(Errno::EINVAL.into()),
     }
 }

@@ -395,3 +395,43 @@ fn a_secret_is_checked_at_attach() {
     assert_eq!(by_uname.attach(2, &secret, b"/other"), Err(Errno::ENOENT), "the secret does not open other trees");
     server.stop();
 }
+
+/// O_SYNC and O_DSYNC (P9_DOTL_SYNC, P9_DOTL_DSYNC): a create and every write on the fid are
+/// durable before their reply (a transaction point programs pages), where a plain create and
+/// write stay in the working state until the next transaction point (none here: no commit
+/// interval).
+#[test]
+fn o_sync_makes_creates_and_writes_durable_before_the_reply() {
+    let server = server();
+    let mut client = server.connect();
+    client.attach(ROOT, b"user", b"").expect("attach");
+    let programs = |server: &TestServer| server.gate.programs();
+
+    client.walk(ROOT, 2, &[]).expect("clone");
+    let before = programs(&server);
+    client.lcreate(2, b"plain", open_flags::READ_WRITE | open_flags::CREATE, 0o644).expect("create");
+    client.write(2, 0, b"working state").expect("write");
+    assert_eq!(programs(&server), before, "a plain create and write program nothing");
+
+    for (index, sync) in [open_flags::SYNC | open_flags::DATA_SYNC, open_flags::DATA_SYNC].into_iter().enumerate() {
+        let fid = 3 + index as u32;
+        client.walk(ROOT, fid, &[]).expect("clone");
+        let before_create = programs(&server);
+        let name = format!("durable{index}");
+        client
+            .lcreate(fid, name.as_bytes(), open_flags::READ_WRITE | open_flags::CREATE | sync, 0o644)
+            .expect("create");
+        let after_create = programs(&server);
+        assert!(after_create > before_create, "flags {sync:#o}: the create is committed before Rlcreate");
+        client.write(fid, 0, b"durable").expect("write");
+        assert!(programs(&server) > after_create, "flags {sync:#o}: the write is committed before Rwrite");
+    }
+
+    // An existing file opened O_SYNC: its writes too.
+    client.walk(ROOT, 6, &[b"plain"]).expect("walk");
+    client.lopen(6, open_flags::WRITE_ONLY | open_flags::SYNC | open_flags::DATA_SYNC).expect("lopen");
+    let before_write = programs(&server);
+    client.write(6, 0, b"again").expect("write");
+    assert!(programs(&server) > before_write, "a write through an O_SYNC open is committed before Rwrite");
+    server.stop();
+}

@@ -5,8 +5,8 @@
 //! Each workload runs on a fresh pair of devices (same chips, same seed); its frames, chip
 //! pages and simulated chip time are counted (`Work`) and turned into time by a `Setting`
 //! (`cost`), as Eqs. (1)–(2) of the seed add them: nothing overlaps, each call blocks.
-//! Creates and copied files are made durable one by one (a Tfsync; the conventional host's
-//! transact), as the seed's FAT host wrote its metadata at every operation. Before the read
+//! Creates and copied files are made durable one by one (a create opened O_SYNC, a copied
+//! file's Tfsync; the conventional host's transact), as the seed's FAT host wrote its metadata at every operation. Before the read
 //! the conventional host remounts, so its tree pages come over the bus cold (the device's
 //! caches are not on the bus, and are not dropped).
 
@@ -191,9 +191,18 @@ pub fn count(config: &Table2Config, workload: &str, directory: &Path) -> Result<
         }
         "create_500" => {
             let (fsoc, ()) = fsoc_step(&chip, |client| {
+                // O_SYNC: the create is durable with its reply, one message where a create
+                // and a Tfsync take two (the conventional host transacts after each).
                 for index in 0..config.creates {
-                    drop(client.create(format!("/c{index}"))?);
-                    client.sync()?;
+                    let mut options = fsoc_client::OpenOptions::new();
+                    drop(
+                        options
+                            .write(true)
+                            .create(true)
+                            .truncate(true)
+                            .sync(true)
+                            .open(&client, format!("/c{index}"))?,
+                    );
                 }
                 Ok(())
             })?;

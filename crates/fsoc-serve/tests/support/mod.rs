@@ -439,10 +439,12 @@ impl Client {
     }
 }
 
-/// Holds the next page read after `arm` until `open`, so a request stays running.
+/// Holds the next page read after `arm` until `open`, so a request stays running; and counts
+/// the pages programmed (`programs`), so a test sees when the server wrote to flash.
 #[derive(Clone, Default)]
 pub struct Gate {
     state: Arc<(Mutex<GateState>, Condvar)>,
+    programs: Arc<std::sync::atomic::AtomicU64>,
 }
 
 #[derive(Default)]
@@ -474,6 +476,11 @@ impl Gate {
         guard.open = true;
         guard.armed = false;
         changed.notify_all();
+    }
+
+    /// Pages programmed on the flash so far.
+    pub fn programs(&self) -> u64 {
+        self.programs.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn pass(&self) {
@@ -531,6 +538,7 @@ impl Flash for GateFlash {
         data: &[u8],
         spare: &[u8],
     ) -> Result<Completed<()>, NandError> {
+        self.gate.programs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.program_page(issue_ns, page, data, spare)
     }
     fn erase_block(&mut self, issue_ns: Nanos, block: BlockAddress) -> Result<Completed<()>, NandError> {
