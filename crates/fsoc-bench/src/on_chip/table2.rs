@@ -201,7 +201,7 @@ pub fn count(config: &Table2Config, workload: &str, directory: &Path) -> Result<
                             .create(true)
                             .truncate(true)
                             .sync(true)
-                            .open(&client, format!("/c{index}"))?,
+                            .open(client, format!("/c{index}"))?,
                     );
                 }
                 Ok(())
