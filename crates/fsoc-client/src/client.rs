@@ -147,6 +147,13 @@ impl Client {
         self.inner.root.connection().ordered()
     }
 
+    /// Waits until every request this connection sent without waiting for its reply (the
+    /// Tclunk of a dropped `File`, `Node` or `ReadDir`) has been answered: afterwards the server
+    /// has seen and finished everything sent so far.
+    pub fn wait_idle(&self) -> io::Result<()> {
+        self.inner.root.connection().wait_idle()
+    }
+
     pub fn options(&self) -> &ConnectOptions {
         &self.inner.options
     }

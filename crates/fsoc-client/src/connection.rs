@@ -283,6 +283,21 @@ impl Connection {
         self.send(request)?.wait()
     }
 
+    /// Waits until every request sent without waiting (background clunks) has been answered,
+    /// reading replies if nobody else is; Err once the connection has failed.
+    pub fn wait_idle(&self) -> io::Result<()> {
+        let mut tags = lock(&self.shared.tags);
+        loop {
+            if let Some((kind, message)) = &tags.failure {
+                return Err(io::Error::new(*kind, message.clone()));
+            }
+            if !tags.slots.iter().any(|slot| matches!(slot, Slot::Abandoned { .. })) {
+                return Ok(());
+            }
+            tags = self.shared.wait_or_read(tags);
+        }
+    }
+
     /// Clunks `fid` without waiting: the fid is reused only once the server has answered.
     pub fn clunk_in_background(&self, fid: Fid) {
         // A send that fails means the connection is gone, and every fid with it.

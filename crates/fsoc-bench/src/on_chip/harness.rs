@@ -23,6 +23,13 @@ use fsoc_serve::{ListenAddress, RawServer, RemoteFlash, ServeConfig, Server, Sto
 
 use crate::target::BenchError;
 
+/// The server's settings for a measured device: no periodic transaction point and no
+/// background scrub, whose page reads would land at wall-clock moments and make the counted
+/// pages and chip time differ from run to run (the scrub arrived with issue 12).
+pub(crate) fn quiet_serve_config() -> ServeConfig {
+    ServeConfig { commit_interval: None, scrub_pages_per_second: 0, ..ServeConfig::default() }
+}
+
 pub(crate) fn setup(context: &str) -> impl Fn(String) -> BenchError + '_ {
     move |message| BenchError::Setup(format!("{context}: {message}"))
 }
@@ -305,6 +312,11 @@ impl OnChip {
 
     /// What the wire and the chips have counted so far (replies all counted).
     pub fn reading(&self) -> (Traffic, MeterReading) {
+        // Clunks go out without waiting: their replies (hence their requests) are counted
+        // only once they have come back.
+        if let Some(client) = &self.client {
+            let _ = client.wait_idle();
+        }
         settle(&self.counters);
         (Traffic::of(&self.counters), self.meter.reading())
     }

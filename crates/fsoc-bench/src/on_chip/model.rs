@@ -19,7 +19,6 @@
 use std::io;
 use std::path::Path;
 
-use fsoc_serve::ServeConfig;
 use serde_json::{json, Value};
 
 use super::cost::{Elapsed, Mode, Setting, Work};
@@ -105,7 +104,7 @@ impl Units {
 /// Counts each 4 KiB read of the file in both modes: (FSOC, conventional), one `Work` per unit.
 /// The opening lookup is part of unit 0.
 pub fn count_units(config: &Table2Config, directory: &Path) -> Result<(Vec<Work>, Vec<Work>), BenchError> {
-    let serve = ServeConfig { commit_interval: None, ..ServeConfig::default() };
+    let serve = super::harness::quiet_serve_config();
     let chip = OnChip::start(&config.sim_config(), serve, &directory.join("model-9p.sock"))?;
     let mut host = Conventional::start(&config.sim_config(), &directory.join("model-raw.sock"))?;
     let data = contents(1, config.read_bytes);

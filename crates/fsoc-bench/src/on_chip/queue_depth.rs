@@ -202,10 +202,9 @@ pub fn run(
 ) -> Result<Value, BenchError> {
     let sim = config.sim_config();
     let serve = ServeConfig {
-        commit_interval: None,
         workers_per_connection_max: 32,
         requests_in_flight_max: 32,
-        ..ServeConfig::default()
+        ..super::harness::quiet_serve_config()
     };
     progress("queue depth: writing the file");
     let chip = OnChip::start(&sim, serve, &directory.join("queue-9p.sock"))?;

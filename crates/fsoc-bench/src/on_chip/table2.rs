@@ -16,7 +16,7 @@ use std::path::Path;
 use fsoc_client::Client;
 use fsoc_core::{FileSystem, FsError, OpenFlags};
 use fsoc_media::{Profile, SimConfig};
-use fsoc_serve::{RemoteFlash, ServeConfig};
+use fsoc_serve::RemoteFlash;
 use serde_json::{json, Value};
 
 use super::cost::{Elapsed, Mode, Setting, Work};
@@ -152,7 +152,7 @@ const CREATE: OpenFlags = OpenFlags {
 
 /// Runs one workload on fresh devices and counts it in both modes.
 pub fn count(config: &Table2Config, workload: &str, directory: &Path) -> Result<Counted, BenchError> {
-    let serve = ServeConfig { commit_interval: None, ..ServeConfig::default() };
+    let serve = super::harness::quiet_serve_config();
     let chip = OnChip::start(&config.sim_config(), serve, &directory.join(format!("{workload}-9p.sock")))?;
     let mut host = Conventional::start(&config.sim_config(), &directory.join(format!("{workload}-raw.sock")))?;
     let counted = match workload {

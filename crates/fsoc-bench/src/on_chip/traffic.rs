@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 
 use fsoc_core::OpenFlags;
 use fsoc_media::{Profile, SimConfig};
-use fsoc_serve::ServeConfig;
 use serde_json::{json, Value};
 
 use super::harness::{io_setup, settle, setup, Conventional, OnChip, Traffic};
@@ -194,7 +193,7 @@ fn run_regime(
     progress: &mut dyn FnMut(&str),
 ) -> Result<serde_json::Map<String, Value>, BenchError> {
     let socket = |name: &str| -> PathBuf { directory.join(format!("{}-{name}", regime.name())) };
-    let serve = ServeConfig { commit_interval: None, ..ServeConfig::default() };
+    let serve = super::harness::quiet_serve_config();
     let chip = OnChip::start(&config.sim_config(), serve, &socket("9p.sock"))?;
     let mut host = Conventional::start(&config.sim_config(), &socket("raw.sock"))?;
     let mut rows = serde_json::Map::new();
