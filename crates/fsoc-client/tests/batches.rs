@@ -12,9 +12,9 @@ use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 
 use fsoc_9p::constants::{open_flags, setattr};
-use fsoc_9p::{decode_request, encode, Errno, Qid, QidType, Reply, Request, SetAttributes, Tag, WalkQids};
+use fsoc_9p::{decode_request, encode, Errno, Qid, QidType, Reply, Request, SetAttributes, WalkQids};
 use fsoc_client::{Client, ConnectOptions};
-use support::TestServer;
+use support::{receive_message, send_reply, TestServer};
 
 fn batched_calls_work(client: &Client) {
     assert!(client.ordered(), "fsoc serve agrees to 9P2000.L.fsoc");
@@ -81,21 +81,6 @@ fn batched_calls_with_a_single_tag() {
     server.stop();
 }
 
-fn receive(stream: &mut UnixStream) -> Vec<u8> {
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).expect("size");
-    let mut message = vec![0u8; u32::from_le_bytes(size) as usize];
-    message[..4].copy_from_slice(&size);
-    stream.read_exact(&mut message[4..]).expect("body");
-    message
-}
-
-fn answer(stream: &mut UnixStream, tag: Tag, reply: &Reply<'_>) {
-    let mut buffer = vec![0u8; 8192];
-    let length = encode(tag, reply, &mut buffer).expect("encode");
-    stream.write_all(&buffer[..length]).expect("send");
-}
-
 /// Whether the client has sent anything more within 100 ms (it should be waiting for our
 /// reply). A byte read here fails the caller's assertion anyway, so consuming it is harmless.
 fn more_pending(stream: &mut UnixStream) -> bool {
@@ -116,7 +101,7 @@ fn a_plain_9p2000_l_server_gets_one_request_at_a_time() {
         let directory_qid = Qid { qid_type: QidType::DIRECTORY, version: 0, path: 1 };
         let mut seen = Vec::new();
         loop {
-            let message = receive(&mut stream);
+            let message = receive_message(&mut stream);
             let (tag, request) = decode_request(&message).expect("request");
             seen.push(fsoc_9p::constants::message_type::name(request.message_type()).to_string());
             // Clunks are sent without waiting for their replies; nothing else is.
@@ -125,17 +110,17 @@ fn a_plain_9p2000_l_server_gets_one_request_at_a_time() {
             }
             match request {
                 Request::Version { msize, version } if version == b"9P2000.L" => {
-                    answer(&mut stream, tag, &Reply::Version { msize, version: b"9P2000.L" })
+                    send_reply(&mut stream, tag, &Reply::Version { msize, version: b"9P2000.L" })
                 }
                 Request::Version { msize, .. } => {
-                    answer(&mut stream, tag, &Reply::Version { msize, version: b"unknown" })
+                    send_reply(&mut stream, tag, &Reply::Version { msize, version: b"unknown" })
                 }
-                Request::Attach { .. } => answer(&mut stream, tag, &Reply::Attach { qid: directory_qid }),
+                Request::Attach { .. } => send_reply(&mut stream, tag, &Reply::Attach { qid: directory_qid }),
                 Request::Walk { names, .. } => {
                     let qids = WalkQids::from_slice(&vec![directory_qid; names.len()]).expect("qids");
-                    answer(&mut stream, tag, &Reply::Walk { qids });
+                    send_reply(&mut stream, tag, &Reply::Walk { qids });
                 }
-                Request::Lcreate { .. } => answer(&mut stream, tag, &Reply::Lerror { errno: Errno::EEXIST }),
+                Request::Lcreate { .. } => send_reply(&mut stream, tag, &Reply::Lerror { errno: Errno::EEXIST }),
                 // The client may be gone by the last one (it does not wait for clunks).
                 Request::Clunk { .. } => {
                     let mut buffer = [0u8; 16];

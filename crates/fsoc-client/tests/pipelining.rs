@@ -10,9 +10,9 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;
 use std::sync::Arc;
 
-use fsoc_9p::{decode_request, encode, Qid, QidType, Reply, Request, Tag, WalkQids};
+use fsoc_9p::{decode_request, Qid, QidType, Reply, Request, WalkQids};
 use fsoc_client::{Client, ConnectOptions};
-use support::TestServer;
+use support::{receive_message, send_reply, TestServer};
 
 /// Bytes that differ at every offset, so a chunk put in the wrong place is seen.
 fn pattern(length: usize, seed: u64) -> Vec<u8> {
@@ -122,22 +122,6 @@ fn eight_threads_share_two_tags() {
     threads_read_through_one_connection(&ConnectOptions { requests_in_flight_max: 2, ..ConnectOptions::default() });
 }
 
-/// Encodes `reply` under `tag` and sends it.
-fn answer(stream: &mut std::os::unix::net::UnixStream, tag: Tag, reply: &Reply<'_>) {
-    let mut buffer = vec![0u8; 70_000];
-    let length = encode(tag, reply, &mut buffer).expect("encode");
-    stream.write_all(&buffer[..length]).expect("send");
-}
-
-fn receive(stream: &mut std::os::unix::net::UnixStream) -> Vec<u8> {
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).expect("size");
-    let mut message = vec![0u8; u32::from_le_bytes(size) as usize];
-    message[..4].copy_from_slice(&size);
-    stream.read_exact(&mut message[4..]).expect("body");
-    message
-}
-
 #[test]
 fn replies_out_of_order_reach_their_requests() {
     let directory = tempfile::tempdir().expect("tempdir");
@@ -150,19 +134,19 @@ fn replies_out_of_order_reach_their_requests() {
         let file_qid = Qid { qid_type: QidType::FILE, version: 0, path: 7 };
         let mut reads = Vec::new();
         loop {
-            let message = receive(&mut stream);
+            let message = receive_message(&mut stream);
             let (tag, request) = decode_request(&message).expect("request");
             match request {
                 Request::Version { .. } => {
-                    answer(&mut stream, tag, &Reply::Version { msize: MSIZE, version: b"9P2000.L" })
+                    send_reply(&mut stream, tag, &Reply::Version { msize: MSIZE, version: b"9P2000.L" })
                 }
-                Request::Attach { .. } => answer(&mut stream, tag, &Reply::Attach { qid: Qid::default() }),
+                Request::Attach { .. } => send_reply(&mut stream, tag, &Reply::Attach { qid: Qid::default() }),
                 Request::Walk { names, .. } => {
                     let qids = WalkQids::from_slice(&vec![file_qid; names.len()]).expect("qids");
-                    answer(&mut stream, tag, &Reply::Walk { qids });
+                    send_reply(&mut stream, tag, &Reply::Walk { qids });
                 }
-                Request::Lopen { .. } => answer(&mut stream, tag, &Reply::Lopen { qid: file_qid, iounit: 0 }),
-                Request::Clunk { .. } => answer(&mut stream, tag, &Reply::Clunk),
+                Request::Lopen { .. } => send_reply(&mut stream, tag, &Reply::Lopen { qid: file_qid, iounit: 0 }),
+                Request::Clunk { .. } => send_reply(&mut stream, tag, &Reply::Clunk),
                 Request::Read { offset, count, .. } => {
                     reads.push((tag, offset, count));
                     // Nothing is answered until four reads are in flight; then the last first.
@@ -171,7 +155,7 @@ fn replies_out_of_order_reach_their_requests() {
                         assert_eq!(tags.len(), 4, "four distinct tags in flight");
                         for &(tag, offset, count) in reads.iter().rev() {
                             let data: Vec<u8> = (offset..offset + u64::from(count)).map(|byte| byte as u8).collect();
-                            answer(&mut stream, tag, &Reply::Read { data: &data });
+                            send_reply(&mut stream, tag, &Reply::Read { data: &data });
                         }
                         reads.clear();
                     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use fsoc_9p::constants::open_flags;
 use fsoc_9p::{Errno, Fid, Reply, Request, Tag};
 use fsoc_serve::ServeConfig;
-use support::{Client, TestServer};
+use support::{silent_for, Client, TestServer};
 
 const ROOT: u32 = 1;
 
@@ -38,19 +38,6 @@ fn read_request(offset: u64) -> Request<'static> {
 
 fn getattr_request() -> Request<'static> {
     Request::Getattr { fid: Fid(ROOT), request_mask: 0x7ff }
-}
-
-/// Whether nothing arrives within `wait` (the server is holding replies back).
-fn silent_for(client: &mut Client, wait: Duration) -> bool {
-    client.stream.set_read_timeout(Some(wait)).expect("timeout");
-    let mut byte = [0u8; 1];
-    // A byte read here fails the caller's assertion anyway, so consuming it does no harm.
-    let silent = matches!(
-        std::io::Read::read(&mut client.stream, &mut byte),
-        Err(error) if matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
-    );
-    client.stream.set_read_timeout(Some(support::REPLY_TIMEOUT)).expect("timeout");
-    silent
 }
 
 /// A read held at the flash is overtaken by a getattr sent after it.

@@ -14,7 +14,7 @@ use std::time::Duration;
 use fsoc_9p::constants::{open_flags, VERSION_9P2000_L, VERSION_9P2000_L_FSOC, VERSION_UNKNOWN};
 use fsoc_9p::{Fid, Reply, Request, Tag, WalkNames};
 use fsoc_serve::ServeConfig;
-use support::{Client, TestServer};
+use support::{silent_for, Client, TestServer};
 
 const ROOT: u32 = 1;
 
@@ -44,17 +44,11 @@ fn ordered_with_open_file(server: &TestServer) -> Client {
     client
 }
 
-/// Whether nothing arrives within `wait`.
-fn silent_for(client: &mut Client, wait: Duration) -> bool {
-    client.stream.set_read_timeout(Some(wait)).expect("timeout");
-    let mut byte = [0u8; 1];
-    // A byte read here fails the caller's assertion anyway, so consuming it does no harm.
-    let silent = matches!(
-        std::io::Read::read(&mut client.stream, &mut byte),
-        Err(error) if matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
-    );
-    client.stream.set_read_timeout(Some(support::REPLY_TIMEOUT)).expect("timeout");
-    silent
+/// Sends a read of fid 2 under `tag` and waits until the flash holds it.
+fn hold_a_read(server: &TestServer, client: &mut Client, tag: Tag) {
+    server.gate.arm();
+    client.send(tag, &Request::Read { fid: Fid(2), offset: 8192, count: 4096 });
+    server.gate.wait_until_holding();
 }
 
 #[test]
@@ -77,9 +71,7 @@ fn the_ordered_variant_is_agreed_only_when_offered() {
 fn a_sequential_request_waits_for_earlier_ones_and_reads_overlap() {
     let server = TestServer::start(config());
     let mut client = ordered_with_open_file(&server);
-    server.gate.arm();
-    client.send(Tag(10), &Request::Read { fid: Fid(2), offset: 8192, count: 4096 });
-    server.gate.wait_until_holding();
+    hold_a_read(&server, &mut client, Tag(10));
     client.send(Tag(11), &Request::Getattr { fid: Fid(ROOT), request_mask: 0x7ff });
     client.send(Tag(12), &Request::Read { fid: Fid(2), offset: 0, count: 4096 });
     // The getattr is held behind the read, and the second read behind the getattr.
@@ -107,9 +99,7 @@ fn a_sequential_request_waits_for_earlier_ones_and_reads_overlap() {
 fn dependent_requests_sent_together_run_in_order() {
     let server = TestServer::start(config());
     let mut client = ordered_with_open_file(&server);
-    server.gate.arm();
-    client.send(Tag(10), &Request::Read { fid: Fid(2), offset: 8192, count: 4096 });
-    server.gate.wait_until_holding();
+    hold_a_read(&server, &mut client, Tag(10));
     let name = b"new";
     let batch = [
         Request::Walk { fid: Fid(ROOT), new_fid: Fid(5), names: WalkNames::new() },
@@ -157,9 +147,7 @@ fn dependent_requests_sent_together_run_in_order() {
 fn a_flush_of_a_held_request_drops_it() {
     let server = TestServer::start(config());
     let mut client = ordered_with_open_file(&server);
-    server.gate.arm();
-    client.send(Tag(10), &Request::Read { fid: Fid(2), offset: 8192, count: 4096 });
-    server.gate.wait_until_holding();
+    hold_a_read(&server, &mut client, Tag(10));
     client.send(Tag(11), &Request::Getattr { fid: Fid(ROOT), request_mask: 0x7ff });
     client.send(Tag(12), &Request::Getattr { fid: Fid(2), request_mask: 0x7ff });
     client.send(Tag(13), &Request::Flush { old_tag: Tag(11) });

@@ -83,6 +83,19 @@ impl TestServer {
     }
 }
 
+/// Whether nothing arrives on `client` within `wait` (the server is holding replies back). A
+/// byte read here fails the caller's assertion anyway, so consuming it does no harm.
+pub fn silent_for(client: &mut Client, wait: Duration) -> bool {
+    client.stream.set_read_timeout(Some(wait)).expect("timeout");
+    let mut byte = [0u8; 1];
+    let silent = matches!(
+        Read::read(&mut client.stream, &mut byte),
+        Err(error) if matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+    );
+    client.stream.set_read_timeout(Some(REPLY_TIMEOUT)).expect("timeout");
+    silent
+}
+
 /// One raw reply.
 pub struct Message(pub Vec<u8>);
 
