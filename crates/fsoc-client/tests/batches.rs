@@ -6,15 +6,17 @@
 //! plain 9P2000.L and sends each request only once the one before is answered, stopping at a
 //! refusal.
 
+mod fake_server;
 mod support;
 
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 
+use fake_server::{receive_message, send_reply};
 use fsoc_9p::constants::{open_flags, setattr};
 use fsoc_9p::{decode_request, encode, Errno, Qid, QidType, Reply, Request, SetAttributes, WalkQids};
 use fsoc_client::{Client, ConnectOptions};
-use support::{receive_message, send_reply, TestServer};
+use support::TestServer;
 
 fn batched_calls_work(client: &Client) {
     assert!(client.ordered(), "fsoc serve agrees to 9P2000.L.fsoc");

@@ -4,15 +4,17 @@
 //! answers only once 4 reads are in flight, in reverse order, which a client that did not
 //! pipeline or that matched replies by order would fail.
 
+mod fake_server;
 mod support;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;
 use std::sync::Arc;
 
+use fake_server::{receive_message, send_reply};
 use fsoc_9p::{decode_request, Qid, QidType, Reply, Request, WalkQids};
 use fsoc_client::{Client, ConnectOptions};
-use support::{receive_message, send_reply, TestServer};
+use support::TestServer;
 
 /// Bytes that differ at every offset, so a chunk put in the wrong place is seen.
 fn pattern(length: usize, seed: u64) -> Vec<u8> {
