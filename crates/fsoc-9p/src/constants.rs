@@ -185,7 +185,7 @@ pub const MSIZE_MIN_BYTES: u32 = 4096;
 /// The version string of this protocol in Tversion and Rversion.
 pub const VERSION_9P2000_L: &[u8] = b"9P2000.L";
 /// fsoc's ordered variant of 9P2000.L: the same messages, and the server runs requests in the
-/// order they arrive (docs/PROTOCOL.md section 2.1), so a client may pipeline requests that
+/// order they arrive (docs/PROTOCOL.md section 6.3.1), so a client may pipeline requests that
 /// depend on each other.
 pub const VERSION_9P2000_L_FSOC: &[u8] = b"9P2000.L.fsoc";
 /// The version string an Rversion carries when the server speaks none the client offered.

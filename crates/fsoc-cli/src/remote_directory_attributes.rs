@@ -10,10 +10,11 @@
 //!
 //! Consistency: an entry answers one GETATTR, and only within `FRESH_FOR` (the kernel's own
 //! attribute TTL) of being fetched, so a change made by another host is seen as soon as it
-//! would be without this. Any other change this mount makes to a directory (mkdir, rmdir,
-//! rename, link, symlink, mknod, setattr) drops its entry first, and a batch that began before
-//! such a drop may not store what it fetched (`epoch`); of two concurrent fetches the one with
-//! the later ctime is kept.
+//! would be without this. Any other change this mount makes to a directory (mkdir, rename,
+//! link, symlink, mknod, setattr, a create given to another user) drops its entry once the
+//! server has answered it, and a batch that began before that drop may not store what it
+//! fetched (`epoch`), so what is kept was fetched after every such change; of two concurrent
+//! fetches the one with the later ctime is kept.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

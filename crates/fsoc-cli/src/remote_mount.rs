@@ -437,13 +437,14 @@ impl Filesystem for RemoteFs {
             attributes.size_bytes = size;
         }
         self.write_behind.settle(inode.0);
-        self.directories.forget(inode.0);
         let result = self.node(inode).and_then(|node| {
             if attributes.valid_mask != 0 {
                 return node.setattr_with_attributes(attributes).map_err(errno);
             }
             node.getattr().map_err(errno)
         });
+        // After the change: an attribute fetch that began before it may not be kept.
+        self.directories.forget(inode.0);
         match result {
             Ok(metadata) => reply.attr(&CACHE_TTL, &file_attr(&metadata)),
             Err(error) => reply.error(error),
@@ -473,7 +474,6 @@ impl Filesystem for RemoteFs {
             reply.error(Errno::EPERM);
             return;
         }
-        self.directories.forget(parent.0);
         let result = self.node(parent).and_then(|directory| {
             let mut node = directory.clone_node().map_err(errno)?;
             let flags = open_flags::WRITE_ONLY | open_flags::CREATE | open_flags::EXCLUSIVE;
@@ -482,6 +482,8 @@ impl Filesystem for RemoteFs {
             drop(node);
             self.look_up(parent, name)
         });
+        // After the change: an attribute fetch that began before it may not be kept.
+        self.directories.forget(parent.0);
         match result {
             Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
             Err(error) => reply.error(error),
@@ -489,11 +491,12 @@ impl Filesystem for RemoteFs {
     }
 
     fn mkdir(&self, request: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
-        self.directories.forget(parent.0);
         let result = self.node(parent).and_then(|directory| {
             directory.mkdir(name.as_bytes(), mode & 0o7777, request.gid()).map_err(errno)?;
             self.look_up_made(parent, name, request.uid())
         });
+        // After the change: an attribute fetch that began before it may not be kept.
+        self.directories.forget(parent.0);
         match result {
             Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
             Err(error) => reply.error(error),
@@ -515,12 +518,13 @@ impl Filesystem for RemoteFs {
     }
 
     fn symlink(&self, request: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        self.directories.forget(parent.0);
         let result = self.node(parent).and_then(|directory| {
             let target = target.as_os_str().as_bytes();
             directory.symlink(link_name.as_bytes(), target, request.gid()).map_err(errno)?;
             self.look_up_made(parent, link_name, request.uid())
         });
+        // After the change: an attribute fetch that began before it may not be kept.
+        self.directories.forget(parent.0);
         match result {
             Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
             Err(error) => reply.error(error),
@@ -541,8 +545,6 @@ impl Filesystem for RemoteFs {
             reply.error(Errno::EINVAL);
             return;
         }
-        self.directories.forget(parent.0);
-        self.directories.forget(new_parent.0);
         let result = self.node(parent).and_then(|from| {
             let to = self.node(new_parent)?;
             if flags.contains(RenameFlags::RENAME_NOREPLACE) {
@@ -555,6 +557,9 @@ impl Filesystem for RemoteFs {
             }
             from.renameat(name.as_bytes(), &to, new_name.as_bytes()).map_err(errno)
         });
+        // After the change: an attribute fetch that began before it may not be kept.
+        self.directories.forget(parent.0);
+        self.directories.forget(new_parent.0);
         match result {
             Ok(()) => reply.ok(),
             Err(error) => reply.error(error),
@@ -562,7 +567,6 @@ impl Filesystem for RemoteFs {
     }
 
     fn link(&self, _request: &Request, inode: INodeNo, new_parent: INodeNo, new_name: &OsStr, reply: ReplyEntry) {
-        self.directories.forget(new_parent.0);
         let result = self.node(inode).and_then(|file| {
             self.node(new_parent)?.link(&file, new_name.as_bytes()).map_err(errno)?;
             let metadata = file.getattr().map_err(errno)?;
@@ -572,6 +576,8 @@ impl Filesystem for RemoteFs {
             }
             Ok(file_attr(&metadata))
         });
+        // After the change: an attribute fetch that began before it may not be kept.
+        self.directories.forget(new_parent.0);
         match result {
             Ok(attr) => reply.entry(&CACHE_TTL, &attr, GENERATION),
             Err(error) => reply.error(error),
@@ -817,7 +823,6 @@ impl Filesystem for RemoteFs {
                 (created.opened, created.node, created.metadata)
             } else {
                 // Given to the caller after the create, then described.
-                self.directories.forget(parent.0);
                 let mut opened = directory.clone_node().map_err(errno)?;
                 opened.lcreate(name.as_bytes(), create_flags, mode, request.gid()).map_err(errno)?;
                 self.own(&opened, request.uid())?;
@@ -830,6 +835,10 @@ impl Filesystem for RemoteFs {
             // when the server places its writes).
             Ok((attr, self.add_handle(opened, Some(metadata.ino()), server_append)))
         });
+        if request.uid() != self.client.options().uid {
+            // The create made without the directory's attributes: what is kept of them is old.
+            self.directories.forget(parent.0);
+        }
         match result {
             Ok((attr, handle)) => reply.created(&CACHE_TTL, &attr, GENERATION, handle, FopenFlags::empty()),
             Err(error) => reply.error(error),

@@ -104,28 +104,13 @@ impl Connection {
     /// may then be in flight at once.
     ///
     /// It offers fsoc's ordered variant first (9P2000.L.fsoc: the server runs requests in
-    /// arrival order, docs/PROTOCOL.md 2.1) and plain 9P2000.L to a server that answers
+    /// arrival order, docs/PROTOCOL.md 6.3.1) and plain 9P2000.L to a server that answers
     /// "unknown"; `ordered()` says which was agreed.
     pub fn open(mut stream: Stream, msize_bytes: u32, tags_max: usize) -> io::Result<Connection> {
-        let mut offers = [VERSION_9P2000_L_FSOC, VERSION_9P2000_L].into_iter().peekable();
-        let (negotiated, ordered) = loop {
-            let Some(offer) = offers.next() else { unreachable!("the last offer returns") };
-            let mut buffer = [0u8; 64];
-            let request = Request::Version { msize: msize_bytes, version: offer };
-            let length =
-                encode(Tag::NONE, &request, &mut buffer).map_err(|error| protocol_error(&error.to_string()))?;
-            stream.write_all(buffer.get(..length).unwrap_or_default())?;
-            let reply = read_message(&mut stream, msize_bytes)?;
-            match decode_reply(&reply) {
-                Ok((_, Reply::Version { msize, version })) if version == VERSION_9P2000_L_FSOC && offer == version => {
-                    break (msize, true)
-                }
-                Ok((_, Reply::Version { msize, version })) if version == VERSION_9P2000_L => break (msize, false),
-                Ok((_, Reply::Version { version, .. })) if version == VERSION_UNKNOWN && offers.peek().is_some() => {
-                    continue
-                }
-                reply => break (Self::refused_version(reply, msize_bytes)?, false),
-            }
+        let (negotiated, ordered) = match Self::offer_version(&mut stream, msize_bytes, VERSION_9P2000_L_FSOC, false)? {
+            Some(agreed) => agreed,
+            None => Self::offer_version(&mut stream, msize_bytes, VERSION_9P2000_L, true)?
+                .ok_or_else(|| protocol_error("Tversion answered unknown"))?,
         };
         if negotiated > msize_bytes || negotiated < fsoc_9p::constants::MSIZE_MIN_BYTES {
             return Err(protocol_error(&format!("Rversion offers msize {negotiated}, asked for {msize_bytes}")));
@@ -147,16 +132,40 @@ impl Connection {
         Ok(Connection { writer: Mutex::new(stream), shared, msize_bytes: negotiated, ordered })
     }
 
+    /// Sends Tversion offering `offer` and returns the agreed msize and whether the session is
+    /// ordered; `None` when the server answers "unknown" and this is not the `last` offer.
+    fn offer_version(
+        stream: &mut Stream,
+        msize_bytes: u32,
+        offer: &[u8],
+        last: bool,
+    ) -> io::Result<Option<(u32, bool)>> {
+        let mut buffer = [0u8; 64];
+        let request = Request::Version { msize: msize_bytes, version: offer };
+        let length = encode(Tag::NONE, &request, &mut buffer).map_err(|error| protocol_error(&error.to_string()))?;
+        stream.write_all(buffer.get(..length).unwrap_or_default())?;
+        let reply = read_message(stream, msize_bytes)?;
+        match decode_reply(&reply) {
+            // The ordered variant only when offered; plain 9P2000.L to either offer.
+            Ok((_, Reply::Version { msize, version })) if version == offer => {
+                Ok(Some((msize, version == VERSION_9P2000_L_FSOC)))
+            }
+            Ok((_, Reply::Version { msize, version })) if version == VERSION_9P2000_L => Ok(Some((msize, false))),
+            Ok((_, Reply::Version { version, .. })) if version == VERSION_UNKNOWN && !last => Ok(None),
+            reply => Err(Self::refused_version(reply, msize_bytes)),
+        }
+    }
+
     /// The error for an Rversion that agrees on no version this client speaks.
-    fn refused_version(reply: Result<(Tag, Reply<'_>), fsoc_9p::DecodeError>, msize_bytes: u32) -> io::Result<u32> {
+    fn refused_version(reply: Result<(Tag, Reply<'_>), fsoc_9p::DecodeError>, msize_bytes: u32) -> io::Error {
         match reply {
-            Ok((_, Reply::Version { version, .. })) => Err(protocol_error(&format!(
+            Ok((_, Reply::Version { version, .. })) => protocol_error(&format!(
                 "the server does not speak 9P2000.L at msize {msize_bytes} (it answered {:?})",
                 String::from_utf8_lossy(version)
-            ))),
-            Ok((_, Reply::Lerror { errno })) => Err(reply_error(errno)),
-            Ok((_, other)) => Err(protocol_error(&format!("Tversion answered with {other:?}"))),
-            Err(error) => Err(protocol_error(&format!("Rversion: {error}"))),
+            )),
+            Ok((_, Reply::Lerror { errno })) => reply_error(errno),
+            Ok((_, other)) => protocol_error(&format!("Tversion answered with {other:?}")),
+            Err(error) => protocol_error(&format!("Rversion: {error}")),
         }
     }
 

@@ -188,45 +188,15 @@ impl Node {
         self.walk_partial(&[])?.node.ok_or_else(|| protocol_error("a clone walk failed"))
     }
 
-    /// A second fid for this file and its attributes, the two requests in flight together
-    /// (both only read this fid, so the server may run them in either order): one round trip.
+    /// A second fid for this file and its attributes: one round trip on an ordered connection.
     pub fn clone_with_attributes(&self) -> io::Result<(Node, Metadata)> {
         let new_fid = self.connection.allocate_fid();
-        let walk = Request::Walk { fid: self.fid, new_fid, names: WalkNames::new() };
-        let sent_walk = match self.connection.send(&walk) {
-            Ok(pending) => pending,
-            Err(error) => {
-                self.connection.release_fid(new_fid);
-                return Err(error);
-            }
-        };
-        let getattr = Request::Getattr { fid: self.fid, request_mask: getattr::BASIC };
-        // With no tag free, the getattr follows the walk's reply instead of going with it.
-        let sent_getattr = self.connection.try_send(&getattr);
-        let walked = sent_walk.wait().and_then(|message| {
-            expect("Twalk", &message, |reply| matches!(reply, Reply::Walk { qids } if qids.is_empty()).then_some(()))
-        });
-        let sent_getattr = match sent_getattr {
-            Ok(Some(pending)) => Ok(pending),
-            Ok(None) => self.connection.send(&getattr),
-            Err(error) => Err(error),
-        };
-        let metadata = sent_getattr.and_then(Pending::wait).and_then(|message| {
-            expect("Tgetattr", &message, |reply| match reply {
-                Reply::Getattr { attributes } => Some(Metadata::new(attributes)),
-                _ => None,
-            })
-        });
-        match walked {
-            Ok(()) => {
-                let node = Node { connection: self.connection.clone(), fid: new_fid, qid: self.qid, iounit: 0 };
-                Ok((node, metadata?))
-            }
-            Err(error) => {
-                self.connection.release_fid(new_fid);
-                Err(error)
-            }
-        }
+        let mut batch = Batch::new(&self.connection);
+        batch.push(&Request::Walk { fid: self.fid, new_fid, names: WalkNames::new() });
+        batch.push(&Request::Getattr { fid: self.fid, request_mask: getattr::BASIC });
+        let mut replies = batch.finish().into_iter();
+        let node = self.walked(new_fid, 0, replies.next())?;
+        Ok((node, attributes_in(replies.next())?))
     }
 
     /// Walks up to 16 `names` (at least one) and gets the attributes of what they reach: one
@@ -239,16 +209,15 @@ impl Node {
         batch.push(&Request::Walk { fid: self.fid, new_fid, names });
         batch.push(&Request::Getattr { fid: new_fid, request_mask: getattr::BASIC });
         let mut replies = batch.finish().into_iter();
-        let walked = self.walked(new_fid, names.len(), replies.next())?;
-        let node = walked.ok_or_else(|| io::Error::from_raw_os_error(Errno::ENOENT.0 as i32))?;
+        let node = self.walked(new_fid, names.len(), replies.next())?;
         Ok((node, attributes_in(replies.next())?))
     }
 
-    /// The node a batched Twalk to `new_fid` of `count` names made, from its reply: None for a
-    /// short walk (the error of its last qid: ENOENT, or ENOTDIR after a non-directory), an
-    /// error for a refused one (the fid goes back to the pool either way; requests batched
+    /// The node a batched Twalk to `new_fid` of `count` names made, from its reply; for a short
+    /// walk the error of its last qid (ENOENT, or ENOTDIR after a non-directory), for a refused
+    /// or unsent one its error (the fid goes back to the pool either way; requests batched
     /// after it on the fid were refused by the server).
-    fn walked(&self, new_fid: Fid, count: usize, reply: Option<io::Result<Vec<u8>>>) -> io::Result<Option<Node>> {
+    fn walked(&self, new_fid: Fid, count: usize, reply: Option<io::Result<Vec<u8>>>) -> io::Result<Node> {
         let qids = reply.unwrap_or_else(|| Err(protocol_error("a batched reply is missing"))).and_then(|message| {
             expect("Twalk", &message, |reply| match reply {
                 Reply::Walk { qids } => Some(qids.as_slice().to_vec()),
@@ -258,7 +227,7 @@ impl Node {
         match qids {
             Ok(qids) if qids.len() == count => {
                 let qid = qids.last().copied().unwrap_or(self.qid);
-                Ok(Some(Node { connection: self.connection.clone(), fid: new_fid, qid, iounit: 0 }))
+                Ok(Node { connection: self.connection.clone(), fid: new_fid, qid, iounit: 0 })
             }
             Ok(qids) if qids.len() < count => {
                 self.connection.release_fid(new_fid);
@@ -283,7 +252,7 @@ impl Node {
         batch.push(&Request::Walk { fid: self.fid, new_fid, names: WalkNames::new() });
         batch.push(&Request::Lopen { fid: new_fid, flags });
         let mut replies = batch.finish().into_iter();
-        let mut node = self.walked(new_fid, 0, replies.next())?.ok_or_else(|| protocol_error("a clone walk failed"))?;
+        let mut node = self.walked(new_fid, 0, replies.next())?;
         let (qid, iounit) = expect_reply("Tlopen", replies.next(), |reply| match reply {
             Reply::Lopen { qid, iounit } => Some((qid, iounit)),
             _ => None,
@@ -321,10 +290,10 @@ impl Node {
         });
         // Made by the walk whether or not the create worked: clunked on drop if unused.
         let node = self.walked(node_fid, 0, replies.next());
-        let mut opened = opened?.ok_or_else(|| protocol_error("a clone walk failed"))?;
+        let mut opened = opened?;
         let (qid, iounit) = created?;
         opened.opened(qid, iounit);
-        let mut node = node?.ok_or_else(|| protocol_error("a clone walk failed"))?;
+        let mut node = node?;
         node.qid = qid;
         let metadata = attributes_in(replies.next())?;
         let directory = if directory_too { attributes_in(replies.next()).ok() } else { None };

@@ -8,7 +8,7 @@
 //! worker decodes and executes it (`operations::execute`) and writes the reply under the write
 //! lock.
 //!
-//! Ordered sessions (Tversion "9P2000.L.fsoc", docs/PROTOCOL.md 2.1): requests are held in
+//! Ordered sessions (Tversion "9P2000.L.fsoc", docs/PROTOCOL.md 6.3.1): requests are held in
 //! arrival order (`State::held`) and start as `Order` says: a sequential request once every
 //! earlier one has ended, a concurrent one (Tread, Twrite, Treaddir, Tfsync) once every
 //! earlier sequential one has; so a client may send a walk and a request on its new fid, or a
@@ -376,9 +376,9 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
         let generation = state.generation;
         let message = buffer.get(4).copied();
         if state.in_flight.is_empty() && runs_in_reader(message) {
-            // Nothing else in flight and a request that never waits for the flash: the
-            // reader runs it itself, a thread switch less per round trip (no request can
-            // arrive meanwhile that it would hold up, since the client waits for this one).
+            // Nothing else in flight and a short request: the reader runs it itself, a thread
+            // switch less per round trip (what the client pipelines behind it waits in the
+            // socket until it is done, as it would behind it in an ordered session).
             state.in_flight.insert(tag.0, TagState::Running { flushes: Vec::new() });
             let msize = state.msize;
             drop(state);
@@ -740,9 +740,11 @@ impl<F: Flash + Send + Sync + 'static> Connection<F> {
 }
 
 /// Whether a request of this type may be run by the reader when nothing else is in flight: the
-/// metadata requests, which touch only the engine's memory (and wait for nothing but the volume
-/// lock). Reads, writes, directory reads, fsync and locks go to a worker, so that the requests
-/// a client pipelines behind them are read and run meanwhile (reads on different chips overlap).
+/// metadata requests, a tree lookup or a change of the working state each (a create or
+/// truncating open asked to be synchronous also commits, as its client waits for). Reads,
+/// writes, directory reads, fsync and locks move data or wait long: they go to a worker, so
+/// that the requests a client pipelines behind them are read and run meanwhile (reads on
+/// different chips overlap).
 fn runs_in_reader(message: Option<u8>) -> bool {
     use message_type::*;
     matches!(

@@ -1,4 +1,4 @@
-//! The ordered session (Tversion "9P2000.L.fsoc", docs/PROTOCOL.md 2.1): requests start in
+//! The ordered session (Tversion "9P2000.L.fsoc", docs/PROTOCOL.md 6.3.1): requests start in
 //! arrival order, a sequential one after every earlier request has ended, a concurrent one
 //! (Tread, Twrite, Treaddir, Tfsync) after every earlier sequential one; so a client may send
 //! requests that depend on each other without waiting in between. A plain 9P2000.L session
