@@ -57,7 +57,7 @@ pub struct ServeConfig {
 
 /// `ServeConfig::poll_before_sleep` by default. PostMark through `fsoc mount --remote` on a
 /// 2-CPU machine: 0 µs 6.2 s, 50 µs 5.6 s, 100 µs 4.5 s, 200 µs 4.0 s, 500 µs 4.3 s, 1 ms 4.6 s
-/// (docs/PROTOCOL.md 8.3); a round trip of Tgetattr from 35 µs to 6 µs.
+/// (docs/PROTOCOL.md 6.3); a round trip of Tgetattr from 35 µs to 19 µs.
 pub const POLL_BEFORE_SLEEP_DEFAULT: Duration = Duration::from_micros(200);
 
 impl Default for ServeConfig {
