@@ -230,8 +230,9 @@ fn a_replacement_block_that_cannot_be_erased_leaves_the_volume_degraded_not_brok
     let flash = written(3, 60);
     let mut replaced = flash.clone();
     replaced.replace_chip(ChipIndex(1)).expect("replace");
-    // Operation 1 erases the superblock block, operation 2 the first metaroot area's block.
-    replaced.schedule_operation_failure(1);
+    // Operations 0 and 1 erase the superblock's homes (blocks 0 and 4), operation 2 the first
+    // metaroot area's block.
+    replaced.schedule_operation_failure(2);
     let (replaced, report) = rebuild_chip(replaced, 1, &mut |_, _| {});
     let error = report.expect_err("the rebuild cannot complete");
     assert!(error.to_string().contains("cannot be erased"), "{error}");

@@ -75,6 +75,15 @@ fn check_superblock(bytes: &[u8]) {
         "a version-{} superblock naming mirror-meta decoded",
         superblock.format_version
     );
+    // Every generation a decoded superblock carries has its place (block 0 before version 9, a
+    // home from 9 on), and a version-9 area is never the second home (segment 4).
+    if superblock.format_version >= 7 {
+        assert!(superblock.generation_place(superblock.generation).is_some(), "{superblock:?} has no place");
+    }
+    assert!(
+        superblock.format_version < 9 || !superblock.metaroot_areas.contains(&4),
+        "a version-9 superblock naming segment 4 as an area decoded"
+    );
     let covered = if superblock.format_version >= 7 { SUPERBLOCK_EXTENSION_BYTES } else { SUPERBLOCK_BYTES };
     let canonical = bytes.get(..covered).unwrap_or_default();
     let encoded = superblock.encode(covered);

@@ -60,7 +60,7 @@ fn slc_four_chips_cuts_fall_mid_stripe() {
 
 #[test]
 fn mlc8k_one_chip() {
-    let config = CrashConfig { profile: Profile::Mlc8k, block_count: 12, max_cuts: Some(120), ..CrashConfig::small(4) };
+    let config = CrashConfig { profile: Profile::Mlc8k, block_count: 13, max_cuts: Some(120), ..CrashConfig::small(4) };
     run(&config, &Workload::ALL);
 }
 

@@ -77,11 +77,20 @@ impl<F: Flash> FileSystem<F> {
         // A volume running without a chip (degraded) has no superblock there to check: the
         // mount report and `fsoc info` say so, and a rebuild writes it again.
         let missing = self.volume.missing_chip();
+        // Version 9 rewrites the superblock in two homes, block 0 included: the copies checked are
+        // the current generation's, wherever it lives (a writable mount after a power cut writes it
+        // again when a cut left one torn).
+        let (home, first_page) = if mounted.format_version >= crate::txn::superblock::FORMAT_VERSION_SUPERBLOCK_HOMES {
+            mounted.generation_place(mounted.generation).unwrap_or((crate::segment::layout::SUPERBLOCK_SEGMENT, 0))
+        } else {
+            (crate::segment::layout::SUPERBLOCK_SEGMENT, 0)
+        };
+        let generation = (mounted.format_version >= crate::txn::superblock::FORMAT_VERSION_SUPERBLOCK_HOMES)
+            .then_some(mounted.generation);
         for chip_index in (0..layout.chip_count).filter(|&chip| Some(chip) != missing) {
             for copy in 0..2 {
-                let address =
-                    layout.address(crate::segment::layout::SUPERBLOCK_SEGMENT, chip_index + copy * layout.chip_count);
-                let problem = match self.volume.log.read_with_status(address, &mut buffer) {
+                let address = fsoc_flash::PageAddress::new(chip_index, home, first_page + copy);
+                let problem = match self.volume.log.read_physical_with_status(address, &mut buffer) {
                     Err(error) => Some(format!("unreadable ({error})")),
                     Ok(fsoc_flash::ReadStatus::Uncorrectable) => Some(String::from("unreadable (uncorrectable)")),
                     Ok(fsoc_flash::ReadStatus::Erased) => Some(String::from("erased")),
@@ -89,6 +98,9 @@ impl<F: Flash> FileSystem<F> {
                         Err(error) => Some(format!("undecodable ({error})")),
                         Ok(found) if found.volume_id != mounted.volume_id || found.chip_index != chip_index => {
                             Some(String::from("belongs to another volume or chip"))
+                        }
+                        Ok(found) if generation.is_some_and(|generation| found.generation != generation) => {
+                            Some(format!("generation {} where {} was expected", found.generation, mounted.generation))
                         }
                         Ok(_) => None,
                     },

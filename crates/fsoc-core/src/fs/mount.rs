@@ -224,7 +224,12 @@ impl<F: Flash> FileSystem<F> {
         if self.volume.has_nvram() && !self.config.volume.read_only {
             return self.commit_to_nvram();
         }
-        if !self.config.delta_commits || !self.delta.fits() || self.config.volume.read_only {
+        // A metaroot area's erase count waits in RAM (version 9): a full commit stores it.
+        if !self.config.delta_commits
+            || !self.delta.fits()
+            || self.config.volume.read_only
+            || self.volume.area_erase_unstored()
+        {
             return self.begin_commit();
         }
         if self.volume.is_poisoned() {

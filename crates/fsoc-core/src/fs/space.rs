@@ -42,14 +42,16 @@ pub struct SpaceAccount {
 }
 
 impl<F: Flash> FileSystem<F> {
-    /// (capacity, used) in pages as offered to files: log segments minus the reserve and
-    /// retired ones; used = pages the working state references.
+    /// (capacity, used) in pages as offered to files: log segments minus the reserve, the
+    /// retired ones and those set aside (version 9: the superblock's second home and the
+    /// metaroot areas lent log segments); used = pages the working state references.
     pub(crate) fn capacity_pages(&self) -> (u64, u64) {
         let layout = self.volume.layout();
         let table = self.volume.log.table();
         let pages_per_segment = u64::from(layout.pages_per_segment());
         let usable_segments = u64::from(layout.log_segment_count())
             .saturating_sub(u64::from(table.retired_log_segment_count()))
+            .saturating_sub(u64::from(table.log_segments_set_aside()))
             .saturating_sub(u64::from(self.volume.config.reserve_segments) + FAILURE_SLACK_SEGMENTS);
         // Blocks masked out of their segments (bad) hold nothing either.
         let (masked_pages, _) = table.masked_pages();

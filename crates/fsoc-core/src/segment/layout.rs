@@ -24,6 +24,10 @@ pub const METAROOT_AREA_COUNT: u32 = 3;
 pub const METAROOT_SEGMENTS: [u32; METAROOT_AREA_COUNT as usize] = [1, 2, 3];
 /// The first segment of the copy-on-write log.
 pub const FIRST_LOG_SEGMENT: u32 = 4;
+/// Format version 9 on: the superblock's two homes, block 0 and block 4 of every chip, which
+/// take its generations in turn (docs/FORMAT.md, "Superblock generations"). Segment 4 is then
+/// retired in the segment table from format on: the log never takes it.
+pub const SUPERBLOCK_HOMES: [u32; 2] = [SUPERBLOCK_SEGMENT, FIRST_LOG_SEGMENT];
 
 /// What a volume stores twice or protects with parity, so that it survives the loss of one
 /// chip (superblock byte 64 from format version 7; docs/DESIGN.md, "Redundancy across chips").

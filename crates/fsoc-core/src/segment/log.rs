@@ -496,6 +496,26 @@ impl<F: Flash> SegmentLog<F> {
         self.close_if_open(segment_index);
     }
 
+    /// Format version 9: segment 4 is the superblock's second home (`SegmentTable::reserve_second_home`).
+    pub fn reserve_second_home(&mut self) {
+        self.table_mut().reserve_second_home();
+    }
+
+    /// Counts an erase of a segment outside the log's own use (a metaroot area's) in its entry.
+    pub fn record_area_erase(&mut self, segment_index: u32) {
+        self.table_mut().record_erase(segment_index);
+    }
+
+    /// Lends a free log segment to a metaroot area, or takes it back into the log (format
+    /// version 9, `SegmentTable::set_lent`). The table changes in RAM only: the superblock
+    /// generation naming the areas is what a mount lends again.
+    pub fn set_area_segment_lent(&mut self, segment_index: u32, lent: bool) {
+        self.table_mut().set_lent(segment_index, lent);
+        if lent {
+            self.close_if_open(segment_index);
+        }
+    }
+
     /// Whether pages appended to `head` are written twice (mirror-meta: the metadata head).
     fn mirrors(&self, head: LogHead) -> bool {
         head == LogHead::Metadata && self.layout().mirrors_metadata()
@@ -665,6 +685,18 @@ impl<F: Flash> SegmentLog<F> {
     /// ECC status instead of judging it: for checks that report what they find (fsck).
     pub fn read_with_status(&self, address: LogAddress, data: &mut Vec<u8>) -> Result<ReadStatus, SegmentError> {
         Ok(self.device.read(address, data)?)
+    }
+
+    /// Reads one physical page (a superblock copy, wherever its generation lives).
+    pub fn read_physical_with_status(
+        &self,
+        address: fsoc_flash::PageAddress,
+        data: &mut Vec<u8>,
+    ) -> Result<ReadStatus, SegmentError> {
+        let layout = self.layout();
+        data.resize(layout.page_size_bytes(), 0);
+        let mut spare = alloc::vec![0u8; layout.spare_size_bytes()];
+        Ok(self.device.read_physical(address, data, &mut spare)?)
     }
 
     /// Reads several log pages at once (they overlap across chips); each page's ECC status is

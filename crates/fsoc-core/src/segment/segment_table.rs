@@ -217,8 +217,10 @@ fn membership_of(
     freed: u32,
     block_pages: u32,
     pages_per_segment: u32,
+    lent: bool,
 ) -> Membership {
-    let log = segment_index >= FIRST_LOG_SEGMENT;
+    // A segment lent to a metaroot area is out of the log while it serves (format version 9).
+    let log = segment_index >= FIRST_LOG_SEGMENT && !lent;
     let tracked = log && !entry.retired;
     let used = tracked && entry.valid_pages > 0;
     Membership {
@@ -299,6 +301,14 @@ pub struct SegmentTable {
     /// Entry changes made, so a caller can tell whether an operation changed the accounting.
     change_count: u64,
     entries_visited: VisitCounter,
+    /// Log segments lent to the metaroot areas (format version 9; at most three): out of every
+    /// index while they serve, as if retired, but stored as they are (free, with their erase
+    /// counts), so that an area moving back out needs no table write. Not stored: the volume
+    /// lends the superblock's areas again when it loads the table.
+    lent: Vec<u32>,
+    /// Format version 9: segment 4 is the superblock's second home, retired from format on and
+    /// counted with the reserved segments, not the log's (`reserve_second_home`).
+    second_home: bool,
 }
 
 impl SegmentTable {
@@ -341,6 +351,8 @@ impl SegmentTable {
             histogram_valid_pages: PrefixSums::new(pages_per_segment),
             change_count: 0,
             entries_visited: VisitCounter::default(),
+            lent: Vec::new(),
+            second_home: false,
         };
         table.recount();
         table
@@ -519,7 +531,14 @@ impl SegmentTable {
             let freed = self.freed_this_transaction.get(&segment_index).copied().unwrap_or(0);
             fresh.add(
                 segment_index,
-                membership_of(segment_index, entry, freed, self.block_pages, self.pages_per_segment),
+                membership_of(
+                    segment_index,
+                    entry,
+                    freed,
+                    self.block_pages,
+                    self.pages_per_segment,
+                    self.is_lent(segment_index),
+                ),
             );
         }
         fresh.retired_segment_count = self.entries.iter().map(|packed| u32::from(packed.unpack().retired)).sum();
@@ -582,7 +601,14 @@ impl SegmentTable {
             let freed = self.freed_this_transaction.get(&segment_index).copied().unwrap_or(0);
             fresh.add(
                 segment_index,
-                membership_of(segment_index, entry, freed, self.block_pages, self.pages_per_segment),
+                membership_of(
+                    segment_index,
+                    entry,
+                    freed,
+                    self.block_pages,
+                    self.pages_per_segment,
+                    self.is_lent(segment_index),
+                ),
             );
         }
         let retired: u32 = self.entries.iter().map(|packed| u32::from(packed.unpack().retired)).sum();
@@ -689,7 +715,8 @@ impl SegmentTable {
         self.entries_visited.add(1);
         let (before_entry, before_freed) = self.slot(segment_index);
         let (block_pages, pages_per_segment) = (self.block_pages, self.pages_per_segment);
-        let before = membership_of(segment_index, before_entry, before_freed, block_pages, pages_per_segment);
+        let lent = self.is_lent(segment_index);
+        let before = membership_of(segment_index, before_entry, before_freed, block_pages, pages_per_segment, lent);
         let (mut after_entry, mut after_freed) = (before_entry, before_freed);
         change(&mut after_entry, &mut after_freed);
         if let Some(slot) = self.entries.get_mut(segment_index as usize) {
@@ -700,7 +727,7 @@ impl SegmentTable {
         } else {
             self.freed_this_transaction.insert(segment_index, after_freed);
         }
-        let after = membership_of(segment_index, after_entry, after_freed, block_pages, pages_per_segment);
+        let after = membership_of(segment_index, after_entry, after_freed, block_pages, pages_per_segment, lent);
         if before != after {
             self.reindex(segment_index, before, after);
         }
@@ -789,12 +816,18 @@ impl SegmentTable {
         if segment_index < FIRST_LOG_SEGMENT {
             return Err("delta names a reserved segment");
         }
+
         let valid = u64::from(entry.valid_pages) + u64::from(allocated);
         let valid = valid.checked_sub(u64::from(released)).ok_or("delta releases more pages than the segment holds")?;
         let valid = u32::try_from(valid)
             .ok()
             .filter(|&valid| valid <= pages_per_segment)
             .ok_or("delta gives a segment more valid pages than it has")?;
+        // A segment the log used and emptied after the full commit may serve as a metaroot area
+        // since (format version 9): the delta names it, but may leave nothing live in it.
+        if valid > 0 && self.is_lent(segment_index) {
+            return Err("delta leaves live pages in a segment that serves as a metaroot area");
+        }
         let freed_total = freed_before.checked_add(released).ok_or("delta releases too many pages")?;
         let opened_since = allocated > 0 && entry.valid_pages == 0 && freed_before == 0 && !entry.retired;
         self.update(segment_index, |entry, freed| {
@@ -805,6 +838,36 @@ impl SegmentTable {
             }
         });
         Ok(())
+    }
+
+    /// Whether `segment_index` is lent to a metaroot area (`set_lent`).
+    pub fn is_lent(&self, segment_index: u32) -> bool {
+        self.lent.contains(&segment_index)
+    }
+
+    /// Lends a free log segment to a metaroot area, or takes it back (format version 9): a lent
+    /// segment is in no index (not free, not used, not in the wear census), as a retired one,
+    /// but its entry is unchanged, so it is stored free with its erase count and is free again
+    /// for a mount whose superblock no longer names it.
+    pub fn set_lent(&mut self, segment_index: u32, lent: bool) {
+        let (entry, freed) = self.slot(segment_index);
+        let was = self.is_lent(segment_index);
+        if was == lent {
+            return;
+        }
+        assert!(!lent || entry.valid_pages == 0, "segment {segment_index} lent while it holds live pages");
+        let (block_pages, pages_per_segment) = (self.block_pages, self.pages_per_segment);
+        let before = membership_of(segment_index, entry, freed, block_pages, pages_per_segment, was);
+        if lent {
+            self.lent.push(segment_index);
+        } else {
+            self.lent.retain(|&other| other != segment_index);
+        }
+        let after = membership_of(segment_index, entry, freed, block_pages, pages_per_segment, lent);
+        if before != after {
+            self.reindex(segment_index, before, after);
+        }
+        self.change_count += 1;
     }
 
     pub fn record_erase(&mut self, segment_index: u32) {
@@ -848,7 +911,11 @@ impl SegmentTable {
     pub fn is_free(&self, segment_index: u32) -> bool {
         self.entries_visited.add(1);
         let (entry, freed) = self.slot(segment_index);
-        segment_index >= FIRST_LOG_SEGMENT && !entry.retired && entry.valid_pages == 0 && freed == 0
+        segment_index >= FIRST_LOG_SEGMENT
+            && !entry.retired
+            && entry.valid_pages == 0
+            && freed == 0
+            && !self.is_lent(segment_index)
     }
 
     /// Called once the transaction's metaroot is durable: what it dropped is now unreferenced.
@@ -951,7 +1018,29 @@ impl SegmentTable {
     pub fn retired_log_segment_count(&self) -> u32 {
         let reserved: u32 =
             (0..FIRST_LOG_SEGMENT).map(|segment_index| u32::from(self.is_retired_quietly(segment_index))).sum();
-        self.retired_segment_count - reserved
+        let second_home = u32::from(self.second_home && self.is_retired_quietly(FIRST_LOG_SEGMENT));
+        self.retired_segment_count - reserved - second_home
+    }
+
+    /// Marks segment 4 as the superblock's second home (format version 9): retired, and counted
+    /// with the reserved segments rather than the log's (`retired_log_segment_count`).
+    pub fn reserve_second_home(&mut self) {
+        self.second_home = true;
+        if !self.is_retired_quietly(FIRST_LOG_SEGMENT) {
+            self.retire(FIRST_LOG_SEGMENT);
+        }
+    }
+
+    /// Log segments that hold no file data and are not retired in the log's count: the
+    /// superblock's second home and the segments lent to metaroot areas (format version 9).
+    pub fn log_segments_set_aside(&self) -> u32 {
+        let lent = self.lent.iter().filter(|&&segment| segment >= FIRST_LOG_SEGMENT).count();
+        u32::from(self.second_home) + u32::try_from(lent).unwrap_or(u32::MAX)
+    }
+
+    /// Whether segment 4 is the superblock's second home (`reserve_second_home`).
+    pub fn has_second_home(&self) -> bool {
+        self.second_home
     }
 
     /// Whether `segment_index` is retired, not counted in `entries_visited` (for the constant

@@ -9,12 +9,12 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use fsoc_flash::{Flash, NandError, ReadStatus};
+use fsoc_flash::{Flash, NandError, PageAddress, ReadStatus};
 
 use crate::address::LogAddress;
-use crate::segment::layout::{Redundancy, SUPERBLOCK_SEGMENT};
+use crate::segment::layout::{Redundancy, SUPERBLOCK_HOMES, SUPERBLOCK_SEGMENT};
 use crate::segment::Device;
-use crate::txn::superblock::Superblock;
+use crate::txn::superblock::{Superblock, FORMAT_VERSION_SUPERBLOCK_HOMES};
 use crate::txn::volume::TxnError;
 
 /// Why the chips given to mount do not form the volume (docs/FORMAT.md, "Chip set").
@@ -103,6 +103,14 @@ pub fn check_chip_set<F: Flash>(
                 }
             }
         };
+        // Version 9: block 0 is erased while it is being rewritten; the second home holds the
+        // superblock meanwhile.
+        let superblock = match superblock {
+            None if first.format_version >= FORMAT_VERSION_SUPERBLOCK_HOMES => {
+                second_home_superblock(device, position, tolerate_one)?
+            }
+            found => found,
+        };
         match superblock {
             Some(superblock) => check_one(position, &superblock, first)?,
             None if tolerate_one && missing.is_none() && position != 0 => missing = Some(position),
@@ -110,6 +118,28 @@ pub fn check_chip_set<F: Flash>(
         }
     }
     Ok(missing)
+}
+
+/// Pages 0 and 1 of the superblock's second home on `chip` (version 9), decoded if either is.
+fn second_home_superblock<F: Flash>(
+    device: &mut Device<F>,
+    chip: u32,
+    tolerate_one: bool,
+) -> Result<Option<Superblock>, TxnError> {
+    let layout = device.layout();
+    let (mut data, mut spare) = (vec![0u8; layout.page_size_bytes()], vec![0u8; layout.spare_size_bytes()]);
+    for page in 0..2 {
+        match device.read_physical(PageAddress::new(chip, SUPERBLOCK_HOMES[1], page), &mut data, &mut spare) {
+            Ok(status) => {
+                if let Some(found) = decode_readable(status, &data) {
+                    return Ok(Some(found));
+                }
+            }
+            Err(NandError::ChipFailed { .. }) if tolerate_one => return Ok(None),
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(None)
 }
 
 fn decode_readable(status: ReadStatus, bytes: &[u8]) -> Option<Superblock> {

@@ -13,4 +13,4 @@ pub use chip_set::ChipSetError;
 pub use metaroot::{Metaroot, MetarootShape};
 pub use rebuild::{rebuild_chip, RebuildReport};
 pub use superblock::Superblock;
-pub use volume::{TxnError, Volume, VolumeConfig, WornOut};
+pub use volume::{TxnError, Volume, VolumeConfig, WornOut, AREA_WEAR_MARGIN};

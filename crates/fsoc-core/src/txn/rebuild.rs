@@ -18,9 +18,9 @@ use alloc::vec::Vec;
 use fsoc_flash::{BlockAddress, Flash, NandError, PageAddress, ReadStatus};
 
 use crate::segment::device::{Device, PageTag, SPARE_TAG_BYTES};
-use crate::segment::layout::{Redundancy, SUPERBLOCK_SEGMENT};
+use crate::segment::layout::{Redundancy, SUPERBLOCK_HOMES, SUPERBLOCK_SEGMENT};
 use crate::segment::parity::{self, OpenRow};
-use crate::txn::superblock::Superblock;
+use crate::txn::superblock::{Superblock, FORMAT_VERSION_SUPERBLOCK_HOMES};
 use crate::txn::volume::{TxnError, Volume};
 
 /// What a rebuild did.
@@ -109,18 +109,32 @@ fn rebuild_on<F: Flash>(
     device.set_redundancy(superblock.redundancy);
     device.set_metaroot_areas(superblock.metaroot_areas);
     device.set_missing_chip(Some(chip));
-    let mut rebuild = Rebuild { device, chip, report: RebuildReport::default() };
+    let mut rebuild = Rebuild { device, chip, report: RebuildReport::default(), homes: Vec::new() };
     let segment_count = layout.segment_count();
     // The new chip's superblock goes first and comes back last: until the rest is written the
     // chip holds none, so a rebuild cut short leaves a chip that mount takes for missing (and
     // rebuilds on every read), never one that looks whole with half its pages erased.
-    let now_ns = rebuild.device.now_ns();
-    match rebuild.device.flash_mut().erase_block(now_ns, BlockAddress::new(chip, SUPERBLOCK_SEGMENT)) {
-        Ok(_) | Err(NandError::BadBlock { .. } | NandError::OperationFailed { .. } | NandError::WornOut { .. }) => {}
-        Err(error) => return Err(error.into()),
+    // (Both homes, from version 9 on: a chip that held this volume before keeps its old
+    // generations there, and mount looks in the second home when block 0 is erased.)
+    let homes = superblock.format_version >= FORMAT_VERSION_SUPERBLOCK_HOMES;
+    for home in if homes { SUPERBLOCK_HOMES.to_vec() } else { vec![SUPERBLOCK_SEGMENT] } {
+        let now_ns = rebuild.device.now_ns();
+        match rebuild.device.flash_mut().erase_block(now_ns, BlockAddress::new(chip, home)) {
+            Ok(_) | Err(NandError::BadBlock { .. } | NandError::OperationFailed { .. } | NandError::WornOut { .. }) => {
+            }
+            Err(error) => return Err(error.into()),
+        }
     }
     rebuild.device.write_barrier()?;
-    for (done, segment) in (SUPERBLOCK_SEGMENT + 1..segment_count).chain([SUPERBLOCK_SEGMENT]).enumerate() {
+    // Version 9's second superblock home comes back just before block 0: while either holds
+    // the superblock the chip looks whole, so both wait until every other segment is written.
+    let second_home = homes.then_some(SUPERBLOCK_HOMES[1]);
+    let order = (SUPERBLOCK_SEGMENT + 1..segment_count)
+        .filter(|&segment| Some(segment) != second_home)
+        .chain(second_home)
+        .chain([SUPERBLOCK_SEGMENT]);
+    rebuild.homes = if homes { SUPERBLOCK_HOMES.to_vec() } else { vec![SUPERBLOCK_SEGMENT] };
+    for (done, segment) in order.enumerate() {
         rebuild.segment(segment)?;
         progress(u32::try_from(done + 1).unwrap_or(segment_count), segment_count);
     }
@@ -132,6 +146,9 @@ struct Rebuild<'d, F: Flash> {
     device: &'d mut Device<F>,
     chip: u32,
     report: RebuildReport,
+    /// The segments whose blocks hold superblock generations (block 0; from version 9 also
+    /// the second home), copied page by page from another chip.
+    homes: Vec<u32>,
 }
 
 /// A page's data and spare bytes, to program.
@@ -166,7 +183,7 @@ impl<F: Flash> Rebuild<'_, F> {
         let spare_bytes = layout.spare_size_bytes();
         for row in 0..layout.geometry.pages_per_block {
             let target = PageAddress::new(self.chip, segment, row);
-            let page = if segment == SUPERBLOCK_SEGMENT {
+            let page = if self.homes.contains(&segment) {
                 // Every generation the other chips hold (pages 0 and 1 as formatted, then two
                 // a rewrite), as this chip's.
                 let donor = (0..layout.chip_count).find(|&other| other != self.chip).unwrap_or(0);

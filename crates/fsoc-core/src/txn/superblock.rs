@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 
 use fsoc_flash::Geometry;
 
-use crate::segment::layout::Redundancy;
+use crate::segment::layout::{Redundancy, SUPERBLOCK_HOMES};
 
 use fsoc_flash::codec::{crc32c, crc32c_excluding, DecodeError, Reader, Writer};
 
@@ -22,11 +22,15 @@ pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"FSOCVOL\0");
 /// checksum; metaroot twins; parity pages in log rows).
 /// Version 8: mirror-meta (redundancy code 1): tree nodes and segment-table pages written
 /// twice, the second copy tagged `0x81`/`0x83` in its spare area.
-pub const FORMAT_VERSION: u32 = 8;
+/// Version 9: two superblock homes (block 0 and block 4) take the generations in turn, so the
+/// superblock can be rewritten without end, and the metaroot areas move for wear levelling.
+pub const FORMAT_VERSION: u32 = 9;
 /// The first format version with redundancy across chips.
 pub const FORMAT_VERSION_REDUNDANCY: u32 = 7;
 /// The first format version with mirror-meta (a version-7 superblock naming it is refused).
 pub const FORMAT_VERSION_MIRROR_META: u32 = 8;
+/// The first format version with two superblock homes and wear-levelled metaroot areas.
+pub const FORMAT_VERSION_SUPERBLOCK_HOMES: u32 = 9;
 /// The first format version that may keep commits in NVRAM.
 pub const FORMAT_VERSION_NVRAM: u32 = 6;
 /// The oldest format version this build reads (and keeps writing in that version's format).
@@ -118,6 +122,28 @@ impl Superblock {
                 && found.chip_count == self.chip_count
                 && found.format_version == self.format_version
         })
+    }
+
+    /// Where generation `generation` lives: the segment whose block (on every chip) holds it,
+    /// and the first of its two pages (docs/FORMAT.md, "Superblock generations"). Versions 7
+    /// and 8: pages 2g and 2g + 1 of block 0, `None` past the block. Version 9 on: the two
+    /// homes take `pages_per_block / 2` generations each, in turn: home `(g div S) mod 2`,
+    /// pages 2(g mod S) and 2(g mod S) + 1, with S = `pages_per_block / 2`.
+    pub fn generation_place(&self, generation: u32) -> Option<(u32, u32)> {
+        let pages_per_block = self.geometry.pages_per_block;
+        if self.format_version >= FORMAT_VERSION_SUPERBLOCK_HOMES {
+            let slots = (pages_per_block / 2).max(1);
+            let home = SUPERBLOCK_HOMES.get(((generation / slots) % 2) as usize).copied().unwrap_or(0);
+            Some((home, 2 * (generation % slots)))
+        } else {
+            let page = generation.checked_mul(2)?;
+            (page.checked_add(1)? < pages_per_block).then_some((SUPERBLOCK_HOMES[0], page))
+        }
+    }
+
+    /// Generations each superblock home holds (version 9 on; one home, block 0, before).
+    pub fn generations_per_home(&self) -> u32 {
+        (self.geometry.pages_per_block / 2).max(1)
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Superblock, DecodeError> {
@@ -221,7 +247,11 @@ impl Superblock {
                 });
             }
             let [a, b, c] = metaroot_areas;
-            let valid_area = |segment: u32| segment != 0 && segment < geometry.block_count;
+            let homes = format_version >= FORMAT_VERSION_SUPERBLOCK_HOMES;
+            let valid_area = |segment: u32| {
+                segment < geometry.block_count
+                    && !(segment == SUPERBLOCK_HOMES[0] || homes && segment == SUPERBLOCK_HOMES[1])
+            };
             if !metaroot_areas.iter().all(|&segment| valid_area(segment)) || a == b || b == c || a == c {
                 return Err(DecodeError::InvalidField {
                     structure: "superblock",
@@ -229,8 +259,8 @@ impl Superblock {
                     value: u64::from(a),
                 });
             }
-            // A generation lives on pages 2g and 2g + 1 of block 0.
-            if u64::from(generation) * 2 + 1 >= u64::from(geometry.pages_per_block) {
+            // Before version 9 a generation lives on pages 2g and 2g + 1 of block 0.
+            if !homes && u64::from(generation) * 2 + 1 >= u64::from(geometry.pages_per_block) {
                 return Err(DecodeError::InvalidField {
                     structure: "superblock",
                     field: "generation",

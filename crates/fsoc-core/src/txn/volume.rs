@@ -15,13 +15,15 @@ use fsoc_flash::{Flash, FlushWait, NandError, NvramDevice, PageAddress, ReadStat
 use crate::address::LogAddress;
 use crate::btree::{Tree, TreeConfig, TreeError, TreeRoot};
 use crate::segment::layout::{
-    Redundancy, FIRST_LOG_SEGMENT, METAROOT_AREA_COUNT, METAROOT_SEGMENTS, SUPERBLOCK_SEGMENT,
+    Redundancy, FIRST_LOG_SEGMENT, METAROOT_AREA_COUNT, METAROOT_SEGMENTS, SUPERBLOCK_HOMES, SUPERBLOCK_SEGMENT,
 };
 use crate::segment::{Device, Layout, PageTag, SegmentError, SegmentLog, SegmentTable};
 use crate::txn::metaroot::{Metaroot, MetarootShape, FLAG_CLEAN, FLAG_CLEAN_TWIN, FLAG_ORPHANS};
 use crate::txn::nvram_log::{NvramLog, NvramMountReport, NvramRecord};
 use crate::txn::store::LogNodeStore;
-use crate::txn::superblock::{Superblock, DEFAULT_METAROOT_AREAS, FORMAT_VERSION, FORMAT_VERSION_REDUNDANCY};
+use crate::txn::superblock::{
+    Superblock, DEFAULT_METAROOT_AREAS, FORMAT_VERSION, FORMAT_VERSION_REDUNDANCY, FORMAT_VERSION_SUPERBLOCK_HOMES,
+};
 use fsoc_flash::codec::DecodeError;
 
 pub const DIRECTORY_TREE_ID: u8 = 1;
@@ -149,6 +151,14 @@ impl core::fmt::Display for WornOut {
 pub fn retired_segments_max(in_service: u32) -> u32 {
     in_service / 10
 }
+
+/// Format version 9: a metaroot area whose segment has been erased more than the most-erased
+/// log segment plus this margin moves to the least-worn free segment at its next switch, and its
+/// segment goes back to the log (docs/DESIGN.md, "End of life"), so no area block is erased more
+/// than the log's most-erased plus `AREA_WEAR_MARGIN + 1`. A move costs two superblock pages
+/// per chip (and a home's erase every `pages_per_block / 2` moves) and no erase the area would
+/// not have made anyway: a small margin costs little.
+pub const AREA_WEAR_MARGIN: u32 = 1;
 
 /// One of the three metaroot areas (`METAROOT_SEGMENTS`, in order), naming its entry in the
 /// per-area arrays: a slot that cannot be out of range.
@@ -286,6 +296,18 @@ pub struct Volume<F: Flash> {
     /// Metaroot areas whose erase failed in this session (their segments are retired in the
     /// segment table at the next commit, so a later session knows them too).
     failed_areas: [bool; 3],
+    /// Set while a mount re-anchors a record that carries changes the file-system layer has
+    /// not replayed yet (a delta payload, NVRAM records): the segment table loaded then is the
+    /// full commit's, which may call free a segment the changes since have written, so no
+    /// metaroot area may move (`area_moves_allowed`).
+    replay_pending: bool,
+    /// A metaroot area's erase was counted in the segment table since the table was last
+    /// written (format version 9): the next transaction point is a full commit, so a power cut
+    /// loses at most the count of the erase the commit itself makes (`area_erase_unstored`).
+    area_erase_unstored: bool,
+    /// Metaroot-area erases made before the segment table was loaded (a re-anchoring mount's),
+    /// counted in their entries when it is.
+    area_erases_before_table: Vec<u32>,
     /// A read-only mount of a volume that was not unmounted cleanly: the re-anchoring a
     /// writable mount does first is still owed (`make_writable`); `Some(oldest_area_only)`.
     reanchor_owed: Option<bool>,
@@ -368,7 +390,8 @@ impl<F: Flash> Volume<F> {
             return Some("too many blocks: the segment table's index does not fit a metaroot");
         }
         let reserve = Self::reserve_segments_for(layout, config);
-        if layout.log_segment_count() < reserve + 4 {
+        // Version 9 takes the first log segment for the superblock's second home.
+        if layout.log_segment_count() < reserve + 5 {
             return Some("too few blocks for the log and its reserve");
         }
         None
@@ -409,11 +432,12 @@ impl<F: Flash> Volume<F> {
         if let Some(reason) = Self::format_refusal(&layout, &config) {
             return Err(TxnError::CannotFormat { reason });
         }
-        for segment_index in [SUPERBLOCK_SEGMENT].into_iter().chain(METAROOT_SEGMENTS) {
+        // Segments 0 to 4: the superblock's homes and the metaroot areas (version 9).
+        for segment_index in [SUPERBLOCK_SEGMENT].into_iter().chain(METAROOT_SEGMENTS).chain([SUPERBLOCK_HOMES[1]]) {
             for block in layout.blocks_of_segment(segment_index) {
                 if device.flash().is_bad_block(block)? {
                     return Err(TxnError::CannotFormat {
-                        reason: "a block of segments 0-3 (superblock, metaroots) is bad",
+                        reason: "a block of segments 0-4 (superblock homes, metaroot areas) is bad",
                     });
                 }
             }
@@ -449,9 +473,11 @@ impl<F: Flash> Volume<F> {
         if shape.is_indexed() {
             table = table.with_index_pages(shape.index_page_count);
         }
+        // The superblock's second home is never the log's.
+        table.reserve_second_home();
         // Blocks bad from the factory: masked out of their segment where it can go on without
         // them, else the segment is retired.
-        for segment_index in FIRST_LOG_SEGMENT..layout.segment_count() {
+        for segment_index in SUPERBLOCK_HOMES[1] + 1..layout.segment_count() {
             let mut bad = 0;
             for block in layout.blocks_of_segment(segment_index) {
                 bad += u32::from(device.flash().is_bad_block(block)?);
@@ -531,6 +557,9 @@ impl<F: Flash> Volume<F> {
             nvram_mount_report: NvramMountReport::default(),
             worn_out: None,
             failed_areas: [false; 3],
+            replay_pending: false,
+            area_erase_unstored: false,
+            area_erases_before_table: Vec::new(),
             reanchor_owed: None,
         };
         volume.commit(false)?;
@@ -655,6 +684,9 @@ impl<F: Flash> Volume<F> {
             nvram_mount_report,
             worn_out: None,
             failed_areas: [false; 3],
+            replay_pending: false,
+            area_erase_unstored: false,
+            area_erases_before_table: Vec::new(),
             // Page 0's predecessor is in another area, which must not be erased now.
             reanchor_owed: (!clean).then_some(found.page_index == 0),
         };
@@ -684,8 +716,12 @@ impl<F: Flash> Volume<F> {
         self.cursor.oldest_area_only = oldest_area_only;
         let found_record = self.committed.clone();
         self.advance_counter()?;
-        match self.write_metaroot(self.committed.flags & FLAG_ORPHANS) {
-            Ok(()) => Ok(()),
+        // At mount the file-system layer has not replayed the record's changes yet.
+        self.replay_pending = !self.committed.delta.is_empty() || !self.nvram_records.is_empty();
+        let written = self.write_metaroot(self.committed.flags & FLAG_ORPHANS);
+        self.replay_pending = false;
+        match written {
+            Ok(()) => self.repair_superblock_copies(),
             Err(TxnError::WornOut(worn)) => {
                 // No area may take the copy: the volume is at its end of life. Nothing was
                 // changed (only an erase failed), so it mounts read-only as it is.
@@ -729,19 +765,56 @@ impl<F: Flash> Volume<F> {
         if chip_0.is_ok() || device.layout().chip_count < 2 {
             return chip_0.map(|(superblock, copy)| (superblock, copy, 0));
         }
-        // Chip 0 is dead or blank: a volume with redundancy is still named by the others.
+        // Chip 0 is dead or blank: a volume with redundancy is still named by the others, at
+        // the newest generation any of them holds (a power cut while a generation was being
+        // written, chip after chip, may have left the later chips one behind).
+        let mut newest: Option<(Superblock, u32)> = None;
         for chip in 1..device.layout().chip_count {
             if let Ok((superblock, _)) = Self::read_superblock_of(device, chip) {
-                if superblock.redundancy != Redundancy::None && superblock.chip_index == chip {
-                    return Ok((Superblock { chip_index: 0, ..superblock }, 0, chip));
+                if superblock.redundancy == Redundancy::None || superblock.chip_index != chip {
+                    continue;
+                }
+                match newest {
+                    None => newest = Some((superblock, chip)),
+                    Some((found, _))
+                        if found.volume_id == superblock.volume_id && superblock.generation > found.generation =>
+                    {
+                        newest = Some((superblock, chip));
+                    }
+                    Some(_) => {}
                 }
             }
         }
-        chip_0.map(|(superblock, copy)| (superblock, copy, 0))
+        match newest {
+            Some((superblock, chip)) => Ok((Superblock { chip_index: 0, ..superblock }, 0, chip)),
+            None => chip_0.map(|(superblock, copy)| (superblock, copy, 0)),
+        }
     }
 
-    /// The superblock of one chip: copy 0, or copy 1 if copy 0 is unreadable, and which.
+    /// The superblock of one chip: copy 0, or copy 1 if copy 0 is unreadable, and which; at its
+    /// newest generation. On format version 9 block 0 may be erased (a power cut while it was
+    /// being rewritten): then the second home's first generation starts the search.
     pub(crate) fn read_superblock_of(device: &mut Device<F>, chip: u32) -> Result<(Superblock, u32), TxnError> {
+        match Self::read_first_superblock(device, chip)? {
+            Ok((superblock, copy)) => Ok((Self::newest_generation(device, chip, superblock)?, copy)),
+            Err((error, chip_failed)) => {
+                if !chip_failed {
+                    if let Some(start) = Self::read_home_start(device, chip, SUPERBLOCK_HOMES[1], None)? {
+                        return Ok((Self::newest_in_home(device, chip, start)?, 0));
+                    }
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Pages 0 and 1 of block 0: the superblock as formatted (before version 9, always there),
+    /// and which copy; or why neither decodes, and whether that is because the chip failed.
+    #[allow(clippy::type_complexity)]
+    fn read_first_superblock(
+        device: &mut Device<F>,
+        chip: u32,
+    ) -> Result<Result<(Superblock, u32), (TxnError, bool)>, TxnError> {
         let layout = device.layout();
         let mut buffer = Vec::new();
         let mut first_error = TxnError::NotAVolume { reason: "no readable superblock" };
@@ -750,8 +823,7 @@ impl<F: Flash> Volume<F> {
             let status = match device.read(address, &mut buffer) {
                 Ok(status) => status,
                 Err(NandError::ChipFailed { .. }) if chip == 0 => {
-                    first_error = TxnError::NotAVolume { reason: "chip 0 failed" };
-                    break;
+                    return Ok(Err((TxnError::NotAVolume { reason: "chip 0 failed" }, true)));
                 }
                 Err(error) => return Err(error.into()),
             };
@@ -764,7 +836,7 @@ impl<F: Flash> Volume<F> {
                 ReadStatus::Clean | ReadStatus::Corrected { .. } => {}
             }
             match Superblock::decode(&buffer) {
-                Ok(superblock) => return Ok((Self::newest_generation(device, chip, superblock)?, copy)),
+                Ok(superblock) => return Ok(Ok((superblock, copy))),
                 Err(DecodeError::UnsupportedVersion { found, oldest, newest, .. }) => {
                     // Not damage: a newer (or unknown) format, refused by name.
                     return Err(TxnError::UnsupportedVersion { found, oldest, newest });
@@ -775,28 +847,86 @@ impl<F: Flash> Volume<F> {
                 Err(source) => first_error = TxnError::Decode { structure: "superblock", source },
             }
         }
-        Err(first_error)
+        Ok(Err((first_error, false)))
     }
 
-    /// The newest generation of a chip's superblock (format version 7 on): generation g lies
-    /// on pages 2g and 2g + 1 of block 0, programmed in order, so the last programmed page of
-    /// the block names the newest; a torn one falls back to the generation before. One page
-    /// read (page 2, erased) while the superblock was never rewritten.
+    /// The first generation in superblock home `home` of `chip` (version 9 on): pages 0 and 1
+    /// of its block (page 1 only when page 0 is programmed but does not decode: a home is
+    /// programmed from page 0 on). It must be a version-9 superblock at its own place, and, given
+    /// `like`, of the same volume.
+    fn read_home_start(
+        device: &mut Device<F>,
+        chip: u32,
+        home: u32,
+        like: Option<&Superblock>,
+    ) -> Result<Option<Superblock>, TxnError> {
+        let layout = device.layout();
+        let (mut data, mut spare) =
+            (alloc::vec![0u8; layout.page_size_bytes()], alloc::vec![0u8; layout.spare_size_bytes()]);
+        for page in 0..2 {
+            let status = match device.read_physical(PageAddress::new(chip, home, page), &mut data, &mut spare) {
+                Ok(status) => status,
+                Err(NandError::ChipFailed { .. }) => return Ok(None),
+                Err(error) => return Err(error.into()),
+            };
+            match status {
+                ReadStatus::Erased => return Ok(None),
+                ReadStatus::Uncorrectable => continue,
+                ReadStatus::Clean | ReadStatus::Corrected { .. } => {}
+            }
+            let found = Superblock::decode(&data).ok().filter(|found| {
+                found.format_version >= FORMAT_VERSION_SUPERBLOCK_HOMES
+                    && found.chip_index == chip
+                    && found.generation_place(found.generation) == Some((home, 0))
+                    && like.is_none_or(|like| like.generation_on(&data, found.generation).is_some())
+            });
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+        Ok(None)
+    }
+
+    /// The newest generation of a chip's superblock (format version 7 on), from `first`, the
+    /// one on pages 0 and 1 of block 0. Versions 7 and 8: generation g lies on pages 2g and
+    /// 2g + 1 of block 0, programmed in order, so the last programmed page of the block names
+    /// the newest; a torn one falls back to the generation before. One page read (page 2,
+    /// erased) while the superblock was never rewritten. Version 9: the homes take turns
+    /// (`Superblock::generation_place`); the one whose first generation is newer holds the
+    /// newest, found in it as in block 0 before (one more read: the second home's page 0).
     fn newest_generation(device: &mut Device<F>, chip: u32, first: Superblock) -> Result<Superblock, TxnError> {
-        if first.format_version < FORMAT_VERSION_REDUNDANCY || first.generation != 0 {
+        if first.format_version < FORMAT_VERSION_REDUNDANCY {
             return Ok(first);
         }
+        if first.format_version < FORMAT_VERSION_SUPERBLOCK_HOMES {
+            return if first.generation == 0 { Self::newest_in_home(device, chip, first) } else { Ok(first) };
+        }
+        let start = match Self::read_home_start(device, chip, SUPERBLOCK_HOMES[1], Some(&first))? {
+            Some(second) if second.generation > first.generation => second,
+            _ => first,
+        };
+        Self::newest_in_home(device, chip, start)
+    }
+
+    /// The newest generation in the home whose first generation is `start` (on its pages 0
+    /// and 1): the home's programmed pages form a prefix, so a binary search finds the last,
+    /// and the generations from there down are tried, copy 0 then copy 1, until one decodes
+    /// as the next generations of `start` must; if none does, `start` holds.
+    fn newest_in_home(device: &mut Device<F>, chip: u32, start: Superblock) -> Result<Superblock, TxnError> {
+        let Some((home, 0)) = start.generation_place(start.generation) else {
+            return Ok(start);
+        };
         let layout = device.layout();
         let pages_per_block = layout.geometry.pages_per_block;
         let (mut data, mut spare) =
             (alloc::vec![0u8; layout.page_size_bytes()], alloc::vec![0u8; layout.spare_size_bytes()]);
         let mut status_of = |device: &mut Device<F>, page: u32, data: &mut Vec<u8>| {
-            device.read_physical(PageAddress::new(chip, SUPERBLOCK_SEGMENT, page), data, &mut spare)
+            device.read_physical(PageAddress::new(chip, home, page), data, &mut spare)
         };
         if pages_per_block < 4 || status_of(device, 2, &mut data)? == ReadStatus::Erased {
-            return Ok(first);
+            return Ok(start);
         }
-        // Pages 2.. of block 0 are programmed as a prefix: binary search its end.
+        // Pages 2.. of the home are programmed as a prefix: binary search its end.
         let (mut low, mut high) = (2u32, pages_per_block);
         while high - low > 1 {
             let middle = low + (high - low) / 2;
@@ -806,17 +936,20 @@ impl<F: Flash> Volume<F> {
                 low = middle;
             }
         }
-        for generation in (1..=low / 2).rev() {
-            for page in [2 * generation, 2 * generation + 1] {
+        for slot in (1..=low / 2).rev() {
+            let Some(generation) = start.generation.checked_add(slot) else {
+                continue;
+            };
+            for page in [2 * slot, 2 * slot + 1] {
                 let status = status_of(device, page, &mut data)?;
                 if matches!(status, ReadStatus::Clean | ReadStatus::Corrected { .. }) {
-                    if let Some(found) = first.generation_on(&data, generation) {
-                        return Ok(Superblock { chip_index: first.chip_index, ..found });
+                    if let Some(found) = start.generation_on(&data, generation) {
+                        return Ok(Superblock { chip_index: start.chip_index, ..found });
                     }
                 }
             }
         }
-        Ok(first)
+        Ok(start)
     }
 
     fn read_metaroot_page(
@@ -955,8 +1088,19 @@ impl<F: Flash> Volume<F> {
             self.log.load_table(&directory, index_page_count).inspect_err(|_| self.poisoned = true)?;
             // A metaroot area moved into the log's segments is the superblock's, whatever the
             // committed table says (a power cut may have come before a commit recorded it).
+            // Version 9 lends it (the table stores it free); before, it is retired.
+            let homes = self.has_superblock_homes();
+            if homes {
+                self.log.reserve_second_home();
+                for segment in core::mem::take(&mut self.area_erases_before_table) {
+                    self.log.record_area_erase(segment);
+                    self.area_erase_unstored = true;
+                }
+            }
             for segment in self.superblock.metaroot_areas {
-                if segment >= FIRST_LOG_SEGMENT && !self.log.table().is_retired_quietly(segment) {
+                if segment >= FIRST_LOG_SEGMENT && homes {
+                    self.log.set_area_segment_lent(segment, true);
+                } else if segment >= FIRST_LOG_SEGMENT && !self.log.table().is_retired_quietly(segment) {
                     self.log.retire_area_segment(segment);
                 }
             }
@@ -1052,6 +1196,7 @@ impl<F: Flash> Volume<F> {
         }
         let (directory_root, allocation_root) = self.flush_trees()?;
         self.record_failed_areas();
+        self.area_erase_unstored = false;
         self.log.write_table()?;
         assert!(!self.log.table().has_dirty_pages(), "segment table dirty after write_table");
         assert!(!self.directory.is_dirty() && !self.allocation.is_dirty(), "tree dirty after flush");
@@ -1092,6 +1237,12 @@ impl<F: Flash> Volume<F> {
             self.log.close_open_segments();
         }
         Ok(flush)
+    }
+
+    /// Whether a metaroot area's erase count is only in RAM (format version 9): the file-system
+    /// layer then makes its next transaction point a full commit, which stores it.
+    pub fn area_erase_unstored(&self) -> bool {
+        self.area_erase_unstored
     }
 
     /// The paired-page distance the commit guard skips: configured, or the flash's own.
@@ -1357,13 +1508,25 @@ impl<F: Flash> Volume<F> {
         let candidates = if self.cursor.oldest_area_only { [Some(oldest), None] } else { [Some(oldest), Some(newer)] };
         let mut worn = None;
         for area in candidates.into_iter().flatten() {
+            // Version 9: an area worn past the log moves to a younger segment instead.
+            if !self.area_failed(area) && self.area_due_for_levelling(area) {
+                *area.of_mut(&mut self.cursor.area_counters) = None;
+                if self.relocate_area(area, false)? {
+                    self.cursor =
+                        MetarootCursor { area_slot: area, next_page: 0, oldest_area_only: false, ..self.cursor };
+                    return Ok(());
+                }
+            }
             let erased = if self.area_failed(area) {
                 false
             } else {
                 *area.of_mut(&mut self.cursor.area_counters) = None;
                 let segment = self.area_segment(area);
                 match self.log.device_mut().erase_segment(segment) {
-                    Ok(()) => true,
+                    Ok(()) => {
+                        self.count_area_erase(segment);
+                        true
+                    }
                     Err(NandError::WornOut { .. } | NandError::OperationFailed { .. } | NandError::BadBlock { .. }) => {
                         *area.of_mut(&mut self.failed_areas) = true;
                         if self.log.is_table_loaded() {
@@ -1375,7 +1538,7 @@ impl<F: Flash> Volume<F> {
                 }
             };
             // A failed area moves to a fresh segment when it can (format version 7).
-            if erased || self.relocate_area(area)? {
+            if erased || self.relocate_area(area, true)? {
                 *area.of_mut(&mut self.cursor.area_counters) = None;
                 self.cursor = MetarootCursor { area_slot: area, next_page: 0, oldest_area_only: false, ..self.cursor };
                 return Ok(());
@@ -1387,51 +1550,108 @@ impl<F: Flash> Volume<F> {
     }
 
     /// Whether `area`'s erase failed, in this session or (retired in the table) an earlier one.
-    /// An area moved into the log's segments is retired there by design (the log must not take
-    /// it), so only this session's failure counts for it.
+    /// Before version 9 an area moved into the log's segments is retired there by design (the
+    /// log must not take it), so only this session's failure counts for it; from version 9 on
+    /// such a segment is lent (`SegmentTable::set_lent`), and retired only when it fails.
     fn area_failed(&self, area: MetarootArea) -> bool {
         let segment = self.area_segment(area);
         *area.of(&self.failed_areas)
-            || (segment < FIRST_LOG_SEGMENT
+            || ((segment < FIRST_LOG_SEGMENT || self.has_superblock_homes())
                 && self.log.is_table_loaded()
                 && self.log.table().is_retired_quietly(segment))
     }
 
-    /// Moves metaroot area `area`, which cannot be erased, to a fresh segment (format version
-    /// 7; docs/DESIGN.md, "Grown bad blocks"): the least-worn free log segment is taken out of
-    /// the log (retired in the table, so nothing allocates it), erased, and named in a new
-    /// generation of the superblock, programmed on pages 2g and 2g + 1 of block 0 of every
-    /// chip before anything is written in it. A power cut before that generation is whole
-    /// leaves the older one in force (the failed area, which holds nothing newer than the
-    /// current area); after it, the new area is empty and the current one holds the newest
-    /// records. `false` when there is no room: no free segment, or no generation left in
-    /// block 0 (then the volume ends writing as before).
-    fn relocate_area(&mut self, area: MetarootArea) -> Result<bool, TxnError> {
-        if self.superblock.format_version < FORMAT_VERSION_REDUNDANCY || self.config.read_only {
+    /// Format version 9 on: two superblock homes, and metaroot areas that move for wear.
+    fn has_superblock_homes(&self) -> bool {
+        self.superblock.format_version >= FORMAT_VERSION_SUPERBLOCK_HOMES
+    }
+
+    /// Counts an erase of a metaroot area's segment in its segment-table entry (version 9 on;
+    /// one a re-anchoring mount makes before the table is loaded is counted when it is), which
+    /// the next full commit stores: what levelling the areas goes by.
+    fn count_area_erase(&mut self, segment: u32) {
+        if !self.has_superblock_homes() {
+            return;
+        }
+        if self.log.is_table_loaded() {
+            self.log.record_area_erase(segment);
+            self.area_erase_unstored = true;
+        } else {
+            self.area_erases_before_table.push(segment);
+        }
+    }
+
+    /// Whether `area` has been erased more than the log's most-erased segment plus the margin
+    /// (`area_wear_margin`), so that its next switch moves it (version 9 on).
+    fn area_due_for_levelling(&self, area: MetarootArea) -> bool {
+        if !self.has_superblock_homes() || self.config.read_only || !self.log.is_table_loaded() || self.replay_pending {
+            return false;
+        }
+        let table = self.log.table();
+        let (_, log_max) = table.erase_count_range();
+        table.entry(self.area_segment(area)).erase_count > log_max.saturating_add(AREA_WEAR_MARGIN)
+    }
+
+    /// Moves metaroot area `area` to a fresh segment (format version 7 on; docs/DESIGN.md,
+    /// "Grown bad blocks" and "End of life"): because its erase failed (`failed`), or, from
+    /// version 9 on, because it has worn past the log. The least-worn free log segment (from
+    /// version 9 also a reserved segment 1–3 no area holds, if it is less worn) is taken out of
+    /// the log, erased, and named in a new generation of the superblock, programmed on every
+    /// chip before anything is written in the new area (`Superblock::generation_place`). A
+    /// power cut before that generation is whole leaves the older one in force (the old area
+    /// holds nothing newer than the current one, and nothing has been written in the new one);
+    /// after it, the new area is empty and the current one holds the newest records.
+    ///
+    /// Before version 9 the new segment is retired in the table (the log must not take it) and
+    /// so is the old one. From version 9 on the new segment is lent (`SegmentTable::set_lent`:
+    /// out of the log in RAM, stored free, lent again at every mount from the superblock), and an
+    /// old area that did not fail goes back: a log segment to the log, a reserved one to the
+    /// reserved segments the areas may take. `false` when there is no room: no free segment, or
+    /// no generation left in block 0 before version 9 (then the area stays, or a failed one
+    /// ends writing as before).
+    fn relocate_area(&mut self, area: MetarootArea, failed: bool) -> Result<bool, TxnError> {
+        if self.superblock.format_version < FORMAT_VERSION_REDUNDANCY || self.config.read_only || self.replay_pending {
             return Ok(false);
         }
         self.ensure_table_loaded()?;
-        let layout = self.log.layout();
+        let homes = self.has_superblock_homes();
+        let old = self.area_segment(area);
+        if failed {
+            if homes && old >= FIRST_LOG_SEGMENT {
+                self.log.set_area_segment_lent(old, false);
+            }
+            self.log.retire_area_segment(old);
+        }
+        // Checked first: finding the next generation may erase a superblock home.
+        if self.area_candidate(old).is_none() {
+            return Ok(false);
+        }
         let Some(generation) = self.next_superblock_generation()? else {
             return Ok(false);
         };
-        let failed = self.area_segment(area);
-        self.log.retire_area_segment(failed);
         let mut replacement = None;
         for _attempt in 0..METAROOT_RETRIES_MAX {
-            // An area needs every chip's block (records sit on stripe pages): no masked segment.
-            let table = self.log.table();
-            let whole = |segment| !self.log.is_open(segment) && table.entry(segment).masked_blocks == 0;
-            let Some(candidate) = table.least_worn_free(whole) else {
+            let Some(candidate) = self.area_candidate(old) else {
                 break;
             };
-            self.log.retire_area_segment(candidate);
+            if !homes {
+                self.log.retire_area_segment(candidate);
+            } else if candidate >= FIRST_LOG_SEGMENT {
+                self.log.set_area_segment_lent(candidate, true);
+            }
             match self.log.device_mut().erase_segment(candidate) {
                 Ok(()) => {
+                    self.count_area_erase(candidate);
                     replacement = Some(candidate);
                     break;
                 }
-                Err(NandError::WornOut { .. } | NandError::OperationFailed { .. } | NandError::BadBlock { .. }) => {}
+                Err(NandError::WornOut { .. } | NandError::OperationFailed { .. } | NandError::BadBlock { .. }) => {
+                    if homes {
+                        self.log.set_area_segment_lent(candidate, false);
+                        self.log.record_area_erase(candidate);
+                        self.log.retire_area_segment(candidate);
+                    }
+                }
                 Err(error) => return Err(error.into()),
             }
         }
@@ -1440,49 +1660,199 @@ impl<F: Flash> Volume<F> {
         };
         let mut areas = self.superblock.metaroot_areas;
         *area.of_mut(&mut areas) = replacement;
-        let moved = Superblock { generation, metaroot_areas: areas, ..self.superblock };
-        // The new area must be erased before any generation names it.
+        // The new area must be erased before any generation names it. A generation that no
+        // chip 0 copy took is tried again at the next one.
+        let mut generation = Some(generation);
+        let mut written = false;
+        for _attempt in 0..METAROOT_RETRIES_MAX {
+            let Some(next) = generation else {
+                break;
+            };
+            if self.write_superblock_generation(Superblock {
+                generation: next,
+                metaroot_areas: areas,
+                ..self.superblock
+            })? {
+                written = true;
+                break;
+            }
+            generation = self.next_superblock_generation()?;
+        }
+        if !written {
+            if homes && replacement >= FIRST_LOG_SEGMENT {
+                self.log.set_area_segment_lent(replacement, false);
+            }
+            return Ok(false);
+        }
+        self.log.device_mut().set_metaroot_areas(areas);
+        *area.of_mut(&mut self.failed_areas) = false;
+        if homes && !failed && old >= FIRST_LOG_SEGMENT {
+            // The generation naming the new area is on flash: the old one is the log's again.
+            self.log.set_area_segment_lent(old, false);
+        }
+        Ok(true)
+    }
+
+    /// Programs `next`, a new generation of the superblock, copy 0 then copy 1, on every chip
+    /// present, between write barriers (what it names must be on flash before it, and it before
+    /// anything written in what it names), and makes it the volume's. `false`, changing nothing,
+    /// when no copy reached the first chip present (grown bad blocks): mount would not see it.
+    fn write_superblock_generation(&mut self, next: Superblock) -> Result<bool, TxnError> {
+        let layout = self.log.layout();
+        let Some((home, first_page)) = next.generation_place(next.generation) else {
+            return Err(TxnError::NotAVolume { reason: "a superblock generation past its home" });
+        };
         self.log.device_mut().write_barrier()?;
         let missing = self.log.device().missing_chip();
+        let mut first_chip_copies = None;
         for chip in (0..layout.chip_count).filter(|&chip| Some(chip) != missing) {
-            let bytes = Superblock { chip_index: chip, ..moved }.encode(layout.page_size_bytes());
-            for page in [2 * generation, 2 * generation + 1] {
-                let address = PageAddress::new(chip, SUPERBLOCK_SEGMENT, page);
+            let bytes = Superblock { chip_index: chip, ..next }.encode(layout.page_size_bytes());
+            let counted = first_chip_copies.is_none();
+            let mut copies = 0;
+            for page in [first_page, first_page + 1] {
+                let address = PageAddress::new(chip, home, page);
                 match self.log.device_mut().program_physical_page(address, &bytes, PageTag::Superblock) {
-                    Ok(()) => {}
+                    Ok(()) => copies += 1,
                     // A copy lost to a grown bad block: the other copy and chips carry it.
                     Err(NandError::WornOut { .. } | NandError::OperationFailed { .. } | NandError::BadBlock { .. }) => {
                     }
                     Err(error) => return Err(error.into()),
                 }
             }
+            if counted {
+                first_chip_copies = Some(copies);
+            }
         }
         self.log.device_mut().write_barrier()?;
-        self.superblock = moved;
-        self.log.device_mut().set_metaroot_areas(areas);
-        *area.of_mut(&mut self.failed_areas) = false;
+        if first_chip_copies == Some(0) {
+            return Ok(false);
+        }
+        self.superblock = next;
         Ok(true)
     }
 
-    /// The first superblock generation whose two pages are erased on every chip present (a
-    /// power cut may have left an attempt's pages programmed), or `None` when block 0 is full.
+    /// After a power cut (format version 9, a writable mount's re-anchoring): a cut while a
+    /// generation was written, copy after copy and chip after chip, may have left some of its
+    /// copies torn or unwritten. Every copy of the current generation on every chip present is
+    /// read (2p pages); if one does not decode, the same superblock is written again as the
+    /// next generation, so every chip holds the newest one whole (fsck checks it).
+    fn repair_superblock_copies(&mut self) -> Result<(), TxnError> {
+        if !self.has_superblock_homes() || self.config.read_only {
+            return Ok(());
+        }
+        let current = self.superblock;
+        let Some((home, first_page)) = current.generation_place(current.generation) else {
+            return Ok(());
+        };
+        let layout = self.log.layout();
+        let (mut data, mut spare) =
+            (alloc::vec![0u8; layout.page_size_bytes()], alloc::vec![0u8; layout.spare_size_bytes()]);
+        let missing = self.log.device().missing_chip();
+        let mut whole = true;
+        'chips: for chip in (0..layout.chip_count).filter(|&chip| Some(chip) != missing) {
+            for page in [first_page, first_page + 1] {
+                let status =
+                    self.log.device().read_physical(PageAddress::new(chip, home, page), &mut data, &mut spare)?;
+                let readable = matches!(status, ReadStatus::Clean | ReadStatus::Corrected { .. });
+                if !readable
+                    || current.generation_on(&data, current.generation).is_none_or(|found| found.chip_index != chip)
+                {
+                    whole = false;
+                    break 'chips;
+                }
+            }
+        }
+        if whole {
+            return Ok(());
+        }
+        if let Some(generation) = self.next_superblock_generation()? {
+            // Best effort: a generation no copy took leaves the volume as it was.
+            self.write_superblock_generation(Superblock { generation, ..current })?;
+        }
+        Ok(())
+    }
+
+    /// Where a metaroot area moving off `old` goes: the least-worn free log segment with every
+    /// chip's block (records sit on stripe pages: no masked segment) that is not open; from
+    /// version 9 on, a reserved segment 1–3 that no area holds and that has not failed when it
+    /// is less worn than that.
+    fn area_candidate(&self, old: u32) -> Option<u32> {
+        let table = self.log.table();
+        let whole = |segment| !self.log.is_open(segment) && table.entry(segment).masked_blocks == 0;
+        let from_log = table.least_worn_free(whole);
+        if !self.has_superblock_homes() {
+            return from_log;
+        }
+        let areas = self.superblock.metaroot_areas;
+        let reserved = METAROOT_SEGMENTS
+            .into_iter()
+            .filter(|&segment| segment != old && !areas.contains(&segment) && !table.is_retired_quietly(segment))
+            .min_by_key(|&segment| (table.entry(segment).erase_count, segment));
+        match (from_log, reserved) {
+            (Some(log), Some(reserved)) if table.entry(reserved).erase_count <= table.entry(log).erase_count => {
+                Some(reserved)
+            }
+            (None, reserved) => reserved,
+            (log, _) => log,
+        }
+    }
+
+    /// The next superblock generation to write, its pages erased on every chip present (a
+    /// power cut may have left an attempt's pages programmed), or `None` when there is none:
+    /// block 0 is full (before version 9), or the next home cannot be erased. From version 9 on,
+    /// the first generation of a home erases that home first, on every chip present: the other
+    /// home holds the newest generations until the new one is written.
     fn next_superblock_generation(&mut self) -> Result<Option<u32>, TxnError> {
         let layout = self.log.layout();
         let (mut data, mut spare) =
             (alloc::vec![0u8; layout.page_size_bytes()], alloc::vec![0u8; layout.spare_size_bytes()]);
         let missing = self.log.device().missing_chip();
-        let mut generation = self.superblock.generation + 1;
-        'candidates: while 2 * generation + 1 < layout.geometry.pages_per_block {
-            for chip in (0..layout.chip_count).filter(|&chip| Some(chip) != missing) {
-                for page in [2 * generation, 2 * generation + 1] {
-                    let address = PageAddress::new(chip, SUPERBLOCK_SEGMENT, page);
+        let chips: Vec<u32> = (0..layout.chip_count).filter(|&chip| Some(chip) != missing).collect();
+        let mut generation = self.superblock.generation;
+        // A home's generations, then the next home's first one.
+        for _candidate in 0..=self.superblock.generations_per_home() {
+            let Some(next) = generation.checked_add(1) else {
+                return Ok(None);
+            };
+            generation = next;
+            let Some((home, first_page)) = self.superblock.generation_place(generation) else {
+                return Ok(None);
+            };
+            if first_page == 0 {
+                // Version 9: the other home, erased whole before its first generation.
+                for &chip in &chips {
+                    let now_ns = self.log.device().now_ns();
+                    match self
+                        .log
+                        .device_mut()
+                        .flash_mut()
+                        .erase_block(now_ns, fsoc_flash::BlockAddress::new(chip, home))
+                    {
+                        Ok(_) => {}
+                        Err(
+                            NandError::WornOut { .. } | NandError::OperationFailed { .. } | NandError::BadBlock { .. },
+                        ) => {
+                            return Ok(None);
+                        }
+                        Err(error) => return Err(error.into()),
+                    }
+                }
+                self.log.device_mut().write_barrier()?;
+                return Ok(Some(generation));
+            }
+            let mut erased = true;
+            'chips: for &chip in &chips {
+                for page in [first_page, first_page + 1] {
+                    let address = PageAddress::new(chip, home, page);
                     if self.log.device().read_physical(address, &mut data, &mut spare)? != ReadStatus::Erased {
-                        generation += 1;
-                        continue 'candidates;
+                        erased = false;
+                        break 'chips;
                     }
                 }
             }
-            return Ok(Some(generation));
+            if erased {
+                return Ok(Some(generation));
+            }
         }
         Ok(None)
     }
@@ -1525,7 +1895,8 @@ impl<F: Flash> Volume<F> {
         let retired = table.retired_after_use_count().saturating_add(masked);
         // Retired before any erase: bad from the factory, never in service.
         let never_used = table.retired_log_segment_count() - table.retired_after_use_count();
-        let in_service = self.log.layout().log_segment_count() - never_used;
+        let second_home = u32::from(table.has_second_home());
+        let in_service = self.log.layout().log_segment_count() - never_used - second_home;
         Some((retired, in_service))
     }
 
