@@ -59,7 +59,7 @@ fn other_options_are_refused_with_their_range() {
         (&["crashtest", "--workload", "small-files", "--blocks", "0"], "give 4 to 16777216 erase blocks per chip"),
         (
             &["crashtest", "--workload", "small-files", "--blocks", "10"],
-            "must be 1.9M to 1.9T (15 to 16121856 erase blocks",
+            "must be 2.0M to 1.9T (16 to 16121856 erase blocks",
         ),
         (&["flash", "create", "never.img", "--blocks", "3"], "give 4 to 16777216 erase blocks per chip"),
         (&["array", "mkfs", "never", "--chips", "65"], "give 1 to 64"),
@@ -84,7 +84,7 @@ fn mkfs_failures_leave_nothing_and_state_the_limits() {
     for size in ["512K", "4T"] {
         let output = fsoc(&["mkfs", image_arg, "--size", size]);
         assert_eq!(output.status.code(), Some(2), "{}", text(&output));
-        assert!(output.stderr.contains("must be 1.9M to 1.9T"), "{size}: {}", text(&output));
+        assert!(output.stderr.contains("must be 2.0M to 1.9T"), "{size}: {}", text(&output));
         assert!(!output.stderr.contains("block_count"), "internal terms: {}", text(&output));
         assert!(fs::read_dir(directory.path()).expect("read_dir").next().is_none(), "{size}: mkfs left a file behind");
     }
@@ -127,7 +127,7 @@ fn array_volumes_are_mounted_and_checked() {
     let base_arg = base.to_str().expect("utf-8");
     let output = fsoc(&["array", "mkfs", base_arg, "--chips", "3", "--blocks", "10"]);
     assert_eq!(output.status.code(), Some(2), "{}", text(&output));
-    assert!(output.stderr.contains("must be 4.5M to"), "{}", text(&output));
+    assert!(output.stderr.contains("must be 4.9M to"), "{}", text(&output));
     assert!(fs::read_dir(directory.path()).expect("read_dir").next().is_none(), "a failed array mkfs left files");
     assert!(fsoc(&["array", "mkfs", base_arg, "--chips", "3", "--blocks", "32"]).status.success());
     let chip = |index: u32| format!("{base_arg}.chip{index}");

@@ -11,6 +11,12 @@
 //! NVRAM log instead of a delta commit; its bytes are written raw to OUT with the extension
 //! `.nvram`. `--parity` (format version 7 on) formats three MLC chips with parity across them,
 //! `--mirror-meta` (format version 8 on) three with tree nodes and segment table on two chips.
+//! `--homes` (format version 9 on) then writes superblock generations 1 to 33 as a volume whose
+//! metaroot areas moved 33 times would have them: 1-31 in block 0 (its pages 2-63), and 32 and
+//! 33 in the second home (block 4, erased first), the newest on its pages 2 and 3. Every
+//! generation names the areas the volume has (1, 2, 3), so the image stays small (moving the
+//! areas for real fills a small volume's every page: 2 MB stored); `tests/superblock_homes.rs`
+//! moves them for real.
 //!
 //! The output is the image file (`fsoc_media::image`, docs/FORMAT.md "Image file") stored
 //! sparsely: the 512-byte chunks that are not all zero, as `FSOCSPRS` (8 bytes), the file size
@@ -80,6 +86,7 @@ fn main() {
     let with_nvram = arguments.iter().any(|argument| argument == "--nvram");
     let with_parity = arguments.iter().any(|argument| argument == "--parity");
     let with_mirror = arguments.iter().any(|argument| argument == "--mirror-meta");
+    let with_homes = arguments.iter().any(|argument| argument == "--homes");
     let mut positional = arguments.iter().filter(|argument| !argument.starts_with("--"));
     let out = positional.next().expect("usage: golden_image OUT.sparse [BLOCKS] [--nvram]").clone();
     let blocks: u32 = positional.next().map_or(16, |text| text.parse().expect("BLOCKS is a number"));
@@ -149,7 +156,29 @@ fn main() {
             println!("{}: NVRAM of 4096 bytes", nvram_out.display());
         }
     }
-    let flash = fs.into_flash_without_commit();
+    let mut flash = fs.into_flash_without_commit();
+    if with_homes {
+        use fsoc_media::{BlockAddress, Flash, PageAddress};
+        let superblock = fsoc_core::txn::Superblock::decode(&{
+            let mut data = vec![0u8; 2048];
+            let mut spare = vec![0u8; 64];
+            flash.read_page(0, PageAddress::new(0, 0, 0), &mut data, &mut spare).expect("read the superblock");
+            data
+        })
+        .expect("the superblock decodes");
+        let mut spare = vec![0xFFu8; 64];
+        // The superblock's spare tag, as the volume writes it (`PageTag::Superblock`).
+        let mut tag_source = vec![0u8; 2048];
+        flash.read_page(0, PageAddress::new(0, 0, 0), &mut tag_source, &mut spare).expect("read the tag");
+        flash.erase_block(0, BlockAddress::new(0, 4)).expect("erase the second home");
+        for generation in 1..=33u32 {
+            let (home, first_page) = superblock.generation_place(generation).expect("a place");
+            let bytes = fsoc_core::txn::Superblock { generation, ..superblock }.encode(2048);
+            for page in [first_page, first_page + 1] {
+                flash.program_page(0, PageAddress::new(0, home, page), &bytes, &spare).expect("program a generation");
+            }
+        }
+    }
     drop(flash);
     let packed = pack_sparse(&image);
     std::fs::write(Path::new(&out), &packed).expect("write output");

@@ -240,6 +240,27 @@ fn golden_image_of_format_version_8_reads_back() {
     assert_eq!(fs.superblock().redundancy, fsoc_core::segment::Redundancy::None);
 }
 
+/// Format version 9: the superblock's second home (segment 4) is retired from format on, and a
+/// volume never rewritten holds generation 0.
+#[test]
+fn golden_image_of_format_version_9_reads_back() {
+    let mut fs = check_golden(include_bytes!("fixtures/golden-v9.sparse"), "golden-v9", 9);
+    assert_eq!(fs.superblock().generation, 0);
+    fs.statfs().expect("statfs");
+    let table = fs.segment_table().expect("loaded");
+    assert!(table.has_second_home() && table.entry(4).retired, "segment 4 is the second home");
+}
+
+/// Format version 9 with generations 1 to 31 in block 0 and 32 and 33 in the second home
+/// (block 4): mount takes 33, the newest, from the second home; after a write, an unmount and a
+/// remount it still does (or a newer one).
+#[test]
+fn golden_image_of_format_version_9_with_generations_in_the_second_home_reads_back() {
+    let fs = check_golden(include_bytes!("fixtures/golden-v9-homes.sparse"), "golden-v9-homes", 9);
+    assert!(fs.superblock().generation >= 33, "generation {}", fs.superblock().generation);
+    assert_eq!(fs.superblock().generation_place(33), Some((4, 2)), "33 is on pages 2 and 3 of block 4");
+}
+
 /// Format version 8 with mirror-meta on three chips: it reads back whole, and with any one chip
 /// failed every name is still listed, the metadata is clean, and each file reads back exactly
 /// or answers EIO.

@@ -1623,7 +1623,7 @@ impl<F: Flash> Volume<F> {
             self.log.retire_area_segment(old);
         }
         // Checked first: finding the next generation may erase a superblock home.
-        if self.area_candidate(old).is_none() {
+        if self.area_candidate(old, failed).is_none() {
             return Ok(false);
         }
         let Some(generation) = self.next_superblock_generation()? else {
@@ -1631,7 +1631,7 @@ impl<F: Flash> Volume<F> {
         };
         let mut replacement = None;
         for _attempt in 0..METAROOT_RETRIES_MAX {
-            let Some(candidate) = self.area_candidate(old) else {
+            let Some(candidate) = self.area_candidate(old, failed) else {
                 break;
             };
             if !homes {
@@ -1776,19 +1776,27 @@ impl<F: Flash> Volume<F> {
     /// chip's block (records sit on stripe pages: no masked segment) that is not open; from
     /// version 9 on, a reserved segment 1–3 that no area holds and that has not failed when it
     /// is less worn than that.
-    fn area_candidate(&self, old: u32) -> Option<u32> {
+    fn area_candidate(&self, old: u32, failed: bool) -> Option<u32> {
         let table = self.log.table();
         let whole = |segment| !self.log.is_open(segment) && table.entry(segment).masked_blocks == 0;
         let from_log = table.least_worn_free(whole);
         if !self.has_superblock_homes() {
             return from_log;
         }
+        // A move for wear takes a log segment only above the reserve (and the failure slack):
+        // the log's space checks count on those. A failed area must move whatever it costs.
+        let spare_above_reserve = table.free_segment_count() > self.config.reserve_segments.saturating_add(2);
+        let from_log = from_log.filter(|_| failed || spare_above_reserve);
         let areas = self.superblock.metaroot_areas;
+        // A reserved segment 1-3 no area holds is otherwise idle: it is taken first unless it
+        // is itself past the log's most-erased segment.
+        let (_, log_max) = table.erase_count_range();
         let reserved = METAROOT_SEGMENTS
             .into_iter()
             .filter(|&segment| segment != old && !areas.contains(&segment) && !table.is_retired_quietly(segment))
             .min_by_key(|&segment| (table.entry(segment).erase_count, segment));
         match (from_log, reserved) {
+            (_, Some(reserved)) if table.entry(reserved).erase_count <= log_max => Some(reserved),
             (Some(log), Some(reserved)) if table.entry(reserved).erase_count <= table.entry(log).erase_count => {
                 Some(reserved)
             }
