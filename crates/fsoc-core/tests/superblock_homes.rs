@@ -8,6 +8,7 @@ mod common;
 
 use common::*;
 use fsoc_core::segment::layout::{FIRST_LOG_SEGMENT, SUPERBLOCK_HOMES};
+use fsoc_core::segment::Redundancy;
 use fsoc_core::txn::AREA_WEAR_MARGIN;
 use fsoc_core::{FileSystem, FsConfig, FsError};
 use fsoc_media::{BlockAddress, FaultConfig, Flash, Profile, SimConfig, SimFlash};
@@ -18,10 +19,16 @@ type Files = std::collections::BTreeMap<String, Vec<u8>>;
 const GENERATIONS_PER_HOME: u32 = 32;
 
 fn fresh_volume() -> (FileSystem<SimFlash>, Files) {
-    let mut config = SimConfig::new(Profile::Mlc, 1, 64, 0x5B_404E);
+    fresh_array(1, Redundancy::None)
+}
+
+/// `fresh_volume` on `chips` chips of 64 blocks with `redundancy`.
+fn fresh_array(chips: u32, redundancy: Redundancy) -> (FileSystem<SimFlash>, Files) {
+    let mut config = SimConfig::new(Profile::Mlc, chips, 64, 0x5B_404E);
     config.faults = FaultConfig::none();
-    let mut fs =
-        FileSystem::format(SimFlash::create(config).expect("simulator"), FsConfig::default(), 9).expect("format");
+    let mut fs_config = FsConfig::default();
+    fs_config.volume.redundancy = redundancy;
+    let mut fs = FileSystem::format(SimFlash::create(config).expect("simulator"), fs_config, 9).expect("format");
     let mut files = Files::new();
     for index in 0..10 {
         let data = pattern(3000 * (index + 1), index as u8);
@@ -96,7 +103,9 @@ fn metaroot_areas_move_through_both_superblock_homes_within_the_logs_wear() {
     check_files(&mut fs, &files, "after a power cut");
     assert_clean(&mut fs, "after the moves");
     // The areas were levelled with the log: no block is more than the margin past the log's
-    // most-erased segment (counts from the simulator, not the table).
+    // most-erased segment (counts from the simulator, not the table). An area moves at the
+    // switch after its count passes the margin (+ 1), and format erased blocks 1-3 once more
+    // than the table counts (+ 1).
     let table = fs.segment_table().expect("loaded");
     for area in fs.superblock().metaroot_areas {
         if area >= FIRST_LOG_SEGMENT {
@@ -110,7 +119,7 @@ fn metaroot_areas_move_through_both_superblock_homes_within_the_logs_wear() {
     let mean = counts.iter().map(|&(_, count)| f64::from(count)).sum::<f64>() / counts.len() as f64;
     println!("erase counts: max {highest}, mean {mean:.1}, the table's log max {log_max}");
     assert!(
-        highest <= log_max + AREA_WEAR_MARGIN + 1,
+        highest <= log_max + AREA_WEAR_MARGIN + 2,
         "a block at {highest} erases, the log's most-erased at {log_max}: {counts:?}"
     );
     // Both homes were erased once at format; block 4 once more for generation 32, block 0 for 64.
@@ -132,7 +141,18 @@ fn metaroot_areas_move_through_both_superblock_homes_within_the_logs_wear() {
 /// file committed before, passes fsck, and writes on.
 #[test]
 fn a_power_cut_anywhere_in_a_move_that_starts_a_superblock_home_loses_nothing() {
-    let (fs, mut files) = fresh_volume();
+    cut_everywhere_in_home_starts(fresh_volume());
+}
+
+/// The same on three chips with parity: a generation is written chip after chip, so a cut
+/// leaves the later chips a generation behind; the mount writes it again, and fsck finds every
+/// chip's copies of the mounted generation whole.
+#[test]
+fn a_power_cut_anywhere_in_a_move_that_starts_a_superblock_home_loses_nothing_on_three_chips() {
+    cut_everywhere_in_home_starts(fresh_array(3, Redundancy::Parity));
+}
+
+fn cut_everywhere_in_home_starts((fs, mut files): (FileSystem<SimFlash>, Files)) {
     let mut step = 0;
     let mut fs = fs;
     for first_of_home in [GENERATIONS_PER_HOME, 2 * GENERATIONS_PER_HOME] {
