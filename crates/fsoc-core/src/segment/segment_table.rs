@@ -527,25 +527,25 @@ impl SegmentTable {
         self.install(Self::empty_indexes(0));
         let mut fresh = Self::empty_indexes(self.pages_per_segment);
         self.entries_visited.add(u64::from(self.segment_count()));
-        for (segment_index, entry) in (0u32..).zip(self.entries.iter().map(|packed| packed.unpack())) {
-            let freed = self.freed_this_transaction.get(&segment_index).copied().unwrap_or(0);
-            fresh.add(
-                segment_index,
-                membership_of(
-                    segment_index,
-                    entry,
-                    freed,
-                    self.block_pages,
-                    self.pages_per_segment,
-                    self.is_lent(segment_index),
-                ),
-            );
-        }
+        self.add_every_entry(&mut fresh);
         fresh.retired_segment_count = self.entries.iter().map(|packed| u32::from(packed.unpack().retired)).sum();
         fresh.retired_after_use_count = self.count_retired_after_use();
         fresh.total_valid_pages = self.entries.iter().map(|packed| u64::from(packed.valid_pages)).sum();
         self.install(fresh);
         self.freed_segments = self.segments_with_dropped_pages();
+    }
+
+    /// Adds every entry to `indexes` as the maintained indexes hold it (`recount`, and the
+    /// comparison `index_mismatch` makes).
+    fn add_every_entry(&self, indexes: &mut Indexes) {
+        for (segment_index, entry) in (0u32..).zip(self.entries.iter().map(|packed| packed.unpack())) {
+            let freed = self.freed_this_transaction.get(&segment_index).copied().unwrap_or(0);
+            let lent = self.is_lent(segment_index);
+            indexes.add(
+                segment_index,
+                membership_of(segment_index, entry, freed, self.block_pages, self.pages_per_segment, lent),
+            );
+        }
     }
 
     /// Segments whose `freed_this_transaction` is non-zero, ascending (a pass over those only).
@@ -597,20 +597,7 @@ impl SegmentTable {
     /// counted in `entries_visited`.
     pub fn index_mismatch(&self) -> Option<String> {
         let mut fresh = Self::empty_indexes(self.pages_per_segment);
-        for (segment_index, entry) in (0u32..).zip(self.entries.iter().map(|packed| packed.unpack())) {
-            let freed = self.freed_this_transaction.get(&segment_index).copied().unwrap_or(0);
-            fresh.add(
-                segment_index,
-                membership_of(
-                    segment_index,
-                    entry,
-                    freed,
-                    self.block_pages,
-                    self.pages_per_segment,
-                    self.is_lent(segment_index),
-                ),
-            );
-        }
+        self.add_every_entry(&mut fresh);
         let retired: u32 = self.entries.iter().map(|packed| u32::from(packed.unpack().retired)).sum();
         let retired_after_use = self.count_retired_after_use();
         let valid: u64 = self.entries.iter().map(|packed| u64::from(packed.valid_pages)).sum();
