@@ -43,8 +43,6 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
     ("truncate same size", "FUSE with the write-back cache: the kernel keeps mtime and ctime itself, changes them on a truncate only when the size changes (fuse_do_setattr), and sends the server a SETATTR of the size alone, whose times it then ignores; equal with --no-writeback-cache (docs/MOUNT.md)"),
     ("SEEK_DATA before close", "FUSE with the write-back cache: FUSE_LSEEK is sent without writing dirty pages back, so fsoc sees an empty file (ENXIO); equal with --no-writeback-cache"),
     ("SEEK_HOLE before close", "as SEEK_DATA before close: the written pages are still in the kernel's cache"),
-    ("O_TMPFILE", "documented (docs/MOUNT.md, Limits): O_TMPFILE is EOPNOTSUPP, fuser 0.18 parses no FUSE_TMPFILE"),
-    ("O_TMPFILE in names/file (a directory by now)", "documented: O_TMPFILE is EOPNOTSUPP (docs/MOUNT.md, Limits)"),
     ("truncate to 8796093020161", FILE_MAX),
     ("close after pwrite ending at 8796093020161", FILE_MAX),
     ("truncate to 17592186040320", FILE_MAX),
@@ -927,6 +925,86 @@ step("link a fifo", lambda: os.link("names/fifo", "names/fifo2"))
 step("open a fifo non-blocking for writing", lambda: os.open("names/fifo", os.O_WRONLY | os.O_NONBLOCK))
 step("O_TMPFILE", lambda: (lambda fd: (describe_stat(os.fstat(fd)), os.close(fd))[0])(os.open("names", os.O_TMPFILE | os.O_RDWR, 0o600)))
 step("O_TMPFILE in names/file (a directory by now)", lambda: (lambda fd: (describe_stat(os.fstat(fd)), os.close(fd))[0])(os.open("names/file", os.O_TMPFILE | os.O_RDWR, 0o600)))
+
+
+def tmpfile_write_read():
+    fd = os.open("names", os.O_TMPFILE | os.O_RDWR, 0o644)
+    try:
+        os.write(fd, b"tmp" * 1700)
+        return f"{describe_stat(os.fstat(fd))} {digest(os.pread(fd, 8192, 0))}"
+    finally:
+        os.close(fd)
+
+
+def tmpfile_link(names, flags=os.O_RDWR):
+    # O_TMPFILE, some bytes, then linkat(fd, "", AT_EMPTY_PATH) to each name in turn; the
+    # file's stat after each and the first name's content.
+    fd = os.open("names", os.O_TMPFILE | flags, 0o640)
+    try:
+        os.write(fd, b"linked tmpfile\n")
+        shown = []
+        for name in names:
+            checked(libc.linkat(fd, b"", AT_FDCWD, name.encode(), 0x1000))
+            shown.append(describe_stat(os.fstat(fd)))
+        return " ".join(shown) + " " + content(names[0])
+    finally:
+        os.close(fd)
+
+
+def statx_times(path, fd=AT_FDCWD):
+    # statx(2) asking for the birth time: whether it came, and how it compares with the change
+    # and modification times (a time shows only as a relation). With fd and path "", the
+    # file open on fd (AT_EMPTY_PATH).
+    buf = ctypes.create_string_buffer(256)
+    checked(libc.statx(fd, path.encode(), 0x1100 if path == "" else 0x100, 0xfff, buf))
+    mask = int.from_bytes(buf.raw[0:4], "little")
+    stamp = lambda at: (int.from_bytes(buf.raw[at:at + 8], "little", signed=True), int.from_bytes(buf.raw[at + 8:at + 12], "little"))
+    btime, ctime, mtime = stamp(0x50), stamp(0x60), stamp(0x70)
+    return mask & 0x800, btime, ctime, mtime
+
+
+def birth(path, fd=AT_FDCWD):
+    has, btime, ctime, mtime = statx_times(path, fd)
+    if not has:
+        return "no birth time"
+    relation = lambda other: "=" if btime == other else "<" if btime < other else ">"
+    return f"btime{relation(ctime)}ctime btime{relation(mtime)}mtime"
+
+
+step("O_TMPFILE write and read", tmpfile_write_read)
+step("O_TMPFILE linkat", lambda: tmpfile_link(["names/tmp-a"]))
+step("O_TMPFILE linkat twice", lambda: tmpfile_link(["names/tmp-b", "names/tmp-c"]))
+step("O_TMPFILE linkat to an existing name", lambda: tmpfile_link(["names/tmp-a"]))
+step("O_TMPFILE|O_EXCL linkat", lambda: tmpfile_link(["names/tmp-excl"], os.O_RDWR | os.O_EXCL))
+step("O_TMPFILE write-only linkat", lambda: tmpfile_link(["names/tmp-w"], os.O_WRONLY))
+step("O_TMPFILE read-only", lambda: os.open("names", os.O_TMPFILE | os.O_RDONLY, 0o600))
+step("O_TMPFILE in a missing directory", lambda: os.open("names/missing", os.O_TMPFILE | os.O_RDWR, 0o600))
+ustep("O_TMPFILE by another user in names", OTHER, lambda: os.open("names", os.O_TMPFILE | os.O_RDWR, 0o600))
+step("tmp-b stat after close", lambda: desc("names/tmp-b"))
+step("statx birth time of a new file", lambda: (open("names/born", "wb").close(), birth("names/born"))[1])
+time.sleep(0.012)
+step("statx birth time after a write and chmod", lambda: (open("names/born", "ab").write(b"x"), os.chmod("names/born", 0o600), birth("names/born"))[2])
+step("statx birth time of a new directory", lambda: (os.mkdir("names/born-dir"), birth("names/born-dir"))[1])
+step("statx birth time of a new symlink", lambda: (os.symlink("born", "names/born-link"), birth("names/born-link"))[1])
+
+
+def tmpfile_birth():
+    # The birth time of an O_TMPFILE file when made, and after a write and linkat (each after
+    # a pause longer than a clock tick: ext4 and the kernel's write-back cache take times
+    # from the coarse clock, fsoc from a fine one).
+    fd = os.open("names", os.O_TMPFILE | os.O_RDWR, 0o640)
+    try:
+        made = birth("", fd)
+        time.sleep(0.012)
+        os.write(fd, b"later")
+        time.sleep(0.012)
+        checked(libc.linkat(fd, b"", AT_FDCWD, b"names/born-tmp", 0x1000))
+        return f"{made}; {birth('names/born-tmp')}"
+    finally:
+        os.close(fd)
+
+
+step("statx birth time of a linked O_TMPFILE", tmpfile_birth)
 step("names listing", lambda: listing("names"))
 step("names tree", lambda: tree("names"))
 ustep("link to another's unreadable file (protected_hardlinks)", OTHER, lambda: os.link("names/reg", "names/stolen"))

@@ -21,7 +21,7 @@ use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
     Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
     ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyOpen, ReplyStatfs, ReplyStatx, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::attributes::{errno, file_attr, file_type, now_ns, rdev_from_fuse, time_ns};
@@ -442,6 +442,28 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
             // mount.
             let _ =
                 self.lock.run_on("forget", Some(inode.0), |state| state.fs.release_inode(inode.0).map_err(fs_error));
+        }
+    }
+
+    /// statx(2) asking for the birth time: the attributes with it (format version 5 on; an
+    /// older volume's inodes record none, and the answer's mask leaves STATX_BTIME out).
+    fn statx(
+        &self,
+        _request: &Request,
+        inode: INodeNo,
+        _handle: Option<FileHandle>,
+        _flags: u32,
+        _mask: u32,
+        reply: ReplyStatx,
+    ) {
+        let result = self.lock.read_on("statx", Some(inode.0), |state| {
+            let record = state.fs.getattr(inode.0).map_err(fs_error)?;
+            let attr = file_attr(inode.0, &record, page_size(state));
+            Ok((attr, (record.btime_ns != 0).then_some(attr.crtime)))
+        });
+        match result {
+            Ok((attr, birth_time)) => reply.statx(&CACHE_TTL, &attr, birth_time),
+            Err(error) => reply.error(error),
         }
     }
 
@@ -1308,6 +1330,38 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
         match result {
             Ok(((attr, generation), handle, open_flags)) => {
                 self.references.taken(attr.ino.0);
+                reply.created(&CACHE_TTL, &attr, generation, FileHandle(handle), open_flags)
+            }
+            Err(error) => reply.error(error),
+        }
+    }
+
+    /// open(2) with O_TMPFILE: an open file without a name, link count 0, in `parent` (the
+    /// kernel checked write and search permission on it). linkat(2) may name it later
+    /// (`link`); otherwise it is deleted when the kernel forgets it, or at the next mount.
+    fn tmpfile(&self, request: &Request, parent: INodeNo, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+        let (uid, caller_gid) = (request.uid(), request.gid());
+        let result = self.lock.run_on("tmpfile", Some(parent.0), |state| {
+            let directory = state.fs.getattr(parent.0).map_err(fs_error)?;
+            if directory.kind != FileKind::Directory {
+                return Err(Errno::ENOTDIR);
+            }
+            let (gid, mode) = new_entry_group_and_mode(&directory, FileKind::File, caller_gid, mode);
+            let new = NewInode { kind: FileKind::File, mode, umask, uid, gid, rdev: 0, symlink_target: None };
+            // One open count comes with the inode: it stands for the kernel's reference, and
+            // is released by `forget` (the pin of `KernelReferences`).
+            let inode = state.fs.create_unnamed(parent.0, &new).map_err(fs_error)?;
+            match open_file(state, uid, inode, flags) {
+                Ok((handle, open_flags)) => Ok((entry_attributes(state, inode)?, handle, open_flags)),
+                Err(error) => {
+                    let _ = state.fs.release_inode(inode);
+                    Err(error)
+                }
+            }
+        });
+        match result {
+            Ok(((attr, generation), handle, open_flags)) => {
+                self.references.taken_pinned(attr.ino.0);
                 reply.created(&CACHE_TTL, &attr, generation, FileHandle(handle), open_flags)
             }
             Err(error) => reply.error(error),

@@ -42,8 +42,8 @@ pub use fsoc_engine::{system_time, time_ns, wall_clock_ns as now_ns};
 
 /// The attributes the kernel caches for `inode`. `st_blocks` counts the file's mapped pages
 /// (`InodeRecord::allocated_bytes`; on volumes older than format version 5, which count
-/// none, the size rounded up to whole pages). The birth time (`crtime`) reaches only macOS:
-/// Linux's FUSE asks for it through FUSE_STATX, which fuser does not parse.
+/// none, the size rounded up to whole pages). The birth time (`crtime`) reaches Linux through
+/// FUSE_STATX (`FsocFuse::statx`), which a statx(2) asking for `STATX_BTIME` sends.
 pub fn file_attr(inode: u64, record: &InodeRecord, page_size_bytes: u32) -> FileAttr {
     let page_bytes = u64::from(page_size_bytes.max(1));
     FileAttr {

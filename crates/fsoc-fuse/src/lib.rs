@@ -19,8 +19,8 @@
 //!   `SharedVolume`, see `volume_lock`); lookups, attributes, reads and listings run at once.
 //! - Access times change only on reads that reach the server: the kernel answers reads from
 //!   its page cache without asking.
-//! - No O_TMPFILE and no statx birth time: fuser 0.18 parses neither FUSE_TMPFILE nor
-//!   FUSE_STATX, so the kernel answers EOPNOTSUPP and reports no birth time.
+//! - O_TMPFILE (FUSE_TMPFILE) and the statx birth time (FUSE_STATX) come through the vendored
+//!   fuser, which parses both (vendor/fuser/PATCHES.md); fuser 0.18 itself parses neither.
 //! - On volumes older than format version 5, times before 1970 are stored as the epoch and
 //!   `st_blocks` reports the size rounded up to pages (those versions count no pages).
 //! - No kernel-side file locks beyond what the kernel does locally: fsoc-core has no such

@@ -43,6 +43,14 @@ impl KernelReferences {
 
     /// Whether `inode` must be pinned before it loses a name: the kernel references it and it
     /// is not pinned yet. Answering true records it as pinned; the caller then pins it.
+    /// The kernel took its first reference to `inode`, which the caller pinned already (an
+    /// O_TMPFILE file is made with its open count).
+    pub fn taken_pinned(&self, inode: u64) {
+        let mut counts = self.counts();
+        *counts.lookups.entry(inode).or_insert(0) += 1;
+        counts.pinned.insert(inode);
+    }
+
     pub fn should_pin(&self, inode: u64) -> bool {
         let mut counts = self.counts();
         counts.lookups.get(&inode).is_some_and(|&count| count > 0) && counts.pinned.insert(inode)

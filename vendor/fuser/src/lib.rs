@@ -71,6 +71,7 @@ pub use crate::reply::ReplyLseek;
 pub use crate::reply::ReplyOpen;
 pub use crate::reply::ReplyPoll;
 pub use crate::reply::ReplyStatfs;
+pub use crate::reply::ReplyStatx;
 pub use crate::reply::ReplyWrite;
 pub use crate::reply::ReplyXattr;
 pub use crate::request_param::Request;
@@ -865,6 +866,45 @@ pub trait Filesystem: Send + Sync + 'static {
         warn!(
             "[Not Implemented] create(parent: {parent:#x?}, name: {name:?}, mode: {mode}, \
             umask: {umask:#x?}, flags: {flags:#x?})"
+        );
+        reply.error(Errno::ENOSYS);
+    }
+
+    /// fsoc: create and open an unnamed regular file in the directory `parent` (open(2) with
+    /// `O_TMPFILE`): it has no name and a link count of 0 until linkat(2) gives it one, and is
+    /// deleted when its last reference goes. Answered ENOSYS, the kernel stops asking and
+    /// `O_TMPFILE` fails with EOPNOTSUPP.
+    fn tmpfile(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        warn!(
+            "[Not Implemented] tmpfile(parent: {parent:#x?}, mode: {mode}, umask: {umask:#x?}, \
+            flags: {flags:#x?})"
+        );
+        reply.error(Errno::ENOSYS);
+    }
+
+    /// fsoc: get attributes with statx(2)'s extra fields (the birth time). `mask` is statx's
+    /// `STATX_*` request, `flags` its `AT_*` flags. Answered ENOSYS, the kernel stops asking
+    /// and uses `getattr`.
+    fn statx(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: Option<FileHandle>,
+        flags: u32,
+        mask: u32,
+        reply: ReplyStatx,
+    ) {
+        warn!(
+            "[Not Implemented] statx(ino: {ino:#x?}, fh: {fh:#x?}, flags: {flags:#x?}, \
+            mask: {mask:#x?})"
         );
         reply.error(Errno::ENOSYS);
     }

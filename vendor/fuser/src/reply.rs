@@ -315,6 +315,36 @@ impl ReplyAttr {
 }
 
 ///
+/// Statx reply (fsoc)
+///
+#[derive(Debug)]
+pub struct ReplyStatx {
+    reply: ReplyRaw,
+}
+
+impl Reply for ReplyStatx {
+    fn new(unique: ll::RequestId, sender: ReplySender) -> ReplyStatx {
+        ReplyStatx {
+            reply: Reply::new(unique, sender),
+        }
+    }
+}
+
+impl ReplyStatx {
+    /// Reply with the attributes and, when the file system knows it, the birth time (statx's
+    /// `STATX_BTIME`); the attribute cache keeps them for `ttl`.
+    pub fn statx(self, ttl: &Duration, attr: &FileAttr, birth_time: Option<std::time::SystemTime>) {
+        self.reply
+            .send_ll(&ll::ResponseStruct::new_statx(ttl, attr, birth_time));
+    }
+
+    /// Reply to a request with the given error code
+    pub fn error(self, err: Errno) {
+        self.reply.error(err);
+    }
+}
+
+///
 /// XTimes Reply
 ///
 #[cfg(target_os = "macos")]

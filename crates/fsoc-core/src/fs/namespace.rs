@@ -11,7 +11,7 @@ use crate::btree::Tree;
 use crate::fs::acl::{ACL_ACCESS_NAME, ACL_DEFAULT_NAME};
 use crate::fs::error::FsError;
 use crate::fs::records::{
-    allocation_key, directory_key, parse_directory_key, DirectoryValue, RecordKind, NAME_BYTES_MAX,
+    allocation_key, directory_key, parse_directory_key, DirectoryValue, RecordKind, NAME_BYTES_MAX, ORPHAN_LIST_INODE,
 };
 use crate::fs::records::{FileKind, InodeRecord};
 use crate::fs::space::SpaceUse;
@@ -153,14 +153,38 @@ impl<F: Flash> FileSystem<F> {
             return Err(FsError::InvalidArgument("a symbolic link, and only one, has a target"));
         }
         let rdev = if new.kind.is_device() { new.rdev } else { 0 };
-        self.create_inode(parent, name, new.kind, new.mode, (new.uid, new.gid), new.symlink_target, rdev, new.umask)
+        self.create_inode(
+            parent,
+            Some(name),
+            new.kind,
+            new.mode,
+            (new.uid, new.gid),
+            new.symlink_target,
+            rdev,
+            new.umask,
+        )
+    }
+
+    /// open(2) with `O_TMPFILE`: a regular file in `directory` without a name. It is made
+    /// open (one count of `open_inode`, released with `release_inode`), with a link count of
+    /// 0 and on the orphan list, so it is deleted at its last release, or at the next mount
+    /// after a power cut, unless `link` gives it a name first. Its mode, group and ACLs are a
+    /// new file's in `directory`, whose times do not change (as on ext4).
+    pub fn create_unnamed(&mut self, directory: u64, new: &NewInode<'_>) -> Result<u64, FsError> {
+        if new.kind != FileKind::File {
+            return Err(FsError::InvalidArgument("an unnamed inode is a regular file"));
+        }
+        let inode =
+            self.create_inode(directory, None, FileKind::File, new.mode, (new.uid, new.gid), None, 0, new.umask)?;
+        *self.open_counts.entry(inode).or_insert(0) += 1;
+        Ok(inode)
     }
 
     #[allow(clippy::too_many_arguments)]
     fn create_inode(
         &mut self,
         parent: u64,
-        name: &[u8],
+        name: Option<&[u8]>,
         kind: FileKind,
         mode: u32,
         (uid, gid): (u32, u32),
@@ -168,7 +192,9 @@ impl<F: Flash> FileSystem<F> {
         rdev: u64,
         umask: u32,
     ) -> Result<u64, FsError> {
-        Self::validate_name(name)?;
+        if let Some(name) = name {
+            Self::validate_name(name)?;
+        }
         if let Some(target) = symlink_target {
             if target.is_empty() {
                 return Err(FsError::NotFound);
@@ -188,13 +214,17 @@ impl<F: Flash> FileSystem<F> {
         self.start_generation()?;
         self.ensure_space(if access_acl.is_some() || default_acl.is_some() { 4 } else { 2 }, SpaceUse::Data)?;
         self.mutate(|fs| {
-            match fs.lookup(parent, name) {
-                Ok(_) => return Err(FsError::Exists),
-                Err(FsError::NotFound) => {}
-                Err(error) => return Err(error),
+            match name.map(|name| fs.lookup(parent, name)) {
+                Some(Ok(_)) => return Err(FsError::Exists),
+                Some(Err(FsError::NotFound)) | None => {}
+                Some(Err(error)) => return Err(error),
             }
-            attributes::refuse_if_immutable(&fs.getattr(parent)?)?;
-            let record = InodeRecord::new(
+            let directory = fs.getattr(parent)?;
+            if directory.kind != FileKind::Directory {
+                return Err(FsError::NotDirectory);
+            }
+            attributes::refuse_if_immutable(&directory)?;
+            let mut record = InodeRecord::new(
                 kind,
                 mode,
                 (uid, gid),
@@ -204,7 +234,18 @@ impl<F: Flash> FileSystem<F> {
                     symlink_target.map_or(0, |target| target.len() as u64),
                 ),
             );
-            let inode = fs.add_inode(parent, name, &record)?;
+            let inode = match name {
+                Some(name) => fs.add_inode(parent, name, &record)?,
+                None => {
+                    record.nlink = 0;
+                    let inode = fs.allocate_inode();
+                    fs.put_inode(inode, &record)?;
+                    fs.volume.may_have_orphans = true;
+                    let orphan = allocation_key(ORPHAN_LIST_INODE, RecordKind::Orphan, inode);
+                    fs.tree_insert(TreeId::Allocation, &orphan, &[])?;
+                    inode
+                }
+            };
             if let Some(acl) = &access_acl {
                 fs.xattr_put(inode, ACL_ACCESS_NAME, acl, XattrMode::Create)?;
             }
@@ -267,7 +308,10 @@ impl<F: Flash> FileSystem<F> {
         Ok(target)
     }
 
-    /// Adds a hard link `parent/name` to `inode`.
+    /// Adds a hard link `parent/name` to `inode`. An inode without a name that is still open
+    /// (on the orphan list: made by `create_unnamed`, or unlinked while open) takes it as its
+    /// first link and leaves the list; the kernel's VFS allows that only for an `O_TMPFILE`
+    /// file opened without `O_EXCL` (linkat(2)), and ENOENT is the answer for a deleted inode.
     pub fn link(&mut self, inode: u64, parent: u64, name: &[u8]) -> Result<(), FsError> {
         Self::validate_name(name)?;
         self.ensure_space(2, SpaceUse::Data)?;
@@ -284,7 +328,10 @@ impl<F: Flash> FileSystem<F> {
             attributes::refuse_if_pinned(&record)?;
             attributes::refuse_if_immutable(&fs.getattr(parent)?)?;
             if record.nlink == 0 {
-                return Err(FsError::NotFound);
+                let orphan = allocation_key(ORPHAN_LIST_INODE, RecordKind::Orphan, inode);
+                if record.kind != FileKind::File || fs.tree_remove(TreeId::Allocation, &orphan)?.is_none() {
+                    return Err(FsError::NotFound);
+                }
             }
             record.nlink = record.nlink.checked_add(1).ok_or(FsError::TooManyLinks)?;
             record.ctime_ns = fs.now_ns;

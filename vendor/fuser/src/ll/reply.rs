@@ -120,6 +120,64 @@ impl ResponseStruct<abi::fuse_attr_out> {
     }
 }
 
+/// fsoc: statx(2)'s mask bits that a FUSE_STATX reply fills: the basic fields and, when known,
+/// the birth time.
+const STATX_BASIC_STATS: u32 = 0x7ff;
+const STATX_BTIME: u32 = 0x800;
+
+fn sx_time(time: &std::time::SystemTime) -> abi::fuse_sx_time {
+    let (tv_sec, tv_nsec) = time_from_system_time(time);
+    abi::fuse_sx_time {
+        tv_sec,
+        tv_nsec,
+        reserved: 0,
+    }
+}
+
+impl ResponseStruct<abi::fuse_statx_out> {
+    /// fsoc: a FUSE_STATX reply from the attributes and, when known, the birth time.
+    pub(crate) fn new_statx(
+        ttl: &Duration,
+        attr: &crate::FileAttr,
+        birth_time: Option<std::time::SystemTime>,
+    ) -> Self {
+        // `FileAttr::rdev` is the kernel's `new_encode_dev` form, as in a `fuse_attr`.
+        let (rdev_major, rdev_minor) = (
+            (attr.rdev & 0xfff00) >> 8,
+            (attr.rdev & 0xff) | ((attr.rdev >> 12) & 0xfff00),
+        );
+        ResponseStruct(abi::fuse_statx_out {
+            attr_valid: ttl.as_secs(),
+            attr_valid_nsec: ttl.subsec_nanos(),
+            flags: 0,
+            spare: [0; 2],
+            stat: abi::fuse_statx {
+                mask: STATX_BASIC_STATS | if birth_time.is_some() { STATX_BTIME } else { 0 },
+                blksize: attr.blksize,
+                attributes: 0,
+                nlink: attr.nlink,
+                uid: attr.uid,
+                gid: attr.gid,
+                mode: mode_from_kind_and_perm(attr.kind, attr.perm) as u16,
+                spare0: 0,
+                ino: attr.ino.0,
+                size: attr.size,
+                blocks: attr.blocks,
+                attributes_mask: 0,
+                atime: sx_time(&attr.atime),
+                btime: birth_time.as_ref().map(sx_time).unwrap_or_default(),
+                ctime: sx_time(&attr.ctime),
+                mtime: sx_time(&attr.mtime),
+                rdev_major,
+                rdev_minor,
+                dev_major: 0,
+                dev_minor: 0,
+                spare2: [0; 14],
+            },
+        })
+    }
+}
+
 #[cfg(target_os = "macos")]
 impl ResponseStruct<abi::fuse_getxtimes_out> {
     pub(crate) fn new_xtimes(bkuptime: SystemTime, crtime: SystemTime) -> Self {
