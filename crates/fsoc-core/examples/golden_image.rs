@@ -145,6 +145,13 @@ fn main() {
     let fd = fs.open(b"/late/sparse.bin", flags, 0o644).expect("open");
     fs.pwrite(fd, 200_000, b"one page at 200,000").expect("write");
     fs.close(fd).expect("close");
+    // Format version 10 on: a file as large as ext4's largest (16 TiB - 4 KiB) on 2 KiB pages,
+    // with a page at 12 TiB, past 2^32 pages (its spare tag's byte 3 holds the index's bit 32).
+    let fd = fs.open(b"/late/huge.bin", flags, 0o644).expect("open");
+    fs.pwrite(fd, 12 << 40, b"one page at 12 TiB").expect("write");
+    let tail = b"ending at 16 TiB - 4 KiB";
+    fs.pwrite(fd, fsoc_core::fs::EXT4_FILE_BYTES_MAX - tail.len() as u64, tail).expect("write");
+    fs.close(fd).expect("close");
     fs.transact().expect("delta commit");
     match &nvram {
         None => assert!(!fs.committed().delta.is_empty(), "the newest commit must be a delta commit"),

@@ -175,6 +175,11 @@ fn segment_table_and_tag_decoders() {
             assert_eq!(loaded.encode_index_page(1, 2048)[..], input[..2048], "an accepted index page re-encodes");
         }
     }
+    // Format version 10: a data page's index past 2^32 keeps bits 32-39 in byte 3.
+    let mut spare = vec![0xFF; 64];
+    PageTag::Data { inode: 3, page_index: (0xAB << 32) + 9 }.encode(&mut spare);
+    assert_eq!(spare[..16], [2, 0, 0, 0xAB, 3, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0]);
+    assert_eq!(PageTag::decode(&spare), Some(PageTag::Data { inode: 3, page_index: (0xAB << 32) + 9 }));
     let mut spare = vec![0xFF; 64];
     PageTag::Data { inode: 3, page_index: 9 }.encode(&mut spare);
     for input in inputs(7, &spare, 3000) {

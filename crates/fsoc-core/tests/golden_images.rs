@@ -261,6 +261,32 @@ fn golden_image_of_format_version_9_with_generations_in_the_second_home_reads_ba
     assert_eq!(fs.superblock().generation_place(33), Some((4, 2)), "33 is on pages 2 and 3 of block 4");
 }
 
+/// Format version 10: the largest file is ext4's, 16 TiB - 4 KiB, on 2 KiB pages too; the
+/// generator's `/late/huge.bin` has a page at 12 TiB (page 6 * 2^30, past 2^32: its spare tag
+/// carries bit 32 in byte 3) and ends at the largest file's end. A version-9 volume keeps its
+/// own limit, 2^32 - 1 pages (8 TiB - 2 KiB), so a build of version 9 still reads it.
+#[test]
+fn golden_image_of_format_version_10_reads_back_a_file_as_large_as_ext4s() {
+    use fsoc_core::fs::EXT4_FILE_BYTES_MAX;
+    let mut fs = check_golden(include_bytes!("fixtures/golden-v10.sparse"), "golden-v10", 10);
+    assert_eq!(fs.file_bytes_max(), EXT4_FILE_BYTES_MAX);
+    let (inode, huge) = fs.stat(b"/late/huge.bin").expect("stat");
+    assert_eq!((huge.size, huge.pages), (EXT4_FILE_BYTES_MAX, 2));
+    assert_eq!(fs.read(inode, 12 << 40, 18).expect("read"), b"one page at 12 TiB");
+    assert_eq!(fs.read(inode, EXT4_FILE_BYTES_MAX - 24, 100).expect("read"), b"ending at 16 TiB - 4 KiB");
+    assert_eq!(fs.read(inode, 1 << 40, 4).expect("read a hole"), [0; 4]);
+    assert_eq!(fs.write(inode, EXT4_FILE_BYTES_MAX, b"x"), Err(FsError::FileTooBig));
+    assert_eq!(fs.truncate(inode, EXT4_FILE_BYTES_MAX + 1), Err(FsError::FileTooBig));
+    fs.truncate(inode, 12 << 40).expect("truncate below the page at 12 TiB");
+    assert_eq!(fs.stat(b"/late/huge.bin").expect("stat").1.pages, 0);
+    assert_clean(&mut fs, "golden-v10 truncated");
+
+    let mut fs = check_golden(include_bytes!("fixtures/golden-v9.sparse"), "golden-v9-largest-file", 9);
+    assert_eq!(fs.file_bytes_max(), u64::from(u32::MAX) * 2048, "version 9 keeps 8 TiB - 2 KiB");
+    let (inode, _) = fs.stat(b"/late/sparse.bin").expect("stat");
+    assert_eq!(fs.write(inode, 12 << 40, b"x"), Err(FsError::FileTooBig));
+}
+
 /// Format version 8 with mirror-meta on three chips: it reads back whole, and with any one chip
 /// failed every name is still listed, the metadata is clean, and each file reads back exactly
 /// or answers EIO.

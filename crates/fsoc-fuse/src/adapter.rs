@@ -352,7 +352,8 @@ fn open_file<F: Flash>(
     }
     let handle = state.handles_mut().allocate_handle()?;
     state.fs.open_inode(inode).map_err(fs_error)?;
-    state.handles_mut().files.insert(handle, OpenFile { inode, append: flags & libc::O_APPEND != 0 });
+    let open = OpenFile { inode, append: flags & libc::O_APPEND != 0, writable: opens_for_writing(flags) };
+    state.handles_mut().files.insert(handle, open);
     let direct = record.flags & (INODE_FLAG_APPEND | INODE_FLAG_SYNC) != 0;
     Ok((handle, if direct { OPEN_FLAGS | FopenFlags::FOPEN_DIRECT_IO } else { OPEN_FLAGS }))
 }
@@ -494,17 +495,27 @@ impl<F: Flash + Send + Sync + 'static> Filesystem for FsocFuse<F> {
     ) {
         // Permission rules (who may chmod, chown, set times, and which set-id bits survive)
         // were applied by the kernel: the mount uses `default_permissions`.
-        // chown(2) with both ids -1 reaches the server as a SETATTR of the change time alone:
-        // with FUSE_HANDLE_KILLPRIV_V2 the kernel drops the set-id bits' removal and, with it,
-        // the mode change whose owner check ext4 applies (notify_change). Both are done here.
-        let only_ctime = mode.is_none()
-            && uid.is_none()
-            && gid.is_none()
-            && size.is_none()
-            && atime.is_none()
-            && mtime.is_none()
-            && _ctime.is_some();
-        if only_ctime {
+        // chown(2) with both ids -1 reaches the server as a SETATTR of the change time alone
+        // (with the write-back cache, which sends the kernel's times) or of nothing (without
+        // it): with FUSE_HANDLE_KILLPRIV_V2 the kernel drops the set-id bits' removal and, with
+        // it, the mode change whose owner check ext4 applies (notify_change). Both are done here.
+        // A SETATTR of nothing is also the kernel's own removal of set-id bits before a write
+        // (file_remove_privs, which needs no ownership and whose write then removes the bits,
+        // FUSE_WRITE_KILL_SUIDGID): it comes through a file open for writing, so without the
+        // write-back cache a SETATTR of nothing on a file some handle has open for writing is
+        // taken as that, and as chown(-1, -1) otherwise (docs/MOUNT.md).
+        let no_field =
+            mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() && atime.is_none() && mtime.is_none();
+        let chown_to_same = no_field
+            && if self.writeback.load(Ordering::Relaxed) {
+                _ctime.is_some()
+            } else {
+                let open_for_writing = self.lock.read_on("setattr", Some(inode.0), |state| {
+                    Ok(state.handles().files.values().any(|open| open.inode == inode.0 && open.writable))
+                });
+                open_for_writing == Ok(false)
+            };
+        if chown_to_same {
             let caller = Caller::from_process(request.uid(), request.gid(), request.pid());
             let result = self.lock.run_on("setattr", Some(inode.0), |state| {
                 let record = state.fs.getattr(inode.0).map_err(fs_error)?;

@@ -40,6 +40,8 @@ pub struct OpenFile {
     pub inode: u64,
     /// O_APPEND: every write goes to the end of the file, decided under the lock.
     pub append: bool,
+    /// Opened for writing (O_WRONLY or O_RDWR).
+    pub writable: bool,
 }
 
 /// The open handles of a mount.
@@ -261,7 +263,7 @@ mod tests {
             let second = handles.allocate_handle()?;
             assert_ne!(first, second);
             for handle in 0..HANDLES_MAX as u64 {
-                handles.files.insert(handle + 1000, OpenFile { inode: 1, append: false });
+                handles.files.insert(handle + 1000, OpenFile { inode: 1, append: false, writable: false });
             }
             assert_eq!(handles.allocate_handle(), Err(Errno::EMFILE));
             Ok(())

@@ -343,7 +343,7 @@ fn main() -> std::io::Result<()> {
         for index in 0..pages {
             row.extend((0..64u8).map(|byte| byte ^ index.wrapping_mul(37)));
             let mut tag = [0xFFu8; 16];
-            PageTag::Data { inode: u64::from(index) + 5, page_index: u32::from(index) }.encode(&mut tag);
+            PageTag::Data { inode: u64::from(index) + 5, page_index: u64::from(index) }.encode(&mut tag);
             row.extend_from_slice(&tag);
         }
         seeds.add("rebuild_parity_row", format!("row-of-{pages}"), &row);

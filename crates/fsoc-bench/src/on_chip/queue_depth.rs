@@ -170,8 +170,8 @@ fn run_depth(chip: &OnChip, setting: &Setting, depth: usize, offsets: &[u64]) ->
     let mut unattributed = Vec::new();
     for TracedRead { page, tag } in trace {
         match tag {
-            Some(PageTag::Data { page_index, .. }) if by_unit.contains_key(&u64::from(page_index)) => {
-                requests[by_unit[&u64::from(page_index)]].pages.push(page);
+            Some(PageTag::Data { page_index, .. }) if by_unit.contains_key(&page_index) => {
+                requests[by_unit[&page_index]].pages.push(page);
             }
             _ => unattributed.push(page),
         }

@@ -53,6 +53,10 @@ fn range_error(inode: u64) -> FsError {
     FsError::CorruptFile { inode, reason: "file offsets outside the bytes read or written" }
 }
 
+/// ext4's largest file with 4 KiB blocks (2^32 − 1 blocks): fsoc's at least, from format
+/// version 10 on.
+pub const EXT4_FILE_BYTES_MAX: u64 = (1 << 44) - 4096;
+
 impl<F: Flash> FileSystem<F> {
     pub(crate) fn page_size(&self) -> u64 {
         self.volume.layout().page_size_bytes() as u64
@@ -63,8 +67,15 @@ impl<F: Flash> FileSystem<F> {
         Tree::max_entry_bytes(self.volume.layout().page_size_bytes()) - ALLOCATION_KEY_BYTES
     }
 
+    /// The largest file: 2^32 − 1 pages, and from format version 10 on at least ext4's (with
+    /// 4 KiB blocks), 16 TiB − 4 KiB, whatever the page size.
     pub fn file_bytes_max(&self) -> u64 {
-        u64::from(u32::MAX) * self.page_size()
+        let pages_max = u64::from(u32::MAX) * self.page_size();
+        if self.volume.superblock.format_version >= crate::txn::superblock::FORMAT_VERSION_LARGE_FILES {
+            pages_max.max(EXT4_FILE_BYTES_MAX)
+        } else {
+            pages_max
+        }
     }
 
     /// What records may say on this volume (from the geometry).
@@ -395,7 +406,7 @@ impl<F: Flash> FileSystem<F> {
             return Err(FsError::FileTooBig);
         }
         let page_size_bytes = self.volume.layout().page_size_bytes();
-        // At most `u32::MAX` pages: `end` is within `file_bytes_max`.
+        // A write's pages fit a u32 (a write is at most a few MiB; refused otherwise).
         let pages_needed = u32::try_from(data.len().div_ceil(page_size_bytes)).map_err(|_| FsError::FileTooBig)?;
         self.ensure_space(pages_needed.saturating_add(2), SpaceUse::Data)?;
         let (written, synchronous) = self.mutate(|fs| {
@@ -589,9 +600,8 @@ impl<F: Flash> FileSystem<F> {
                         .copy_from_slice(source);
                     Cow::Owned(content)
                 };
-                let page_index = u32::try_from(page).map_err(|_| FsError::FileTooBig)?;
                 let checksum = self.checksum_for(&content);
-                let address = self.volume.log.append(&content, PageTag::Data { inode, page_index })?;
+                let address = self.volume.log.append(&content, PageTag::Data { inode, page_index: page })?;
                 self.delta.data_page_allocated(self.volume.layout().segment_of(address));
                 change.mapped += 1;
                 let extent = Extent::single(page, address, checksum);
@@ -775,9 +785,8 @@ impl<F: Flash> FileSystem<F> {
                     // Zero the rest of the last page so a later extension reads zeros there.
                     // `tail` is below the page size.
                     content.iter_mut().skip(usize_from_u64(tail)).for_each(|byte| *byte = 0);
-                    let page_index = u32::try_from(last_page).map_err(|_| FsError::FileTooBig)?;
                     let checksum = fs.checksum_for(&content);
-                    let address = fs.volume.log.append(&content, PageTag::Data { inode, page_index })?;
+                    let address = fs.volume.log.append(&content, PageTag::Data { inode, page_index: last_page })?;
                     fs.delta.data_page_allocated(fs.volume.layout().segment_of(address));
                     // The rewritten page replaces the one it cuts: the count stays.
                     fs.punch(inode, last_page, last_page + 1)?;
@@ -810,7 +819,7 @@ impl<F: Flash> FileSystem<F> {
             run.clear();
             return Ok(());
         };
-        let first = u64::from(first_index);
+        let first = first_index;
         let end = first + run.len() as u64;
         let mut checksums: Vec<Option<u32>> = Vec::with_capacity(run.len());
         for extent in self.extents_in(inode, first, end)? {
@@ -828,8 +837,7 @@ impl<F: Flash> FileSystem<F> {
         let mut extents: Vec<Extent> = Vec::new();
         for ((index, page), checksum) in run.iter().enumerate().zip(checksums) {
             let page_number = first + index as u64;
-            let page_index = u32::try_from(page_number).map_err(|_| FsError::Corrupt("data page index"))?;
-            let address = self.volume.log.append(&page.data, PageTag::Data { inode, page_index })?;
+            let address = self.volume.log.append(&page.data, PageTag::Data { inode, page_index: page_number })?;
             self.delta.data_page_allocated(self.volume.layout().segment_of(address));
             let extent = Extent::single(page_number, address, checksum);
             match extents.last_mut() {

@@ -153,7 +153,7 @@ impl<F: Flash> FileSystem<F> {
                 Some(ReadStatus::Corrected { .. }) => report.corrected_pages += 1,
                 Some(ReadStatus::Clean) | None => {}
             }
-            let expected = u32::try_from(page).ok().map(|page_index| PageTag::Data { inode, page_index });
+            let expected = Some(PageTag::Data { inode, page_index: page });
             let tag = tags.get(index).copied().flatten();
             if tag.is_none() || tag != expected {
                 report.misplaced_pages += 1;

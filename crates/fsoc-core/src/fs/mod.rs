@@ -26,6 +26,7 @@ mod mount;
 mod namespace;
 pub mod pending;
 mod rename;
+pub use crate::fs::data::EXT4_FILE_BYTES_MAX;
 pub use crate::fs::namespace::NewInode;
 pub mod records;
 pub mod scrub;

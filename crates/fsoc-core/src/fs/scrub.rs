@@ -269,7 +269,7 @@ impl<F: Flash> FileSystem<F> {
                 match (status, tag) {
                     (ReadStatus::Uncorrectable, _) => step.unreadable_pages += 1,
                     (ReadStatus::Clean | ReadStatus::Corrected { .. }, Some(PageTag::Data { inode, page_index })) => {
-                        let page = u64::from(*page_index);
+                        let page = *page_index;
                         // A tag is a hint: only a page its file's extent names is live.
                         if let Some(extent) = self.extent_at(*inode, page)? {
                             if extent.address_of(page) == *address

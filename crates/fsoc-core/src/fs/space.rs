@@ -433,7 +433,7 @@ impl<F: Flash> PageOwner<F> for Evacuation<'_, F> {
                 PageTag::Data { inode: next_inode, page_index: next_index },
             ) => {
                 *inode == next_inode
-                    && u64::from(*page_index) + 1 == u64::from(next_index)
+                    && page_index.checked_add(1) == Some(next_index)
                     && u64::from(address.0) + 1 == u64::from(page.address.0)
             }
             _ => false,
@@ -459,9 +459,7 @@ impl<F: Flash> PageOwner<F> for Evacuation<'_, F> {
                     other => other?,
                 }
             }
-            PageTag::Data { inode, page_index }
-                if self.fs.data_page_is_live(inode, u64::from(page_index), page.address)? =>
-            {
+            PageTag::Data { inode, page_index } if self.fs.data_page_is_live(inode, page_index, page.address)? => {
                 self.run.push(page);
                 true
             }

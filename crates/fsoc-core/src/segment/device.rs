@@ -22,8 +22,9 @@ use crate::segment::parity::{self, OpenRow, TAG_PARITY};
 pub enum PageTag {
     /// A B+tree node of tree `tree_id` at `level` (0 = leaf).
     Node { tree_id: u8, level: u8 },
-    /// File data: page `page_index` of inode `inode`.
-    Data { inode: u64, page_index: u32 },
+    /// File data: page `page_index` of inode `inode` (below 2^40: bits 0–31 in bytes 12–15,
+    /// bits 32–39 in byte 3, which is 0 on volumes older than format version 10).
+    Data { inode: u64, page_index: u64 },
     /// Page `page_index` of the segment table.
     SegmentTable { page_index: u32 },
     /// A metaroot record (only in metaroot areas).
@@ -62,8 +63,11 @@ impl PageTag {
             }
             PageTag::Data { inode, page_index } => {
                 tag[0] = TAG_DATA;
+                assert!(page_index < 1 << 40, "data page index {page_index} past a tag's 40 bits");
+                let [low @ .., high, _, _, _] = page_index.to_le_bytes();
+                tag[3] = high;
                 tag[4..12].copy_from_slice(&inode.to_le_bytes());
-                tag[12..16].copy_from_slice(&page_index.to_le_bytes());
+                tag[12..16].copy_from_slice(&low[..4]);
             }
             PageTag::SegmentTable { page_index } => {
                 tag[0] = TAG_SEGMENT_TABLE;
@@ -98,7 +102,8 @@ impl PageTag {
             TAG_NODE => Some(PageTag::Node { tree_id: tag[1], level: tag[2] }),
             TAG_DATA => {
                 let inode = u64::from_le_bytes(*tag.get(4..12)?.first_chunk()?);
-                Some(PageTag::Data { inode, page_index: u32_at(12)? })
+                let page_index = u64::from(u32_at(12)?) | u64::from(tag[3]) << 32;
+                Some(PageTag::Data { inode, page_index })
             }
             TAG_SEGMENT_TABLE => Some(PageTag::SegmentTable { page_index: u32_at(12)? }),
             TAG_METAROOT => Some(PageTag::Metaroot),

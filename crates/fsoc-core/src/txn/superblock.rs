@@ -24,13 +24,18 @@ pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"FSOCVOL\0");
 /// twice, the second copy tagged `0x81`/`0x83` in its spare area.
 /// Version 9: two superblock homes (block 0 and block 4) take the generations in turn, so the
 /// superblock can be rewritten without end, and the metaroot areas move for wear levelling.
-pub const FORMAT_VERSION: u32 = 9;
+/// Version 10: the largest file is at least ext4's, 16 TiB − 4 KiB, at every page size (2^32
+/// − 1 pages before, 8 TiB − 2 KiB with 2 KiB pages); a data page's spare tag carries bits
+/// 32–39 of its page index in byte 3.
+pub const FORMAT_VERSION: u32 = 10;
 /// The first format version with redundancy across chips.
 pub const FORMAT_VERSION_REDUNDANCY: u32 = 7;
 /// The first format version with mirror-meta (a version-7 superblock naming it is refused).
 pub const FORMAT_VERSION_MIRROR_META: u32 = 8;
 /// The first format version with two superblock homes and wear-levelled metaroot areas.
 pub const FORMAT_VERSION_SUPERBLOCK_HOMES: u32 = 9;
+/// The first format version whose largest file is at least ext4's (16 TiB − 4 KiB).
+pub const FORMAT_VERSION_LARGE_FILES: u32 = 10;
 /// The first format version that may keep commits in NVRAM.
 pub const FORMAT_VERSION_NVRAM: u32 = 6;
 /// The oldest format version this build reads (and keeps writing in that version's format).
