@@ -1,5 +1,5 @@
 //! Scrubbing and refresh (issue 12 point 4; fs/scrub.rs): a read whose worst ECC sector needed
-//! at least three quarters of the code's strength marks its segment weak, and the next change
+//! at least half the code's strength marks its segment weak, and the next change
 //! (or a scrub) moves the segment's live data elsewhere before the flash loses it. Errors are
 //! injected as persistent bit flips on the simulated chips (`SimFlash::inject_bit_flips_at`),
 //! so the test controls exactly which page reads how; the simulator's own wear errors are
@@ -15,10 +15,10 @@ use fsoc_core::{FileSystem, FsConfig};
 use fsoc_flash::{Flash, PageAddress, ReadStatus};
 use fsoc_media::{Profile, SimFlash};
 
-/// The simulator's code corrects 4 bits per 512-byte sector; 3 in one sector is weak.
+/// The simulator's code corrects 4 bits per 512-byte sector; 2 or more in one sector is weak.
 const WEAK_BITS: [u32; 3] = [3, 700, 2900];
-/// Within the first sector too, but only 2: corrected, not weak.
-const MILD_BITS: [u32; 2] = [11, 1200];
+/// Within the first sector too, but only 1: corrected, not weak.
+const MILD_BITS: [u32; 1] = [11];
 /// 5 in one sector: more than the code corrects.
 const LOST_BITS: [u32; 5] = [5, 60, 900, 1800, 3000];
 
@@ -67,7 +67,7 @@ fn a_read_near_the_ecc_limit_moves_its_segment_at_the_next_change() {
     assert_eq!(fs.weak_segment_count(), 0);
 
     check_files(&mut fs, &files, "reads before the refresh");
-    assert_eq!(fs.weak_segment_count(), 1, "only the page with 3 bits in a sector is weak");
+    assert_eq!(fs.weak_segment_count(), 1, "only the page with 2 or more bits in a sector is weak");
     assert_eq!(fs.stats.segments_refreshed, 0, "reads alone change nothing");
 
     // The next change moves the weak segment's data first.
@@ -202,11 +202,17 @@ fn a_monthly_scrub_keeps_files_that_two_years_of_retention_would_lose() {
     use fsoc_media::aging::NANOS_PER_DAY;
     use fsoc_media::{AgingModel, BlockAddress};
 
-    // Known weakness (open): on this model a monthly scrub keeps every file for only some
-    // seeds. Measured with FSOC_SEED 1..=24 on format version 9: 2 pass (8, 16); before it
-    // (version 8, whose layout put data one segment lower) 2 of 8 tried passed, 21 among them.
-    // Scrubbing every 15 or 7 days does not fix it, so the loss is not the interval's.
-    let seed = std::env::var("FSOC_SEED").ok().and_then(|seed| seed.parse().ok()).unwrap_or(16u64);
+    // The model draws bit errors afresh at each read, so a sector may pass the ECC's strength
+    // at a read before any read of its segment came near it. Measured over FSOC_SEED 1..=80:
+    // - refreshing at three quarters of the code's strength (3 of 4 bits), with the log's heads
+    //   left open: only 2 of seeds 1..=24 kept every file (seed 1 lost a page in month 13);
+    // - at half (2 bits, `refresh_threshold_bits`): 76 of 80;
+    // - at half, and a scrub that makes every head open a fresh segment before it refreshes
+    //   (pages refreshed into a segment opened months ago age from its first program): 79 of
+    //   80. Seed 55 loses a page at the first scrub, a month after the files were written:
+    //   nothing read them before, so no refresh could have come sooner.
+    // Seed 1 by default: it failed before both changes. A run takes about 15 s.
+    let seed = std::env::var("FSOC_SEED").ok().and_then(|seed| seed.parse().ok()).unwrap_or(1u64);
     let blocks = 64;
     let mut flash = sim(Profile::Mlc, 1, blocks, seed);
     let endurance = Profile::Mlc.endurance_cycles();
@@ -299,7 +305,10 @@ fn reads_that_disturb_a_block_get_its_data_moved() {
     }
     let disturbed = fs.flash().block_aging(page.block_address(), fs.device_now_ns()).expect("aging");
     assert!(disturbed.reads_since_erase >= reads, "{disturbed:?}");
-    assert!(reads > 20_000, "seed {seed}: weak after only {reads} reads: that is wear, not disturb");
+    // With the refresh at half the code's strength (2 bits in a sector) the mark comes after
+    // some thousands of reads (3,019 with seed 5; at three quarters it took over 20,000): the
+    // first reads, at this wear alone, come nowhere near it.
+    assert!(reads > 1_000, "seed {seed}: weak after only {reads} reads: that is wear, not disturb");
     println!("{reads} reads of one page before its block read near the ECC's limit ({disturbed:?})");
     write_file(&mut fs, "/other", b"a change").expect("write");
     assert_eq!(fs.stats.segments_refreshed, 1);
