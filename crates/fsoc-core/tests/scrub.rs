@@ -318,3 +318,39 @@ fn reads_that_disturb_a_block_get_its_data_moved() {
     assert!(fresh.reads_since_erase < 100, "{fresh:?}");
     assert_eq!(read_file(&mut fs, "/hot").expect("read"), data);
 }
+
+/// A scrub that refreshes makes every log head open a fresh segment first: what it moves does
+/// not go into the segment the data head was appending to before (opened long ago, its pages
+/// age from its first program), and that segment keeps what it held.
+#[test]
+fn a_scrub_refreshes_into_fresh_segments_not_into_a_head_opened_before_it() {
+    // SLC: no paired-page guard, so a commit leaves the data head open where it was.
+    let mut fs = FileSystem::format(sim(Profile::Slc, 1, 64, 11), FsConfig::default(), 11).expect("format");
+    let files = vec![("/f3".to_string(), pattern(150_000, 3))];
+    write_file(&mut fs, "/f3", &files[0].1).expect("write");
+    fs.transact().expect("commit");
+    // A small file leaves the data head open in a segment with room to spare.
+    write_file(&mut fs, "/small", &pattern(3000, 7)).expect("write");
+    fs.transact().expect("commit");
+    let head_segment = pages_of(&mut fs, "/small")[0].2.block;
+    let before = pages_of(&mut fs, "/f3");
+    let weak = before[0].2;
+    assert_ne!(weak.block, head_segment, "the weak page is elsewhere");
+    fs.flash_mut().inject_bit_flips_at(weak, &WEAK_BITS).expect("inject");
+
+    let report = fs.scrub(&mut |_| {}).expect("scrub");
+    assert_eq!(report.refresh.segments_refreshed, 1, "{report:?}");
+    let refreshed: Vec<u64> =
+        before.iter().filter(|&&(_, _, page)| page.block == weak.block).map(|&(_, file_page, _)| file_page).collect();
+    for (_, file_page, page) in pages_of(&mut fs, "/f3") {
+        if refreshed.contains(&file_page) {
+            assert_ne!(page.block, weak.block, "page {file_page} of the weak segment moved");
+            assert_ne!(page.block, head_segment, "page {file_page} went into the head opened before the scrub");
+        }
+    }
+    assert_eq!(pages_of(&mut fs, "/small")[0].2.block, head_segment, "the old head's data stays");
+    check_files(&mut fs, &files, "after the scrub");
+    let mut fs = FileSystem::mount(fs.into_flash_without_commit(), FsConfig::default()).expect("remount");
+    assert_eq!(read_file(&mut fs, "/small").expect("read"), pattern(3000, 7));
+    assert_clean(&mut fs, "after the scrub");
+}
