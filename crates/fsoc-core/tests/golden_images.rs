@@ -287,6 +287,54 @@ fn golden_image_of_format_version_10_reads_back_a_file_as_large_as_ext4s() {
     assert_eq!(fs.write(inode, 12 << 40, b"x"), Err(FsError::FileTooBig));
 }
 
+/// Format version 11: delta payloads in the compact encoding (docs/FORMAT.md, "Compact delta
+/// payload"). The generator's newest commit is a delta commit whose payload decodes as compact
+/// and not as plain, to changes whose plain encoding takes more than twice its bytes; the image
+/// reads back, takes writes and stays clean as every golden image does.
+#[test]
+fn golden_image_of_format_version_11_with_a_compact_delta_reads_back() {
+    use fsoc_core::fs::delta::DeltaLog;
+    let packed = include_bytes!("fixtures/golden-v11.sparse");
+    check_golden(packed, "golden-v11", 11);
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let path = directory.path().join("golden-v11-payload.img");
+    unpack_sparse(packed, &path);
+    let read_only =
+        FsConfig { volume: VolumeConfig { read_only: true, ..VolumeConfig::default() }, ..FsConfig::default() };
+    let fs = mount_image(&path, read_only).expect("read-only mount");
+    let payload = fs.committed().delta.clone();
+    let decoded = fsoc_core::fs::delta_compact::decode(&payload).expect("the payload is compact");
+    assert!(DeltaLog::decode(&payload).is_err(), "a compact payload must not pass for a plain one");
+    let mut plain = DeltaLog::new(1 << 20);
+    for (tree_id, key, value) in &decoded.entries {
+        match value {
+            Some(value) => plain.record_put(*tree_id, key, value),
+            None => plain.record_remove(*tree_id, key),
+        }
+    }
+    for &(segment, allocated, released) in &decoded.segments {
+        plain.record_segment(segment, allocated, released);
+    }
+    let plain_bytes = plain.encode().len();
+    println!(
+        "golden-v11 delta: {} entries, compact {} bytes, plain {plain_bytes}",
+        decoded.entries.len(),
+        payload.len()
+    );
+    assert!(payload.len() * 2 < plain_bytes, "compact {} bytes against plain {plain_bytes}", payload.len());
+}
+
+/// Format version 11 with NVRAM: the records after the full commit keep the plain encoding.
+#[test]
+fn golden_image_of_format_version_11_with_nvram_reads_back() {
+    let packed = include_bytes!("fixtures/golden-v11-nvram.sparse");
+    let nvram = include_bytes!("fixtures/golden-v11-nvram.nvram");
+    let fs = check_golden_with_nvram(packed, Some(nvram), "golden-v11-nvram", 11);
+    assert_eq!(fs.nvram_info(), Some((4096, 2)), "4 KiB of MRAM");
+    let old = fs.stat(b"/late/1969.txt").expect("stat").1;
+    assert_eq!(old.mtime_ns, -1_500_000_000, "from the NVRAM record");
+}
+
 /// Format version 8 with mirror-meta on three chips: it reads back whole, and with any one chip
 /// failed every name is still listed, the metadata is clean, and each file reads back exactly
 /// or answers EIO.

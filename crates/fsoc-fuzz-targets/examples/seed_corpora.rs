@@ -168,7 +168,8 @@ fn seeds_from_volume(seeds: &mut Seeds, name: &str, fs: &FileSystem<SimFlash>) {
         }
     }
     let delta = &fs.committed().delta;
-    seeds.add("decode_delta", format!("{name}-fsync"), delta);
+    // Format version 11 on: the payload is compact.
+    seeds.add("decode_compact_delta", format!("{name}-fsync"), delta);
 }
 
 /// The parameter bytes `decode_metaroot` reads before the page.
@@ -235,6 +236,26 @@ fn delta_seeds(seeds: &mut Seeds) {
     delta.record_segment(12, 0, 7);
     seeds.add("decode_delta", "synthetic", &delta.encode());
     seeds.add("decode_delta", "empty", &DeltaLog::new(64).encode());
+    let mut compact = DeltaLog::with_encoding(4096, true);
+    for inode in 5..9u64 {
+        let mut name = b"name".to_vec();
+        name.push(b'0' + inode as u8);
+        compact.record_put(
+            DIRECTORY_TREE_ID,
+            &records::directory_key(1, &name),
+            &[inode as u8, 0, 0, 0, 0, 0, 0, 0, 1],
+        );
+        compact.record_put(
+            ALLOCATION_TREE_ID,
+            &records::allocation_key(inode, RecordKind::Extent, 0),
+            &[inode as u8 * 2, 0, 0, 0, 2, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8],
+        );
+    }
+    compact.record_remove(ALLOCATION_TREE_ID, &records::allocation_key(9, RecordKind::Inline, 0));
+    compact.record_segment(9, 4, 1);
+    compact.record_segment(12, 0, 7);
+    seeds.add("decode_compact_delta", "synthetic", &compact.encode());
+    seeds.add("decode_compact_delta", "empty", &DeltaLog::with_encoding(64, true).encode());
 }
 
 /// The headers of real image files, one per profile.

@@ -33,8 +33,8 @@ mod wire;
 
 pub use media::decode_image_header;
 pub use storage::{
-    decode_delta, decode_directory_value, decode_extent, decode_inode_record, decode_metaroot, decode_node,
-    decode_page_tag, decode_segment_table_index_page, decode_segment_table_page, decode_superblock,
+    decode_compact_delta, decode_delta, decode_directory_value, decode_extent, decode_inode_record, decode_metaroot,
+    decode_node, decode_page_tag, decode_segment_table_index_page, decode_segment_table_page, decode_superblock,
     parse_allocation_key, parse_directory_key, parse_node_page, rebuild_parity_row,
 };
 pub use wire::{decode_9p_reply, decode_9p_request, decode_raw_reply, decode_raw_request, parse_9p_directory};
@@ -48,6 +48,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("decode_superblock", decode_superblock),
     ("decode_metaroot", decode_metaroot),
     ("decode_delta", decode_delta),
+    ("decode_compact_delta", decode_compact_delta),
     ("decode_node", decode_node),
     ("parse_node_page", parse_node_page),
     ("decode_segment_table_page", decode_segment_table_page),

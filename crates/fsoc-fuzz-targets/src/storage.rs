@@ -180,6 +180,44 @@ pub fn decode_delta(data: &[u8]) {
     assert_eq!(DeltaLog::decode(&encoded), Ok(folded), "re-encoded delta decodes differently");
 }
 
+/// The compact delta payload (format version 11 on; docs/FORMAT.md, "Compact delta payload").
+/// The decoder admits only strictly ordered entries and segments, and bounds what it produces
+/// by the input's length; what it decodes re-encodes (with `DeltaLog`'s compact encoding) to a
+/// payload no longer than the input that decodes to the same changes. (Not byte-identical:
+/// the decoder also takes, say, a length written out where the flag would do.)
+pub fn decode_compact_delta(data: &[u8]) {
+    use fsoc_core::fs::delta_compact;
+    let Ok(decoded) = delta_compact::decode(data) else {
+        return;
+    };
+    let decoded_bytes: usize =
+        decoded.entries.iter().map(|(_, key, value)| key.len() + value.as_ref().map_or(0, Vec::len)).sum();
+    assert!(
+        decoded_bytes <= data.len() * delta_compact::DECODED_BYTES_PER_BYTE + delta_compact::DECODED_BYTES_SLACK,
+        "{decoded_bytes} bytes decoded from {}",
+        data.len()
+    );
+    let keys = decoded.entries.iter().map(|(tree_id, key, _)| (*tree_id, key.as_slice()));
+    assert!(keys.clone().zip(keys.skip(1)).all(|(before, after)| before < after), "entries out of order");
+    assert!(
+        decoded.segments.windows(2).all(|pair| matches!(pair, [before, after] if before.0 < after.0)),
+        "segments out of order"
+    );
+    let mut log = DeltaLog::with_encoding(decoded_bytes.saturating_mul(2).max(1 << 16), true);
+    for (tree_id, key, value) in &decoded.entries {
+        match value {
+            Some(value) => log.record_put(*tree_id, key, value),
+            None => log.record_remove(*tree_id, key),
+        }
+    }
+    for &(segment_index, allocated, released) in &decoded.segments {
+        log.record_segment(segment_index, allocated, released);
+    }
+    let encoded = log.encode();
+    assert!(encoded.len() <= data.len(), "re-encoded {} bytes from {}", encoded.len(), data.len());
+    assert_eq!(delta_compact::decode(&encoded), Ok(decoded), "re-encoded compact delta decodes differently");
+}
+
 /// A B+tree node page, decoded into the owned form (the input's length is the node size).
 /// The format admits one encoding per node, so a page that decodes re-encodes to itself.
 pub fn decode_node(data: &[u8]) {

@@ -19,6 +19,8 @@ use alloc::vec::Vec;
 use fsoc_flash::codec::{DecodeError, Reader, Writer};
 use fsoc_flash::convert::{u16_from_usize, u32_from_usize};
 
+use super::delta_compact;
+
 const OPERATION_PUT: u8 = 1;
 const OPERATION_REMOVE: u8 = 2;
 const HEADER_BYTES: usize = 8;
@@ -38,6 +40,12 @@ pub struct DeltaLog {
     /// Changes recorded since the last commit of either kind.
     pub changed: bool,
     capacity_bytes: usize,
+    /// Format version 11 on: payloads in the compact encoding (`delta_compact`); the plain
+    /// size `encoded_bytes` then bounds only the memory the log keeps.
+    compact: bool,
+    /// On a volume with NVRAM the cumulative view stops at the capacity, as with the plain
+    /// encoding (`memory_bytes_max`).
+    nvram: bool,
     /// Keys changed since the last transaction point (their values are in `entries`).
     increment_keys: BTreeSet<(u8, Vec<u8>)>,
     /// Data pages appended / released per segment since the last transaction point.
@@ -58,8 +66,35 @@ pub struct DecodedDelta {
 }
 
 impl DeltaLog {
+    /// A log whose payloads use the plain encoding (format versions 1 to 10).
     pub fn new(capacity_bytes: usize) -> Self {
         DeltaLog { capacity_bytes, encoded_bytes: HEADER_BYTES, ..DeltaLog::default() }
+    }
+
+    /// A log whose payloads use the compact encoding (format version 11 on) when `compact`.
+    pub fn with_encoding(capacity_bytes: usize, compact: bool) -> Self {
+        DeltaLog { compact, ..DeltaLog::new(capacity_bytes) }
+    }
+
+    /// The log of a volume with NVRAM: its cumulative view is dropped past the capacity (the
+    /// NVRAM's size) in plain bytes whatever the encoding, so a full commit follows.
+    pub fn for_nvram(self) -> Self {
+        DeltaLog { nvram: true, ..self }
+    }
+
+    pub fn is_compact(&self) -> bool {
+        self.compact
+    }
+
+    /// Plain-encoded bytes past which the log stops keeping changes (the next commit is full):
+    /// the capacity itself for the plain encoding; for the compact one, which stores a file
+    /// create in about a quarter of the plain bytes, sixteen times it (at most 1 MiB more).
+    fn memory_bytes_max(&self) -> usize {
+        if self.compact && !self.nvram {
+            self.capacity_bytes.saturating_mul(16).min(self.capacity_bytes.saturating_add(1 << 20))
+        } else {
+            self.capacity_bytes
+        }
     }
 
     /// Bytes `encode` would produce.
@@ -67,13 +102,14 @@ impl DeltaLog {
         self.encoded_bytes
     }
 
-    /// Whether the next sync may be a delta commit.
+    /// Whether the next sync may be a delta commit: the changes are kept, and (plain encoding)
+    /// fit the capacity. With the compact encoding only `encode_within` tells for sure.
     pub fn fits(&self) -> bool {
-        !self.overflowed && self.encoded_bytes <= self.capacity_bytes
+        !self.overflowed && ((self.compact && !self.nvram) || self.encoded_bytes <= self.capacity_bytes)
     }
 
     fn check_capacity(&mut self) {
-        if self.encoded_bytes > self.capacity_bytes {
+        if self.encoded_bytes > self.memory_bytes_max() {
             // Keeping it would cost memory for nothing: the next commit is full anyway.
             self.overflowed = true;
             self.entries.clear();
@@ -141,8 +177,7 @@ impl DeltaLog {
 
     /// After a full commit: nothing is pending relative to the new base.
     pub fn clear(&mut self) {
-        let capacity_bytes = self.capacity_bytes;
-        *self = DeltaLog::new(capacity_bytes);
+        *self = DeltaLog { nvram: self.nvram, ..DeltaLog::with_encoding(self.capacity_bytes, self.compact) };
     }
 
     /// After a transaction point that is not a full commit (an NVRAM record, a delta commit):
@@ -153,48 +188,97 @@ impl DeltaLog {
         self.changed = false;
     }
 
-    /// Whether the cumulative delta fits `bytes` (a metaroot page's room) and can be encoded.
-    pub fn fits_within(&self, bytes: usize) -> bool {
-        self.fits() && self.encoded_bytes <= bytes
+    /// The cumulative changes, as `decode` would give them back from `encode`.
+    pub fn decoded(&self) -> DecodedDelta {
+        DecodedDelta {
+            entries: self
+                .entries
+                .iter()
+                .map(|((tree_id, key), value)| (*tree_id, key.clone(), value.clone()))
+                .collect(),
+            segments: self
+                .segments
+                .iter()
+                .map(|(segment, (allocated, released))| (*segment, *allocated, *released))
+                .collect(),
+        }
     }
 
-    /// Bytes `encode_increment` would produce; `None` once overflowed (then only a full commit
-    /// makes the changes durable).
-    pub fn increment_encoded_bytes(&self) -> Option<usize> {
-        if !self.fits() {
+    /// Whether the cumulative delta may fit `bytes` (a metaroot page's room): certainly not
+    /// when this is false; `encode_within` decides.
+    pub fn may_fit_within(&self, bytes: usize) -> bool {
+        !self.overflowed && (self.compact || self.encoded_bytes <= bytes)
+    }
+
+    /// The cumulative payload if it takes at most `bytes` (a metaroot page's room), else `None`
+    /// (then only a full commit makes the changes durable).
+    pub fn encode_within(&self, bytes: usize) -> Option<Vec<u8>> {
+        if !self.may_fit_within(bytes) {
             return None;
         }
-        let entries: usize = self
-            .increment_keys
-            .iter()
-            .map(|key| entry_bytes(&key.1, self.entries.get(key).and_then(Option::as_ref)))
-            .sum();
-        Some(HEADER_BYTES + entries + self.increment_segments.len() * SEGMENT_ENTRY_BYTES)
+        let payload = self.encode();
+        (payload.len() <= bytes && self.decodable(&payload, self.entries.iter())).then_some(payload)
     }
 
-    /// The changes since the last transaction point, in the payload encoding (replayed after
-    /// the previous points' payloads, they give the same state as the cumulative one).
-    pub fn encode_increment(&self) -> Vec<u8> {
-        assert!(self.fits(), "encoding an overflowed delta");
+    /// The changes since the last transaction point as a payload of at most `bytes` (replayed
+    /// after the previous points' payloads, they give the same state as the cumulative one);
+    /// `None` once overflowed or when they take more.
+    pub fn encode_increment_within(&self, bytes: usize) -> Option<Vec<u8>> {
+        if self.overflowed {
+            return None;
+        }
         // Every increment key is in `entries` (both are filled by `record`, emptied together).
         let entries: Vec<_> =
             self.increment_keys.iter().filter_map(|key| self.entries.get(key).map(|value| (key, value))).collect();
         assert_eq!(entries.len(), self.increment_keys.len(), "an increment key is missing from the delta");
-        Self::encode_entries(entries.into_iter(), self.increment_keys.len(), &self.increment_segments)
+        {
+            let size = HEADER_BYTES
+                + entries.iter().map(|(key, value)| entry_bytes(&key.1, value.as_ref())).sum::<usize>()
+                + self.increment_segments.len() * SEGMENT_ENTRY_BYTES;
+            if size > bytes {
+                return None;
+            }
+        }
+        // NVRAM records keep the plain encoding (docs/FORMAT.md, "NVRAM log").
+        let payload = Self::encode_entries(false, entries.iter().copied(), entries.len(), &self.increment_segments);
+        (payload.len() <= bytes).then_some(payload)
     }
 
+    /// The cumulative payload (at most the capacity with the plain encoding).
     pub fn encode(&self) -> Vec<u8> {
         assert!(self.fits(), "encoding an overflowed delta");
-        let bytes = Self::encode_entries(self.entries.iter(), self.entries.len(), &self.segments);
-        assert_eq!(bytes.len(), self.encoded_bytes, "delta size bookkeeping drifted");
+        let bytes = Self::encode_entries(self.compact, self.entries.iter(), self.entries.len(), &self.segments);
+        if !self.compact {
+            assert_eq!(bytes.len(), self.encoded_bytes, "delta size bookkeeping drifted");
+        }
         bytes
     }
 
+    /// Whether a compact payload stays within the decoder's bound on what it may expand to
+    /// (always true for the plain encoding, which stores every byte).
+    fn decodable<'a>(
+        &self,
+        payload: &[u8],
+        entries: impl Iterator<Item = (&'a (u8, Vec<u8>), &'a Option<Vec<u8>>)>,
+    ) -> bool {
+        !self.compact
+            || delta_compact::decoded_bytes(entries.map(|((_, key), value)| (key.as_slice(), value.as_deref())))
+                <= payload
+                    .len()
+                    .saturating_mul(delta_compact::DECODED_BYTES_PER_BYTE)
+                    .saturating_add(delta_compact::DECODED_BYTES_SLACK)
+    }
+
     fn encode_entries<'a>(
+        compact: bool,
         entries: impl Iterator<Item = (&'a (u8, Vec<u8>), &'a Option<Vec<u8>>)>,
         entry_count: usize,
         segments: &BTreeMap<u32, (u32, u32)>,
     ) -> Vec<u8> {
+        if compact {
+            let entries = entries.map(|((tree_id, key), value)| (*tree_id, key.as_slice(), value.as_deref()));
+            return delta_compact::encode(entries, entry_count, segments);
+        }
         let mut writer = Writer::with_capacity(HEADER_BYTES);
         // Every count and length is below the delta's capacity (`fits`, asserted by the
         // callers): at most the NVRAM's size, 16 MiB; a key or value is one tree entry.

@@ -17,6 +17,7 @@ pub mod api;
 pub mod attributes;
 mod data;
 pub mod delta;
+pub mod delta_compact;
 pub mod error;
 pub mod fsck;
 pub mod fsck_data;
@@ -277,7 +278,11 @@ impl<F: Flash> FileSystem<F> {
     fn tree_remove(&mut self, which: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>, FsError> {
         self.tree_changes += 1;
         let old = self.with_tree(which, |tree, store| tree.remove(store, key))?;
-        self.delta.record_remove(which.id(), key);
+        // Removing an absent key changes nothing: the tree already equals the full commit's
+        // state plus the delta for it (absent in both, or removed in the delta already).
+        if old.is_some() {
+            self.delta.record_remove(which.id(), key);
+        }
         Ok(old)
     }
 

@@ -113,7 +113,9 @@ impl<F: Flash> FileSystem<F> {
             Some((_, capacity)) => usize::try_from(capacity).unwrap_or(usize::MAX).max(volume.delta_bytes_max()),
             None => volume.delta_bytes_max(),
         };
-        let delta = delta::DeltaLog::new(capacity);
+        let compact = volume.superblock.format_version >= crate::txn::superblock::FORMAT_VERSION_COMPACT_DELTA;
+        let delta = delta::DeltaLog::with_encoding(capacity, compact);
+        let delta = if volume.nvram_usage().is_some() { delta.for_nvram() } else { delta };
         FileSystem {
             delta,
             volume,
@@ -225,17 +227,19 @@ impl<F: Flash> FileSystem<F> {
             return self.commit_to_nvram();
         }
         // A metaroot area's erase count waits in RAM (version 9): a full commit stores it.
-        if !self.config.delta_commits
-            || !self.delta.fits()
-            || self.config.volume.read_only
-            || self.volume.area_erase_unstored()
+        let payload = if !self.config.delta_commits || self.config.volume.read_only || self.volume.area_erase_unstored()
         {
+            None
+        } else {
+            self.delta.encode_within(self.volume.delta_bytes_max())
+        };
+        let Some(payload) = payload else {
             return self.begin_commit();
-        }
+        };
         if self.volume.is_poisoned() {
             return Err(FsError::Io(TxnError::Poisoned));
         }
-        let flush = self.volume.begin_commit_delta(self.delta.encode())?;
+        let flush = self.volume.begin_commit_delta(payload)?;
         self.delta.mark_point();
         self.stats.delta_commits += 1;
         Ok(flush)
@@ -260,10 +264,14 @@ impl<F: Flash> FileSystem<F> {
         }
         let (used, capacity) = self.volume.nvram_usage().unwrap_or((0, 0));
         let high_water = capacity * u64::from(self.config.nvram_high_water_percent.min(100)) / 100;
-        let fits =
-            self.delta.increment_encoded_bytes().is_some_and(|bytes| bytes as u64 <= self.volume.nvram_payload_room());
-        if self.config.delta_commits && fits && used < high_water {
-            self.volume.commit_nvram(self.delta.encode_increment())?;
+        let room = usize::try_from(self.volume.nvram_payload_room()).unwrap_or(usize::MAX);
+        let increment = if self.config.delta_commits && used < high_water {
+            self.delta.encode_increment_within(room)
+        } else {
+            None
+        };
+        if let Some(increment) = increment {
+            self.volume.commit_nvram(increment)?;
             // The next record holds only what changes after this one.
             self.delta.mark_point();
             self.stats.nvram_commits += 1;
@@ -272,11 +280,11 @@ impl<F: Flash> FileSystem<F> {
         self.stats.nvram_destages += 1;
         let delta_room = self.volume.delta_bytes_max();
         let tiny_log = self.config.delta_commits && capacity <= 2 * delta_room as u64;
-        if tiny_log && self.delta.fits_within(delta_room) {
+        if tiny_log && self.delta.may_fit_within(delta_room) {
             // Pending pages are programmed before any flash commit; that may grow the delta.
             self.materialize_all()?;
-            if self.delta.fits_within(delta_room) {
-                let flush = self.volume.begin_commit_delta(self.delta.encode())?;
+            if let Some(payload) = self.delta.encode_within(delta_room) {
+                let flush = self.volume.begin_commit_delta(payload)?;
                 self.delta.mark_point();
                 self.stats.delta_commits += 1;
                 return Ok(flush);
@@ -293,7 +301,7 @@ impl<F: Flash> FileSystem<F> {
             return Ok(());
         }
         for record in records {
-            self.replay_payload(&record.payload)?;
+            self.replay_payload(&record.payload, false)?;
         }
         // Durable already: the next record starts after them (the cumulative view stays).
         self.delta.mark_point();
@@ -304,18 +312,22 @@ impl<F: Flash> FileSystem<F> {
     /// segment table (and keeps them in the delta log, which stays cumulative).
     pub(super) fn replay_delta(&mut self) -> Result<(), FsError> {
         let payload = self.volume.committed().delta.clone();
-        self.replay_payload(&payload)?;
+        let compact = self.delta.is_compact();
+        self.replay_payload(&payload, compact)?;
         self.delta.mark_point();
         Ok(())
     }
 
     /// Applies one delta payload (a flash delta commit's or an NVRAM record's) to the trees and
     /// the segment table, recording it in the delta log as well.
-    fn replay_payload(&mut self, payload: &[u8]) -> Result<(), FsError> {
+    /// `compact`: the payload is in the compact encoding (a delta commit's from format version
+    /// 11 on); NVRAM records are always plain.
+    fn replay_payload(&mut self, payload: &[u8], compact: bool) -> Result<(), FsError> {
         if payload.is_empty() {
             return Ok(());
         }
-        let decoded = delta::DeltaLog::decode(payload).map_err(|_| FsError::Corrupt("undecodable delta commit"))?;
+        let decoded = if compact { super::delta_compact::decode(payload) } else { delta::DeltaLog::decode(payload) }
+            .map_err(|_| FsError::Corrupt("undecodable delta commit"))?;
         if decoded.segments.is_empty() && decoded.entries.is_empty() {
             // A delta commit of nothing (a writable mount's generation commit): no table read.
             return Ok(());

@@ -22,7 +22,8 @@ use crate::txn::metaroot::{Metaroot, MetarootShape, FLAG_CLEAN, FLAG_CLEAN_TWIN,
 use crate::txn::nvram_log::{NvramLog, NvramMountReport, NvramRecord};
 use crate::txn::store::LogNodeStore;
 use crate::txn::superblock::{
-    Superblock, DEFAULT_METAROOT_AREAS, FORMAT_VERSION, FORMAT_VERSION_REDUNDANCY, FORMAT_VERSION_SUPERBLOCK_HOMES,
+    Superblock, DEFAULT_METAROOT_AREAS, FORMAT_VERSION, FORMAT_VERSION_COMPACT_DELTA, FORMAT_VERSION_REDUNDANCY,
+    FORMAT_VERSION_SUPERBLOCK_HOMES,
 };
 use fsoc_flash::codec::DecodeError;
 
@@ -1007,6 +1008,10 @@ impl<F: Flash> Volume<F> {
         let segment_index = area_slot.segment_in(&superblock.metaroot_areas);
         // Binary search for the last programmed page: pages of an area are programmed as a
         // prefix, so "erased" is monotone. Page 0 is known programmed.
+        // The newest programmed probe that decoded is kept (format version 11 on): it is the
+        // last programmed page, the first candidate below, which then costs no second read.
+        let keep_probe = superblock.format_version >= FORMAT_VERSION_COMPACT_DELTA;
+        let mut probed: Option<(u32, Metaroot)> = None;
         let (mut low, mut high) = (0u32, pages_per_segment);
         while high - low > 1 {
             let middle = low + (high - low) / 2;
@@ -1015,6 +1020,16 @@ impl<F: Flash> Volume<F> {
                 high = middle;
             } else {
                 low = middle;
+                // Only the page `low` ends on may be kept: an unreadable probe forgets the last.
+                let readable = matches!(status, ReadStatus::Clean | ReadStatus::Corrected { .. });
+                probed = if keep_probe && readable {
+                    Metaroot::decode(&buffer, shape)
+                        .ok()
+                        .filter(|metaroot| metaroot.volume_id == superblock.volume_id)
+                        .map(|metaroot| (middle, metaroot))
+                } else {
+                    None
+                };
             }
         }
         let last_programmed_page = low;
@@ -1027,7 +1042,10 @@ impl<F: Flash> Volume<F> {
             let metaroot = match page_index {
                 0 => page_0.clone(),
                 1 => page_1.clone(),
-                _ => Self::read_metaroot_page(device, address, &mut buffer, superblock, shape)?,
+                _ => match probed.take() {
+                    Some((probed_page, metaroot)) if probed_page == page_index => Some(metaroot),
+                    _ => Self::read_metaroot_page(device, address, &mut buffer, superblock, shape)?,
+                },
             };
             if let Some(metaroot) = metaroot.filter(|m| m.commit_counter >= floor_counter) {
                 return Ok(FoundMetaroot { metaroot, area_slot, page_index, last_programmed_page, area_counters });
