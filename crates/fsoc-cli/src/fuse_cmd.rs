@@ -15,7 +15,7 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -154,8 +154,14 @@ pub fn run(command: MountCommand) -> Result<(), String> {
         None if arguments.daemon => {
             // Waited for here, where the user sees the message, rather than in the daemon.
             wait_for_previous_server(&arguments.image)?;
-            let child_arguments = std::env::args_os().skip(1).filter(|argument| argument != "--daemon").collect();
-            let pid = spawn_daemon(child_arguments, options.log.as_deref())?;
+            let pid = match fork_daemon(&arguments, &options)? {
+                Some(pid) => pid,
+                None => {
+                    let child_arguments =
+                        std::env::args_os().skip(1).filter(|argument| argument != "--daemon").collect();
+                    spawn_daemon(child_arguments, options.log.as_deref())?
+                }
+            };
             eprintln!(
                 "fsoc: mounted in the background (pid {pid}); unmount with `fsoc umount {}`",
                 arguments.mount_point.display()
@@ -227,6 +233,81 @@ fn spawn_daemon(arguments: Vec<OsString>, log: Option<&Path>) -> Result<u32, Str
     reader.read_to_string(&mut report).map_err(|error| format!("reading the daemon's report: {error}"))?;
     match report.trim_end() {
         line if line == READY_LINE => Ok(child.id()),
+        "" => Err("the mount daemon exited before mounting (run `fsoc mount` without --daemon to see why)".into()),
+        message => Err(message.to_string()),
+    }
+}
+
+/// Whether this process runs one thread (from /proc/self/status; `false` when it cannot tell).
+fn single_threaded() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|line| line.strip_prefix("Threads:").map(|count| count.trim() == "1"))
+        })
+        .unwrap_or(false)
+}
+
+/// `fsoc mount --daemon`: forks the server instead of starting `fsoc` again, which halves the
+/// mount's time where starting a process is slow (0.13 s of the 0.25 s a 2 GiB MTD mount took
+/// under QEMU's emulation, where UBI's attach and mount take 5.7 s). The child, in a process
+/// group of its own with no terminal input or output and its log lines appended to the log
+/// (or discarded), serves the mount and exits when it is unmounted; the parent waits until it
+/// reports that the volume is mounted (or why it is not) and returns its pid. `None` when the
+/// process already runs other threads (then only a fresh process is safe: `spawn_daemon`).
+fn fork_daemon(arguments: &MountArgs, options: &MountOptions) -> Result<Option<u32>, String> {
+    if !single_threaded() {
+        return Ok(None);
+    }
+    let log_file = options
+        .log
+        .as_deref()
+        .map(|path| {
+            File::options().create(true).append(true).open(path).map_err(|error| format!("{}: {error}", path.display()))
+        })
+        .transpose()?;
+    let null =
+        File::options().read(true).write(true).open("/dev/null").map_err(|error| format!("/dev/null: {error}"))?;
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe writes.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: both descriptors were just created and are owned here.
+    let (mut reader, writer) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+    // SAFETY: the process has one thread (checked above), so the child is a whole copy of it
+    // and may go on running this program; nothing is locked across the fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("cannot start the mount daemon: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        drop(reader);
+        let stderr = log_file.as_ref().unwrap_or(&null);
+        // SAFETY: setpgid on this process and dup2 onto the standard descriptors, with
+        // descriptors this process owns. Its own process group keeps the terminal's job
+        // control away (see `spawn_daemon` on why the session stays the caller's).
+        unsafe {
+            libc::setpgid(0, 0);
+            libc::dup2(null.as_raw_fd(), 0);
+            libc::dup2(null.as_raw_fd(), 1);
+            libc::dup2(stderr.as_raw_fd(), 2);
+        }
+        drop(log_file);
+        drop(null);
+        let mut reporter = Reporter { pipe: Some(writer) };
+        let result = serve(arguments, options, &mut reporter);
+        if let Err(message) = &result {
+            eprintln!("fsoc: {message}");
+            reporter.failed(message);
+        }
+        std::process::exit(i32::from(result.is_err()));
+    }
+    drop(writer);
+    let mut report = String::new();
+    reader.read_to_string(&mut report).map_err(|error| format!("reading the daemon's report: {error}"))?;
+    match report.trim_end() {
+        line if line == READY_LINE => Ok(Some(pid.unsigned_abs())),
         "" => Err("the mount daemon exited before mounting (run `fsoc mount` without --daemon to see why)".into()),
         message => Err(message.to_string()),
     }
