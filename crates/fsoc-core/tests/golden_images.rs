@@ -306,15 +306,7 @@ fn golden_image_of_format_version_11_with_a_compact_delta_reads_back() {
     let decoded = fsoc_core::fs::delta_compact::decode(&payload).expect("the payload is compact");
     assert!(DeltaLog::decode(&payload).is_err(), "a compact payload must not pass for a plain one");
     let mut plain = DeltaLog::new(1 << 20);
-    for (tree_id, key, value) in &decoded.entries {
-        match value {
-            Some(value) => plain.record_put(*tree_id, key, value),
-            None => plain.record_remove(*tree_id, key),
-        }
-    }
-    for &(segment, allocated, released) in &decoded.segments {
-        plain.record_segment(segment, allocated, released);
-    }
+    plain.record_decoded(&decoded);
     let plain_bytes = plain.encode().len();
     println!(
         "golden-v11 delta: {} entries, compact {} bytes, plain {plain_bytes}",

@@ -204,15 +204,7 @@ pub fn decode_compact_delta(data: &[u8]) {
         "segments out of order"
     );
     let mut log = DeltaLog::with_encoding(decoded_bytes.saturating_mul(2).max(1 << 16), true);
-    for (tree_id, key, value) in &decoded.entries {
-        match value {
-            Some(value) => log.record_put(*tree_id, key, value),
-            None => log.record_remove(*tree_id, key),
-        }
-    }
-    for &(segment_index, allocated, released) in &decoded.segments {
-        log.record_segment(segment_index, allocated, released);
-    }
+    log.record_decoded(&decoded);
     let encoded = log.encode();
     assert!(encoded.len() <= data.len(), "re-encoded {} bytes from {}", encoded.len(), data.len());
     assert_eq!(delta_compact::decode(&encoded), Ok(decoded), "re-encoded compact delta decodes differently");

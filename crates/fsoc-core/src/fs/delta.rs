@@ -188,6 +188,20 @@ impl DeltaLog {
         self.changed = false;
     }
 
+    /// Records every change of a decoded payload, in its order (the last change to a key wins,
+    /// a segment's counts add up), as replay does.
+    pub fn record_decoded(&mut self, decoded: &DecodedDelta) {
+        for (tree_id, key, value) in &decoded.entries {
+            match value {
+                Some(value) => self.record_put(*tree_id, key, value),
+                None => self.record_remove(*tree_id, key),
+            }
+        }
+        for &(segment_index, allocated, released) in &decoded.segments {
+            self.record_segment(segment_index, allocated, released);
+        }
+    }
+
     /// The cumulative changes, as `decode` would give them back from `encode`.
     pub fn decoded(&self) -> DecodedDelta {
         DecodedDelta {
