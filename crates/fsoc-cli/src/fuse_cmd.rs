@@ -229,10 +229,16 @@ fn spawn_daemon(arguments: Vec<OsString>, log: Option<&Path>) -> Result<u32, Str
     command.process_group(0);
     let child = command.spawn().map_err(|error| format!("cannot start the mount daemon: {error}"))?;
     drop(writer);
+    daemon_report(&mut reader, child.id())
+}
+
+/// Waits for a daemon's report on `reader` (its end of the pipe, the writer's copies closed
+/// here): `pid` once it says the volume is mounted, else its error message.
+fn daemon_report(reader: &mut File, pid: u32) -> Result<u32, String> {
     let mut report = String::new();
     reader.read_to_string(&mut report).map_err(|error| format!("reading the daemon's report: {error}"))?;
     match report.trim_end() {
-        line if line == READY_LINE => Ok(child.id()),
+        line if line == READY_LINE => Ok(pid),
         "" => Err("the mount daemon exited before mounting (run `fsoc mount` without --daemon to see why)".into()),
         message => Err(message.to_string()),
     }
@@ -304,13 +310,7 @@ fn fork_daemon(arguments: &MountArgs, options: &MountOptions) -> Result<Option<u
         std::process::exit(i32::from(result.is_err()));
     }
     drop(writer);
-    let mut report = String::new();
-    reader.read_to_string(&mut report).map_err(|error| format!("reading the daemon's report: {error}"))?;
-    match report.trim_end() {
-        line if line == READY_LINE => Ok(Some(pid.unsigned_abs())),
-        "" => Err("the mount daemon exited before mounting (run `fsoc mount` without --daemon to see why)".into()),
-        message => Err(message.to_string()),
-    }
+    daemon_report(&mut reader, pid.unsigned_abs()).map(Some)
 }
 
 /// The signals a server takes with `sigwaitinfo` (blocked in every thread): the ones that
