@@ -86,11 +86,17 @@ impl DeltaLog {
         self.compact
     }
 
+    /// Whether the plain size bounds the cumulative view by the capacity: with the plain
+    /// encoding, and on a volume with NVRAM whatever the encoding.
+    fn bounded_by_plain_size(&self) -> bool {
+        !self.compact || self.nvram
+    }
+
     /// Plain-encoded bytes past which the log stops keeping changes (the next commit is full):
-    /// the capacity itself for the plain encoding; for the compact one, which stores a file
-    /// create in about a quarter of the plain bytes, sixteen times it (at most 1 MiB more).
+    /// the capacity itself when `bounded_by_plain_size`; else (compact, without NVRAM: a file
+    /// create in about a quarter of the plain bytes) sixteen times it, at most 1 MiB more.
     fn memory_bytes_max(&self) -> usize {
-        if self.compact && !self.nvram {
+        if !self.bounded_by_plain_size() {
             self.capacity_bytes.saturating_mul(16).min(self.capacity_bytes.saturating_add(1 << 20))
         } else {
             self.capacity_bytes
@@ -105,7 +111,7 @@ impl DeltaLog {
     /// Whether the next sync may be a delta commit: the changes are kept, and (plain encoding)
     /// fit the capacity. With the compact encoding only `encode_within` tells for sure.
     pub fn fits(&self) -> bool {
-        !self.overflowed && ((self.compact && !self.nvram) || self.encoded_bytes <= self.capacity_bytes)
+        !self.overflowed && (!self.bounded_by_plain_size() || self.encoded_bytes <= self.capacity_bytes)
     }
 
     fn check_capacity(&mut self) {
@@ -202,22 +208,6 @@ impl DeltaLog {
         }
     }
 
-    /// The cumulative changes, as `decode` would give them back from `encode`.
-    pub fn decoded(&self) -> DecodedDelta {
-        DecodedDelta {
-            entries: self
-                .entries
-                .iter()
-                .map(|((tree_id, key), value)| (*tree_id, key.clone(), value.clone()))
-                .collect(),
-            segments: self
-                .segments
-                .iter()
-                .map(|(segment, (allocated, released))| (*segment, *allocated, *released))
-                .collect(),
-        }
-    }
-
     /// Whether the cumulative delta may fit `bytes` (a metaroot page's room): certainly not
     /// when this is false; `encode_within` decides.
     pub fn may_fit_within(&self, bytes: usize) -> bool {
@@ -245,17 +235,13 @@ impl DeltaLog {
         let entries: Vec<_> =
             self.increment_keys.iter().filter_map(|key| self.entries.get(key).map(|value| (key, value))).collect();
         assert_eq!(entries.len(), self.increment_keys.len(), "an increment key is missing from the delta");
-        {
-            let size = HEADER_BYTES
-                + entries.iter().map(|(key, value)| entry_bytes(&key.1, value.as_ref())).sum::<usize>()
-                + self.increment_segments.len() * SEGMENT_ENTRY_BYTES;
-            if size > bytes {
-                return None;
-            }
-        }
-        // NVRAM records keep the plain encoding (docs/FORMAT.md, "NVRAM log").
-        let payload = Self::encode_entries(false, entries.iter().copied(), entries.len(), &self.increment_segments);
-        (payload.len() <= bytes).then_some(payload)
+        // NVRAM records keep the plain encoding (docs/FORMAT.md, "NVRAM log"), whose size is
+        // known before encoding.
+        let size = HEADER_BYTES
+            + entries.iter().map(|(key, value)| entry_bytes(&key.1, value.as_ref())).sum::<usize>()
+            + self.increment_segments.len() * SEGMENT_ENTRY_BYTES;
+        (size <= bytes)
+            .then(|| Self::encode_entries(false, entries.iter().copied(), entries.len(), &self.increment_segments))
     }
 
     /// The cumulative payload (at most the capacity with the plain encoding).

@@ -165,10 +165,4 @@ impl<F: Flash> FileSystem<F> {
         let volume = &mut self.volume;
         Craft { directory: &mut volume.directory, allocation: &mut volume.allocation, log: &mut volume.log }
     }
-
-    /// The changes since the last full commit, as the next delta commit would encode them
-    /// (`craft` feature; tests only). `None` when they no longer fit a delta commit.
-    pub fn pending_delta(&self) -> Option<crate::fs::delta::DecodedDelta> {
-        self.delta.fits().then(|| self.delta.decoded())
-    }
 }
