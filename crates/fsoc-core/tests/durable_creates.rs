@@ -3,7 +3,9 @@
 //! created, written and fsync'd, on one SLC chip of 2 KiB pages (the K9F2G08 geometry of
 //! `fsoc bench mtd`, 256 MiB). Deterministic counts: with format version 11's compact delta
 //! payloads a metaroot page holds the changes of about 22 such creates (9 with the plain
-//! payload), so full commits come 2.4 times less often.
+//! payload), so full commits come 2.4 times less often; appends that split full B+tree nodes
+//! and an area erase count that waits for the area's last record make them fewer and smaller
+//! (docs/DESIGN.md, "Delta commits").
 mod common;
 use common::*;
 use fsoc_core::{FileSystem, FsConfig};
@@ -46,9 +48,11 @@ fn a_thousand_fsynced_small_creates_program_under_three_pages_each() {
          {delta_commits} delta commits"
     );
     assert_eq!(full_commits + delta_commits, 1000, "one transaction point per fsync");
-    // Plain payloads (format version 10): 110 full commits and 3,333 programs on this run.
-    assert!(full_commits <= 50, "{full_commits} full commits");
-    assert!(programs <= 2950, "{programs} programs");
+    // Plain payloads (format version 10): 110 full commits and 3,333 programs on this run;
+    // compact ones: 45 and 2,916; with appends splitting full nodes and the area erase count
+    // stored at the area's last record: 36 and 2,758 (2,860 with even splits).
+    assert!(full_commits <= 38, "{full_commits} full commits");
+    assert!(programs <= 2800, "{programs} programs");
     let fs = FileSystem::mount(fs.into_flash_without_commit(), FsConfig::default()).expect("mount after a cut");
     assert_eq!(fs.readdir_path(b"/small").map(|names| names.len()).ok(), Some(1000), "every create durable");
 }

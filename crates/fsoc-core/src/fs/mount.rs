@@ -226,13 +226,14 @@ impl<F: Flash> FileSystem<F> {
         if self.volume.has_nvram() && !self.config.volume.read_only {
             return self.commit_to_nvram();
         }
-        // A metaroot area's erase count waits in RAM (version 9): a full commit stores it.
-        let payload = if !self.config.delta_commits || self.config.volume.read_only || self.volume.area_erase_unstored()
-        {
-            None
-        } else {
-            self.delta.encode_within(self.volume.delta_bytes_max())
-        };
+        // A metaroot area's erase count waits in RAM (version 9): a full commit stores it
+        // before the area fills.
+        let payload =
+            if !self.config.delta_commits || self.config.volume.read_only || self.volume.area_erase_must_be_stored() {
+                None
+            } else {
+                self.delta.encode_within(self.volume.delta_bytes_max())
+            };
         let Some(payload) = payload else {
             return self.begin_commit();
         };

@@ -113,9 +113,11 @@ impl<F: Flash> FileSystem<F> {
         let spare_segments = free_segments.saturating_sub(
             u64::from(self.volume.config.reserve_segments) + metadata_segments + FAILURE_SLACK_SEGMENTS,
         );
+        // Less one victim's overhead: the cleaning that reaches the last cleanable pages costs
+        // that much beyond them (the fail-fast check in `make_room` keeps the same margin).
         let physical = spare_segments * u64::from(pages_per_segment)
             + u64::from(log.open_segment_room(LogHead::Data))
-            + dead.cleanable;
+            + dead.cleanable.saturating_sub(overhead);
         let logical = capacity_pages.saturating_sub(valid_pages).saturating_sub(dead.stranded);
         // Pending pages (small writes in the NVRAM log) will take a page each when programmed.
         let pending = self.pending.len() as u64;

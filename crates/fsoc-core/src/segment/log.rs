@@ -227,7 +227,11 @@ impl<F: Flash> SegmentLog<F> {
         if matches!(status, ReadStatus::Uncorrectable | ReadStatus::Erased) {
             return Ok(Some("page unreadable or erased"));
         }
-        if crc32c(buffer) != pointer.checksum {
+        // Bytes the ECC passed but the pointer's checksum refutes (a miscorrection): from the
+        // second copy (mirror-meta) or the row's parity, as a tree node would be.
+        if crc32c(buffer) != pointer.checksum
+            && !(self.device.read_rebuilt(pointer.address, buffer)? && crc32c(buffer) == pointer.checksum)
+        {
             return Ok(Some("checksum differs from the metaroot's pointer"));
         }
         Ok(None)
