@@ -16,7 +16,9 @@
 //! 33 in the second home (block 4, erased first), the newest on its pages 2 and 3. Every
 //! generation names the areas the volume has (1, 2, 3), so the image stays small (moving the
 //! areas for real fills a small volume's every page: 2 MB stored); `tests/superblock_homes.rs`
-//! moves them for real.
+//! moves them for real. `--chained` (format version 12 on) uses one SLC chip (no paired
+//! pages) and, after the delta commit, makes small files `/late/chain/fNNN` durable one
+//! transaction each (`chained_file`) until the newest commit is a chained delta commit.
 //!
 //! The output is the image file (`fsoc_media::image`, docs/FORMAT.md "Image file") stored
 //! sparsely: the 512-byte chunks that are not all zero, as `FSOCSPRS` (8 bytes), the file size
@@ -44,6 +46,11 @@ fn write_file(fs: &mut FileSystem<SimFlash<fsoc_media::image::ImageStore>>, path
 /// Contents of `/data/pattern.bin`: 40,000 bytes, several data pages in extents.
 pub fn pattern() -> Vec<u8> {
     (0..40_000u32).map(|index| (index.wrapping_mul(31) % 251) as u8).collect()
+}
+
+/// Contents of `/late/chain/fNNN` (`--chained`): 300 bytes that differ from file to file.
+pub fn chained_file(index: u32) -> Vec<u8> {
+    (0..300u32).map(|offset| (offset.wrapping_mul(7) ^ index.wrapping_mul(13)) as u8).collect()
 }
 
 /// Packs the image file at `path` chunk by chunk (a large sparse image is never read whole).
@@ -87,6 +94,7 @@ fn main() {
     let with_parity = arguments.iter().any(|argument| argument == "--parity");
     let with_mirror = arguments.iter().any(|argument| argument == "--mirror-meta");
     let with_homes = arguments.iter().any(|argument| argument == "--homes");
+    let with_chain = arguments.iter().any(|argument| argument == "--chained");
     let mut positional = arguments.iter().filter(|argument| !argument.starts_with("--"));
     let out = positional.next().expect("usage: golden_image OUT.sparse [BLOCKS] [--nvram]").clone();
     let blocks: u32 = positional.next().map_or(16, |text| text.parse().expect("BLOCKS is a number"));
@@ -99,8 +107,8 @@ fn main() {
     // One MLC chip (16 blocks, 2 MiB: about the smallest volume the format allows), paired
     // pages on.
     let chips = if with_parity || with_mirror { 3 } else { 1 };
-    let flash =
-        SimFlash::create_image(&image, SimConfig::new(Profile::Mlc, chips, blocks, SEED)).expect("create image");
+    let profile = if with_chain { Profile::Slc } else { Profile::Mlc };
+    let flash = SimFlash::create_image(&image, SimConfig::new(profile, chips, blocks, SEED)).expect("create image");
     let mut config = FsConfig::default();
     if with_parity {
         config.volume.redundancy = fsoc_core::segment::Redundancy::Parity;
@@ -153,6 +161,18 @@ fn main() {
     fs.pwrite(fd, fsoc_core::fs::EXT4_FILE_BYTES_MAX - tail.len() as u64, tail).expect("write");
     fs.close(fd).expect("close");
     fs.transact().expect("delta commit");
+    if with_chain {
+        fs.mkdir(b"/late/chain", 0o755).expect("mkdir");
+        for index in 0.. {
+            assert!(index < 200, "no chained record after 200 files");
+            write_file(&mut fs, &format!("/late/chain/f{index:03}"), &chained_file(index));
+            fs.transact().expect("delta commit");
+            if fs.committed().chain.is_some() {
+                println!("chained after {} files", index + 1);
+                break;
+            }
+        }
+    }
     match &nvram {
         None => assert!(!fs.committed().delta.is_empty(), "the newest commit must be a delta commit"),
         Some(nvram) => {

@@ -77,6 +77,7 @@ fn metaroot_decoder() {
         segment_table: vec![PagePointer { address: LogAddress(5), checksum: 2 }; 2],
         shape: MetarootShape { format_version: 2, table_page_count: 2, table_index_levels: 0, index_page_count: 0 },
         delta: Vec::new(),
+        chain: None,
         nvram_lag: 0,
     }
     .encode(2048);
@@ -101,6 +102,7 @@ fn metaroot_decoder() {
         segment_table: vec![PagePointer { address: LogAddress(5), checksum: 2 }; 2],
         shape,
         delta: vec![1, 2, 3],
+        chain: None,
         nvram_lag: 0,
     }
     .encode(2048);

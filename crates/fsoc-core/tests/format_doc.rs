@@ -55,6 +55,7 @@ fn metaroot() -> Metaroot {
         segment_table: vec![PagePointer { address: LogAddress(0x02FF), checksum: 0xCAFE_F00D }],
         shape: SHAPE,
         delta: Vec::new(),
+        chain: None,
         nvram_lag: 0,
     }
 }

@@ -316,6 +316,39 @@ fn golden_image_of_format_version_11_with_a_compact_delta_reads_back() {
     assert!(payload.len() * 2 < plain_bytes, "compact {} bytes against plain {plain_bytes}", payload.len());
 }
 
+/// Format version 12 on MLC: as version 11 (paired pages: no chained records).
+#[test]
+fn golden_image_of_format_version_12_reads_back() {
+    let packed = include_bytes!("fixtures/golden-v12.sparse");
+    check_golden(packed, "golden-v12", 12);
+}
+
+/// Format version 12 on SLC: the newest commit is a chained delta commit (docs/FORMAT.md,
+/// "Chained delta commits"), which mount replays after its base; the files the chain holds
+/// read back.
+#[test]
+fn golden_image_of_format_version_12_with_a_chained_delta_reads_back() {
+    let packed = include_bytes!("fixtures/golden-v12-chained.sparse");
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let path = directory.path().join("golden-v12-chained.img");
+    unpack_sparse(packed, &path);
+    let read_only =
+        FsConfig { volume: VolumeConfig { read_only: true, ..VolumeConfig::default() }, ..FsConfig::default() };
+    let mut fs = mount_image(&path, read_only).expect("read-only mount");
+    let link = fs.committed().chain.expect("the newest commit is chained");
+    assert!(link.commit_counter < fs.committed().commit_counter, "{link:?}");
+    let chained = names(&mut fs, "/late/chain");
+    assert!(chained.len() >= 2, "{chained:?}");
+    for (index, (name, _)) in chained.iter().enumerate() {
+        assert_eq!(name, &format!("f{index:03}"));
+        let expected: Vec<u8> =
+            (0..300u32).map(|offset| (offset.wrapping_mul(7) ^ (index as u32).wrapping_mul(13)) as u8).collect();
+        assert_eq!(read_file(&mut fs, &format!("/late/chain/{name}")).expect("read"), expected, "{name}");
+    }
+    drop(fs);
+    check_golden(packed, "golden-v12-chained", 12);
+}
+
 /// Format version 11 with NVRAM: the records after the full commit keep the plain encoding.
 #[test]
 fn golden_image_of_format_version_11_with_nvram_reads_back() {

@@ -391,6 +391,7 @@ fn main() -> std::io::Result<()> {
         segment_table: vec![PagePointer { address: LogAddress(302), checksum: 3 }],
         shape: fsoc_core::txn::MetarootShape::for_volume(1, 64, 2048),
         delta: Vec::new(),
+        chain: None,
         nvram_lag: 0,
     };
     let mut input = metaroot_parameters(1, 64, 2048);

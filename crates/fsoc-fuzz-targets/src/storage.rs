@@ -28,12 +28,13 @@ const SUPERBLOCK_EXTENSION_BYTES: usize = fsoc_core::txn::superblock::EXTENSION_
 const SUPERBLOCK_EXTENSION_CHECKSUM_OFFSET: usize = SUPERBLOCK_EXTENSION_BYTES - 4;
 
 /// Metaroot (docs/FORMAT.md, "Metaroot"): the CRC-32C of the record sits at 12, its length at
-/// 16; byte 67 and bytes 76..80 are reserved, and in version 1 so is byte 66 (the index levels
-/// of later versions).
+/// 16; byte 67 is reserved, bytes 76..80 before version 6 (the NVRAM lag of later versions),
+/// and in version 1 byte 66 (the index levels of later versions).
 const METAROOT_CHECKSUM_OFFSET: usize = 12;
 const METAROOT_RECORD_BYTES_OFFSET: usize = 16;
 const METAROOT_INDEX_LEVELS: Range<usize> = 66..67;
-const METAROOT_RESERVED: [Range<usize>; 2] = [67..68, 76..80];
+const METAROOT_RESERVED: Range<usize> = 67..68;
+const METAROOT_NVRAM_LAG: Range<usize> = 76..80;
 
 /// A B+tree node's checksum field (the CRC-32C of the whole page with it taken as zero).
 const NODE_CHECKSUM_OFFSET: usize = 8;
@@ -96,7 +97,8 @@ fn check_superblock(bytes: &[u8]) {
 /// a volume has (`MetarootShape::for_volume`); then the page.
 pub fn decode_metaroot(data: &[u8]) {
     let mut parameters = Parameters::new(data);
-    let format_version = 1 + u32::from(parameters.u8() % 3);
+    // Every version this build reads (12: chained delta commits, their link in the delta).
+    let format_version = 1 + u32::from(parameters.u8()) % fsoc_core::txn::superblock::FORMAT_VERSION;
     let segment_count = (parameters.u32() % (1 << 24)).max(4);
     let page_size_bytes = parameters.page_size_bytes(128);
     let shape = MetarootShape::for_volume(format_version, segment_count, page_size_bytes);
@@ -116,7 +118,10 @@ fn check_metaroot(bytes: &[u8], shape: MetarootShape) {
     };
     let record_bytes = u32_at(bytes, METAROOT_RECORD_BYTES_OFFSET).unwrap_or(0) as usize;
     assert!(record_bytes >= METAROOT_HEADER_BYTES && record_bytes <= bytes.len(), "record of {record_bytes} bytes");
-    let mut ignored = METAROOT_RESERVED.to_vec();
+    let mut ignored = vec![METAROOT_RESERVED];
+    if shape.format_version < 6 {
+        ignored.push(METAROOT_NVRAM_LAG);
+    }
     if shape.format_version == 1 {
         ignored.push(METAROOT_INDEX_LEVELS);
     }

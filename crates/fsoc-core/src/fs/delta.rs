@@ -20,6 +20,7 @@ use fsoc_flash::codec::{DecodeError, Reader, Writer};
 use fsoc_flash::convert::{u16_from_usize, u32_from_usize};
 
 use super::delta_compact;
+use crate::txn::ChainLink;
 
 const OPERATION_PUT: u8 = 1;
 const OPERATION_REMOVE: u8 = 2;
@@ -50,6 +51,11 @@ pub struct DeltaLog {
     increment_keys: BTreeSet<(u8, Vec<u8>)>,
     /// Data pages appended / released per segment since the last transaction point.
     increment_segments: BTreeMap<u32, (u32, u32)>,
+    /// Format version 12: the delta commit the next records extend (`start_chain`), and the
+    /// keys and segment counts changed since it.
+    chain: Option<ChainLink>,
+    chain_keys: BTreeSet<(u8, Vec<u8>)>,
+    chain_segments: BTreeMap<u32, (u32, u32)>,
 }
 
 fn entry_bytes(key: &[u8], value: Option<&Vec<u8>>) -> usize {
@@ -122,6 +128,7 @@ impl DeltaLog {
             self.segments.clear();
             self.increment_keys.clear();
             self.increment_segments.clear();
+            self.end_chain();
             self.encoded_bytes = HEADER_BYTES;
         }
     }
@@ -132,6 +139,9 @@ impl DeltaLog {
             return;
         }
         self.increment_keys.insert((tree_id, key.to_vec()));
+        if self.chain.is_some() {
+            self.chain_keys.insert((tree_id, key.to_vec()));
+        }
         let value = value.map(<[u8]>::to_vec);
         self.encoded_bytes += entry_bytes(key, value.as_ref());
         if let Some(old) = self.entries.insert((tree_id, key.to_vec()), value) {
@@ -177,6 +187,11 @@ impl DeltaLog {
             let increment = self.increment_segments.entry(segment_index).or_insert((0, 0));
             increment.0 += allocated;
             increment.1 += released;
+            if self.chain.is_some() {
+                let since_base = self.chain_segments.entry(segment_index).or_insert((0, 0));
+                since_base.0 += allocated;
+                since_base.1 += released;
+            }
         }
         self.check_capacity();
     }
@@ -206,6 +221,42 @@ impl DeltaLog {
         for &(segment_index, allocated, released) in &decoded.segments {
             self.record_segment(segment_index, allocated, released);
         }
+    }
+
+    /// Starts a chain at `base`, the delta commit made at the last transaction point: what
+    /// changed since it is the increment.
+    pub fn start_chain(&mut self, base: ChainLink) {
+        assert!(self.compact && !self.nvram, "chained delta commits need compact payloads and no NVRAM");
+        self.chain_keys = self.increment_keys.clone();
+        self.chain_segments = self.increment_segments.clone();
+        self.chain = Some(base);
+    }
+
+    /// Ends the chain (a delta commit holding every change since the full commit was written).
+    pub fn end_chain(&mut self) {
+        self.chain = None;
+        self.chain_keys.clear();
+        self.chain_segments.clear();
+    }
+
+    /// The delta commit the chain extends, if one was started.
+    pub fn chain(&self) -> Option<ChainLink> {
+        self.chain
+    }
+
+    /// The changes since the chain's base as a compact payload of at most `bytes`, or `None`
+    /// (no chain, overflowed, or larger): replayed after the base's payload, they give the
+    /// same state as the cumulative one.
+    pub fn encode_chain_within(&self, bytes: usize) -> Option<Vec<u8>> {
+        if self.overflowed || self.chain.is_none() {
+            return None;
+        }
+        // Every chain key is in `entries` (both are filled by `record`, emptied together).
+        let entries: Vec<_> =
+            self.chain_keys.iter().filter_map(|key| self.entries.get(key).map(|value| (key, value))).collect();
+        assert_eq!(entries.len(), self.chain_keys.len(), "a chain key is missing from the delta");
+        let payload = Self::encode_entries(true, entries.iter().copied(), entries.len(), &self.chain_segments);
+        (payload.len() <= bytes && self.decodable(&payload, entries.iter().copied())).then_some(payload)
     }
 
     /// Whether the cumulative delta may fit `bytes` (a metaroot page's room): certainly not

@@ -228,22 +228,46 @@ impl<F: Flash> FileSystem<F> {
         }
         // A metaroot area's erase count waits in RAM (version 9): a full commit stores it
         // before the area fills.
-        let payload =
-            if !self.config.delta_commits || self.config.volume.read_only || self.volume.area_erase_must_be_stored() {
-                None
-            } else {
-                self.delta.encode_within(self.volume.delta_bytes_max())
-            };
-        let Some(payload) = payload else {
+        if !self.config.delta_commits || self.config.volume.read_only || self.volume.area_erase_must_be_stored() {
             return self.begin_commit();
+        }
+        let room = self.volume.delta_bytes_max();
+        let (payload, chain) = match self.delta.encode_within(room) {
+            Some(payload) => {
+                // Every change since the full commit fits: a record no other needs.
+                self.delta.end_chain();
+                (payload, None)
+            }
+            None => match self.chained_payload(room) {
+                Some((payload, link)) => (payload, Some(link)),
+                None => return self.begin_commit(),
+            },
         };
         if self.volume.is_poisoned() {
             return Err(FsError::Io(TxnError::Poisoned));
         }
-        let flush = self.volume.begin_commit_delta(payload)?;
+        let flush = self.volume.begin_commit_delta(payload, chain)?;
         self.delta.mark_point();
         self.stats.delta_commits += 1;
         Ok(flush)
+    }
+
+    /// Format version 12: when the changes since the full commit no longer fit a metaroot,
+    /// the changes since the previous delta commit (the chain's base, kept while records stay
+    /// in its area) may, in a record that extends it; mount replays the base's payload, then
+    /// the record's. `None`: a full commit is due.
+    fn chained_payload(&mut self, room: usize) -> Option<(Vec<u8>, crate::txn::ChainLink)> {
+        let room = room.checked_sub(crate::txn::ChainLink::ENCODED_BYTES)?;
+        let link = match self.delta.chain() {
+            Some(link) if self.volume.chain_allowed(link) => link,
+            Some(_) => return None,
+            None => {
+                let link = self.volume.chain_base()?;
+                self.delta.start_chain(link);
+                link
+            }
+        };
+        self.delta.encode_chain_within(room).map(|payload| (payload, link))
     }
 
     /// A transaction point on a volume with NVRAM: one log record holding the changes since the
@@ -285,7 +309,7 @@ impl<F: Flash> FileSystem<F> {
             // Pending pages are programmed before any flash commit; that may grow the delta.
             self.materialize_all()?;
             if let Some(payload) = self.delta.encode_within(delta_room) {
-                let flush = self.volume.begin_commit_delta(payload)?;
+                let flush = self.volume.begin_commit_delta(payload, None)?;
                 self.delta.mark_point();
                 self.stats.delta_commits += 1;
                 return Ok(flush);
@@ -314,6 +338,9 @@ impl<F: Flash> FileSystem<F> {
     pub(super) fn replay_delta(&mut self) -> Result<(), FsError> {
         let payload = self.volume.committed().delta.clone();
         let compact = self.delta.is_compact();
+        // A chained record (format version 12) extends its base's changes: those first.
+        let base = self.volume.take_mounted_base_delta();
+        self.replay_payload(&base, compact)?;
         self.replay_payload(&payload, compact)?;
         self.delta.mark_point();
         Ok(())

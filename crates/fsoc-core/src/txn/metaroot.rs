@@ -22,7 +22,7 @@ use fsoc_flash::convert::u32_from_usize;
 pub const METAROOT_MAGIC: u64 = u64::from_le_bytes(*b"FSOCMETA");
 /// The version field of a metaroot equals its volume's format version (the superblock's).
 pub const METAROOT_VERSION: u32 = crate::txn::superblock::FORMAT_VERSION;
-use crate::txn::superblock::FORMAT_VERSION_NVRAM;
+use crate::txn::superblock::{FORMAT_VERSION_CHAINED_DELTA, FORMAT_VERSION_NVRAM};
 pub const METAROOT_HEADER_BYTES: usize = 80;
 const CHECKSUM_OFFSET: usize = 12;
 /// Flag: written by a clean unmount (nothing was in flight after it).
@@ -32,6 +32,26 @@ pub const FLAG_ORPHANS: u32 = 2;
 /// The second copy of a clean-unmount record (docs/FORMAT.md, "Metaroot"): the first copy is
 /// the page before it. Lets mount tell a lost copy (damage) from a later session's torn commit.
 pub const FLAG_CLEAN_TWIN: u32 = 4;
+/// Format version 12 on: the record's delta payload extends an earlier record's (its
+/// `ChainLink`, stored before the payload) instead of holding every change since the full
+/// commit. Kept out of `Metaroot::flags` in memory: `Metaroot::chain` says it.
+pub const FLAG_CHAINED: u32 = 8;
+
+/// Where a chained delta commit's base is: an earlier delta commit of the same full commit,
+/// whose payload mount replays before the chained record's (docs/FORMAT.md, "Chained delta
+/// commits").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChainLink {
+    /// The metaroot area's segment and the page in it.
+    pub segment: u32,
+    pub page: u32,
+    /// The base record's commit counter.
+    pub commit_counter: u64,
+}
+
+impl ChainLink {
+    pub const ENCODED_BYTES: usize = 16;
+}
 
 /// What a reader must know, from the superblock, to decode a volume's metaroots: the format
 /// version and the shape of the segment table's directory (docs/FORMAT.md, "Metaroot").
@@ -93,8 +113,11 @@ pub struct Metaroot {
     /// Format version and directory shape, fixed for the volume (from its superblock).
     pub shape: MetarootShape,
     /// Delta commit payload: the logical changes since the full commit whose roots this record
-    /// names (opaque here; encoded and replayed by `fs::delta`). Empty for a full commit.
+    /// names (opaque here; encoded and replayed by `fs::delta`). Empty for a full commit. In a
+    /// chained record, the changes since its base.
     pub delta: Vec<u8>,
+    /// Format version 12 on: the earlier delta commit this one's payload extends.
+    pub chain: Option<ChainLink>,
     /// Format version 6 on: `commit_counter` minus the counter the NVRAM log's records must
     /// extend (`nvram_base`). 0 for a full commit; a delta commit, an NVRAM record and a mount's
     /// re-anchoring copy each raise the counter and this lag together, so a re-anchored record
@@ -139,21 +162,32 @@ impl Metaroot {
             "segment table of {} pages does not fit a metaroot",
             self.segment_table.len()
         );
+        let link_bytes = if self.chain.is_some() { ChainLink::ENCODED_BYTES } else { 0 };
         assert!(
-            self.delta.len() <= Self::delta_bytes_max(page_size_bytes, self.segment_table.len()),
+            link_bytes + self.delta.len() <= Self::delta_bytes_max(page_size_bytes, self.segment_table.len()),
             "delta of {} bytes does not fit a metaroot",
             self.delta.len()
         );
+        assert!(
+            self.chain.is_none()
+                || (self.shape.format_version >= FORMAT_VERSION_CHAINED_DELTA && !self.delta.is_empty()),
+            "a chained record needs format version 12 and a payload"
+        );
+        // Before version 12 bit 3 is an unknown bit, kept as read.
+        assert!(
+            self.flags & FLAG_CHAINED == 0 || self.shape.format_version < FORMAT_VERSION_CHAINED_DELTA,
+            "the chained flag is `chain`'s to set"
+        );
         assert!(self.shape.format_version >= 2 || !self.shape.is_indexed(), "version 1 has no table index");
-        let record_bytes =
-            METAROOT_HEADER_BYTES + self.segment_table.len() * PagePointer::ENCODED_BYTES + self.delta.len();
+        let delta_bytes = link_bytes + self.delta.len();
+        let record_bytes = METAROOT_HEADER_BYTES + self.segment_table.len() * PagePointer::ENCODED_BYTES + delta_bytes;
         let mut writer = Writer::with_capacity(page_size_bytes);
         writer.u64_le(METAROOT_MAGIC);
         writer.u32_le(self.shape.format_version);
         writer.u32_le(0); // checksum placeholder at CHECKSUM_OFFSET
                           // Both lengths fit the page (asserted above).
         writer.u32_le(u32_from_usize(record_bytes));
-        writer.u32_le(self.flags);
+        writer.u32_le(self.flags | if self.chain.is_some() { FLAG_CHAINED } else { 0 });
         writer.u64_le(self.commit_counter);
         writer.u64_le(self.volume_id);
         writer.u64_le(self.next_inode);
@@ -164,12 +198,17 @@ impl Metaroot {
         writer.u8(self.shape.table_index_levels); // version 1: reserved, 0
         writer.u8(0); // reserved
         writer.u32_le(self.shape.table_page_count);
-        writer.u32_le(u32_from_usize(self.delta.len()));
+        writer.u32_le(u32_from_usize(delta_bytes));
         // Versions 1-5: reserved, 0.
         writer.u32_le(if self.shape.format_version >= FORMAT_VERSION_NVRAM { self.nvram_lag } else { 0 });
         assert_eq!(writer.bytes.len(), METAROOT_HEADER_BYTES, "metaroot header drifted from FORMAT.md");
         for pointer in &self.segment_table {
             writer.pointer(*pointer);
+        }
+        if let Some(link) = self.chain {
+            writer.u32_le(link.segment);
+            writer.u32_le(link.page);
+            writer.u64_le(link.commit_counter);
         }
         writer.raw(&self.delta);
         let checksum = crc32c_excluding(&writer.bytes, CHECKSUM_OFFSET);
@@ -240,17 +279,33 @@ impl Metaroot {
         for _ in 0..directory_len {
             segment_table.push(reader.pointer()?);
         }
-        let delta = reader.bytes(delta_bytes)?.to_vec();
+        let chained = shape.format_version >= FORMAT_VERSION_CHAINED_DELTA && flags & FLAG_CHAINED != 0;
+        let chain = if chained {
+            if delta_bytes <= ChainLink::ENCODED_BYTES {
+                return Err(reader.invalid("chained delta_bytes", delta_bytes as u64));
+            }
+            let link =
+                ChainLink { segment: reader.u32_le()?, page: reader.u32_le()?, commit_counter: reader.u64_le()? };
+            if link.commit_counter >= commit_counter {
+                return Err(reader.invalid("chain commit_counter", link.commit_counter));
+            }
+            Some(link)
+        } else {
+            None
+        };
+        let payload_bytes = delta_bytes - if chained { ChainLink::ENCODED_BYTES } else { 0 };
+        let delta = reader.bytes(payload_bytes)?.to_vec();
         Ok(Metaroot {
             commit_counter,
             volume_id,
-            flags,
+            flags: if chained { flags & !FLAG_CHAINED } else { flags },
             next_inode,
             directory_root: TreeRoot { pointer: directory_pointer, height: directory_height },
             allocation_root: TreeRoot { pointer: allocation_pointer, height: allocation_height },
             segment_table,
             shape,
             delta,
+            chain,
             nvram_lag,
         })
     }

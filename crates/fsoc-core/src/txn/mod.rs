@@ -10,7 +10,7 @@ pub mod superblock;
 pub mod volume;
 
 pub use chip_set::ChipSetError;
-pub use metaroot::{Metaroot, MetarootShape};
+pub use metaroot::{ChainLink, Metaroot, MetarootShape};
 pub use rebuild::{rebuild_chip, RebuildReport};
 pub use superblock::Superblock;
 pub use volume::{TxnError, Volume, VolumeConfig, WornOut, AREA_WEAR_MARGIN};

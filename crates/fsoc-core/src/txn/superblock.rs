@@ -29,8 +29,10 @@ pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"FSOCVOL\0");
 /// 32–39 of its page index in byte 3.
 /// Version 11: delta commits' payloads in the compact encoding (NVRAM records stay plain), which
 /// predicts each record from the previous one of its kind (a durable file create takes about
-/// 40 bytes of a metaroot page instead of 170).
-pub const FORMAT_VERSION: u32 = 11;
+/// 40 bytes of a metaroot page instead of 170). Version 12: a delta commit whose changes no
+/// longer fit one page may extend the previous delta commit (a chained record), on flash
+/// without paired pages, so twice the changes wait between full commits.
+pub const FORMAT_VERSION: u32 = 12;
 /// The first format version with redundancy across chips.
 pub const FORMAT_VERSION_REDUNDANCY: u32 = 7;
 /// The first format version with mirror-meta (a version-7 superblock naming it is refused).
@@ -41,6 +43,8 @@ pub const FORMAT_VERSION_SUPERBLOCK_HOMES: u32 = 9;
 pub const FORMAT_VERSION_LARGE_FILES: u32 = 10;
 /// The first format version whose delta payloads use the compact encoding.
 pub const FORMAT_VERSION_COMPACT_DELTA: u32 = 11;
+/// Delta commits chained to an earlier record (docs/FORMAT.md, "Chained delta commits").
+pub const FORMAT_VERSION_CHAINED_DELTA: u32 = 12;
 /// The first format version that may keep commits in NVRAM.
 pub const FORMAT_VERSION_NVRAM: u32 = 6;
 /// The oldest format version this build reads (and keeps writing in that version's format).

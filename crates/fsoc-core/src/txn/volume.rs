@@ -18,12 +18,12 @@ use crate::segment::layout::{
     Redundancy, FIRST_LOG_SEGMENT, METAROOT_AREA_COUNT, METAROOT_SEGMENTS, SUPERBLOCK_HOMES, SUPERBLOCK_SEGMENT,
 };
 use crate::segment::{Device, Layout, PageTag, SegmentError, SegmentLog, SegmentTable};
-use crate::txn::metaroot::{Metaroot, MetarootShape, FLAG_CLEAN, FLAG_CLEAN_TWIN, FLAG_ORPHANS};
+use crate::txn::metaroot::{ChainLink, Metaroot, MetarootShape, FLAG_CLEAN, FLAG_CLEAN_TWIN, FLAG_ORPHANS};
 use crate::txn::nvram_log::{NvramLog, NvramMountReport, NvramRecord};
 use crate::txn::store::LogNodeStore;
 use crate::txn::superblock::{
-    Superblock, DEFAULT_METAROOT_AREAS, FORMAT_VERSION, FORMAT_VERSION_COMPACT_DELTA, FORMAT_VERSION_REDUNDANCY,
-    FORMAT_VERSION_SUPERBLOCK_HOMES,
+    Superblock, DEFAULT_METAROOT_AREAS, FORMAT_VERSION, FORMAT_VERSION_CHAINED_DELTA, FORMAT_VERSION_COMPACT_DELTA,
+    FORMAT_VERSION_REDUNDANCY, FORMAT_VERSION_SUPERBLOCK_HOMES,
 };
 use fsoc_flash::codec::DecodeError;
 
@@ -312,6 +312,12 @@ pub struct Volume<F: Flash> {
     /// A read-only mount of a volume that was not unmounted cleanly: the re-anchoring a
     /// writable mount does first is still owed (`make_writable`); `Some(oldest_area_only)`.
     reanchor_owed: Option<bool>,
+    /// The newest record this session wrote, when it is a delta commit that holds every change
+    /// since the full commit (not chained): what the next records may extend (`chain_base`).
+    last_delta_record: Option<ChainLink>,
+    /// The payload of the mounted record's base, when that record is chained (format version
+    /// 12): the file-system layer replays it before the record's own (`take_mounted_base_delta`).
+    mounted_base_delta: Vec<u8>,
 }
 
 fn decode_error(structure: &'static str) -> impl Fn(DecodeError) -> TxnError {
@@ -520,6 +526,7 @@ impl<F: Flash> Volume<F> {
             segment_table: Vec::new(),
             shape,
             delta: Vec::new(),
+            chain: None,
             nvram_lag: 0,
         };
         let nvram = match nvram {
@@ -562,6 +569,8 @@ impl<F: Flash> Volume<F> {
             area_erase_unstored: false,
             area_erases_before_table: Vec::new(),
             reanchor_owed: None,
+            last_delta_record: None,
+            mounted_base_delta: Vec::new(),
         };
         volume.commit(false)?;
         Ok(volume)
@@ -690,6 +699,8 @@ impl<F: Flash> Volume<F> {
             area_erases_before_table: Vec::new(),
             // Page 0's predecessor is in another area, which must not be erased now.
             reanchor_owed: (!clean).then_some(found.page_index == 0),
+            last_delta_record: None,
+            mounted_base_delta: found.base_delta,
         };
         volume.may_have_orphans = volume.committed.may_have_orphans();
         volume.mount_report = MountReport {
@@ -1037,7 +1048,13 @@ impl<F: Flash> Volume<F> {
         let floor_counter = counters(area_slot).min().unwrap_or(0);
         let first_candidate = last_programmed_page.saturating_sub(METAROOT_STEP_BACK_PAGES);
         let [page_0, page_1] = area_slot.of(&head);
-        for page_index in (first_candidate..=last_programmed_page).rev() {
+        // Newest first. A chained record whose base is gone (media damage, not a power cut)
+        // sends the search below the base: the records there hold every change since their
+        // full commit.
+        let mut candidates: Vec<u32> = (first_candidate..=last_programmed_page).rev().collect();
+        let mut next_candidate = 0;
+        while let Some(&page_index) = candidates.get(next_candidate) {
+            next_candidate += 1;
             let address = layout.address(segment_index, page_index);
             let metaroot = match page_index {
                 0 => page_0.clone(),
@@ -1048,10 +1065,116 @@ impl<F: Flash> Volume<F> {
                 },
             };
             if let Some(metaroot) = metaroot.filter(|m| m.commit_counter >= floor_counter) {
-                return Ok(FoundMetaroot { metaroot, area_slot, page_index, last_programmed_page, area_counters });
+                let base_delta = match metaroot.chain {
+                    None => Vec::new(),
+                    Some(link) => {
+                        let place = (segment_index, page_index);
+                        match Self::read_chain_base(device, superblock, shape, &head, &metaroot, link, place)? {
+                            Some(base_delta) => base_delta,
+                            // A record whose base cannot be read names no state: step back, as
+                            // past a record that does not decode, and below its base.
+                            None => {
+                                if link.segment == segment_index && link.page < page_index {
+                                    candidates.truncate(next_candidate);
+                                    let below = link.page.saturating_sub(METAROOT_STEP_BACK_PAGES + 1)..link.page;
+                                    candidates.extend(below.rev());
+                                }
+                                continue;
+                            }
+                        }
+                    }
+                };
+                return Ok(FoundMetaroot {
+                    metaroot,
+                    base_delta,
+                    area_slot,
+                    page_index,
+                    last_programmed_page,
+                    area_counters,
+                });
             }
         }
         Err(TxnError::NoMetaroot)
+    }
+
+    /// The payload of a chained record's base (format version 12), or `None` when the link
+    /// names no such record: the base is a delta commit (not chained) in one of the areas,
+    /// before the record if in its area (`place`: its segment and page), with the counter the
+    /// link names and the same full commit (tree roots and segment table). Pages 0 and 1 of the
+    /// areas were read already (`head`); any other costs one read.
+    fn read_chain_base(
+        device: &mut Device<F>,
+        superblock: &Superblock,
+        shape: MetarootShape,
+        head: &[[Option<Metaroot>; 2]; 3],
+        record: &Metaroot,
+        link: ChainLink,
+        place: (u32, u32),
+    ) -> Result<Option<Vec<u8>>, TxnError> {
+        let layout = device.layout();
+        let Some(area) =
+            MetarootArea::ALL.into_iter().find(|area| area.segment_in(&superblock.metaroot_areas) == link.segment)
+        else {
+            return Ok(None);
+        };
+        if link.page >= layout.metaroot_area_pages() || (link.segment == place.0 && link.page >= place.1) {
+            return Ok(None);
+        }
+        let base = match (link.page, area.of(head)) {
+            (0, [page_0, _]) => page_0.clone(),
+            (1, [_, page_1]) => page_1.clone(),
+            _ => {
+                let mut buffer = Vec::new();
+                let address = layout.address(link.segment, link.page);
+                Self::read_metaroot_page(device, address, &mut buffer, superblock, shape)?
+            }
+        };
+        Ok(base
+            .filter(|base| {
+                base.commit_counter == link.commit_counter
+                    && base.chain.is_none()
+                    && !base.delta.is_empty()
+                    && base.directory_root == record.directory_root
+                    && base.allocation_root == record.allocation_root
+                    && base.segment_table == record.segment_table
+            })
+            .map(|base| base.delta))
+    }
+
+    /// The mounted record's base payload when it is chained (empty otherwise), handed over
+    /// once: the file-system layer replays it before the record's own payload.
+    pub fn take_mounted_base_delta(&mut self) -> Vec<u8> {
+        core::mem::take(&mut self.mounted_base_delta)
+    }
+
+    /// Whether this volume may write chained delta commits (format version 12 on): not on flash
+    /// whose programs may damage an earlier page (paired pages), where a torn later record
+    /// could take its base with it, and not with an NVRAM (whose records are increments).
+    fn chaining_possible(&self) -> bool {
+        self.superblock.format_version >= FORMAT_VERSION_CHAINED_DELTA
+            && self.paired_page_distance() == 0
+            && self.nvram.is_none()
+            && !self.config.read_only
+    }
+
+    /// Whether the next record may extend `link`: it goes on a later page of the area `link`
+    /// is in (no area switch comes first, so the base cannot be erased under it).
+    pub fn chain_allowed(&self, link: ChainLink) -> bool {
+        self.chaining_possible()
+            && !self.cursor.oldest_area_only
+            && link.segment == self.area_segment(self.cursor.area_slot)
+            && link.page < self.cursor.next_page
+            && self.cursor.next_page < self.log.layout().metaroot_area_pages()
+    }
+
+    /// The record a chain may start from now: the newest record, when this session wrote it
+    /// as a delta commit holding every change since the full commit, and `chain_allowed`.
+    pub fn chain_base(&self) -> Option<ChainLink> {
+        self.last_delta_record.filter(|link| {
+            link.commit_counter == self.committed.commit_counter
+                && self.committed.chain.is_none()
+                && self.chain_allowed(*link)
+        })
     }
 
     /// The segment metaroot area `area` is in now.
@@ -1228,6 +1351,7 @@ impl<F: Flash> Volume<F> {
             segment_table: self.log.table().metaroot_directory(),
             shape: self.committed.shape,
             delta: Vec::new(),
+            chain: None,
             nvram_lag: 0,
         };
         // Every node and table page the metaroot names must be on flash before it is, with
@@ -1235,6 +1359,7 @@ impl<F: Flash> Volume<F> {
         self.log.seal_parity()?;
         self.log.device_mut().write_barrier()?;
         self.committed = metaroot;
+        self.last_delta_record = None;
         let pages_per_segment = self.log.layout().metaroot_area_pages();
         if clean && self.cursor.next_page + 2 > pages_per_segment {
             // Both copies of a clean record go in one area: start the next area now.
@@ -1292,12 +1417,14 @@ impl<F: Flash> Volume<F> {
     /// appended before; nothing dropped since the full commit becomes reusable, because the
     /// full commit's trees are still what the delta is replayed onto.
     pub fn commit_delta(&mut self, delta: Vec<u8>) -> Result<(), TxnError> {
-        let flush = self.begin_commit_delta(delta)?;
+        let flush = self.begin_commit_delta(delta, None)?;
         self.finish(flush)
     }
 
-    /// `commit_delta` with its flush left running, as `begin_commit`.
-    pub fn begin_commit_delta(&mut self, delta: Vec<u8>) -> Result<FlushWait, TxnError> {
+    /// `commit_delta` with its flush left running, as `begin_commit`. With `chain` (format
+    /// version 12, `chain_allowed`), `delta` holds the changes since that record, which mount
+    /// replays first.
+    pub fn begin_commit_delta(&mut self, delta: Vec<u8>, chain: Option<ChainLink>) -> Result<FlushWait, TxnError> {
         if self.poisoned {
             return Err(self.worn_out.map_or(TxnError::Poisoned, TxnError::WornOut));
         }
@@ -1307,7 +1434,13 @@ impl<F: Flash> Volume<F> {
         if self.worn_out.is_some() {
             return Ok(FlushWait::done());
         }
-        assert!(delta.len() <= self.delta_bytes_max(), "delta of {} bytes passed to commit_delta", delta.len());
+        let link_bytes = if chain.is_some() { ChainLink::ENCODED_BYTES } else { 0 };
+        assert!(
+            link_bytes + delta.len() <= self.delta_bytes_max(),
+            "delta of {} bytes passed to commit_delta",
+            delta.len()
+        );
+        assert!(chain.is_none_or(|link| self.chain_allowed(link)), "chained to {chain:?}, which may not be extended");
         if let Some(address) = self.log.accounting_error() {
             self.poisoned = true;
             return Err(SegmentError::Accounting { address }.into());
@@ -1321,8 +1454,15 @@ impl<F: Flash> Volume<F> {
             self.committed.nvram_lag = 0;
             self.committed.next_inode = self.next_inode;
             self.committed.delta = delta;
+            self.committed.chain = chain;
             let flags = if self.may_have_orphans { FLAG_ORPHANS } else { 0 };
             self.write_metaroot(flags)?;
+            // The page the record took (after any area switch the write made).
+            self.last_delta_record = chain.is_none().then(|| ChainLink {
+                segment: self.area_segment(self.cursor.area_slot),
+                page: self.cursor.next_page - 1,
+                commit_counter: self.committed.commit_counter,
+            });
             let flush = self.log.device_mut().flash_mut().begin_flush()?;
             self.guard_paired_pages();
             Ok(flush)
@@ -1965,6 +2105,8 @@ impl From<TreeError<SegmentError>> for TxnError {
 
 struct FoundMetaroot {
     metaroot: Metaroot,
+    /// The payload of `metaroot`'s base when it is chained, else empty.
+    base_delta: Vec<u8>,
     area_slot: MetarootArea,
     page_index: u32,
     last_programmed_page: u32,
