@@ -1148,11 +1148,14 @@ impl<F: Flash> Volume<F> {
     }
 
     /// Whether this volume may write chained delta commits (format version 12 on): not on flash
-    /// whose programs may damage an earlier page (paired pages), where a torn later record
-    /// could take its base with it, and not with an NVRAM (whose records are increments).
+    /// whose programs may damage an earlier page (paired pages, as the flash reports them or
+    /// the configuration declares them; a guard turned off by `Some(0)` does not make a chip
+    /// SLC), where a torn later record could take its base with it, and not with an NVRAM
+    /// (whose records are increments).
     fn chaining_possible(&self) -> bool {
         self.superblock.format_version >= FORMAT_VERSION_CHAINED_DELTA
-            && self.paired_page_distance() == 0
+            && self.log.flash_paired_page_distance() == 0
+            && self.config.paired_page_distance.unwrap_or(0) == 0
             && self.nvram.is_none()
             && !self.config.read_only
     }
