@@ -62,6 +62,18 @@ fn create_until_chained(
     unreachable!()
 }
 
+/// An SLC volume with a directory `/d` of small fsync'd files whose newest record is chained
+/// to a base past page 1 (`create_until_chained`).
+fn chained_volume(seed: u64) -> (FileSystem<SimFlash>, SeededRng, BTreeMap<String, Vec<u8>>, ChainLink) {
+    let mut rng = SeededRng::new(seed);
+    let mut fs = slc(256, seed);
+    fs.mkdir(b"/d", 0o755).expect("mkdir");
+    fs.transact().expect("commit");
+    let mut files = BTreeMap::new();
+    let link = create_until_chained(&mut fs, &mut rng, &mut files);
+    (fs, rng, files, link)
+}
+
 fn check_files(fs: &mut FileSystem<SimFlash>, files: &BTreeMap<String, Vec<u8>>, context: &str) {
     for (path, data) in files {
         let read = read_file(fs, path).unwrap_or_else(|error| panic!("{context}: {path}: {error:?}"));
@@ -144,12 +156,7 @@ fn every_fsynced_file_survives_power_cuts_across_chained_records() {
 /// of 64-page blocks, the bound.
 #[test]
 fn a_mount_that_replays_a_chained_record_reads_its_base_once() {
-    let mut rng = SeededRng::new(0xC4A2);
-    let mut fs = slc(256, 0xC4A2);
-    fs.mkdir(b"/d", 0o755).expect("mkdir");
-    fs.transact().expect("commit");
-    let mut files = BTreeMap::new();
-    let link = create_until_chained(&mut fs, &mut rng, &mut files);
+    let (fs, _, files, link) = chained_volume(0xC4A2);
     let counter = fs.committed().commit_counter;
     let fs = FileSystem::mount(fs.into_flash_without_commit(), FsConfig::default()).expect("mount");
     let report = fs.mount_report();
@@ -168,13 +175,8 @@ fn a_mount_that_replays_a_chained_record_reads_its_base_once() {
 /// that holds every change, reports the lost commits, and the volume stays consistent.
 #[test]
 fn a_damaged_base_sends_mount_below_it_and_is_reported() {
-    let mut rng = SeededRng::new(0xC4A3);
-    let mut fs = slc(256, 0xC4A3);
-    fs.mkdir(b"/d", 0o755).expect("mkdir");
-    fs.transact().expect("commit");
-    let mut files = BTreeMap::new();
-    let link = create_until_chained(&mut fs, &mut rng, &mut files);
-    // Two more chained records, so the newest four candidates all need the base.
+    let (mut fs, mut rng, mut files, link) = chained_volume(0xC4A3);
+    // Three more chained records, so the newest four candidates all need the base.
     for _ in 0..3 {
         let index = files.len();
         let data = contents(&mut rng, 500);
