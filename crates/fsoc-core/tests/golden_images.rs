@@ -64,6 +64,35 @@ fn mount_image(path: &std::path::Path, config: FsConfig) -> Result<FileSystem<Si
     FileSystem::mount_with_nvram(SimFlash::open_image(path).expect("open image"), nvram, config)
 }
 
+fn read_only() -> FsConfig {
+    FsConfig { volume: VolumeConfig { read_only: true, ..VolumeConfig::default() }, ..FsConfig::default() }
+}
+
+/// Unpacks a golden image into a temporary directory (kept as long as the returned handle)
+/// and mounts it read-only, as it was written.
+fn mount_read_only(packed: &[u8], label: &str) -> (tempfile::TempDir, FileSystem<SimFlash<ImageStore>>) {
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let path = directory.path().join(format!("{label}.img"));
+    unpack_sparse(packed, &path);
+    let fs = mount_image(&path, read_only()).expect("read-only mount");
+    (directory, fs)
+}
+
+/// `check_golden_with_nvram` of an image whose changes after the full commit are one record
+/// in 4 KiB of MRAM (`--nvram`): that record's time on `/late/1969.txt` is what mount finds.
+fn check_golden_nvram_record(
+    packed: &[u8],
+    nvram: &[u8],
+    label: &str,
+    format_version: u32,
+) -> FileSystem<SimFlash<ImageStore>> {
+    let fs = check_golden_with_nvram(packed, Some(nvram), label, format_version);
+    assert_eq!(fs.nvram_info(), Some((4096, 2)), "{label}: 4 KiB of MRAM");
+    let old = fs.stat(b"/late/1969.txt").expect("stat").1;
+    assert_eq!(old.mtime_ns, -1_500_000_000, "{label}: from the NVRAM record");
+    fs
+}
+
 /// `check_golden` of a volume whose NVRAM holds `nvram` (its raw bytes), as `IMAGE.nvram`.
 fn check_golden_with_nvram(
     packed: &[u8],
@@ -77,9 +106,7 @@ fn check_golden_with_nvram(
     if let Some(bytes) = nvram {
         std::fs::write(fsoc_media::nvram::sidecar_path(&path), bytes).expect("write the NVRAM file");
     }
-    let read_only =
-        FsConfig { volume: VolumeConfig { read_only: true, ..VolumeConfig::default() }, ..FsConfig::default() };
-    let mut fs = mount_image(&path, read_only).expect("read-only mount");
+    let mut fs = mount_image(&path, read_only()).expect("read-only mount");
     assert!(!fs.mount_report().clean, "{label}: the generator did not unmount");
     assert_eq!(fs.superblock().format_version, format_version, "{label}");
     check_contents(&mut fs, &format!("{label}, read-only"));
@@ -184,10 +211,7 @@ fn golden_image_of_format_version_6_reads_back() {
 fn golden_image_of_format_version_6_with_nvram_reads_back() {
     let packed = include_bytes!("fixtures/golden-v6-nvram.sparse");
     let nvram = include_bytes!("fixtures/golden-v6-nvram.nvram");
-    let fs = check_golden_with_nvram(packed, Some(nvram), "golden-v6-nvram", 6);
-    assert_eq!(fs.nvram_info(), Some((4096, 2)), "4 KiB of MRAM");
-    let old = fs.stat(b"/late/1969.txt").expect("stat").1;
-    assert_eq!(old.mtime_ns, -1_500_000_000, "from the NVRAM record");
+    let fs = check_golden_nvram_record(packed, nvram, "golden-v6-nvram", 6);
     drop(fs);
     let directory = tempfile::tempdir().expect("temporary directory");
     let path = directory.path().join("without-nvram.img");
@@ -296,12 +320,7 @@ fn golden_image_of_format_version_11_with_a_compact_delta_reads_back() {
     use fsoc_core::fs::delta::DeltaLog;
     let packed = include_bytes!("fixtures/golden-v11.sparse");
     check_golden(packed, "golden-v11", 11);
-    let directory = tempfile::tempdir().expect("temporary directory");
-    let path = directory.path().join("golden-v11-payload.img");
-    unpack_sparse(packed, &path);
-    let read_only =
-        FsConfig { volume: VolumeConfig { read_only: true, ..VolumeConfig::default() }, ..FsConfig::default() };
-    let fs = mount_image(&path, read_only).expect("read-only mount");
+    let (_directory, fs) = mount_read_only(packed, "golden-v11-payload");
     let payload = fs.committed().delta.clone();
     let decoded = fsoc_core::fs::delta_compact::decode(&payload).expect("the payload is compact");
     assert!(DeltaLog::decode(&payload).is_err(), "a compact payload must not pass for a plain one");
@@ -329,23 +348,19 @@ fn golden_image_of_format_version_12_reads_back() {
 #[test]
 fn golden_image_of_format_version_12_with_a_chained_delta_reads_back() {
     let packed = include_bytes!("fixtures/golden-v12-chained.sparse");
-    let directory = tempfile::tempdir().expect("temporary directory");
-    let path = directory.path().join("golden-v12-chained.img");
-    unpack_sparse(packed, &path);
-    let read_only =
-        FsConfig { volume: VolumeConfig { read_only: true, ..VolumeConfig::default() }, ..FsConfig::default() };
-    let mut fs = mount_image(&path, read_only).expect("read-only mount");
+    let (directory, mut fs) = mount_read_only(packed, "golden-v12-chained-read-only");
     let link = fs.committed().chain.expect("the newest commit is chained");
     assert!(link.commit_counter < fs.committed().commit_counter, "{link:?}");
     let chained = names(&mut fs, "/late/chain");
     assert!(chained.len() >= 2, "{chained:?}");
     for (index, (name, _)) in chained.iter().enumerate() {
         assert_eq!(name, &format!("f{index:03}"));
+        // As examples/golden_image.rs `chained_file` writes it.
         let expected: Vec<u8> =
             (0..300u32).map(|offset| (offset.wrapping_mul(7) ^ (index as u32).wrapping_mul(13)) as u8).collect();
         assert_eq!(read_file(&mut fs, &format!("/late/chain/{name}")).expect("read"), expected, "{name}");
     }
-    drop(fs);
+    drop((fs, directory));
     check_golden(packed, "golden-v12-chained", 12);
 }
 
@@ -354,10 +369,7 @@ fn golden_image_of_format_version_12_with_a_chained_delta_reads_back() {
 fn golden_image_of_format_version_11_with_nvram_reads_back() {
     let packed = include_bytes!("fixtures/golden-v11-nvram.sparse");
     let nvram = include_bytes!("fixtures/golden-v11-nvram.nvram");
-    let fs = check_golden_with_nvram(packed, Some(nvram), "golden-v11-nvram", 11);
-    assert_eq!(fs.nvram_info(), Some((4096, 2)), "4 KiB of MRAM");
-    let old = fs.stat(b"/late/1969.txt").expect("stat").1;
-    assert_eq!(old.mtime_ns, -1_500_000_000, "from the NVRAM record");
+    check_golden_nvram_record(packed, nvram, "golden-v11-nvram", 11);
 }
 
 /// Format version 8 with mirror-meta on three chips: it reads back whole, and with any one chip

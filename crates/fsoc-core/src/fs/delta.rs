@@ -29,6 +29,8 @@ const SEGMENT_ENTRY_BYTES: usize = 12;
 
 /// The final state of one key: `Some(value)` after a put, `None` after a remove.
 type Entries = BTreeMap<(u8, Vec<u8>), Option<Vec<u8>>>;
+/// A (tree id, key) and its final state, borrowed from `Entries`.
+type EntryRef<'a> = (&'a (u8, Vec<u8>), &'a Option<Vec<u8>>);
 
 #[derive(Clone, Debug, Default)]
 pub struct DeltaLog {
@@ -251,10 +253,7 @@ impl DeltaLog {
         if self.overflowed || self.chain.is_none() {
             return None;
         }
-        // Every chain key is in `entries` (both are filled by `record`, emptied together).
-        let entries: Vec<_> =
-            self.chain_keys.iter().filter_map(|key| self.entries.get(key).map(|value| (key, value))).collect();
-        assert_eq!(entries.len(), self.chain_keys.len(), "a chain key is missing from the delta");
+        let entries = self.entries_of(&self.chain_keys);
         let payload = Self::encode_entries(true, entries.iter().copied(), entries.len(), &self.chain_segments);
         (payload.len() <= bytes && self.decodable(&payload, entries.iter().copied())).then_some(payload)
     }
@@ -282,10 +281,7 @@ impl DeltaLog {
         if self.overflowed {
             return None;
         }
-        // Every increment key is in `entries` (both are filled by `record`, emptied together).
-        let entries: Vec<_> =
-            self.increment_keys.iter().filter_map(|key| self.entries.get(key).map(|value| (key, value))).collect();
-        assert_eq!(entries.len(), self.increment_keys.len(), "an increment key is missing from the delta");
+        let entries = self.entries_of(&self.increment_keys);
         // NVRAM records keep the plain encoding (docs/FORMAT.md, "NVRAM log"), whose size is
         // known before encoding.
         let size = HEADER_BYTES
@@ -293,6 +289,15 @@ impl DeltaLog {
             + self.increment_segments.len() * SEGMENT_ENTRY_BYTES;
         (size <= bytes)
             .then(|| Self::encode_entries(false, entries.iter().copied(), entries.len(), &self.increment_segments))
+    }
+
+    /// The final values of `keys` (the increment's or the chain's), in key order.
+    // Invariant: every such key is in `entries` (`record` fills both, `check_capacity` and
+    // `clear` empty them together).
+    fn entries_of<'a>(&'a self, keys: &'a BTreeSet<(u8, Vec<u8>)>) -> Vec<EntryRef<'a>> {
+        let entries: Vec<_> = keys.iter().filter_map(|key| self.entries.get(key).map(|value| (key, value))).collect();
+        assert_eq!(entries.len(), keys.len(), "a key changed since a transaction point is missing from the delta");
+        entries
     }
 
     /// The cumulative payload (at most the capacity with the plain encoding).
@@ -307,11 +312,7 @@ impl DeltaLog {
 
     /// Whether a compact payload stays within the decoder's bound on what it may expand to
     /// (always true for the plain encoding, which stores every byte).
-    fn decodable<'a>(
-        &self,
-        payload: &[u8],
-        entries: impl Iterator<Item = (&'a (u8, Vec<u8>), &'a Option<Vec<u8>>)>,
-    ) -> bool {
+    fn decodable<'a>(&self, payload: &[u8], entries: impl Iterator<Item = EntryRef<'a>>) -> bool {
         !self.compact
             || delta_compact::decoded_bytes(entries.map(|((_, key), value)| (key.as_slice(), value.as_deref())))
                 <= payload
@@ -322,7 +323,7 @@ impl DeltaLog {
 
     fn encode_entries<'a>(
         compact: bool,
-        entries: impl Iterator<Item = (&'a (u8, Vec<u8>), &'a Option<Vec<u8>>)>,
+        entries: impl Iterator<Item = EntryRef<'a>>,
         entry_count: usize,
         segments: &BTreeMap<u32, (u32, u32)>,
     ) -> Vec<u8> {

@@ -232,16 +232,25 @@ impl<F: Flash> FileSystem<F> {
             return self.begin_commit();
         }
         let room = self.volume.delta_bytes_max();
-        let (payload, chain) = match self.delta.encode_within(room) {
-            Some(payload) => {
-                // Every change since the full commit fits: a record no other needs.
+        // A chain under way goes on (the changes since the full commit, past a page when it
+        // started, are not encoded again at every fsync); else every change since the full
+        // commit in one record ends any chain; else a chain starts; else a full commit.
+        let chain_under_way = self.delta.chain().is_some();
+        let mut record = None;
+        if chain_under_way {
+            record = self.chained_payload(room).map(|(payload, link)| (payload, Some(link)));
+        }
+        if record.is_none() {
+            record = self.delta.encode_within(room).map(|payload| (payload, None));
+            if record.is_some() {
                 self.delta.end_chain();
-                (payload, None)
             }
-            None => match self.chained_payload(room) {
-                Some((payload, link)) => (payload, Some(link)),
-                None => return self.begin_commit(),
-            },
+        }
+        if record.is_none() && !chain_under_way {
+            record = self.chained_payload(room).map(|(payload, link)| (payload, Some(link)));
+        }
+        let Some((payload, chain)) = record else {
+            return self.begin_commit();
         };
         if self.volume.is_poisoned() {
             return Err(FsError::Io(TxnError::Poisoned));
