@@ -148,6 +148,8 @@ fn main() {
     // Format version 5 on: times before 1970, and a sparse file whose one mapped page (not
     // its size) is what st_blocks counts.
     write_file(&mut fs, "/late/1969.txt", b"before the epoch\n");
+    // Format version 13 on: one data page and a short page of 52 bytes (in the tree).
+    write_file(&mut fs, "/late/tail.bin", &pattern()[..2100]);
     fs.utimens(b"/late/1969.txt", -86_400_000_000_000, -1_500_000_000).expect("utimens");
     let flags = OpenFlags { write: true, create: true, ..OpenFlags::default() };
     let fd = fs.open(b"/late/sparse.bin", flags, 0o644).expect("open");

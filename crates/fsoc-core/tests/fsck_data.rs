@@ -41,7 +41,8 @@ fn the_data_pass_reads_every_data_page_and_names_the_unreadable_ones() {
 
     let clean = fs.fsck_data(&mut |_| {}).expect("data pass");
     assert!(clean.is_clean(), "{clean:?}");
-    assert_eq!(clean.pages, 3 + 6, "every data page of both files");
+    // The other file's last 100 bytes are a short page (in the tree, format version 13).
+    assert_eq!(clean.pages, 3 + 5, "every data page of both files");
     assert_eq!(clean.corrected_pages, 0);
 
     let pages = pattern_pages(fs.flash());

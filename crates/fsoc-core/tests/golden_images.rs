@@ -119,6 +119,9 @@ fn check_golden_with_nvram(
     // A file in extents too, so their records are written in this volume's version (fsck
     // refuses data checksums on a volume older than version 3, and their absence on one of 3).
     write_file(&mut fs, "/late/pages.bin", &pattern()[..9000]).expect("write pages");
+    // A last page of 52 bytes: a short page from version 13 on, a data page before (fsck
+    // refuses a short page on an older volume).
+    write_file(&mut fs, "/late/tail.bin", &pattern()[..2100]).expect("write a short tail");
     assert_clean(&mut fs, &format!("{label}, after a write"));
     fs.unmount().expect("unmount");
     let mut fs = mount_image(&path, FsConfig::default()).expect("remount");
@@ -126,6 +129,11 @@ fn check_golden_with_nvram(
     check_contents(&mut fs, &format!("{label}, remounted"));
     assert_eq!(read_file(&mut fs, "/late/new.txt").expect("new file"), b"written by this build");
     assert_eq!(read_file(&mut fs, "/late/pages.bin").expect("new file in pages"), pattern()[..9000]);
+    assert_eq!(read_file(&mut fs, "/late/tail.bin").expect("new file with a tail"), pattern()[..2100]);
+    let tail_pages = fs.stat(b"/late/tail.bin").expect("stat").1.pages;
+    if format_version >= 5 {
+        assert_eq!(tail_pages, if format_version >= 13 { 1 } else { 2 }, "{label}: data pages of /late/tail.bin");
+    }
     assert_clean(&mut fs, &format!("{label}, remounted"));
     assert_eq!(fs.superblock().format_version, format_version, "{label}: the version changed");
     assert_eq!(fs.committed().shape.format_version, format_version, "{label}: metaroots of another version");
@@ -362,6 +370,23 @@ fn golden_image_of_format_version_12_with_a_chained_delta_reads_back() {
     }
     drop((fs, directory));
     check_golden(packed, "golden-v12-chained", 12);
+}
+
+/// Format version 13: short pages. `/late/tail.bin` (2,100 bytes) is one data page and 52
+/// bytes in the tree, and `/late/huge.bin`'s page at 12 TiB (18 bytes) is all in the tree.
+#[test]
+fn golden_image_of_format_version_13_reads_back() {
+    let packed = include_bytes!("fixtures/golden-v13.sparse");
+    let (directory, mut fs) = mount_read_only(packed, "golden-v13-read-only");
+    assert_eq!(read_file(&mut fs, "/late/tail.bin").expect("read"), pattern()[..2100]);
+    assert_eq!(fs.stat(b"/late/tail.bin").expect("stat").1.pages, 1, "the last 52 bytes are a short page");
+    // Its page at 12 TiB holds 18 bytes from the page's start: a short page. (Its last page
+    // ends in 24 bytes at the page's end: a data page.)
+    let (huge, record) = fs.stat(b"/late/huge.bin").expect("stat");
+    assert_eq!(record.pages, 1, "one data page and one short page");
+    assert_eq!(fs.read(huge, 12 << 40, 18).expect("read"), b"one page at 12 TiB");
+    drop((fs, directory));
+    check_golden(packed, "golden-v13", 13);
 }
 
 /// Format version 11 with NVRAM: the records after the full commit keep the plain encoding.

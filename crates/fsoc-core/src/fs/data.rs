@@ -97,7 +97,13 @@ impl<F: Flash> FileSystem<F> {
             },
             xattrs: self.has_xattrs(),
             wide_inodes: self.has_wide_inodes(),
+            short_pages: self.has_short_pages(),
         }
+    }
+
+    /// Whether this volume may keep short pages (format version 13 on).
+    pub(crate) fn has_short_pages(&self) -> bool {
+        self.volume.superblock.format_version >= crate::txn::superblock::FORMAT_VERSION_SHORT_PAGES
     }
 
     /// Whether inode records are 80 bytes wide (format version 5 on): signed times, birth
@@ -226,6 +232,103 @@ impl<F: Flash> FileSystem<F> {
         let mut bytes = self.tree_get(TreeId::Allocation, &key)?.unwrap_or_default();
         bytes.resize(usize_from_u64(size), 0);
         Ok(bytes)
+    }
+
+    /// The short page at file page `page` of `inode`, a file that is not inline (format
+    /// version 13 on; docs/FORMAT.md, "Tree records"): the page's first bytes, the rest of the
+    /// page reading as zeros.
+    fn short_page(&self, inode: u64, page: u64) -> Result<Option<Vec<u8>>, FsError> {
+        if !self.has_short_pages() {
+            return Ok(None);
+        }
+        let bytes = self.tree_get(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, page))?;
+        match bytes {
+            Some(bytes) if bytes.is_empty() || bytes.len() > self.inline_bytes_max() => {
+                Err(FsError::CorruptFile { inode, reason: "short page of a wrong length" })
+            }
+            bytes => Ok(bytes),
+        }
+    }
+
+    /// The short pages of `inode` (not inline) among file pages [first, end), in order, at
+    /// most `count_max` (at least one) of them; each at most an entry's bytes, so the result
+    /// is bounded by the count.
+    pub(crate) fn short_pages_in(
+        &self,
+        inode: u64,
+        first: u64,
+        end: u64,
+        count_max: usize,
+    ) -> Result<Vec<(u64, Vec<u8>)>, FsError> {
+        let mut pages: Vec<(u64, Vec<u8>)> = Vec::new();
+        if !self.has_short_pages() || first >= end {
+            return Ok(pages);
+        }
+        let inline_bytes_max = self.inline_bytes_max();
+        let mut wrong_length = false;
+        let start = allocation_key(inode, RecordKind::Inline, first);
+        self.tree_scan(TreeId::Allocation, &start, true, &mut |key, value| match parse_allocation_key(key) {
+            Some((found_inode, kind, page))
+                if found_inode == inode
+                    && kind == RecordKind::Inline as u8
+                    && page < end
+                    && pages.len() < count_max.max(1) =>
+            {
+                if value.is_empty() || value.len() > inline_bytes_max {
+                    wrong_length = true;
+                    return false;
+                }
+                pages.push((page, value.to_vec()));
+                true
+            }
+            _ => false,
+        })?;
+        if wrong_length {
+            return Err(FsError::CorruptFile { inode, reason: "short page of a wrong length" });
+        }
+        Ok(pages)
+    }
+
+    /// Copies the short pages of `inode` that bytes [offset, offset + out.len()) cut into
+    /// `out` (read as a hole before: they have no extent), `io_batch_pages` at a time.
+    fn overlay_short_pages(&self, inode: u64, offset: u64, out: &mut [u8]) -> Result<(), FsError> {
+        let page_size = self.page_size();
+        let end = offset + out.len() as u64;
+        let batch = self.config.io_batch_pages.max(1);
+        let mut cursor = offset / page_size;
+        let end_page = end.div_ceil(page_size);
+        while cursor < end_page {
+            let pages = self.short_pages_in(inode, cursor, end_page, batch)?;
+            let Some(&(last, _)) = pages.last() else { break };
+            for (page, bytes) in pages {
+                let page_start = page * page_size;
+                let (from, to) = (offset.max(page_start), end.min(page_start + bytes.len() as u64));
+                if from < to {
+                    let source =
+                        byte_range(&bytes, from - page_start, to - page_start).ok_or_else(|| range_error(inode))?;
+                    byte_range_mut(out, from - offset, to - offset)
+                        .ok_or_else(|| range_error(inode))?
+                        .copy_from_slice(source);
+                }
+            }
+            cursor = last + 1;
+        }
+        Ok(())
+    }
+
+    /// Removes the short pages of `inode` among file pages [first, end).
+    fn remove_short_pages(&mut self, inode: u64, first: u64, end: u64) -> Result<(), FsError> {
+        let batch = self.config.io_batch_pages.max(1);
+        let mut cursor = first;
+        while cursor < end {
+            let pages = self.short_pages_in(inode, cursor, end, batch)?;
+            let Some(&(last, _)) = pages.last() else { break };
+            for (page, _) in pages {
+                self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, page))?;
+            }
+            cursor = last + 1;
+        }
+        Ok(())
     }
 
     /// Reads up to `length` bytes at `offset` into a new vector; short at end of file; holes
@@ -370,6 +473,8 @@ impl<F: Flash> FileSystem<F> {
         }
         // A hole at the end reads as zeros.
         rest.fill(0);
+        let out = buffer.get_mut(..read_bytes).ok_or_else(|| range_error(inode))?;
+        self.overlay_short_pages(inode, offset, out)?;
         Ok(read_bytes)
     }
 
@@ -380,6 +485,8 @@ impl<F: Flash> FileSystem<F> {
         if let Some(extent) = self.extent_at(inode, page)? {
             self.volume.log.read(extent.address_of(page), &mut buffer)?;
             self.verify_page(inode, extent.address_of(page), &mut buffer, extent.checksum_of(page))?;
+        } else if let Some(bytes) = self.short_page(inode, page)? {
+            buffer.get_mut(..bytes.len()).ok_or_else(|| range_error(inode))?.copy_from_slice(&bytes);
         }
         Ok(buffer)
     }
@@ -576,11 +683,13 @@ impl<F: Flash> FileSystem<F> {
         }
         let pages_max = self.record_limits().extent_pages_max;
         let batch = self.config.io_batch_pages.max(1) as u64;
+        let short_page = self.short_page_for(offset, data.len(), old_size);
         let mut change = PageChange::default();
         let mut chunk_first = first_page;
         while chunk_first < end_page {
             let chunk_end = (chunk_first + batch).min(end_page);
             let mut runs: Vec<Extent> = Vec::new();
+            let mut short: Option<(u64, Vec<u8>)> = None;
             for page in chunk_first..chunk_end {
                 let page_start = page * page_size;
                 let copy_start = page_start.max(offset);
@@ -600,6 +709,12 @@ impl<F: Flash> FileSystem<F> {
                         .copy_from_slice(source);
                     Cow::Owned(content)
                 };
+                if let Some((short_index, stored_bytes)) = short_page.filter(|(index, _)| *index == page) {
+                    // The file's last page, and its bytes fit a tree entry: kept in the tree.
+                    let bytes = content.get(..stored_bytes).ok_or_else(|| range_error(inode))?;
+                    short = Some((short_index, bytes.to_vec()));
+                    continue;
+                }
                 let checksum = self.checksum_for(&content);
                 let address = self.volume.log.append(&content, PageTag::Data { inode, page_index: page })?;
                 self.delta.data_page_allocated(self.volume.layout().segment_of(address));
@@ -614,9 +729,34 @@ impl<F: Flash> FileSystem<F> {
             for run in runs {
                 self.insert_extent(inode, run)?;
             }
+            if let Some((page, bytes)) = short {
+                self.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, page), &bytes)?;
+                self.stats.short_pages_kept += 1;
+            }
             chunk_first = chunk_end;
         }
         Ok(change)
+    }
+
+    /// The page a write of `length` bytes at `offset` to a file of `old_size` bytes keeps as
+    /// a short page (format version 13 on), with the bytes it stores: the file's last page
+    /// after the write, when the write does not cover it whole and the file's bytes in it fit
+    /// a tree entry. Such a page costs no program now; its bytes are written with the tree's
+    /// nodes at the next full commit (docs/DESIGN.md, "Short pages"). Not on a volume with an
+    /// NVRAM, whose small writes wait in the NVRAM log as pending pages instead.
+    fn short_page_for(&self, offset: u64, length: usize, old_size: u64) -> Option<(u64, usize)> {
+        if !self.has_short_pages() || self.volume.has_nvram() || length == 0 {
+            return None;
+        }
+        let page_size = self.page_size();
+        let end = offset + length as u64;
+        let new_size = old_size.max(end);
+        let last_page = (new_size - 1) / page_size;
+        let page_start = last_page * page_size;
+        let stored_bytes = new_size - page_start;
+        // Below a page, so the write cannot cover the page whole.
+        (end > page_start && stored_bytes <= self.inline_bytes_max() as u64)
+            .then(|| (last_page, usize_from_u64(stored_bytes)))
     }
 
     /// Inserts an extent, merging it with the one just before when they are contiguous on
@@ -665,11 +805,12 @@ impl<F: Flash> FileSystem<F> {
         Ok(())
     }
 
-    /// Unmaps file pages [first, end), releasing their flash pages. Takes `io_batch_pages`
-    /// extents at a time, so a delete or truncate of a file in many extents holds one batch of
-    /// them, not the whole file's.
-    /// Returns how many pages were unmapped.
+    /// Unmaps file pages [first, end), releasing their flash pages, and removes the short pages
+    /// among them. Takes `io_batch_pages` extents at a time, so a delete or truncate of a file
+    /// in many extents holds one batch of them, not the whole file's. Not for an inline file.
+    /// Returns how many data pages were unmapped (short pages are not counted).
     pub(crate) fn punch(&mut self, inode: u64, first: u64, end: u64) -> Result<u64, FsError> {
+        self.remove_short_pages(inode, first, end)?;
         let batch = self.config.io_batch_pages.max(1);
         let mut unmapped = 0;
         let mut cursor = first;
@@ -780,17 +921,40 @@ impl<F: Flash> FileSystem<F> {
                 } else {
                     None
                 };
+                let cut_short = if tail != 0 { fs.short_page(inode, last_page)? } else { None };
                 record.pages = record.pages.saturating_sub(fs.punch(inode, keep_pages, u64::MAX)?);
-                if let Some(mut content) = cut_page {
-                    // Zero the rest of the last page so a later extension reads zeros there.
-                    // `tail` is below the page size.
-                    content.iter_mut().skip(usize_from_u64(tail)).for_each(|byte| *byte = 0);
-                    let checksum = fs.checksum_for(&content);
-                    let address = fs.volume.log.append(&content, PageTag::Data { inode, page_index: last_page })?;
-                    fs.delta.data_page_allocated(fs.volume.layout().segment_of(address));
-                    // The rewritten page replaces the one it cuts: the count stays.
-                    fs.punch(inode, last_page, last_page + 1)?;
-                    fs.insert_extent(inode, Extent::single(last_page, address, checksum))?;
+                if let Some(mut bytes) = cut_short {
+                    // A short page the new size cuts keeps only its bytes below the size.
+                    bytes.truncate(usize_from_u64(tail));
+                    fs.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, last_page), &bytes)?;
+                }
+                // (`tail` is below a page here when `cut_page` is some.)
+                let short_fits = fs.short_page_for(size - tail, usize_from_u64(tail), size).is_some();
+                match cut_page {
+                    Some(mut content) if short_fits => {
+                        // The cut page's bytes below the size fit a tree entry: a short page
+                        // replaces it, and no page is programmed.
+                        content.truncate(usize_from_u64(tail));
+                        record.pages = record.pages.saturating_sub(fs.punch(inode, last_page, last_page + 1)?);
+                        fs.tree_insert(
+                            TreeId::Allocation,
+                            &allocation_key(inode, RecordKind::Inline, last_page),
+                            &content,
+                        )?;
+                        fs.stats.short_pages_kept += 1;
+                    }
+                    Some(mut content) => {
+                        // Zero the rest of the last page so a later extension reads zeros there.
+                        // `tail` is below the page size.
+                        content.iter_mut().skip(usize_from_u64(tail)).for_each(|byte| *byte = 0);
+                        let checksum = fs.checksum_for(&content);
+                        let address = fs.volume.log.append(&content, PageTag::Data { inode, page_index: last_page })?;
+                        fs.delta.data_page_allocated(fs.volume.layout().segment_of(address));
+                        // The rewritten page replaces the one it cuts: the count stays.
+                        fs.punch(inode, last_page, last_page + 1)?;
+                        fs.insert_extent(inode, Extent::single(last_page, address, checksum))?;
+                    }
+                    None => {}
                 }
             }
             record.mtime_ns = fs.now_ns;

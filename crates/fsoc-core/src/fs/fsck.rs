@@ -405,6 +405,8 @@ struct CurrentInode {
     extent_end: u64,
     /// Pages the inode's extents map (checked against the record's count, version 5 on).
     mapped_pages: u64,
+    /// The file pages of its short pages, in order (they precede its extents in key order).
+    short_pages: Vec<u64>,
     xattrs: XattrAssembly<'static>,
 }
 
@@ -455,6 +457,28 @@ impl AllocationWalk {
             return;
         };
         match kind {
+            k if k == RecordKind::Inline as u8
+                && current.record.kind == FileKind::File
+                && !current.record.is_inline() =>
+            {
+                // A short page (format version 13 on): the first bytes of file page `offset`.
+                let page_start = offset.saturating_mul(self.limits.page_size_bytes);
+                if !self.limits.short_pages {
+                    violations.push(format!(
+                        "inode {inode}: a short page (page {offset}) on a volume older than format version 13"
+                    ));
+                } else if value.is_empty() || value.len() as u64 > self.limits.inline_bytes_max {
+                    violations.push(format!("inode {inode}: short page {offset} of {} bytes", value.len()));
+                } else if page_start.saturating_add(value.len() as u64) > current.record.size {
+                    violations.push(format!(
+                        "inode {inode}: short page {offset} of {} bytes past size {}",
+                        value.len(),
+                        current.record.size
+                    ));
+                }
+                // Keys come in order: the short pages before every extent of the inode.
+                current.short_pages.push(offset);
+            }
             k if k == RecordKind::Inline as u8 => {
                 if current.record.kind != FileKind::File || !current.record.is_inline() || offset != 0 {
                     violations.push(format!("inode {inode}: inline data at offset {offset} on a non-inline inode"));
@@ -481,6 +505,10 @@ impl AllocationWalk {
                 }
                 if current.extent_end > extent.first_page {
                     violations.push(format!("inode {inode}: overlapping extents at page {}", extent.first_page));
+                }
+                let shadowed = current.short_pages.partition_point(|page| *page < extent.first_page);
+                if current.short_pages.get(shadowed).is_some_and(|page| *page < extent.end_page()) {
+                    violations.push(format!("inode {inode}: {} maps a short page", describe_extent(&extent)));
                 }
                 current.extent_end = current.extent_end.max(extent.end_page());
                 // The whole run must lie in the log before it is counted: a corrupt page count
@@ -555,6 +583,7 @@ impl AllocationWalk {
             symlink_chunks: 0,
             extent_end: 0,
             mapped_pages: 0,
+            short_pages: Vec::new(),
             xattrs: XattrAssembly::new(Keep::Names),
         });
     }

@@ -82,9 +82,10 @@ impl<F: Flash> FileSystem<F> {
     pub(super) fn delete_inode(&mut self, inode: u64, record: &InodeRecord) -> Result<(), FsError> {
         if record.kind == FileKind::File {
             self.drop_pending(inode);
-            self.punch(inode, 0, u64::MAX)?;
             if record.is_inline() {
                 self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, 0))?;
+            } else {
+                self.punch(inode, 0, u64::MAX)?;
             }
         }
         if record.kind == FileKind::Symlink {

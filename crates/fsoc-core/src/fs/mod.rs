@@ -166,6 +166,9 @@ pub struct FsStats {
     pub nvram_destages: u64,
     /// Small writes that rode in the NVRAM log (`fs::pending`) instead of programming a page.
     pub small_writes_in_log: u64,
+    /// File pages kept as short pages in the allocation tree instead of programmed (format
+    /// version 13 on: a file's last page whose bytes fit a tree entry).
+    pub short_pages_kept: u64,
     pub cleaner_runs: u64,
     pub pages_relocated: u64,
     /// Segments refreshed (their data moved because reads came near the ECC's limit).

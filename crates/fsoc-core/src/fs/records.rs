@@ -432,6 +432,8 @@ pub struct RecordLimits {
     pub xattrs: bool,
     /// Whether inode records are 80 bytes wide (format version 5 on).
     pub wide_inodes: bool,
+    /// Whether files that are not inline may keep pages as short pages (format version 13 on).
+    pub short_pages: bool,
 }
 
 impl RecordLimits {

@@ -1,7 +1,7 @@
 //! Holes: lseek's SEEK_DATA and SEEK_HOLE, and fallocate's hole punching, with Linux's
-//! semantics. A file page without an extent is a hole (docs/FORMAT.md); an inline file is all
-//! data. Offsets are found from the extents alone (at most one tree search per extent met),
-//! never by reading file contents.
+//! semantics. A file page without an extent or a short page is a hole (docs/FORMAT.md); an
+//! inline file is all data. Offsets are found from the records alone (a tree search or two
+//! per extent met), never by reading file contents.
 
 use alloc::vec;
 
@@ -36,7 +36,10 @@ impl<F: Flash> FileSystem<F> {
         let mapped = self.extents_in_at_most(inode, offset / page_size, u64::MAX, 1)?.into_iter().next();
         // A pending page (a small write in the NVRAM log) is data too.
         let pending = self.pending_pages_in(inode, offset / page_size, u64::MAX).next().map(|(page, _)| page);
-        let Some(first_page) = [mapped.map(|extent| extent.first_page), pending].into_iter().flatten().min() else {
+        // So is a short page (kept in the tree).
+        let short = self.short_pages_in(inode, offset / page_size, u64::MAX, 1)?.first().map(|(page, _)| *page);
+        let Some(first_page) = [mapped.map(|extent| extent.first_page), pending, short].into_iter().flatten().min()
+        else {
             return Err(FsError::NoSuchOffset);
         };
         let data = offset.max(first_page.saturating_mul(page_size));
@@ -63,6 +66,7 @@ impl<F: Flash> FileSystem<F> {
             match self.extent_at(inode, page)? {
                 Some(extent) => page = extent.end_page(),
                 None if self.pending.contains_key(&(inode, page)) => page += 1,
+                None if !self.short_pages_in(inode, page, page + 1, 1)?.is_empty() => page += 1,
                 None => break,
             }
         }
@@ -137,6 +141,8 @@ impl<F: Flash> FileSystem<F> {
                 }
             }
         }
+        // A mount reads the segment table at its first need (never mount itself).
+        self.volume.ensure_table_loaded()?;
         let (capacity, used) = self.capacity_pages();
         if used.saturating_add(unmapped) > capacity {
             return Err(FsError::NoSpace);

@@ -31,8 +31,10 @@ pub const SUPERBLOCK_MAGIC: u64 = u64::from_le_bytes(*b"FSOCVOL\0");
 /// predicts each record from the previous one of its kind (a durable file create takes about
 /// 40 bytes of a metaroot page instead of 170). Version 12: a delta commit whose changes no
 /// longer fit one page may extend the previous delta commit (a chained record), on flash
-/// without paired pages, so twice the changes wait between full commits.
-pub const FORMAT_VERSION: u32 = 12;
+/// without paired pages, so twice the changes wait between full commits. Version 13: short
+/// pages, a file page whose bytes fit a tree entry kept in the allocation tree instead of a
+/// data page of its own (a small file's last, partial page costs no program).
+pub const FORMAT_VERSION: u32 = 13;
 /// The first format version with redundancy across chips.
 pub const FORMAT_VERSION_REDUNDANCY: u32 = 7;
 /// The first format version with mirror-meta (a version-7 superblock naming it is refused).
@@ -45,6 +47,9 @@ pub const FORMAT_VERSION_LARGE_FILES: u32 = 10;
 pub const FORMAT_VERSION_COMPACT_DELTA: u32 = 11;
 /// Delta commits chained to an earlier record (docs/FORMAT.md, "Chained delta commits").
 pub const FORMAT_VERSION_CHAINED_DELTA: u32 = 12;
+/// Short pages: inline records at any page of a file that is not inline (docs/FORMAT.md,
+/// "Tree records").
+pub const FORMAT_VERSION_SHORT_PAGES: u32 = 13;
 /// The first format version that may keep commits in NVRAM.
 pub const FORMAT_VERSION_NVRAM: u32 = 6;
 /// The oldest format version this build reads (and keeps writing in that version's format).
