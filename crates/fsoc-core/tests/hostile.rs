@@ -272,6 +272,25 @@ fn s3_extent_address_outside_the_volume_is_an_error_for_that_file_only() {
     assert!(report.violations.iter().any(|violation| violation.contains("outside the log")), "{:?}", report.violations);
 }
 
+/// A short page (format version 13) of a wrong length (empty: a longer one than a tree entry
+/// holds cannot be in a node that decodes) past the file's end: fsck names it, and an unlink of the file is refused with EIO before it
+/// changes anything (the removal checks the file's records first), so the volume stays
+/// writable instead of being poisoned halfway through the removal.
+#[test]
+fn a_short_page_of_a_wrong_length_fails_the_unlink_before_it_changes_anything() {
+    let (mut fs, files) = volume();
+    let key = allocation_key(files.extent_file, RecordKind::Inline, 30);
+    put_raw(&mut fs, Tree::Allocation, &key, Some(&[]));
+    let mut fs = seal(fs);
+    let error = fs.unlink(b"/big").expect_err("the unlink meets the corrupt short page");
+    assert_eq!(error.errno(), 5, "EIO: {error:?}");
+    assert!(fs.stat(b"/big").is_ok(), "the refused unlink left /big in place");
+    assert_contained(&mut fs, "empty short page");
+    let report = fs.fsck(false).expect("fsck");
+    assert!(report.violations.iter().any(|violation| violation.contains("short page 30")), "{:?}", report.violations);
+    survive_checking(&mut fs, true, "empty short page");
+}
+
 /// An extent inside the log that points at a segment counting no valid page (a free one): the
 /// page cannot be released. The unlink that would release it fails at once with EIO, the error
 /// coming back through the call (not through a field read at the next commit); nothing is

@@ -316,19 +316,21 @@ impl<F: Flash> FileSystem<F> {
         Ok(())
     }
 
-    /// Removes the short pages of `inode` among file pages [first, end).
-    fn remove_short_pages(&mut self, inode: u64, first: u64, end: u64) -> Result<(), FsError> {
+    /// Removes the short pages of `inode` among file pages [first, end); returns how many.
+    fn remove_short_pages(&mut self, inode: u64, first: u64, end: u64) -> Result<u64, FsError> {
         let batch = self.config.io_batch_pages.max(1);
+        let mut removed = 0;
         let mut cursor = first;
         while cursor < end {
             let pages = self.short_pages_in(inode, cursor, end, batch)?;
             let Some(&(last, _)) = pages.last() else { break };
             for (page, _) in pages {
                 self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, page))?;
+                removed += 1;
             }
             cursor = last + 1;
         }
-        Ok(())
+        Ok(removed)
     }
 
     /// Reads up to `length` bytes at `offset` into a new vector; short at end of file; holes
@@ -732,6 +734,7 @@ impl<F: Flash> FileSystem<F> {
             if let Some((page, bytes)) = short {
                 self.tree_insert(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, page), &bytes)?;
                 self.stats.short_pages_kept += 1;
+                change.mapped += 1;
             }
             chunk_first = chunk_end;
         }
@@ -787,9 +790,21 @@ impl<F: Flash> FileSystem<F> {
         Ok(())
     }
 
-    /// Reads every extent record of `inode` and checks it (`checked_extent`), without keeping
-    /// them: one at a time, so memory does not follow the file's size.
+    /// Reads every short page and extent record of `inode` and checks them (`short_pages_in`,
+    /// `checked_extent`), without keeping them: a batch or one at a time, so memory does not
+    /// follow the file's size. A removal calls it first, so a corrupt record fails the call
+    /// before anything changes.
     pub(crate) fn check_extents(&mut self, inode: u64) -> Result<(), FsError> {
+        // Short pages first (their lengths: `short_pages_in` refuses a wrong one), a batch at a
+        // time.
+        let batch = self.config.io_batch_pages.max(1);
+        let mut cursor = 0;
+        while let Some(&(last, _)) = self.short_pages_in(inode, cursor, u64::MAX, batch)?.last() {
+            cursor = last.saturating_add(1);
+            if last == u64::MAX {
+                break;
+            }
+        }
         let mut key = allocation_key(inode, RecordKind::Extent, 0);
         let mut next = self.tree_first_at_or_after(TreeId::Allocation, &key)?;
         while let Some((found, value)) = next {
@@ -807,10 +822,16 @@ impl<F: Flash> FileSystem<F> {
 
     /// Unmaps file pages [first, end), releasing their flash pages, and removes the short pages
     /// among them. Takes `io_batch_pages` extents at a time, so a delete or truncate of a file
-    /// in many extents holds one batch of them, not the whole file's. Not for an inline file.
-    /// Returns how many data pages were unmapped (short pages are not counted).
+    /// in many extents holds one batch of them, not the whole file's. Not for an inline file
+    /// (whose whole-file record is an inline record at page 0: `unmap_extents`).
+    /// Returns how many pages were unmapped, short pages included (`InodeRecord::pages`).
     pub(crate) fn punch(&mut self, inode: u64, first: u64, end: u64) -> Result<u64, FsError> {
-        self.remove_short_pages(inode, first, end)?;
+        let short = self.remove_short_pages(inode, first, end)?;
+        Ok(short + self.unmap_extents(inode, first, end)?)
+    }
+
+    /// `punch` of the extents alone: their pages among [first, end) released.
+    pub(crate) fn unmap_extents(&mut self, inode: u64, first: u64, end: u64) -> Result<u64, FsError> {
         let batch = self.config.io_batch_pages.max(1);
         let mut unmapped = 0;
         let mut cursor = first;
@@ -942,6 +963,7 @@ impl<F: Flash> FileSystem<F> {
                             &content,
                         )?;
                         fs.stats.short_pages_kept += 1;
+                        record.pages = record.pages.saturating_add(1);
                     }
                     Some(mut content) => {
                         // Zero the rest of the last page so a later extension reads zeros there.

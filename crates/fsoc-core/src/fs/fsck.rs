@@ -476,8 +476,10 @@ impl AllocationWalk {
                         current.record.size
                     ));
                 }
-                // Keys come in order: the short pages before every extent of the inode.
+                // Keys come in order: the short pages before every extent of the inode. Each
+                // counts in the record's `pages`.
                 current.short_pages.push(offset);
+                current.mapped_pages += 1;
             }
             k if k == RecordKind::Inline as u8 => {
                 if current.record.kind != FileKind::File || !current.record.is_inline() || offset != 0 {

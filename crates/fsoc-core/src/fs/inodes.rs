@@ -83,7 +83,9 @@ impl<F: Flash> FileSystem<F> {
         if record.kind == FileKind::File {
             self.drop_pending(inode);
             if record.is_inline() {
+                // Its one inline record; extents it should not have are released all the same.
                 self.tree_remove(TreeId::Allocation, &allocation_key(inode, RecordKind::Inline, 0))?;
+                self.unmap_extents(inode, 0, u64::MAX)?;
             } else {
                 self.punch(inode, 0, u64::MAX)?;
             }
