@@ -53,6 +53,9 @@ fn range_error(inode: u64) -> FsError {
     FsError::CorruptFile { inode, reason: "file offsets outside the bytes read or written" }
 }
 
+/// A visitor of one file record: its offset (a page index for data records) and its value.
+type RecordVisit<'a> = dyn FnMut(u64, &[u8]) -> Result<(), FsError> + 'a;
+
 /// ext4's largest file with 4 KiB blocks (2^32 − 1 blocks): fsoc's at least, from format
 /// version 10 on.
 pub const EXT4_FILE_BYTES_MAX: u64 = (1 << 44) - 4096;
@@ -199,30 +202,40 @@ impl<F: Flash> FileSystem<F> {
         if let Some(extent) = self.extent_at(inode, first)? {
             extents.push(extent);
         }
-        let mut found: Result<(), FsError> = Ok(());
-        let start = allocation_key(inode, RecordKind::Extent, first);
-        self.tree_scan(TreeId::Allocation, &start, false, &mut |key, value| match parse_allocation_key(key) {
-            Some((found_inode, kind, first_page))
-                if found_inode == inode
-                    && kind == RecordKind::Extent as u8
-                    && first_page < end
-                    && extents.len() < count_max.max(1) =>
+        let room = count_max.max(1).saturating_sub(extents.len());
+        self.scan_file_records(inode, RecordKind::Extent, (first, false), end, room, &mut |first_page, value| {
+            extents.push(self.checked_extent(inode, first_page, value)?);
+            Ok(())
+        })?;
+        Ok(extents)
+    }
+
+    /// Visits `inode`'s records of `kind` whose offsets lie in [start, end) (after `start` when
+    /// `inclusive` is false), in order, at most `count_max` of them; stops at the first error
+    /// `visit` answers and returns it.
+    fn scan_file_records(
+        &self,
+        inode: u64,
+        kind: RecordKind,
+        (start, inclusive): (u64, bool),
+        end: u64,
+        count_max: usize,
+        visit: &mut RecordVisit<'_>,
+    ) -> Result<(), FsError> {
+        let mut outcome: Result<(), FsError> = Ok(());
+        let mut visited = 0;
+        let key = allocation_key(inode, kind, start);
+        self.tree_scan(TreeId::Allocation, &key, inclusive, &mut |key, value| match parse_allocation_key(key) {
+            Some((found_inode, found_kind, offset))
+                if found_inode == inode && found_kind == kind as u8 && offset < end && visited < count_max =>
             {
-                match self.checked_extent(inode, first_page, value) {
-                    Ok(extent) => {
-                        extents.push(extent);
-                        true
-                    }
-                    Err(error) => {
-                        found = Err(error);
-                        false
-                    }
-                }
+                visited += 1;
+                outcome = visit(offset, value);
+                outcome.is_ok()
             }
             _ => false,
         })?;
-        found?;
-        Ok(extents)
+        outcome
     }
 
     fn read_inline(&self, inode: u64, size: u64) -> Result<Vec<u8>, FsError> {
@@ -265,27 +278,13 @@ impl<F: Flash> FileSystem<F> {
             return Ok(pages);
         }
         let inline_bytes_max = self.inline_bytes_max();
-        let mut wrong_length = false;
-        let start = allocation_key(inode, RecordKind::Inline, first);
-        self.tree_scan(TreeId::Allocation, &start, true, &mut |key, value| match parse_allocation_key(key) {
-            Some((found_inode, kind, page))
-                if found_inode == inode
-                    && kind == RecordKind::Inline as u8
-                    && page < end
-                    && pages.len() < count_max.max(1) =>
-            {
-                if value.is_empty() || value.len() > inline_bytes_max {
-                    wrong_length = true;
-                    return false;
-                }
-                pages.push((page, value.to_vec()));
-                true
+        self.scan_file_records(inode, RecordKind::Inline, (first, true), end, count_max.max(1), &mut |page, value| {
+            if value.is_empty() || value.len() > inline_bytes_max {
+                return Err(FsError::CorruptFile { inode, reason: "short page of a wrong length" });
             }
-            _ => false,
+            pages.push((page, value.to_vec()));
+            Ok(())
         })?;
-        if wrong_length {
-            return Err(FsError::CorruptFile { inode, reason: "short page of a wrong length" });
-        }
         Ok(pages)
     }
 
